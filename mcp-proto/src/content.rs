@@ -1,0 +1,344 @@
+//! Content blocks and tool results, and how each is written for an older peer.
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::jsonrpc::RpcError;
+use crate::version::ProtocolVersion;
+
+/// The body of an embedded or read resource: text or base64 bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceBody {
+    /// UTF-8 text.
+    Text(String),
+    /// Binary data, already base64-encoded.
+    Blob(String),
+}
+
+/// `TextResourceContents` or `BlobResourceContents`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceContents {
+    /// The resource's URI.
+    pub uri: String,
+    /// Its media type, when known.
+    pub mime_type: Option<String>,
+    /// Text or blob.
+    pub body: ResourceBody,
+    /// `_meta` (sent to 2025-06-18 and later peers).
+    pub meta: Option<Map<String, Value>>,
+}
+
+impl ResourceContents {
+    /// Text contents.
+    pub fn text(uri: impl Into<String>, mime_type: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            uri: uri.into(),
+            mime_type: Some(mime_type.into()),
+            body: ResourceBody::Text(text.into()),
+            meta: None,
+        }
+    }
+
+    /// Binary contents from base64 text.
+    pub fn blob(uri: impl Into<String>, mime_type: impl Into<String>, base64: impl Into<String>) -> Self {
+        Self {
+            uri: uri.into(),
+            mime_type: Some(mime_type.into()),
+            body: ResourceBody::Blob(base64.into()),
+            meta: None,
+        }
+    }
+
+    fn write<M: SerializeMap>(&self, m: &mut M, v: ProtocolVersion) -> Result<(), M::Error> {
+        m.serialize_entry("uri", &self.uri)?;
+        if let Some(t) = &self.mime_type {
+            m.serialize_entry("mimeType", t)?;
+        }
+        match &self.body {
+            ResourceBody::Text(t) => m.serialize_entry("text", t)?,
+            ResourceBody::Blob(b) => m.serialize_entry("blob", b)?,
+        }
+        if v.has_structured_output() {
+            if let Some(meta) = &self.meta {
+                m.serialize_entry("_meta", meta)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `ResourceLink` block's fields.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResourceLink {
+    /// The linked resource's URI.
+    pub uri: String,
+    /// Its programmatic name.
+    pub name: String,
+    /// A display title.
+    pub title: Option<String>,
+    /// A description.
+    pub description: Option<String>,
+    /// Its media type.
+    pub mime_type: Option<String>,
+    /// Its size in bytes.
+    pub size: Option<u64>,
+}
+
+/// One content block of a tool result or prompt message.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Content {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+        /// Optional `annotations` object (audience, priority, lastModified).
+        annotations: Option<Map<String, Value>>,
+    },
+    /// A base64 image.
+    Image {
+        /// Base64 data.
+        data: String,
+        /// Media type, e.g. `image/png`.
+        mime_type: String,
+        /// Optional annotations.
+        annotations: Option<Map<String, Value>>,
+    },
+    /// Base64 audio (2025-03-26 and later).
+    Audio {
+        /// Base64 data.
+        data: String,
+        /// Media type, e.g. `audio/wav`.
+        mime_type: String,
+        /// Optional annotations.
+        annotations: Option<Map<String, Value>>,
+    },
+    /// An embedded resource.
+    Resource {
+        /// The resource's contents.
+        resource: ResourceContents,
+        /// Optional annotations.
+        annotations: Option<Map<String, Value>>,
+    },
+    /// A link to a resource (2025-06-18 and later; written as text for older peers).
+    ResourceLink(ResourceLink),
+}
+
+impl Content {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Content::Text { text: text.into(), annotations: None }
+    }
+
+    /// An image block from base64 data.
+    pub fn image(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Content::Image { data: base64.into(), mime_type: mime_type.into(), annotations: None }
+    }
+
+    /// An audio block from base64 data.
+    pub fn audio(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Content::Audio { data: base64.into(), mime_type: mime_type.into(), annotations: None }
+    }
+
+    /// An embedded resource block.
+    pub fn resource(resource: ResourceContents) -> Self {
+        Content::Resource { resource, annotations: None }
+    }
+
+    /// Writes this block as `version` knows it.
+    pub(crate) fn for_version(&self, version: ProtocolVersion) -> VersionedContent<'_> {
+        VersionedContent(self, version)
+    }
+}
+
+/// A block paired with the version it is written for.
+pub(crate) struct VersionedContent<'a>(&'a Content, ProtocolVersion);
+
+fn annotations_for(a: &Option<Map<String, Value>>, v: ProtocolVersion) -> Option<Map<String, Value>> {
+    let a = a.as_ref()?;
+    if v.has_structured_output() || !a.contains_key("lastModified") {
+        return Some(a.clone());
+    }
+    let mut a = a.clone();
+    a.remove("lastModified");
+    Some(a)
+}
+
+impl Serialize for VersionedContent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.1;
+        let mut m = s.serialize_map(None)?;
+        let ann = match self.0 {
+            Content::Text { text, annotations } => {
+                m.serialize_entry("type", "text")?;
+                m.serialize_entry("text", text)?;
+                annotations
+            }
+            Content::Image { data, mime_type, annotations } => {
+                m.serialize_entry("type", "image")?;
+                m.serialize_entry("data", data)?;
+                m.serialize_entry("mimeType", mime_type)?;
+                annotations
+            }
+            Content::Audio { data, mime_type, annotations } => {
+                m.serialize_entry("type", "audio")?;
+                m.serialize_entry("data", data)?;
+                m.serialize_entry("mimeType", mime_type)?;
+                annotations
+            }
+            Content::Resource { resource, annotations } => {
+                m.serialize_entry("type", "resource")?;
+                m.serialize_entry("resource", &VersionedResource(resource, v))?;
+                annotations
+            }
+            Content::ResourceLink(link) if !v.has_structured_output() => {
+                // 2025-03-26 has no resource_link block: say the same thing in text.
+                let mut text =
+                    format!("Resource: {} ({})", link.title.as_ref().unwrap_or(&link.name), link.uri);
+                if let Some(d) = &link.description {
+                    text.push_str(": ");
+                    text.push_str(d);
+                }
+                m.serialize_entry("type", "text")?;
+                m.serialize_entry("text", &text)?;
+                return m.end();
+            }
+            Content::ResourceLink(link) => {
+                m.serialize_entry("type", "resource_link")?;
+                m.serialize_entry("uri", &link.uri)?;
+                m.serialize_entry("name", &link.name)?;
+                if let Some(t) = &link.title {
+                    m.serialize_entry("title", t)?;
+                }
+                if let Some(d) = &link.description {
+                    m.serialize_entry("description", d)?;
+                }
+                if let Some(t) = &link.mime_type {
+                    m.serialize_entry("mimeType", t)?;
+                }
+                if let Some(n) = link.size {
+                    m.serialize_entry("size", &n)?;
+                }
+                return m.end();
+            }
+        };
+        if let Some(a) = annotations_for(ann, v) {
+            m.serialize_entry("annotations", &a)?;
+        }
+        m.end()
+    }
+}
+
+struct VersionedResource<'a>(&'a ResourceContents, ProtocolVersion);
+
+impl Serialize for VersionedResource<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        self.0.write(&mut m, self.1)?;
+        m.end()
+    }
+}
+
+/// What a tool handler produces: a `CallToolResult`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    /// The content blocks, in order.
+    pub content: Vec<Content>,
+    /// `structuredContent`; checked against the tool's `outputSchema` when it declares one.
+    pub structured: Option<Value>,
+    /// Whether this is a tool-level failure the model should see.
+    pub is_error: bool,
+    /// `_meta` on the result.
+    pub meta: Option<Map<String, Value>>,
+}
+
+impl ToolOutput {
+    /// One text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { content: vec![Content::text(text)], ..Self::default() }
+    }
+
+    /// The given blocks.
+    pub fn content(content: Vec<Content>) -> Self {
+        Self { content, ..Self::default() }
+    }
+
+    /// A failure the model sees: one text block and `isError: true`.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self { content: vec![Content::text(text)], is_error: true, ..Self::default() }
+    }
+
+    /// Structured output. The engine adds the JSON text copy older clients read, unless the
+    /// content already has blocks.
+    pub fn structured(value: Value) -> Self {
+        Self { structured: Some(value), ..Self::default() }
+    }
+}
+
+/// Why a handler did not produce a result.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HandlerError {
+    /// An error meant for the client: its code, message and data go on the wire as they are.
+    Public(RpcError),
+    /// A private failure: logged by the shim, answered with the generic internal error. Its text
+    /// never crosses the transport.
+    Private(Box<dyn std::error::Error + Send + Sync>),
+    /// The handler panicked; answered with the generic internal error.
+    Panicked,
+    /// The handler was cancelled (its future was dropped) before it finished.
+    Cancelled,
+}
+
+impl HandlerError {
+    /// A private failure from any error value.
+    pub fn private(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        HandlerError::Private(e.into())
+    }
+}
+
+impl From<RpcError> for HandlerError {
+    fn from(e: RpcError) -> Self {
+        HandlerError::Public(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(c: &Content, v: ProtocolVersion) -> String {
+        serde_json::to_string(&c.for_version(v)).unwrap()
+    }
+
+    #[test]
+    fn resource_link_down_levels_to_text() {
+        let link = Content::ResourceLink(ResourceLink {
+            uri: "test://x".into(),
+            name: "x".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            json(&link, ProtocolVersion::V2025_03_26),
+            r#"{"type":"text","text":"Resource: x (test://x)"}"#
+        );
+        assert_eq!(
+            json(&link, ProtocolVersion::V2025_06_18),
+            r#"{"type":"resource_link","uri":"test://x","name":"x"}"#
+        );
+    }
+
+    #[test]
+    fn last_modified_is_dropped_for_old_peers() {
+        let mut a = Map::new();
+        a.insert("priority".into(), Value::from(1));
+        a.insert("lastModified".into(), Value::from("2025-01-01T00:00:00Z"));
+        let c = Content::Text { text: "t".into(), annotations: Some(a) };
+        assert_eq!(
+            json(&c, ProtocolVersion::V2025_03_26),
+            r#"{"type":"text","text":"t","annotations":{"priority":1}}"#
+        );
+        assert!(json(&c, ProtocolVersion::V2025_11_25).contains("lastModified"));
+    }
+}

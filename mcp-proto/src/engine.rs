@@ -1,0 +1,1162 @@
+//! The protocol state machine.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::caller::Caller;
+use crate::content::{Content, HandlerError, ToolOutput};
+use crate::cursor::{self, KeyRing};
+use crate::json::{self, DecodeError, RawEnvelope, RawFrame, RawFrameItem};
+use crate::jsonrpc::{encode_error, encode_notification, encode_result, ErrorCode, RequestId, RpcError};
+use crate::limits::Limits;
+use crate::registry::{describe_errors, Registry, RegistryError, Tool};
+use crate::slab::{Key, Slab};
+use crate::version::ProtocolVersion;
+
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// `Implementation`: the server's name and version as peers see them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Implementation {
+    /// Programmatic name.
+    pub name: String,
+    /// Version string.
+    pub version: String,
+    /// Display title (sent to 2025-06-18 and later peers).
+    pub title: Option<String>,
+    /// Description (sent to 2025-11-25 and later peers).
+    pub description: Option<String>,
+    /// Website (sent to 2025-11-25 and later peers).
+    pub website_url: Option<String>,
+}
+
+impl Implementation {
+    /// Name and version only.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self { name: name.into(), version: version.into(), title: None, description: None, website_url: None }
+    }
+
+    fn to_json(&self, v: ProtocolVersion) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.clone().into());
+        m.insert("version".into(), self.version.clone().into());
+        if v.implementation_has_title() {
+            if let Some(t) = &self.title {
+                m.insert("title".into(), t.clone().into());
+            }
+        }
+        if v.implementation_has_description() {
+            if let Some(d) = &self.description {
+                m.insert("description".into(), d.clone().into());
+            }
+            if let Some(w) = &self.website_url {
+                m.insert("websiteUrl".into(), w.clone().into());
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// Everything an [`Engine`] is built from.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's `Implementation`.
+    pub server_info: Implementation,
+    /// `instructions` for the model, sent in `initialize` and `server/discover` results.
+    pub instructions: Option<String>,
+    /// Every bound.
+    pub limits: Limits,
+    /// Keys that sign cursors (and, later, request state). Shims draw a random one by default.
+    pub keys: KeyRing,
+    /// How long a handler may run before its call is cancelled and answered with a timeout
+    /// failure. Default: none.
+    pub call_timeout: Option<Duration>,
+    /// `ttlMs` on 2026-07-28 cacheable results. Default 60 000.
+    pub cache_ttl_ms: u64,
+}
+
+impl Config {
+    /// A configuration with default limits.
+    pub fn new(server_info: Implementation, keys: KeyRing) -> Self {
+        Self {
+            server_info,
+            instructions: None,
+            limits: Limits::default(),
+            keys,
+            call_timeout: None,
+            cache_ttl_ms: 60_000,
+        }
+    }
+}
+
+/// A connection: a stdio session, an HTTP exchange or an SSE stream. Generational, so a handle
+/// to a closed connection never reaches a newer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(Key);
+
+/// One call in flight: the copyable id progress, cancellation and input requests travel by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(Key);
+
+/// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
+/// twice.
+#[must_use = "a call stays in flight until its ticket is passed to Engine::complete"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ticket {
+    call: CallId,
+}
+
+impl Ticket {
+    /// The call this ticket answers.
+    pub fn call(&self) -> CallId {
+        self.call
+    }
+}
+
+/// What kind of transport a connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnKind {
+    /// A long-lived byte stream of newline-delimited frames (stdio, or any custom stream).
+    Stdio,
+}
+
+/// Why [`Engine::open`] refused a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// [`Limits::max_connections`] connections are already open.
+    TooManyConnections,
+}
+
+/// What [`Engine::handle_frame`] decided at once, before any handler ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameOutcome {
+    /// Exactly one frame will answer this input (now or after handlers complete).
+    Reply,
+    /// Nothing will answer it: it held only notifications or responses (HTTP: 202).
+    NoReply,
+    /// The connection is not open; nothing was done.
+    UnknownConnection,
+}
+
+/// Why a connection closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The peer ended its input and every call it made has been answered.
+    EndOfInput,
+    /// The shim (or application) closed it.
+    Closed,
+    /// A frame over [`Limits::max_frame_bytes`] arrived on a stream that cannot resynchronise.
+    FrameTooLarge,
+}
+
+/// An answer to an [`Invocation`], passed to [`Engine::complete`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The outcome of a `tools/call` handler.
+    Tool(Result<ToolOutput, HandlerError>),
+}
+
+/// A call of application code the engine asks the shim to run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Request {
+    /// `tools/call`, with arguments already validated against the tool's input schema.
+    CallTool {
+        /// The tool's name.
+        name: String,
+        /// The arguments (`{}` when the request had none).
+        arguments: Map<String, Value>,
+    },
+}
+
+/// Run this handler and pass the result to [`Engine::complete`] with the ticket.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Invocation<H> {
+    /// Consumed by [`Engine::complete`].
+    pub ticket: Ticket,
+    /// The connection the request arrived on.
+    pub conn: ConnId,
+    /// Who is calling.
+    pub caller: Arc<Caller>,
+    /// The protocol version the request speaks.
+    pub version: ProtocolVersion,
+    /// What to do.
+    pub request: Request,
+    /// The registered handler.
+    pub handler: H,
+}
+
+/// Something for the shim to do. See [`Engine::poll_output`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Output<H> {
+    /// Write these bytes on `conn` (without a trailing newline; stdio adds one).
+    Frame {
+        /// Where.
+        conn: ConnId,
+        /// One complete JSON-RPC message or batch.
+        bytes: Vec<u8>,
+    },
+    /// Run application code.
+    Invoke(Invocation<H>),
+    /// Stop the handler of this call; its answer, if it still comes, is [`Stale`].
+    Cancel {
+        /// The call.
+        call: CallId,
+    },
+    /// Close the transport of `conn`; the engine has forgotten it.
+    Close {
+        /// Which.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// An answer for a call that is no longer in flight (cancelled, timed out, or its connection
+/// closed): a normal race, safe to ignore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;
+
+struct Session {
+    version: ProtocolVersion,
+    initialized: bool,
+}
+
+struct Conn {
+    #[allow(dead_code)]
+    kind: ConnKind,
+    caller: Arc<Caller>,
+    session: Option<Session>,
+    /// Requests awaiting an answer, by id, for duplicate detection and cancellation.
+    calls: HashMap<RequestId, CallId>,
+    /// Requests counted against the in-flight limit (calls plus pending batch members).
+    in_flight: usize,
+    draining: bool,
+}
+
+struct Call {
+    conn: ConnId,
+    id: RequestId,
+    version: ProtocolVersion,
+    tool: Option<String>,
+    batch: Option<Key>,
+    deadline: Option<Instant>,
+}
+
+struct Batch {
+    conn: ConnId,
+    pending: usize,
+    parts: Vec<Vec<u8>>,
+}
+
+/// How one request will be answered.
+enum Answer<H> {
+    Now(Vec<u8>),
+    Later(Invocation<H>),
+}
+
+/// The per-request facts every method handler needs.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    conn: ConnId,
+    id: &'a RequestId,
+    version: ProtocolVersion,
+}
+
+/// The MCP server protocol engine. See the crate docs for the run loop.
+pub struct Engine<H> {
+    config: Config,
+    registry: Registry<H>,
+    conns: Slab<Conn>,
+    calls: Slab<Call>,
+    batches: Slab<Batch>,
+    deadlines: BTreeSet<(Instant, CallId)>,
+    out: VecDeque<Output<H>>,
+    /// Draining connections whose last call just finished, closed once its answer is queued.
+    pending_close: Vec<ConnId>,
+    /// `_meta.serverInfo` of modern results, serialised once.
+    server_info_modern: Value,
+}
+
+impl<H: Clone> Engine<H> {
+    /// A new engine. `now` is the current time; nothing in the engine reads a clock.
+    pub fn new(config: Config, now: Instant) -> Self {
+        let _ = now;
+        let server_info_modern = config.server_info.to_json(ProtocolVersion::V2026_07_28);
+        Self {
+            config,
+            registry: Registry::default(),
+            conns: Slab::default(),
+            calls: Slab::default(),
+            batches: Slab::default(),
+            deadlines: BTreeSet::new(),
+            out: VecDeque::new(),
+            pending_close: Vec::new(),
+            server_info_modern,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Registers and unregisters tools.
+    pub fn registry_mut(&mut self) -> RegistryMut<'_, H> {
+        RegistryMut { engine: self }
+    }
+
+    /// Opens a connection for `caller`.
+    pub fn open(&mut self, now: Instant, kind: ConnKind, caller: Caller) -> Result<ConnId, OpenError> {
+        let _ = now;
+        if self.conns.len() >= self.config.limits.max_connections {
+            return Err(OpenError::TooManyConnections);
+        }
+        Ok(ConnId(self.conns.insert(Conn {
+            kind,
+            caller: Arc::new(caller),
+            session: None,
+            calls: HashMap::new(),
+            in_flight: 0,
+            draining: false,
+        })))
+    }
+
+    /// Number of requests of `conn` awaiting an answer.
+    pub fn in_flight(&self, conn: ConnId) -> usize {
+        self.conns.get(conn.0).map_or(0, |c| c.in_flight)
+    }
+
+    /// The peer will send nothing more on `conn`. Once every call it made is answered the
+    /// engine emits [`Output::Close`] with [`CloseReason::EndOfInput`].
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn close_input(&mut self, now: Instant, conn: ConnId) {
+        let _ = now;
+        let Some(c) = self.conns.get_mut(conn.0) else { return };
+        c.draining = true;
+        if c.in_flight == 0 {
+            self.forget(conn, CloseReason::EndOfInput);
+        }
+    }
+
+    /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`]) and the
+    /// engine emits [`Output::Close`].
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn close(&mut self, now: Instant, conn: ConnId) {
+        let _ = now;
+        self.forget(conn, CloseReason::Closed);
+    }
+
+    fn forget(&mut self, conn: ConnId, reason: CloseReason) {
+        let Some(c) = self.conns.remove(conn.0) else { return };
+        for call in c.calls.into_values() {
+            if let Some(k) = self.calls.remove(call.0) {
+                if let Some(d) = k.deadline {
+                    self.deadlines.remove(&(d, call));
+                }
+                if let Some(b) = k.batch {
+                    self.batches.remove(b);
+                }
+            }
+            self.out.push_back(Output::Cancel { call });
+        }
+        self.out.push_back(Output::Close { conn, reason });
+    }
+
+    /// Handles one inbound frame (a stdio line, an HTTP body) from `conn`.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) -> FrameOutcome {
+        if self.conns.get(conn.0).is_none() {
+            return FrameOutcome::UnknownConnection;
+        }
+        let limits = &self.config.limits;
+        if bytes.len() > limits.max_frame_bytes {
+            let err = RpcError::invalid_request(format!(
+                "frame of {} bytes exceeds the {}-byte limit",
+                bytes.len(),
+                limits.max_frame_bytes
+            ));
+            self.emit(conn, encode_error(None, &err));
+            return FrameOutcome::Reply;
+        }
+        let frame = match json::decode(bytes, limits.max_depth) {
+            Ok(f) => f,
+            Err(DecodeError::Syntax(msg)) => {
+                let err = RpcError::new(ErrorCode::ParseError, format!("parse error: {msg}"));
+                self.emit(conn, encode_error(None, &err));
+                return FrameOutcome::Reply;
+            }
+            Err(DecodeError::TooDeep) => {
+                let err = RpcError::invalid_request("JSON nested deeper than 128 levels");
+                self.emit(conn, encode_error(None, &err));
+                return FrameOutcome::Reply;
+            }
+        };
+        match frame {
+            RawFrame::Single(env) => match self.message(now, conn, env, None) {
+                Some(Answer::Now(bytes)) => {
+                    self.emit(conn, bytes);
+                    FrameOutcome::Reply
+                }
+                Some(Answer::Later(inv)) => {
+                    self.out.push_back(Output::Invoke(inv));
+                    FrameOutcome::Reply
+                }
+                None => FrameOutcome::NoReply,
+            },
+            RawFrame::NotAnObject => {
+                let err = RpcError::invalid_request("a JSON-RPC message must be an object");
+                self.emit(conn, encode_error(None, &err));
+                FrameOutcome::Reply
+            }
+            RawFrame::Batch(items) => self.batch(now, conn, items),
+        }
+    }
+
+    fn batch(&mut self, now: Instant, conn: ConnId, items: Vec<RawFrameItem<'_>>) -> FrameOutcome {
+        let allowed = self
+            .conns
+            .get(conn.0)
+            .and_then(|c| c.session.as_ref())
+            .is_some_and(|s| s.version.allows_batches());
+        let refuse = if !allowed {
+            Some("JSON-RPC batches are only accepted on a 2025-03-26 session".to_owned())
+        } else if items.is_empty() {
+            Some("empty batch".to_owned())
+        } else if items.len() > self.config.limits.max_batch_len {
+            Some(format!(
+                "batch of {} messages exceeds the limit of {}",
+                items.len(),
+                self.config.limits.max_batch_len
+            ))
+        } else {
+            None
+        };
+        if let Some(msg) = refuse {
+            self.emit(conn, encode_error(None, &RpcError::invalid_request(msg)));
+            return FrameOutcome::Reply;
+        }
+        let batch = self.batches.insert(Batch { conn, pending: 0, parts: Vec::new() });
+        let mut invocations = Vec::new();
+        for item in items {
+            let answer = match item {
+                RawFrameItem::Message(env) => self.message(now, conn, env, Some(batch)),
+                RawFrameItem::NotAnObject => Some(Answer::Now(encode_error(
+                    None,
+                    &RpcError::invalid_request("a JSON-RPC message must be an object"),
+                ))),
+            };
+            match answer {
+                Some(Answer::Now(bytes)) => {
+                    if let Some(b) = self.batches.get_mut(batch) {
+                        b.parts.push(bytes);
+                    }
+                }
+                Some(Answer::Later(inv)) => {
+                    if let Some(b) = self.batches.get_mut(batch) {
+                        b.pending += 1;
+                    }
+                    invocations.push(inv);
+                }
+                None => {}
+            }
+        }
+        let Some(b) = self.batches.get(batch) else { return FrameOutcome::NoReply };
+        let outcome = if b.pending == 0 && b.parts.is_empty() {
+            self.batches.remove(batch);
+            FrameOutcome::NoReply
+        } else {
+            FrameOutcome::Reply
+        };
+        self.out.extend(invocations.into_iter().map(Output::Invoke));
+        self.flush_batch(batch);
+        outcome
+    }
+
+    fn flush_batch(&mut self, batch: Key) {
+        let done = self.batches.get(batch).is_some_and(|b| b.pending == 0);
+        if !done {
+            return;
+        }
+        let Some(b) = self.batches.remove(batch) else { return };
+        if b.parts.is_empty() {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(b.parts.iter().map(|p| p.len() + 1).sum::<usize>() + 1);
+        bytes.push(b'[');
+        for (i, p) in b.parts.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            bytes.extend_from_slice(p);
+        }
+        bytes.push(b']');
+        self.emit(b.conn, bytes);
+    }
+
+    fn emit(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        self.out.push_back(Output::Frame { conn, bytes });
+    }
+
+    /// Applies the envelope rules to one message and dispatches it. `None`: no reply.
+    fn message(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        env: RawEnvelope<'_>,
+        batch: Option<Key>,
+    ) -> Option<Answer<H>> {
+        let limits = &self.config.limits;
+        // The id first: every later error echoes it when it is usable.
+        let id = match env.id {
+            None => None,
+            Some(raw) if raw.get().len() > limits.max_id_bytes => {
+                let msg =
+                    format!("id of {} bytes exceeds the {}-byte limit", raw.get().len(), limits.max_id_bytes);
+                return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
+            }
+            Some(raw) => match RequestId::from_json(raw.get()) {
+                Some(id) => Some(id),
+                None => {
+                    let msg = "id must be a string or an integer";
+                    return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
+                }
+            },
+        };
+        let fail = |err: RpcError| -> Option<Answer<H>> {
+            // A notification is never answered, not even with an error.
+            id.as_ref().map(|id| Answer::Now(encode_error(Some(id), &err)))
+        };
+        if let Some(problem) = env.problem {
+            return if env.method.is_some() || id.is_some() {
+                Some(Answer::Now(encode_error(id.as_ref(), &RpcError::invalid_request(problem))))
+            } else {
+                None
+            };
+        }
+        if env.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            let err = RpcError::invalid_request("\"jsonrpc\" must be \"2.0\"");
+            return Some(Answer::Now(encode_error(id.as_ref(), &err)));
+        }
+        if let Some((fault, in_params)) = env.fault {
+            let err = if in_params {
+                RpcError::invalid_params(format!("params: {fault}"))
+            } else {
+                RpcError::invalid_request(fault.to_string())
+            };
+            return if env.method.is_some() { fail(err) } else { None };
+        }
+        let Some(method) = env.method else {
+            if env.result.is_some() || env.error.is_some() {
+                // A response to a server→client request; none is outstanding yet, so it is
+                // dropped, as JSON-RPC says unknown responses are.
+                return None;
+            }
+            let err = RpcError::invalid_request("missing \"method\"");
+            return Some(Answer::Now(encode_error(id.as_ref(), &err)));
+        };
+        let Value::String(method) = method else {
+            return fail(RpcError::invalid_request("\"method\" must be a string"));
+        };
+        if method.len() > limits.max_method_bytes {
+            let msg = format!(
+                "method of {} bytes exceeds the {}-byte limit",
+                method.len(),
+                limits.max_method_bytes
+            );
+            return fail(RpcError::invalid_request(msg));
+        }
+        if env.result.is_some() || env.error.is_some() {
+            return fail(RpcError::invalid_request("a request cannot carry \"result\" or \"error\""));
+        }
+        let params = match env.params {
+            None => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(_) => return fail(RpcError::invalid_params("params must be an object")),
+        };
+        match id {
+            Some(id) => Some(self.request(now, conn, id, &method, params, batch)),
+            None => {
+                self.notification(now, conn, &method, params);
+                None
+            }
+        }
+    }
+
+    fn notification(&mut self, now: Instant, conn: ConnId, method: &str, params: Option<Map<String, Value>>) {
+        match method {
+            "notifications/initialized" => {
+                if let Some(s) = self.conns.get_mut(conn.0).and_then(|c| c.session.as_mut()) {
+                    s.initialized = true;
+                }
+            }
+            "notifications/cancelled" => {
+                let Some(raw) = params.as_ref().and_then(|p| p.get("requestId")) else { return };
+                let Some(id) = serde_json::to_string(raw).ok().and_then(|s| RequestId::from_json(&s)) else {
+                    return;
+                };
+                let call = self.conns.get(conn.0).and_then(|c| c.calls.get(&id)).copied();
+                if let Some(call) = call {
+                    self.cancel(now, call);
+                }
+            }
+            // Unknown notifications are ignored, as JSON-RPC requires.
+            _ => {}
+        }
+    }
+
+    /// Ends a call without an answer (the peer cancelled it).
+    fn cancel(&mut self, _now: Instant, call: CallId) {
+        if let Some(c) = self.finish_call(call) {
+            if let Some(b) = c.batch {
+                if let Some(batch) = self.batches.get_mut(b) {
+                    batch.pending = batch.pending.saturating_sub(1);
+                }
+                self.flush_batch(b);
+            }
+            self.out.push_back(Output::Cancel { call });
+            self.close_drained();
+        }
+    }
+
+    /// Removes a call from every index and releases its in-flight slot.
+    fn finish_call(&mut self, call: CallId) -> Option<Call> {
+        let c = self.calls.remove(call.0)?;
+        if let Some(d) = c.deadline {
+            self.deadlines.remove(&(d, call));
+        }
+        if let Some(conn) = self.conns.get_mut(c.conn.0) {
+            conn.calls.remove(&c.id);
+            conn.in_flight = conn.in_flight.saturating_sub(1);
+            if conn.draining && conn.in_flight == 0 {
+                // The caller queues this call's answer first; `close_drained` then closes.
+                self.pending_close.push(c.conn);
+            }
+        }
+        Some(c)
+    }
+
+    fn request(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: RequestId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Answer<H> {
+        let meta_version = params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.as_object())
+            .and_then(|m| m.get(META_PROTOCOL_VERSION));
+        let result = if meta_version.is_some() {
+            self.modern(now, conn, &id, method, params, batch)
+        } else {
+            self.legacy(now, conn, &id, method, params, batch)
+        };
+        match result {
+            Ok(answer) => answer,
+            Err(err) => Answer::Now(encode_error(Some(&id), &err)),
+        }
+    }
+
+    fn legacy(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: &RequestId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let session = self.conns.get(conn.0).and_then(|c| c.session.as_ref()).map(|s| s.version);
+        match (method, session) {
+            ("initialize", None) => {
+                if batch.is_some() {
+                    return Err(RpcError::invalid_request("initialize must not be part of a batch"));
+                }
+                Ok(Answer::Now(self.initialize(conn, id, params)))
+            }
+            ("initialize", Some(_)) => Err(RpcError::invalid_request("the session is already initialized")),
+            ("ping", _) => Ok(Answer::Now(encode_result(id, &Map::new()))),
+            (_, None) => Err(RpcError::invalid_request(format!(
+                "{method}: the session is not initialized; send initialize first"
+            ))),
+            (_, Some(version)) => {
+                let ctx = Ctx { conn, id, version };
+                self.method(now, ctx, method, params, batch)
+            }
+        }
+    }
+
+    fn modern(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: &RequestId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let meta = params.as_ref().and_then(|p| p.get("_meta")).and_then(Value::as_object);
+        let requested = meta.and_then(|m| m.get(META_PROTOCOL_VERSION));
+        let Some(Value::String(requested)) = requested else {
+            return Err(RpcError::invalid_params(format!(
+                "_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
+            )));
+        };
+        if !meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(Value::is_object) {
+            return Err(RpcError::invalid_params(format!(
+                "_meta[\"{META_CLIENT_CAPABILITIES}\"] is required and must be an object"
+            )));
+        }
+        let version = match ProtocolVersion::parse(requested) {
+            Some(v) if v.is_modern() => v,
+            _ => {
+                let supported: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
+                let msg = if ProtocolVersion::parse(requested).is_some() {
+                    format!("protocol version {requested} is negotiated through initialize, not per-request _meta")
+                } else {
+                    format!("unsupported protocol version {requested:?}")
+                };
+                return Err(RpcError::new(ErrorCode::UnsupportedProtocolVersion, msg)
+                    .with_data(serde_json::json!({ "supported": supported, "requested": requested })));
+            }
+        };
+        let ctx = Ctx { conn, id, version };
+        match method {
+            "server/discover" => Ok(Answer::Now(self.discover(ctx))),
+            // Removed in 2026-07-28.
+            "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
+                Err(RpcError::method_not_found(method))
+            }
+            _ => self.method(now, ctx, method, params, batch),
+        }
+    }
+
+    /// Methods both eras share.
+    fn method(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        match method {
+            "tools/list" => self.list_tools(ctx, params.as_ref()).map(Answer::Now),
+            "tools/call" => self.call_tool(now, ctx, params, batch),
+            _ => Err(RpcError::method_not_found(method)),
+        }
+    }
+
+    fn capabilities(&self) -> Value {
+        let mut caps = Map::new();
+        if !self.registry.tools.is_empty() {
+            caps.insert("tools".into(), Value::Object(Map::new()));
+        }
+        Value::Object(caps)
+    }
+
+    fn initialize(&mut self, conn: ConnId, id: &RequestId, params: Option<Map<String, Value>>) -> Vec<u8> {
+        let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+        // Echo a supported legacy version, otherwise offer the newest legacy one: the spec's
+        // negotiation rule, which leaves it to the client to disconnect.
+        let version = requested
+            .and_then(ProtocolVersion::parse)
+            .filter(|v| !v.is_modern())
+            .unwrap_or(ProtocolVersion::NEWEST_LEGACY);
+        if let Some(c) = self.conns.get_mut(conn.0) {
+            c.session = Some(Session { version, initialized: false });
+        }
+        let mut r = Map::new();
+        r.insert("protocolVersion".into(), version.as_str().into());
+        r.insert("capabilities".into(), self.capabilities());
+        r.insert("serverInfo".into(), self.config.server_info.to_json(version));
+        if let Some(i) = &self.config.instructions {
+            r.insert("instructions".into(), i.clone().into());
+        }
+        encode_result(id, &r)
+    }
+
+    fn discover(&self, ctx: Ctx<'_>) -> Vec<u8> {
+        let mut r = Map::new();
+        let versions: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
+        r.insert("supportedVersions".into(), versions.into());
+        r.insert("capabilities".into(), self.capabilities());
+        if let Some(i) = &self.config.instructions {
+            r.insert("instructions".into(), i.clone().into());
+        }
+        self.cacheable(&mut r, ctx.version);
+        self.finish(&mut r, ctx.version);
+        encode_result(ctx.id, &r)
+    }
+
+    /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
+    fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion) {
+        if v.is_modern() {
+            r.insert("ttlMs".into(), self.config.cache_ttl_ms.into());
+            r.insert("cacheScope".into(), "public".into());
+        }
+    }
+
+    /// Adds `resultType` and the serverInfo `_meta` every modern result carries.
+    fn finish(&self, r: &mut Map<String, Value>, v: ProtocolVersion) {
+        if v.is_modern() {
+            r.insert("resultType".into(), "complete".into());
+            let meta = r.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = meta {
+                m.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
+            }
+        }
+    }
+
+    fn page_bounds(
+        &self,
+        ctx: Ctx<'_>,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<usize, RpcError> {
+        match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => Ok(0),
+            Some(Value::String(c)) => {
+                let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
+                cursor::read(&self.config.keys, c, method, caller.binding())
+                    .ok_or_else(|| RpcError::invalid_params("invalid cursor"))
+            }
+            Some(_) => Err(RpcError::invalid_params("invalid cursor")),
+        }
+    }
+
+    fn list_tools(&self, ctx: Ctx<'_>, params: Option<&Map<String, Value>>) -> Result<Vec<u8>, RpcError> {
+        let offset = self.page_bounds(ctx, "tools/list", params)?;
+        let page = self.config.limits.page_size;
+        let mut visible = self.registry.tools.values().filter(|t| t.visible_to(ctx.version)).skip(offset);
+        let mut body = String::with_capacity(256);
+        body.push_str("{\"tools\":[");
+        let mut n = 0;
+        for t in visible.by_ref().take(page) {
+            if n > 0 {
+                body.push(',');
+            }
+            body.push_str(t.listing(ctx.version));
+            n += 1;
+        }
+        body.push(']');
+        if visible.next().is_some() {
+            let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
+            let next = cursor::make(&self.config.keys, "tools/list", caller.binding(), offset + n);
+            body.push_str(",\"nextCursor\":");
+            body.push_str(&Value::String(next).to_string());
+        }
+        if ctx.version.is_modern() {
+            let mut tail = Map::new();
+            self.cacheable(&mut tail, ctx.version);
+            self.finish(&mut tail, ctx.version);
+            for (k, v) in tail {
+                body.push(',');
+                body.push_str(&Value::String(k).to_string());
+                body.push(':');
+                body.push_str(&v.to_string());
+            }
+        }
+        body.push('}');
+        let raw = serde_json::value::RawValue::from_string(body).map_err(|_| RpcError::internal())?;
+        Ok(encode_result(ctx.id, &raw))
+    }
+
+    fn call_tool(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let mut params = params.unwrap_or_default();
+        let name = match params.remove("name") {
+            Some(Value::String(n)) => n,
+            Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
+            None => return Err(RpcError::invalid_params("missing tool \"name\"")),
+        };
+        let Some(entry) = self.registry.tools.get(&name).filter(|t| t.visible_to(ctx.version)) else {
+            return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
+        };
+        let arguments = match params.remove("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v,
+            Some(_) => return Err(RpcError::invalid_params("\"arguments\" must be an object")),
+        };
+        if let Some(validator) = &entry.input {
+            if let Some(errors) = describe_errors(validator, &arguments) {
+                let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
+                if ctx.version.argument_errors_as_results() {
+                    let out = ToolOutput::error(text);
+                    return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out)));
+                }
+                return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));
+            }
+        }
+        let Value::Object(arguments) = arguments else { return Err(RpcError::internal()) };
+        let handler = entry.handler.clone();
+        let call = self.admit(now, ctx, Some(name.clone()), batch)?;
+        let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
+        Ok(Answer::Later(Invocation {
+            ticket: Ticket { call },
+            conn: ctx.conn,
+            caller,
+            version: ctx.version,
+            request: Request::CallTool { name, arguments },
+            handler,
+        }))
+    }
+
+    /// Records a call that a handler will answer, enforcing the in-flight bound and id
+    /// uniqueness.
+    fn admit(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        tool: Option<String>,
+        batch: Option<Key>,
+    ) -> Result<CallId, RpcError> {
+        let max = self.config.limits.max_in_flight;
+        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
+        if conn.in_flight >= max {
+            return Err(RpcError::invalid_request(format!("too many requests in flight (limit {max})")));
+        }
+        if conn.calls.contains_key(ctx.id) {
+            return Err(RpcError::invalid_request("a request with this id is already in flight"));
+        }
+        let deadline = self.config.call_timeout.map(|t| now + t);
+        let call = CallId(self.calls.insert(Call {
+            conn: ctx.conn,
+            id: ctx.id.clone(),
+            version: ctx.version,
+            tool,
+            batch,
+            deadline,
+        }));
+        conn.calls.insert(ctx.id.clone(), call);
+        conn.in_flight += 1;
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, call));
+        }
+        Ok(call)
+    }
+
+    /// Answers the call of `ticket` with `reply`.
+    ///
+    /// Returns [`Stale`] when the call is no longer in flight (cancelled, timed out, or its
+    /// connection closed); that is a normal race and nothing is sent. Follow with
+    /// [`poll_output`](Self::poll_output).
+    pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<(), Stale> {
+        let _ = now;
+        let call = self.finish_call(ticket.call).ok_or(Stale)?;
+        let bytes = match reply {
+            Reply::Tool(Ok(out)) => self.tool_result(&call, out),
+            Reply::Tool(Err(e)) => encode_error(Some(&call.id), &public_error(e)),
+        };
+        self.deliver(call, bytes);
+        Ok(())
+    }
+
+    fn deliver(&mut self, call: Call, bytes: Vec<u8>) {
+        match call.batch {
+            Some(b) => {
+                if let Some(batch) = self.batches.get_mut(b) {
+                    batch.parts.push(bytes);
+                    batch.pending = batch.pending.saturating_sub(1);
+                }
+                self.flush_batch(b);
+            }
+            None => self.emit(call.conn, bytes),
+        }
+        self.close_drained();
+    }
+
+    fn close_drained(&mut self) {
+        while let Some(conn) = self.pending_close.pop() {
+            let drained = self.conns.get(conn.0).is_some_and(|c| c.draining && c.in_flight == 0);
+            if drained {
+                self.forget(conn, CloseReason::EndOfInput);
+            }
+        }
+    }
+
+    fn tool_result(&self, call: &Call, mut out: ToolOutput) -> Vec<u8> {
+        let entry = call.tool.as_deref().and_then(|n| self.registry.tools.get(n));
+        if let Some(validator) = entry.and_then(|e| e.output.as_ref()) {
+            if !out.is_error {
+                let ok = out.structured.as_ref().is_some_and(|s| validator.is_valid(s));
+                if !ok {
+                    // The application broke its own contract; the peer learns only that the
+                    // server failed.
+                    return encode_error(Some(&call.id), &RpcError::internal());
+                }
+            }
+        }
+        if let Some(s) = &out.structured {
+            if out.content.is_empty() {
+                out.content.push(Content::text(s.to_string()));
+            }
+        }
+        let bytes = self.encode_tool_result(&call.id, call.version, &out);
+        let max = self.config.limits.max_response_bytes;
+        if bytes.len() <= max {
+            return bytes;
+        }
+        let msg = format!(
+            "result_too_large: the tool's result of {} bytes exceeds the {max}-byte response limit",
+            bytes.len()
+        );
+        self.encode_tool_result(&call.id, call.version, &ToolOutput::error(msg))
+    }
+
+    fn encode_tool_result(&self, id: &RequestId, v: ProtocolVersion, out: &ToolOutput) -> Vec<u8> {
+        let modern = v.is_modern().then_some(&self.server_info_modern);
+        encode_result(id, &ToolResultWire { out, v, server_info: modern })
+    }
+
+    /// The next thing for the shim to do, or `None` when there is nothing.
+    ///
+    /// Call it until it returns `None` after every [`handle_frame`](Self::handle_frame),
+    /// [`complete`](Self::complete), [`handle_timeout`](Self::handle_timeout),
+    /// [`close`](Self::close), [`close_input`](Self::close_input) and registry change.
+    pub fn poll_output(&mut self) -> Option<Output<H>> {
+        self.out.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called, if ever.
+    ///
+    /// Ask again after every call that may add a deadline: [`handle_frame`](Self::handle_frame)
+    /// and [`handle_timeout`](Self::handle_timeout).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(d, _)| *d)
+    }
+
+    /// Expires every deadline at or before `now`: a timed-out call is cancelled
+    /// ([`Output::Cancel`]) and answered with `-32603` "request timed out".
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(d, call)) = self.deadlines.first() {
+            if d > now {
+                break;
+            }
+            self.deadlines.remove(&(d, call));
+            if let Some(c) = self.finish_call(call) {
+                self.out.push_back(Output::Cancel { call });
+                let err = RpcError::new(ErrorCode::InternalError, "request timed out");
+                let bytes = encode_error(Some(&c.id), &err);
+                self.deliver(c, bytes);
+            }
+        }
+    }
+
+    #[allow(dead_code)]
+    fn notify(&mut self, conn: ConnId, method: &str, params: &Value) {
+        self.emit(conn, encode_notification(method, params));
+    }
+}
+
+/// What a handler failure becomes on the wire: public errors as they are, anything else as the
+/// generic internal error.
+fn public_error(e: HandlerError) -> RpcError {
+    match e {
+        HandlerError::Public(e) => e,
+        HandlerError::Private(_) | HandlerError::Panicked | HandlerError::Cancelled => RpcError::internal(),
+    }
+}
+
+/// Registers and unregisters items; see [`Engine::registry_mut`].
+pub struct RegistryMut<'a, H> {
+    engine: &'a mut Engine<H>,
+}
+
+impl<H: Clone> RegistryMut<'_, H> {
+    /// Registers a tool. Its schemas are compiled now; a tool that cannot be served is refused
+    /// here rather than failing at call time.
+    pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
+        self.engine.registry.add_tool(tool, handler)
+    }
+
+    /// Unregisters a tool, returning its declaration if it was registered.
+    pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
+        self.engine.registry.remove_tool(name)
+    }
+
+    /// Whether a tool of that name is registered.
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.engine.registry.tools.contains_key(name)
+    }
+}
+
+struct ToolResultWire<'a> {
+    out: &'a ToolOutput,
+    v: ProtocolVersion,
+    server_info: Option<&'a Value>,
+}
+
+impl Serialize for ToolResultWire<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("content", &ContentList(&self.out.content, self.v))?;
+        if let Some(st) = &self.out.structured {
+            if self.v.structured_content_any_type() || (self.v.has_structured_output() && st.is_object()) {
+                m.serialize_entry("structuredContent", st)?;
+            }
+        }
+        if self.out.is_error {
+            m.serialize_entry("isError", &true)?;
+        }
+        match (self.server_info, &self.out.meta) {
+            (Some(info), meta) => {
+                m.serialize_entry("_meta", &MetaWithInfo(meta.as_ref(), info))?;
+                m.serialize_entry("resultType", "complete")?;
+            }
+            (None, Some(meta)) if self.v.has_structured_output() => m.serialize_entry("_meta", meta)?,
+            (None, _) => {}
+        }
+        m.end()
+    }
+}
+
+struct ContentList<'a>(&'a [Content], ProtocolVersion);
+
+impl Serialize for ContentList<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|c| c.for_version(self.1)))
+    }
+}
+
+struct MetaWithInfo<'a>(Option<&'a Map<String, Value>>, &'a Value);
+
+impl Serialize for MetaWithInfo<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.0.into_iter().flatten() {
+            if k != META_SERVER_INFO {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.serialize_entry(META_SERVER_INFO, self.1)?;
+        m.end()
+    }
+}

@@ -1,0 +1,523 @@
+//! Strict, lossless JSON decoding.
+//!
+//! serde_json's `Value` quietly keeps the last of two repeated keys and, without
+//! `arbitrary_precision`, rounds big numbers through `f64`. Both are silent data changes, so the
+//! engine decodes through its own visitor instead: numbers keep their exact text, a repeated key
+//! or two keys that case-fold onto each other are recorded as a [`Fault`], and so is nesting past
+//! [`Limits::max_depth`](crate::Limits::max_depth). A fault does not stop the parse: the rest of
+//! the frame is still read, so that a request with a bad `params` can be answered with its own id
+//! and a syntax error later in the frame still wins as `-32700`.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value};
+
+/// The key serde_json uses to smuggle an exact number through `deserialize_any` when
+/// `arbitrary_precision` is on. Stable since serde_json 1.0.26.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// What was wrong with otherwise well-formed JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The same key twice in one object.
+    DuplicateKey(String),
+    /// Two keys of one object that differ only by case (`"id"` and `"Id"`).
+    CaseFoldedKey(String, String),
+    /// Arrays and objects nested deeper than the configured limit.
+    TooDeep(usize),
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::DuplicateKey(k) => write!(f, "duplicate key \"{}\"", clip(k)),
+            Fault::CaseFoldedKey(a, b) => {
+                write!(f, "keys \"{}\" and \"{}\" differ only by case", clip(a), clip(b))
+            }
+            Fault::TooDeep(max) => write!(f, "JSON nested deeper than {max} levels"),
+        }
+    }
+}
+
+/// Keeps error messages bounded whatever key the peer chose.
+fn clip(s: &str) -> &str {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s;
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or("")
+}
+
+/// Decoding state shared by every nested visitor of one parse.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    depth: usize,
+    max_depth: usize,
+    /// The first fault, and whether it sat inside `params`.
+    pub(crate) fault: Option<(Fault, bool)>,
+    in_params: bool,
+}
+
+impl Ctx {
+    pub(crate) fn new(max_depth: usize) -> Self {
+        Self { depth: 0, max_depth, fault: None, in_params: false }
+    }
+
+    fn record(&mut self, fault: Fault) {
+        if self.fault.is_none() {
+            self.fault = Some((fault, self.in_params));
+        }
+    }
+
+    /// Enters one level of nesting; false when that passes the limit.
+    fn enter(&mut self) -> bool {
+        self.depth += 1;
+        if self.depth > self.max_depth {
+            self.record(Fault::TooDeep(self.max_depth));
+            return false;
+        }
+        true
+    }
+}
+
+/// Decodes one value strictly; see the module docs.
+pub(crate) struct Strict<'c>(pub(crate) &'c mut Ctx);
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        // Not reached with `arbitrary_precision` (numbers arrive as NUMBER_TOKEN maps); kept so
+        // that a change of features degrades to an error instead of a silent rounding.
+        Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let ctx = self.0;
+        if !ctx.enter() {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            ctx.depth -= 1;
+            return Ok(Value::Null);
+        }
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(v) = seq.next_element_seed(Strict(ctx))? {
+            out.push(v);
+        }
+        ctx.depth -= 1;
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let ctx = self.0;
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(Value::Object(Map::new()));
+        };
+        if first == NUMBER_TOKEN {
+            let text: String = map.next_value()?;
+            return Number::from_str(&text).map(Value::Number).map_err(de::Error::custom);
+        }
+        if !ctx.enter() {
+            map.next_value::<IgnoredAny>()?;
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            ctx.depth -= 1;
+            return Ok(Value::Null);
+        }
+        let mut obj = Map::new();
+        let mut keys = KeySet::default();
+        let mut key = Some(first);
+        while let Some(k) = key.take() {
+            let value = map.next_value_seed(Strict(ctx))?;
+            match keys.admit(&k, &obj) {
+                Ok(()) => {
+                    obj.insert(k, value);
+                }
+                Err(fault) => ctx.record(fault),
+            }
+            key = map.next_key::<String>()?;
+        }
+        ctx.depth -= 1;
+        Ok(Value::Object(obj))
+    }
+}
+
+/// Detects repeated and case-folded keys of one object: a linear scan while the object is small,
+/// a set of folded keys once it is not (so a hostile 100k-key object costs O(n), not O(n²)).
+#[derive(Default)]
+pub(crate) struct KeySet {
+    folded: Option<HashSet<String>>,
+}
+
+const LINEAR_SCAN_MAX: usize = 16;
+
+impl KeySet {
+    pub(crate) fn admit(&mut self, key: &str, obj: &Map<String, Value>) -> Result<(), Fault> {
+        if obj.contains_key(key) {
+            return Err(Fault::DuplicateKey(key.to_owned()));
+        }
+        if let Some(set) = &mut self.folded {
+            let f = fold(key);
+            if set.contains(&f) {
+                let other = obj.keys().find(|k| eq_fold(k, key)).cloned().unwrap_or_default();
+                return Err(Fault::CaseFoldedKey(other, key.to_owned()));
+            }
+            set.insert(f);
+            return Ok(());
+        }
+        if let Some(other) = obj.keys().find(|k| eq_fold(k, key)) {
+            return Err(Fault::CaseFoldedKey(other.clone(), key.to_owned()));
+        }
+        if obj.len() + 1 >= LINEAR_SCAN_MAX {
+            let mut set: HashSet<String> = obj.keys().map(|k| fold(k)).collect();
+            set.insert(fold(key));
+            self.folded = Some(set);
+        }
+        Ok(())
+    }
+}
+
+/// Simple case folding: ASCII by table, the rest by `char::to_lowercase`, which covers the
+/// Unicode letters whose folds matter for keys (including the Kelvin sign onto `k`).
+pub(crate) fn fold(s: &str) -> String {
+    if s.is_ascii() {
+        s.to_ascii_lowercase()
+    } else {
+        s.chars().flat_map(char::to_lowercase).collect()
+    }
+}
+
+/// Whether two keys are equal after [`fold`].
+pub(crate) fn eq_fold(a: &str, b: &str) -> bool {
+    if a.is_ascii() && b.is_ascii() {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a.chars().flat_map(char::to_lowercase).eq(b.chars().flat_map(char::to_lowercase))
+    }
+}
+
+/// One JSON-RPC message as decoded, before any protocol rule is applied.
+#[derive(Debug, Default)]
+pub(crate) struct RawEnvelope<'a> {
+    pub(crate) jsonrpc: Option<Value>,
+    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) method: Option<Value>,
+    pub(crate) params: Option<Value>,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<Value>,
+    /// An envelope-level problem: an unknown or repeated member.
+    pub(crate) problem: Option<String>,
+    /// A fault inside `params` (or the envelope), from [`Ctx`].
+    pub(crate) fault: Option<(Fault, bool)>,
+}
+
+/// A frame: one message, a batch, or a top-level value that is neither.
+#[derive(Debug)]
+pub(crate) enum RawFrame<'a> {
+    Single(RawEnvelope<'a>),
+    Batch(Vec<RawFrameItem<'a>>),
+    NotAnObject,
+}
+
+/// One member of a batch.
+#[derive(Debug)]
+pub(crate) enum RawFrameItem<'a> {
+    Message(RawEnvelope<'a>),
+    NotAnObject,
+}
+
+/// Why a frame could not be decoded at all.
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    /// Not JSON: `-32700`.
+    Syntax(String),
+    /// Deeper than serde_json's fixed parser limit: `-32600`.
+    TooDeep,
+}
+
+/// Decodes a frame; see the module docs for what counts as a fault rather than an error.
+pub(crate) fn decode(bytes: &[u8], max_depth: usize) -> Result<RawFrame<'_>, DecodeError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let frame = FrameSeed { max_depth }.deserialize(&mut de).and_then(|f| de.end().map(|()| f));
+    frame.map_err(|e| {
+        if e.is_syntax() && e.to_string().starts_with("recursion limit exceeded") {
+            DecodeError::TooDeep
+        } else {
+            DecodeError::Syntax(e.to_string())
+        }
+    })
+}
+
+struct FrameSeed {
+    max_depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for FrameSeed {
+    type Value = RawFrame<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FrameSeed {
+    type Value = RawFrame<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message or batch")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        EnvelopeVisitor { max_depth: self.max_depth }.visit_map(map).map(RawFrame::Single)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(ItemSeed { max_depth: self.max_depth })? {
+            items.push(item);
+        }
+        Ok(RawFrame::Batch(items))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(RawFrame::NotAnObject)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(RawFrame::NotAnObject)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(RawFrame::NotAnObject)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(RawFrame::NotAnObject)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(RawFrame::NotAnObject)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(RawFrame::NotAnObject)
+    }
+}
+
+struct ItemSeed {
+    max_depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for ItemSeed {
+    type Value = RawFrameItem<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemSeed {
+    type Value = RawFrameItem<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        // A batch is one level of nesting, so members get one level less.
+        let max_depth = self.max_depth.saturating_sub(1);
+        EnvelopeVisitor { max_depth }.visit_map(map).map(RawFrameItem::Message)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(RawFrameItem::NotAnObject)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(RawFrameItem::NotAnObject)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(RawFrameItem::NotAnObject)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(RawFrameItem::NotAnObject)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(RawFrameItem::NotAnObject)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(RawFrameItem::NotAnObject)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(RawFrameItem::NotAnObject)
+    }
+}
+
+struct EnvelopeVisitor {
+    max_depth: usize,
+}
+
+const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+impl EnvelopeVisitor {
+    fn visit_map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<RawEnvelope<'de>, A::Error> {
+        let mut env = RawEnvelope::default();
+        let mut ctx = Ctx::new(self.max_depth);
+        // The envelope itself is level 1.
+        ctx.depth = 1;
+        let mut seen: Vec<String> = Vec::with_capacity(4);
+        while let Some(key) = map.next_key::<String>()? {
+            if env.problem.is_none() {
+                if seen.iter().any(|k| *k == key) {
+                    env.problem = Some(format!("duplicate envelope member \"{}\"", clip(&key)));
+                } else if let Some(other) = seen.iter().find(|k| eq_fold(k, &key)) {
+                    env.problem = Some(format!(
+                        "envelope members \"{}\" and \"{}\" differ only by case",
+                        clip(other),
+                        clip(&key)
+                    ));
+                } else if !ENVELOPE_KEYS.contains(&key.as_str()) {
+                    env.problem = Some(format!("unknown envelope member \"{}\"", clip(&key)));
+                }
+            }
+            let repeated = seen.iter().any(|k| *k == key);
+            if seen.len() < ENVELOPE_KEYS.len() + 1 && !repeated {
+                seen.push(key.clone());
+            }
+            match key.as_str() {
+                "id" if !repeated => env.id = Some(map.next_value::<&RawValue>()?),
+                "jsonrpc" | "method" | "result" | "error" if !repeated => {
+                    let v = map.next_value_seed(Strict(&mut ctx))?;
+                    match key.as_str() {
+                        "jsonrpc" => env.jsonrpc = Some(v),
+                        "method" => env.method = Some(v),
+                        "result" => env.result = Some(v),
+                        _ => env.error = Some(v),
+                    }
+                }
+                "params" if !repeated => {
+                    ctx.in_params = true;
+                    env.params = Some(map.next_value_seed(Strict(&mut ctx))?);
+                    ctx.in_params = false;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        env.fault = ctx.fault;
+        Ok(env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(s: &str) -> RawEnvelope<'_> {
+        match decode(s.as_bytes(), 64) {
+            Ok(RawFrame::Single(e)) => e,
+            other => panic!("not a single message: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn big_numbers_keep_every_digit() {
+        let e =
+            single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":9007199254740993,"x":1.50e400}}"#);
+        let p = serde_json::to_string(&e.params).unwrap();
+        // Every digit survives; serde_json only spells the exponent sign out.
+        assert_eq!(p, r#"{"n":9007199254740993,"x":1.50e+400}"#);
+    }
+
+    #[test]
+    fn raw_ids_are_kept_byte_for_byte() {
+        let e = single(r#"{"id":"\u0041b","jsonrpc":"2.0","method":"m"}"#);
+        assert_eq!(e.id.unwrap().get(), r#""\u0041b""#);
+        let e = single(r#"{"id":1234567890123456789012345678901234567890,"jsonrpc":"2.0","method":"m"}"#);
+        assert_eq!(e.id.unwrap().get(), "1234567890123456789012345678901234567890");
+    }
+
+    #[test]
+    fn duplicate_and_folded_keys_inside_params_are_faults() {
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":{"x":1,"x":2}}}"#);
+        assert_eq!(e.fault, Some((Fault::DuplicateKey("x".into()), true)));
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"Name":1,"nAME":2}}"#);
+        assert!(matches!(e.fault, Some((Fault::CaseFoldedKey(..), true))));
+        // The Kelvin sign folds onto k.
+        let e = single("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"k\":1,\"\u{212A}\":2}}");
+        assert!(matches!(e.fault, Some((Fault::CaseFoldedKey(..), true))));
+    }
+
+    #[test]
+    fn many_keys_use_the_set() {
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        for i in 0..100 {
+            s.push_str(&format!("\"k{i}\":{i},"));
+        }
+        s.push_str("\"K57\":0}}");
+        assert!(matches!(single(&s).fault, Some((Fault::CaseFoldedKey(..), true))));
+    }
+
+    #[test]
+    fn envelope_problems() {
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#);
+        assert!(e.problem.unwrap().contains("duplicate"));
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"Method":"m","method":"m"}"#);
+        assert!(e.problem.is_some());
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":true}"#);
+        assert!(e.problem.unwrap().contains("unknown"));
+    }
+
+    #[test]
+    fn depth() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{}{}}}"#,
+            "[".repeat(70),
+            "]".repeat(70)
+        );
+        assert!(matches!(single(&deep).fault, Some((Fault::TooDeep(64), true))));
+        // Past our limit the rest is skipped iteratively, so no depth can overflow the stack.
+        let deeper = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{}{}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert!(matches!(single(&deeper).fault, Some((Fault::TooDeep(64), true))));
+        // A limit above serde_json's own (128) meets serde_json's refusal instead.
+        let deep = format!("{{\"params\":{}{}}}", "[".repeat(200), "]".repeat(200));
+        assert!(matches!(decode(deep.as_bytes(), 500), Err(DecodeError::TooDeep)));
+    }
+
+    #[test]
+    fn syntax_errors_win_over_faults() {
+        assert!(matches!(
+            decode(br#"{"jsonrpc":"2.0","id":1,"id":1,"method":"m""#, 64),
+            Err(DecodeError::Syntax(_))
+        ));
+        assert!(matches!(decode(b"{} x", 64), Err(DecodeError::Syntax(_))));
+    }
+}

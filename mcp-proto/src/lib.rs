@@ -1,0 +1,82 @@
+//! A sans-I/O Model Context Protocol (MCP) server engine.
+//!
+//! This crate does no I/O, reads no clock, spawns nothing and draws no randomness. It is given
+//! bytes and the current time, and it returns bytes to write and requests for application work.
+//! Runtime shims (`mcp-tokio`, `mcp-smol`) drive it over stdio and HTTP; you can drive it from
+//! your own event loop just as well.
+//!
+//! # The run loop
+//!
+//! Every input is one method call (`handle_frame`, `complete`, `handle_timeout`, `close`,
+//! `close_input`); after each, drain [`Engine::poll_output`] until it returns `None`, then ask
+//! [`Engine::poll_timeout`] when to wake up next:
+//!
+//! ```
+//! use std::time::Instant;
+//! use mcp_proto::{Caller, Config, ConnKind, Engine, Implementation, KeyRing, Output, Reply, Request, Tool, ToolOutput};
+//!
+//! let now = Instant::now();
+//! let mut engine: Engine<&'static str> =
+//!     Engine::new(Config::new(Implementation::new("demo", "1.0.0"), KeyRing::new([7; 32])), now);
+//! let schema = serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}});
+//! engine.registry_mut().add_tool(Tool::new("echo", "Echoes text", schema), "echo").unwrap();
+//! let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
+//!
+//! let frames = [
+//!     r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
+//!     r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+//!     r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+//! ];
+//! let mut written = Vec::new();
+//! for frame in frames {
+//!     engine.handle_frame(now, conn, frame.as_bytes());
+//!     while let Some(out) = engine.poll_output() {
+//!         match out {
+//!             Output::Frame { bytes, .. } => written.push(String::from_utf8(bytes).unwrap()),
+//!             Output::Invoke(inv) => {
+//!                 // A real shim spawns the handler (`inv.handler`) and completes later.
+//!                 let Request::CallTool { arguments, .. } = &inv.request else { unreachable!() };
+//!                 let text = arguments["text"].as_str().unwrap_or_default().to_owned();
+//!                 engine.complete(now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(text)))).unwrap();
+//!             }
+//!             _ => {}
+//!         }
+//!     }
+//! }
+//! assert_eq!(written[1], r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"hi"}]}}"#);
+//! ```
+//!
+//! # Guarantees
+//!
+//! - Every request frame gets exactly one reply; notifications get none.
+//! - JSON is strict and lossless: repeated or case-folded keys are refused, ids and numbers keep
+//!   their exact text, nothing passes through `f64`.
+//! - Every bound is in [`Limits`]; crossing one is a specific error, never a panic.
+#![forbid(unsafe_code)]
+#![deny(unused_must_use)]
+
+mod caller;
+mod content;
+mod cursor;
+mod engine;
+mod json;
+mod jsonrpc;
+mod limits;
+mod registry;
+mod slab;
+mod version;
+
+#[cfg(feature = "server")]
+pub mod server;
+
+pub use caller::Caller;
+pub use content::{Content, HandlerError, ResourceBody, ResourceContents, ResourceLink, ToolOutput};
+pub use cursor::KeyRing;
+pub use engine::{
+    CallId, CloseReason, Config, ConnId, ConnKind, Engine, FrameOutcome, Implementation, Invocation,
+    OpenError, Output, RegistryMut, Reply, Request, Stale, Ticket,
+};
+pub use jsonrpc::{ErrorCode, RequestId, RpcError};
+pub use limits::Limits;
+pub use registry::{RegistryError, Tool};
+pub use version::ProtocolVersion;

@@ -1,0 +1,340 @@
+//! What the server offers: tools (resources, templates and prompts follow the same pattern).
+//!
+//! Registration does the expensive work once: names are checked, schemas are compiled into
+//! validators, and each tool's listing is serialised for every protocol version, so a
+//! `tools/list` is a concatenation and a `tools/call` a map lookup plus one validation.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::version::ProtocolVersion;
+
+/// The declaration of a tool, as `tools/list` shows it.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    name: String,
+    title: Option<String>,
+    description: Option<String>,
+    input_schema: Value,
+    output_schema: Option<Value>,
+    annotations: Option<Map<String, Value>>,
+    icons: Option<Value>,
+    execution: Option<Value>,
+    meta: Option<Map<String, Value>>,
+    validate_input: bool,
+}
+
+impl Tool {
+    /// A tool with a name, a description and a JSON Schema for its arguments (an object schema).
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: Some(description.into()),
+            input_schema,
+            output_schema: None,
+            annotations: None,
+            icons: None,
+            execution: None,
+            meta: None,
+            validate_input: true,
+        }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The input schema as declared.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// A display title (2025-06-18 and later).
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// A JSON Schema every `structuredContent` must satisfy (2025-06-18 and later). A schema
+    /// whose type is not `object` is legal only on 2026-07-28; such a tool is hidden from older
+    /// sessions.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// `ToolAnnotations` (readOnlyHint, destructiveHint, ...); 2025-03-26 and later.
+    pub fn annotations(mut self, annotations: Map<String, Value>) -> Self {
+        self.annotations = Some(annotations);
+        self
+    }
+
+    /// `icons` (2025-11-25 and later).
+    pub fn icons(mut self, icons: Value) -> Self {
+        self.icons = Some(icons);
+        self
+    }
+
+    /// `execution` (2025-11-25 only; dropped for other versions).
+    pub fn execution(mut self, execution: Value) -> Self {
+        self.execution = Some(execution);
+        self
+    }
+
+    /// `_meta`, served verbatim (2025-06-18 and later).
+    pub fn meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
+    /// Skips validating arguments against the input schema before the handler runs, for a
+    /// handler that validates them itself. The schema is still listed.
+    pub fn skip_input_validation(mut self) -> Self {
+        self.validate_input = false;
+        self
+    }
+
+    fn listing(&self, v: ProtocolVersion) -> String {
+        let mut m = Map::new();
+        m.insert("name".into(), Value::String(self.name.clone()));
+        if v.has_structured_output() {
+            if let Some(t) = &self.title {
+                m.insert("title".into(), Value::String(t.clone()));
+            }
+        }
+        if let Some(d) = &self.description {
+            m.insert("description".into(), Value::String(d.clone()));
+        }
+        m.insert("inputSchema".into(), self.input_schema.clone());
+        if v.has_structured_output() {
+            if let Some(s) = &self.output_schema {
+                m.insert("outputSchema".into(), s.clone());
+            }
+        }
+        if let Some(a) = &self.annotations {
+            m.insert("annotations".into(), Value::Object(a.clone()));
+        }
+        if v.has_icons() {
+            if let Some(i) = &self.icons {
+                m.insert("icons".into(), i.clone());
+            }
+        }
+        if v.has_tool_execution() {
+            if let Some(e) = &self.execution {
+                m.insert("execution".into(), e.clone());
+            }
+        }
+        if v.has_structured_output() {
+            if let Some(meta) = &self.meta {
+                m.insert("_meta".into(), Value::Object(meta.clone()));
+            }
+        }
+        serde_json::to_string(&Value::Object(m)).unwrap_or_default()
+    }
+}
+
+/// Why a registration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The name breaks the 2025-11-25 rules: 1 to 128 characters from `A-Z a-z 0-9 _ - .`.
+    InvalidName(String),
+    /// An item with that name is already registered.
+    Duplicate(String),
+    /// A schema is not usable: not an object schema, or it does not compile (an unknown
+    /// `$schema`, a remote `$ref`, an invalid keyword). The text says which.
+    InvalidSchema(String),
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegistryError::InvalidName(n) => {
+                write!(f, "invalid tool name {n:?}: use 1 to 128 characters from A-Z a-z 0-9 _ - .")
+            }
+            RegistryError::Duplicate(n) => write!(f, "{n:?} is already registered"),
+            RegistryError::InvalidSchema(e) => write!(f, "invalid schema: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
+fn valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Compiles a schema without ever fetching a remote `$ref`: the crate is built without its
+/// HTTP and file resolvers, so such a reference fails to compile instead.
+fn compile(schema: &Value) -> Result<jsonschema::Validator, RegistryError> {
+    jsonschema::options().build(schema).map_err(|e| RegistryError::InvalidSchema(e.to_string()))
+}
+
+/// A registered tool: its declaration, compiled validators, cached listings and handler.
+pub(crate) struct ToolEntry<H> {
+    pub(crate) tool: Tool,
+    pub(crate) input: Option<jsonschema::Validator>,
+    pub(crate) output: Option<jsonschema::Validator>,
+    /// `tools/list` entries per version, index by [`version_index`].
+    listings: [Arc<str>; 4],
+    legacy_visible: bool,
+    pub(crate) handler: H,
+}
+
+impl<H> ToolEntry<H> {
+    pub(crate) fn visible_to(&self, v: ProtocolVersion) -> bool {
+        v.structured_content_any_type() || self.legacy_visible
+    }
+
+    pub(crate) fn listing(&self, v: ProtocolVersion) -> &str {
+        self.listings.get(version_index(v)).map_or("", |s| s)
+    }
+}
+
+pub(crate) fn version_index(v: ProtocolVersion) -> usize {
+    match v {
+        ProtocolVersion::V2025_03_26 => 0,
+        ProtocolVersion::V2025_06_18 => 1,
+        ProtocolVersion::V2025_11_25 => 2,
+        ProtocolVersion::V2026_07_28 => 3,
+    }
+}
+
+/// Everything registered with an engine.
+pub(crate) struct Registry<H> {
+    pub(crate) tools: BTreeMap<String, ToolEntry<H>>,
+}
+
+impl<H> Default for Registry<H> {
+    fn default() -> Self {
+        Self { tools: BTreeMap::new() }
+    }
+}
+
+impl<H> Registry<H> {
+    pub(crate) fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
+        if !valid_tool_name(&tool.name) {
+            return Err(RegistryError::InvalidName(tool.name));
+        }
+        if self.tools.contains_key(&tool.name) {
+            return Err(RegistryError::Duplicate(tool.name));
+        }
+        if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(RegistryError::InvalidSchema(format!(
+                "the input schema of {:?} must be an object schema (\"type\": \"object\")",
+                tool.name
+            )));
+        }
+        let input = if tool.validate_input { Some(compile(&tool.input_schema)?) } else { None };
+        let output = tool.output_schema.as_ref().map(compile).transpose()?;
+        let legacy_visible = tool
+            .output_schema
+            .as_ref()
+            .is_none_or(|s| s.get("type").and_then(Value::as_str) == Some("object"));
+        let listings = ProtocolVersion::ALL.map(|_| Arc::<str>::from(""));
+        let mut entry = ToolEntry { tool, input, output, listings, legacy_visible, handler };
+        for v in ProtocolVersion::ALL {
+            if let Some(slot) = entry.listings.get_mut(version_index(v)) {
+                *slot = entry.tool.listing(v).into();
+            }
+        }
+        self.tools.insert(entry.tool.name.clone(), entry);
+        Ok(())
+    }
+
+    pub(crate) fn remove_tool(&mut self, name: &str) -> Option<Tool> {
+        self.tools.remove(name).map(|e| e.tool)
+    }
+}
+
+/// Formats schema validation errors for a peer: at most `MAX` of them, each with its JSON
+/// pointer, so the reply stays small whatever the input.
+pub(crate) fn describe_errors(validator: &jsonschema::Validator, instance: &Value) -> Option<Vec<String>> {
+    const MAX: usize = 8;
+    let mut out = Vec::new();
+    for e in validator.iter_errors(instance).take(MAX) {
+        let path = e.instance_path().to_string();
+        let mut msg = e.to_string();
+        if msg.len() > 200 {
+            let mut end = 200;
+            while !msg.is_char_boundary(end) {
+                end -= 1;
+            }
+            msg.truncate(end);
+            msg.push('…');
+        }
+        out.push(if path.is_empty() { msg } else { format!("{path}: {msg}") });
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names() {
+        let mut r = Registry::<()>::default();
+        let schema = json!({"type": "object"});
+        assert!(r.add_tool(Tool::new("a.b-c_D9", "d", schema.clone()), ()).is_ok());
+        assert!(matches!(
+            r.add_tool(Tool::new("a.b-c_D9", "d", schema.clone()), ()),
+            Err(RegistryError::Duplicate(_))
+        ));
+        for bad in ["", "has space", "ü", &"x".repeat(129)] {
+            assert!(matches!(
+                r.add_tool(Tool::new(bad, "d", schema.clone()), ()),
+                Err(RegistryError::InvalidName(_))
+            ));
+        }
+        assert!(matches!(
+            r.add_tool(Tool::new("s", "d", json!({"type": "string"})), ()),
+            Err(RegistryError::InvalidSchema(_))
+        ));
+    }
+
+    #[test]
+    fn remote_refs_do_not_compile() {
+        let mut r = Registry::<()>::default();
+        let schema = json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}});
+        assert!(matches!(r.add_tool(Tool::new("t", "d", schema), ()), Err(RegistryError::InvalidSchema(_))));
+    }
+
+    #[test]
+    fn listings_follow_versions() {
+        let mut r = Registry::<()>::default();
+        let t = Tool::new("t", "d", json!({"type": "object"}))
+            .title("T")
+            .output_schema(json!({"type": "object"}))
+            .icons(json!([{"src": "https://x/i.png"}]));
+        r.add_tool(t, ()).unwrap();
+        let e = r.tools.get("t").unwrap();
+        assert_eq!(
+            e.listing(ProtocolVersion::V2025_03_26),
+            r#"{"name":"t","description":"d","inputSchema":{"type":"object"}}"#
+        );
+        assert!(e.listing(ProtocolVersion::V2025_06_18).contains("outputSchema"));
+        assert!(!e.listing(ProtocolVersion::V2025_06_18).contains("icons"));
+        assert!(e.listing(ProtocolVersion::V2025_11_25).contains("icons"));
+    }
+
+    #[test]
+    fn array_output_schema_is_modern_only() {
+        let mut r = Registry::<()>::default();
+        r.add_tool(
+            Tool::new("t", "d", json!({"type": "object"})).output_schema(json!({"type": "array"})),
+            (),
+        )
+        .unwrap();
+        let e = r.tools.get("t").unwrap();
+        assert!(!e.visible_to(ProtocolVersion::V2025_11_25));
+        assert!(e.visible_to(ProtocolVersion::V2026_07_28));
+    }
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Interop check: the official MCP client SDKs (Python `mcp`, TypeScript
+# `@modelcontextprotocol/sdk`) against our stdio example servers.
+#
+# Usage: bash tests/interop/run.sh [TOKIO_BINARY [SMOL_BINARY]]
+#   defaults (relative to the repo root):
+#     target/release/examples/everything        (mcp-tokio)
+#     target/release/examples/everything-smol   (mcp-smol)
+#
+# Builds nothing; build the binaries first, e.g.
+#   cargo build --release -p mcp-tokio --example everything -p mcp-smol --example everything-smol
+#
+# Environment:
+#   PYTHON           interpreter for the venv (default: python3.11 if found, else python3)
+#   INTEROP_TIMEOUT  per-step timeout inside each client, seconds (default 30)
+#   INTEROP_MODERN=1 also run the Python client's 2026-07-28 (server/discover) session
+#
+# Side effects: Python venv in target/interop/venv, npm packages in
+# tests/interop/ts/node_modules (both reused when up to date), logs in
+# target/interop/logs/. Exits non-zero if any of the 4 runs fails.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT="$(pwd)"
+
+TOKIO_BIN="${1:-target/release/examples/everything}"
+SMOL_BIN="${2:-target/release/examples/everything-smol}"
+INTEROP_DIR="$ROOT/tests/interop"
+WORK="$ROOT/target/interop"
+VENV="$WORK/venv"
+LOGS="$WORK/logs"
+RUN_TIMEOUT="${INTEROP_RUN_TIMEOUT:-300}" # hard cap per client run, seconds
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'interop: error: %s\n' "$*" >&2; exit 1; }
+
+abspath() {
+    case "$1" in
+        /*) printf '%s\n' "$1" ;;
+        *) printf '%s\n' "$ROOT/$1" ;;
+    esac
+}
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# ---- binaries --------------------------------------------------------------
+declare -a BIN_NAMES=() BIN_PATHS=()
+for spec in "tokio=$TOKIO_BIN" "smol=$SMOL_BIN"; do
+    name="${spec%%=*}"
+    path="$(abspath "${spec#*=}")"
+    [[ -x "$path" ]] || die "server binary for $name not found or not executable: $path
+  (build it first: cargo build --release -p mcp-tokio --example everything -p mcp-smol --example everything-smol)"
+    BIN_NAMES+=("$name")
+    BIN_PATHS+=("$path")
+done
+
+mkdir -p "$WORK" "$LOGS"
+
+# ---- Python venv -------------------------------------------------------------
+if [[ -z "${PYTHON:-}" ]]; then
+    if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
+fi
+REQS="$INTEROP_DIR/python/requirements.txt"
+PY_STAMP="$VENV/.interop-requirements.sha256"
+want="$(sha "$REQS")"
+if [[ -x "$VENV/bin/python" && -f "$PY_STAMP" && "$(cat "$PY_STAMP")" == "$want" ]] \
+    && "$VENV/bin/python" -c 'import mcp, mcp.client.stdio' >/dev/null 2>&1; then
+    log "python: reusing venv $VENV ($("$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))'))"
+else
+    log "python: creating venv $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV" || die "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet -r "$REQS"
+    "$VENV/bin/python" -c 'import mcp, mcp.client.stdio'
+    printf '%s\n' "$want" >"$PY_STAMP"
+    log "python: installed $("$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))')"
+fi
+
+# ---- npm ---------------------------------------------------------------------
+TS_DIR="$INTEROP_DIR/ts"
+NPM_STAMP="$TS_DIR/node_modules/.interop-lock.sha256"
+want="$(sha "$TS_DIR/package-lock.json")"
+if [[ -f "$NPM_STAMP" && "$(cat "$NPM_STAMP")" == "$want" \
+    && -f "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json" ]]; then
+    log "ts: reusing $TS_DIR/node_modules"
+else
+    log "ts: npm ci (node $(node --version), npm $(npm --version))"
+    (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+    printf '%s\n' "$want" >"$NPM_STAMP"
+fi
+
+# ---- runs ----------------------------------------------------------------------
+PY_ARGS=()
+[[ "${INTEROP_MODERN:-0}" == "1" ]] && PY_ARGS+=(--modern)
+
+declare -a RESULTS=()
+failures=0
+
+run_one() { # client-label binary-label binary-path command...
+    local client="$1" bname="$2" bpath="$3"
+    shift 3
+    local logf="$LOGS/$client-$bname.log" rc=0 start=$SECONDS summary
+    log "$client client vs $bname server ($bpath)"
+    timeout --kill-after=10 "$RUN_TIMEOUT" "$@" "$bpath" 2>&1 | tee "$logf" || rc=$?
+    summary="$(grep -E "^interop-(python|ts): [0-9]+ passed, [0-9]+ failed$" "$logf" | tail -n1 || true)"
+    if [[ $rc -eq 0 && -z "$summary" ]]; then
+        rc=1 # the client must always end with its summary line
+    fi
+    [[ $rc -eq 124 || $rc -eq 137 ]] && summary="timed out after ${RUN_TIMEOUT}s"
+    if [[ $rc -eq 0 ]]; then
+        RESULTS+=("PASS  $client x $bname  (${summary:-?}; $((SECONDS - start))s)")
+    else
+        failures=$((failures + 1))
+        RESULTS+=("FAIL  $client x $bname  (${summary:-no summary line}; exit $rc; $((SECONDS - start))s; log: ${logf#"$ROOT"/})")
+    fi
+}
+
+for i in "${!BIN_NAMES[@]}"; do
+    run_one python "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" \
+        "$VENV/bin/python" "$INTEROP_DIR/python/client.py" "${PY_ARGS[@]}"
+    run_one ts "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" \
+        node "$TS_DIR/client.mjs"
+done
+
+echo
+log "interop summary"
+printf '    %s\n' "${RESULTS[@]}"
+if [[ $failures -ne 0 ]]; then
+    echo "interop: $failures of ${#RESULTS[@]} runs FAILED"
+    exit 1
+fi
+echo "interop: all ${#RESULTS[@]} runs passed"
