@@ -378,6 +378,23 @@ impl<H: Clone> Engine<H> {
         self.out.push_back(Output::Close { conn, reason });
     }
 
+    /// A line longer than [`Limits::max_frame_bytes`] arrived on a stream (stdio) that cannot
+    /// skip it: answers `-32600` with a `null` id, then closes `conn` with
+    /// [`CloseReason::FrameTooLarge`], cancelling its calls.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn handle_oversized_frame(&mut self, now: Instant, conn: ConnId, seen: usize) {
+        let _ = now;
+        if self.conns.get(conn.0).is_none() {
+            return;
+        }
+        let max = self.config.limits.max_frame_bytes;
+        let err =
+            RpcError::invalid_request(format!("frame of {seen} bytes or more exceeds the {max}-byte limit"));
+        self.emit(conn, encode_error(None, &err));
+        self.forget(conn, CloseReason::FrameTooLarge);
+    }
+
     /// Handles one inbound frame (a stdio line, an HTTP body) from `conn`.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
@@ -523,8 +540,17 @@ impl<H: Clone> Engine<H> {
         batch: Option<Key>,
     ) -> Option<Answer<H>> {
         let limits = &self.config.limits;
-        // The id first: every later error echoes it when it is usable.
+        // A response (a result or an error, no method) is never answered, whatever is wrong
+        // with it: two peers answering each other's bad responses would never stop. No
+        // server→client request is outstanding yet, so it is dropped, as JSON-RPC allows.
+        if env.method.is_none() && (env.result.is_some() || env.error.is_some()) {
+            return None;
+        }
+        // A notification (a method, and nothing that could be an id) is never answered either,
+        // even when malformed: nobody waits for it.
+        let notification = env.id.is_none() && !env.id_like && env.method.is_some();
         let id = match env.id {
+            _ if notification || env.id_ambiguous => None,
             None => None,
             Some(raw) if raw.get().len() > limits.max_id_bytes => {
                 let msg =
@@ -533,6 +559,11 @@ impl<H: Clone> Engine<H> {
             }
             Some(raw) => match RequestId::from_json(raw.get()) {
                 Some(id) => Some(id),
+                None if raw.get().starts_with('"') => {
+                    let err =
+                        RpcError::new(ErrorCode::ParseError, "parse error: the id is not a valid string");
+                    return Some(Answer::Now(encode_error(None, &err)));
+                }
                 None => {
                     let msg = "id must be a string or an integer";
                     return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
@@ -540,36 +571,23 @@ impl<H: Clone> Engine<H> {
             },
         };
         let fail = |err: RpcError| -> Option<Answer<H>> {
-            // A notification is never answered, not even with an error.
-            id.as_ref().map(|id| Answer::Now(encode_error(Some(id), &err)))
+            (!notification).then(|| Answer::Now(encode_error(id.as_ref(), &err)))
         };
         if let Some(problem) = env.problem {
-            return if env.method.is_some() || id.is_some() {
-                Some(Answer::Now(encode_error(id.as_ref(), &RpcError::invalid_request(problem))))
-            } else {
-                None
-            };
+            return fail(RpcError::invalid_request(problem));
         }
         if env.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-            let err = RpcError::invalid_request("\"jsonrpc\" must be \"2.0\"");
-            return Some(Answer::Now(encode_error(id.as_ref(), &err)));
+            return fail(RpcError::invalid_request("\"jsonrpc\" must be \"2.0\""));
         }
         if let Some((fault, in_params)) = env.fault {
-            let err = if in_params {
+            return fail(if in_params {
                 RpcError::invalid_params(format!("params: {fault}"))
             } else {
                 RpcError::invalid_request(fault.to_string())
-            };
-            return if env.method.is_some() { fail(err) } else { None };
+            });
         }
         let Some(method) = env.method else {
-            if env.result.is_some() || env.error.is_some() {
-                // A response to a server→client request; none is outstanding yet, so it is
-                // dropped, as JSON-RPC says unknown responses are.
-                return None;
-            }
-            let err = RpcError::invalid_request("missing \"method\"");
-            return Some(Answer::Now(encode_error(id.as_ref(), &err)));
+            return fail(RpcError::invalid_request("missing \"method\""));
         };
         let Value::String(method) = method else {
             return fail(RpcError::invalid_request("\"method\" must be a string"));
@@ -590,12 +608,14 @@ impl<H: Clone> Engine<H> {
             Some(Value::Object(m)) => Some(m),
             Some(_) => return fail(RpcError::invalid_params("params must be an object")),
         };
+        if notification {
+            self.notification(now, conn, &method, params);
+            return None;
+        }
         match id {
             Some(id) => Some(self.request(now, conn, id, &method, params, batch)),
-            None => {
-                self.notification(now, conn, &method, params);
-                None
-            }
+            // Unreachable in practice: an ambiguous or look-alike id is already a `problem`.
+            None => fail(RpcError::invalid_request("the request's \"id\" is missing or ambiguous")),
         }
     }
 
@@ -672,6 +692,11 @@ impl<H: Clone> Engine<H> {
             self.legacy(now, conn, &id, method, params, batch)
         };
         match result {
+            // Tool results are bounded on completion, with a tool-level failure; any other
+            // result over the ceiling becomes the generic internal error.
+            Ok(Answer::Now(bytes)) if bytes.len() > self.config.limits.max_response_bytes => {
+                Answer::Now(encode_error(Some(&id), &RpcError::internal()))
+            }
             Ok(answer) => answer,
             Err(err) => Answer::Now(encode_error(Some(&id), &err)),
         }
@@ -692,7 +717,7 @@ impl<H: Clone> Engine<H> {
                 if batch.is_some() {
                     return Err(RpcError::invalid_request("initialize must not be part of a batch"));
                 }
-                Ok(Answer::Now(self.initialize(conn, id, params)))
+                self.initialize(conn, id, params).map(Answer::Now)
             }
             ("initialize", Some(_)) => Err(RpcError::invalid_request("the session is already initialized")),
             ("ping", _) => Ok(Answer::Now(encode_result(id, &Map::new()))),
@@ -775,12 +800,24 @@ impl<H: Clone> Engine<H> {
         Value::Object(caps)
     }
 
-    fn initialize(&mut self, conn: ConnId, id: &RequestId, params: Option<Map<String, Value>>) -> Vec<u8> {
-        let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+    fn initialize(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let params = params.unwrap_or_default();
+        let Some(Value::String(requested)) = params.get("protocolVersion") else {
+            return Err(RpcError::invalid_params("initialize: \"protocolVersion\" must be a string"));
+        };
+        for field in ["capabilities", "clientInfo"] {
+            if !params.get(field).is_some_and(Value::is_object) {
+                return Err(RpcError::invalid_params(format!("initialize: \"{field}\" must be an object")));
+            }
+        }
         // Echo a supported legacy version, otherwise offer the newest legacy one: the spec's
         // negotiation rule, which leaves it to the client to disconnect.
-        let version = requested
-            .and_then(ProtocolVersion::parse)
+        let version = ProtocolVersion::parse(requested)
             .filter(|v| !v.is_modern())
             .unwrap_or(ProtocolVersion::NEWEST_LEGACY);
         if let Some(c) = self.conns.get_mut(conn.0) {
@@ -793,7 +830,7 @@ impl<H: Clone> Engine<H> {
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
         }
-        encode_result(id, &r)
+        Ok(encode_result(id, &r))
     }
 
     fn discover(&self, ctx: Ctx<'_>) -> Vec<u8> {
@@ -1131,8 +1168,8 @@ impl Serialize for ToolResultWire<'_> {
                 m.serialize_entry("_meta", &MetaWithInfo(meta.as_ref(), info))?;
                 m.serialize_entry("resultType", "complete")?;
             }
-            (None, Some(meta)) if self.v.has_structured_output() => m.serialize_entry("_meta", meta)?,
-            (None, _) => {}
+            (None, Some(meta)) => m.serialize_entry("_meta", meta)?,
+            (None, None) => {}
         }
         m.end()
     }

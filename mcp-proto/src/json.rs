@@ -244,11 +244,18 @@ pub(crate) struct RawEnvelope<'a> {
     pub(crate) error: Option<Value>,
     /// An envelope-level problem: an unknown or repeated member.
     pub(crate) problem: Option<String>,
+    /// Some member other than `id` case-folds onto `"id"` (`"Id"`, `"ID"`): the sender may have
+    /// meant a request, so the frame is not treated as a notification.
+    pub(crate) id_like: bool,
+    /// `id` appears twice, or beside a case-folded twin: which one is meant cannot be known.
+    pub(crate) id_ambiguous: bool,
     /// A fault inside `params` (or the envelope), from [`Ctx`].
     pub(crate) fault: Option<(Fault, bool)>,
 }
 
 /// A frame: one message, a batch, or a top-level value that is neither.
+// Frames are transient and moved once, so the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum RawFrame<'a> {
     Single(RawEnvelope<'a>),
@@ -257,6 +264,7 @@ pub(crate) enum RawFrame<'a> {
 }
 
 /// One member of a batch.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum RawFrameItem<'a> {
     Message(RawEnvelope<'a>),
@@ -390,8 +398,15 @@ impl EnvelopeVisitor {
         ctx.depth = 1;
         let mut seen: Vec<String> = Vec::with_capacity(4);
         while let Some(key) = map.next_key::<String>()? {
+            if eq_fold(&key, "id") {
+                let had_id = env.id.is_some() || env.id_like;
+                if key != "id" {
+                    env.id_like = true;
+                }
+                env.id_ambiguous |= had_id;
+            }
             if env.problem.is_none() {
-                if seen.iter().any(|k| *k == key) {
+                if seen.contains(&key) {
                     env.problem = Some(format!("duplicate envelope member \"{}\"", clip(&key)));
                 } else if let Some(other) = seen.iter().find(|k| eq_fold(k, &key)) {
                     env.problem = Some(format!(
@@ -403,7 +418,7 @@ impl EnvelopeVisitor {
                     env.problem = Some(format!("unknown envelope member \"{}\"", clip(&key)));
                 }
             }
-            let repeated = seen.iter().any(|k| *k == key);
+            let repeated = seen.contains(&key);
             if seen.len() < ENVELOPE_KEYS.len() + 1 && !repeated {
                 seen.push(key.clone());
             }

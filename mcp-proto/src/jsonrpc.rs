@@ -9,40 +9,74 @@ use serde_json::Value;
 /// A request id exactly as the peer wrote it (a JSON string or integer), echoed byte for byte.
 ///
 /// Keeping the raw text is what lets an id of `9007199254740993`, a 40-digit integer or a string
-/// with escapes come back unchanged: nothing is re-encoded.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct RequestId(Arc<str>);
+/// with escapes come back unchanged: nothing is re-encoded. Two ids are equal when they denote
+/// the same value (`"a\u0062"` equals `"ab"`), which is how `notifications/cancelled` finds the
+/// request it names whatever escapes either side used.
+#[derive(Clone)]
+pub struct RequestId {
+    raw: Arc<str>,
+    /// The decoded value, prefixed by its kind; shares `raw` when decoding changes nothing.
+    canon: Arc<str>,
+}
+
+impl PartialEq for RequestId {
+    fn eq(&self, other: &Self) -> bool {
+        self.canon == other.canon
+    }
+}
+
+impl Eq for RequestId {}
+
+impl std::hash::Hash for RequestId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.canon.hash(state);
+    }
+}
 
 impl RequestId {
     /// Parses raw JSON text as an id: a string or an integer (no fraction, no exponent).
     ///
-    /// Returns `None` for anything else (`null`, `1.5`, `true`, objects).
+    /// Returns `None` for anything else (`null`, `1.5`, `true`, objects), and for a string that
+    /// does not decode (a lone surrogate escape), since no client could read it back.
     pub fn from_json(raw: &str) -> Option<Self> {
         let bytes = raw.as_bytes();
-        let ok = match bytes.first() {
-            Some(b'"') => raw.len() >= 2 && raw.ends_with('"'),
-            Some(b'-') => bytes.len() > 1 && bytes.iter().skip(1).all(u8::is_ascii_digit),
-            Some(c) if c.is_ascii_digit() => bytes.iter().all(u8::is_ascii_digit),
-            _ => false,
-        };
-        ok.then(|| Self(raw.into()))
+        match bytes.first() {
+            Some(b'"') => {
+                if !raw.contains('\\') {
+                    let raw: Arc<str> = raw.into();
+                    return Some(Self { canon: raw.clone(), raw });
+                }
+                let decoded: String = serde_json::from_str(raw).ok()?;
+                let canon = serde_json::to_string(&decoded).ok()?;
+                Some(Self { raw: raw.into(), canon: canon.into() })
+            }
+            Some(b'-') if bytes.len() > 1 && bytes.iter().skip(1).all(u8::is_ascii_digit) => {
+                let raw: Arc<str> = raw.into();
+                Some(Self { canon: raw.clone(), raw })
+            }
+            Some(c) if c.is_ascii_digit() && bytes.iter().all(u8::is_ascii_digit) => {
+                let raw: Arc<str> = raw.into();
+                Some(Self { canon: raw.clone(), raw })
+            }
+            _ => None,
+        }
     }
 
     /// The id as encoded JSON text.
     pub fn as_json(&self) -> &str {
-        &self.0
+        &self.raw
     }
 }
 
 impl fmt::Debug for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.raw)
     }
 }
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.raw)
     }
 }
 
@@ -193,9 +227,12 @@ mod tests {
         for ok in ["1", "-7", "0", "\"x\"", "\"\"", "123456789012345678901234567890"] {
             assert!(RequestId::from_json(ok).is_some(), "{ok}");
         }
-        for bad in ["null", "1.5", "1e3", "true", "{}", "[]", "-", ""] {
+        for bad in ["null", "1.5", "1e3", "true", "{}", "[]", "-", "", r#""\ud800""#] {
             assert!(RequestId::from_json(bad).is_none(), "{bad}");
         }
+        let escaped = RequestId::from_json(r#""a\u0062""#).unwrap();
+        assert_eq!(escaped, RequestId::from_json(r#""ab""#).unwrap());
+        assert_eq!(escaped.as_json(), r#""a\u0062""#);
     }
 
     #[test]

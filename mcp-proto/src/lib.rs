@@ -64,6 +64,7 @@ mod jsonrpc;
 mod limits;
 mod registry;
 mod slab;
+pub mod stdio;
 mod version;
 
 #[cfg(feature = "server")]

@@ -24,6 +24,7 @@ pub struct Limits {
     pub(crate) max_response_bytes: usize,
     pub(crate) max_connections: usize,
     pub(crate) page_size: usize,
+    pub(crate) max_queued_frames: usize,
 }
 
 impl Default for Limits {
@@ -38,6 +39,7 @@ impl Default for Limits {
             max_response_bytes: 16 * 1024 * 1024,
             max_connections: 4096,
             page_size: 100,
+            max_queued_frames: 1024,
         }
     }
 }
@@ -119,6 +121,20 @@ impl Limits {
     pub fn page_size(&mut self, items: usize) -> &mut Self {
         self.page_size = items.max(1);
         self
+    }
+
+    /// Frames a shim may queue for one connection that is not reading them. Default 1024.
+    ///
+    /// Past it the connection is closed rather than let one slow reader grow memory or stall the
+    /// others. Replies alone never reach it under the default in-flight limit.
+    pub fn max_queued_frames(&mut self, frames: usize) -> &mut Self {
+        self.max_queued_frames = frames.max(1);
+        self
+    }
+
+    /// The current [`max_queued_frames`](Self::max_queued_frames).
+    pub fn queued_frames(&self) -> usize {
+        self.max_queued_frames
     }
 
     /// The current [`max_frame_bytes`](Self::max_frame_bytes).

@@ -1,0 +1,143 @@
+//! One session over a pair of byte streams of newline-delimited frames (stdio, or any pipe).
+
+use std::io;
+use std::time::Duration;
+
+use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::{Runtime, Server};
+use crate::stdio::LineFramer;
+use crate::{Caller, CloseReason, ConnKind};
+
+/// How a line session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StdioEnd {
+    /// The input ended and every call in flight was answered.
+    EndOfInput,
+    /// The input ended and calls still running after the drain budget were cancelled.
+    Drained {
+        /// How many were cancelled.
+        cancelled: usize,
+    },
+    /// A line over the frame limit arrived; it was answered with an error and the session ended.
+    FrameTooLarge,
+    /// The output could not be written (the peer closed it); the session ended.
+    OutputClosed,
+}
+
+/// Largest single read; lines longer than this arrive over several reads.
+const READ_CHUNK: usize = 64 * 1024;
+/// Replies are gathered up to this many bytes before one write, so a burst costs one syscall.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Serves one session over `input`/`output` until the input ends.
+///
+/// Requests run concurrently up to the in-flight limit, replies are written as they complete,
+/// and notifications get no line. At end of input the session waits up to `drain` for calls in
+/// flight, then cancels the rest. Only protocol bytes are written to `output`.
+pub async fn serve_lines<R, I, O>(
+    server: &Server,
+    rt: R,
+    caller: Caller,
+    input: I,
+    output: O,
+    drain: Duration,
+) -> io::Result<StdioEnd>
+where
+    R: Runtime,
+    I: AsyncRead + Unpin,
+    O: AsyncWrite + Unpin,
+{
+    let (conn, queue) = server
+        .open(&rt, ConnKind::Stdio, caller)
+        .map_err(|e| io::Error::other(format!("cannot open a connection: {e:?}")))?;
+    let max_frame = server.lock().engine.config().limits.frame_bytes();
+
+    let read = async {
+        let mut input = input;
+        let mut framer = LineFramer::new(max_frame);
+        loop {
+            let spare = framer.spare(READ_CHUNK);
+            let n = match input.read(spare).await {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+                Err(_) => 0,
+            };
+            framer.commit(READ_CHUNK, n);
+            if n == 0 {
+                // A last line without its newline is still a frame.
+                let rest = framer.remainder().to_vec();
+                if !rest.iter().all(u8::is_ascii_whitespace) {
+                    server.with_engine(&rt, |e, now| e.handle_frame(now, conn, &rest));
+                }
+                break None;
+            }
+            while let Some(line) = framer.next_line() {
+                match line {
+                    Ok(frame) => {
+                        server.with_engine(&rt, |e, now| e.handle_frame(now, conn, frame));
+                    }
+                    Err(too_long) => {
+                        server.with_engine(&rt, |e, now| e.handle_oversized_frame(now, conn, too_long.seen));
+                        return Some(CloseReason::FrameTooLarge);
+                    }
+                }
+            }
+        }
+    };
+
+    let write = async {
+        let mut output = output;
+        let mut buf = Vec::with_capacity(WRITE_BATCH);
+        while let Ok(frame) = queue.recv().await {
+            buf.extend_from_slice(&frame);
+            buf.push(b'\n');
+            while buf.len() < WRITE_BATCH {
+                match queue.try_recv() {
+                    Ok(frame) => {
+                        buf.extend_from_slice(&frame);
+                        buf.push(b'\n');
+                    }
+                    Err(_) => break,
+                }
+            }
+            if output.write_all(&buf).await.is_err() || output.flush().await.is_err() {
+                return false;
+            }
+            buf.clear();
+        }
+        true
+    };
+    futures_util::pin_mut!(write);
+
+    // Read until the input ends (or a frame is too long) while writing concurrently.
+    let read_end = match futures_util::future::select(Box::pin(read), write.as_mut()).await {
+        futures_util::future::Either::Left((end, _)) => end,
+        futures_util::future::Either::Right((_, _)) => {
+            server.with_engine(&rt, |e, now| e.close(now, conn));
+            return Ok(StdioEnd::OutputClosed);
+        }
+    };
+    if let Some(CloseReason::FrameTooLarge) = read_end {
+        return Ok(if write.await { StdioEnd::FrameTooLarge } else { StdioEnd::OutputClosed });
+    }
+
+    server.with_engine(&rt, |e, now| e.close_input(now, conn));
+    let deadline = rt.now() + drain;
+    let finished = futures_util::future::select(write.as_mut(), rt.sleep_until(deadline)).await;
+    match finished {
+        futures_util::future::Either::Left((ok, _)) => {
+            Ok(if ok { StdioEnd::EndOfInput } else { StdioEnd::OutputClosed })
+        }
+        futures_util::future::Either::Right(_) => {
+            let cancelled = server.with_engine(&rt, |e, now| {
+                let n = e.in_flight(conn);
+                e.close(now, conn);
+                n
+            });
+            let ok = write.await;
+            Ok(if ok { StdioEnd::Drained { cancelled } } else { StdioEnd::OutputClosed })
+        }
+    }
+}

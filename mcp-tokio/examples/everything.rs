@@ -1,0 +1,22 @@
+//! The demo server on tokio: `cargo run --release -p mcp-tokio --example everything`.
+//! The server itself is defined once, in examples/common/everything.rs, for both shims.
+
+#[path = "../../examples/common/everything.rs"]
+mod everything;
+
+#[tokio::main]
+async fn main() {
+    let args = everything::parse_args().unwrap_or_else(|msg| {
+        eprintln!("{msg}");
+        std::process::exit(2)
+    });
+    everything::init_logging();
+    let server = everything::build(&args);
+    match mcp_tokio::serve_stdio(&server).await {
+        Ok(end) => tracing::info!(?end, "stdio session ended"),
+        Err(e) => {
+            tracing::error!(%e, "stdio session failed");
+            std::process::exit(1)
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The fixed set of test tools every replay engine registers, and what they do in `! auto` mode.
+//!
+//! | tool         | input schema                                   | auto behaviour                                     |
+//! |--------------|------------------------------------------------|----------------------------------------------------|
+//! | `add`        | `{a: number, b: number}`, both required        | text: the exact decimal sum of `a` and `b`         |
+//! | `big`        | `{n: integer >= 0}`, required                  | text: `n` times `x`                                |
+//! | `boom`       | `{}`                                           | a private handler error (never on the wire)        |
+//! | `echo`       | `{text: string}`, required                     | text: `arguments.text`                             |
+//! | `link`       | `{}`                                           | one `resource_link` block                          |
+//! | `list_items` | `{items: array}`; output schema `array<string>`| structured: `arguments.items` (2026-07-28 only)    |
+//! | `measure`    | `{}`; output schema `{value: number, unit}`    | structured: the arguments object, as given         |
+//! | `nested`     | `{user: {name: string, age: integer >= 0}}`    | text `ok`                                          |
+//! | `panic`      | `{}`                                           | the handler panicked                               |
+//! | `public_fail`| `{}`                                           | public error `-32001 "quota exceeded"` with data   |
+//! | `slow`       | `{}`                                           | never completed automatically: use `! complete`    |
+//!
+//! `measure` is the "rich" tool: it has a title, annotations, icons, `execution` and `_meta`, so
+//! `tools/list` shows which fields each protocol version keeps. Tools are listed by name, so the
+//! order above is the order on the wire.
+
+use mcp_proto::{Content, HandlerError, ResourceLink, RpcError, Tool, ToolOutput};
+use serde_json::{json, Map, Value};
+
+/// The handler type of the replay engine: which built-in behaviour a tool has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestHandler {
+    /// `add`
+    Add,
+    /// `big`
+    Big,
+    /// `boom`
+    Boom,
+    /// `echo`
+    Echo,
+    /// `link`
+    Link,
+    /// `list_items`
+    ListItems,
+    /// `measure`
+    Measure,
+    /// `nested`
+    Nested,
+    /// `panic`
+    Panic,
+    /// `public_fail`
+    PublicFail,
+    /// `slow`
+    Slow,
+}
+
+fn object(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Every test tool, in name order, with its handler.
+pub fn all_tools() -> Vec<(Tool, TestHandler)> {
+    let empty = json!({"type": "object"});
+    vec![
+        (
+            Tool::new(
+                "add",
+                "Adds two numbers exactly",
+                json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+            ),
+            TestHandler::Add,
+        ),
+        (
+            Tool::new(
+                "big",
+                "Returns n bytes of text",
+                json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}),
+            ),
+            TestHandler::Big,
+        ),
+        (Tool::new("boom", "Always fails privately", empty.clone()), TestHandler::Boom),
+        (
+            Tool::new(
+                "echo",
+                "Echoes text",
+                json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+            ),
+            TestHandler::Echo,
+        ),
+        (Tool::new("link", "Returns a resource link", empty.clone()), TestHandler::Link),
+        (
+            Tool::new(
+                "list_items",
+                "Returns its items as an array",
+                json!({"type": "object", "properties": {"items": {"type": "array"}}}),
+            )
+            .output_schema(json!({"type": "array", "items": {"type": "string"}})),
+            TestHandler::ListItems,
+        ),
+        (
+            Tool::new("measure", "Returns a measurement", empty.clone())
+                .title("Measure")
+                .output_schema(json!({
+                    "type": "object",
+                    "properties": {"value": {"type": "number"}, "unit": {"type": "string"}},
+                    "required": ["value", "unit"]
+                }))
+                .annotations(object(json!({"readOnlyHint": true, "idempotentHint": true})))
+                .icons(json!([{"src": "https://example.com/m.png", "mimeType": "image/png"}]))
+                .execution(json!({"taskSupport": "forbidden"}))
+                .meta(object(json!({"example.com/origin": "replay"}))),
+            TestHandler::Measure,
+        ),
+        (
+            Tool::new(
+                "nested",
+                "Takes a nested object",
+                json!({
+                    "type": "object",
+                    "properties": {"user": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+                        "required": ["name"]
+                    }},
+                    "required": ["user"]
+                }),
+            ),
+            TestHandler::Nested,
+        ),
+        (Tool::new("panic", "Panics", empty.clone()), TestHandler::Panic),
+        (Tool::new("public_fail", "Fails with a public error", empty.clone()), TestHandler::PublicFail),
+        (Tool::new("slow", "Never finishes on its own", empty), TestHandler::Slow),
+    ]
+}
+
+/// The auto-mode result of `handler` for `arguments`, or `None` for a tool that is never
+/// completed automatically (`slow`).
+pub fn auto_reply(
+    handler: TestHandler,
+    arguments: &Map<String, Value>,
+) -> Option<Result<ToolOutput, HandlerError>> {
+    Some(match handler {
+        TestHandler::Add => {
+            let a = arguments.get("a").map(number_text).unwrap_or_default();
+            let b = arguments.get("b").map(number_text).unwrap_or_default();
+            match decimal_add(&a, &b) {
+                Some(sum) => Ok(ToolOutput::text(sum)),
+                None => Ok(ToolOutput::error(format!("cannot add {a} and {b} exactly"))),
+            }
+        }
+        TestHandler::Big => {
+            let n = arguments.get("n").and_then(Value::as_u64).unwrap_or(0);
+            Ok(ToolOutput::text("x".repeat(usize::try_from(n).unwrap_or(0))))
+        }
+        TestHandler::Boom => Err(HandlerError::private("database password is hunter2")),
+        TestHandler::Echo => {
+            Ok(ToolOutput::text(arguments.get("text").and_then(Value::as_str).unwrap_or_default()))
+        }
+        TestHandler::Link => Ok(ToolOutput::content(vec![Content::ResourceLink(ResourceLink {
+            uri: "test://docs/1".into(),
+            name: "doc1".into(),
+            title: Some("Document One".into()),
+            description: Some("the first document".into()),
+            mime_type: Some("text/plain".into()),
+            size: Some(42),
+        })])),
+        TestHandler::ListItems => {
+            Ok(ToolOutput::structured(arguments.get("items").cloned().unwrap_or(Value::Array(Vec::new()))))
+        }
+        TestHandler::Measure => Ok(ToolOutput::structured(Value::Object(arguments.clone()))),
+        TestHandler::Nested => Ok(ToolOutput::text("ok")),
+        TestHandler::Panic => Err(HandlerError::Panicked),
+        TestHandler::PublicFail => Err(HandlerError::Public(
+            RpcError::new(mcp_proto::ErrorCode::Other(-32001), "quota exceeded")
+                .with_data(json!({"retryAfterMs": 1000})),
+        )),
+        TestHandler::Slow => return None,
+    })
+}
+
+/// The exact text of a JSON number (the workspace builds serde_json with `arbitrary_precision`).
+fn number_text(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Adds two decimal numbers given as text (`-12.5`, `9007199254740993`), exactly. `None` for
+/// anything with an exponent.
+pub fn decimal_add(a: &str, b: &str) -> Option<String> {
+    let a = Decimal::parse(a)?;
+    let b = Decimal::parse(b)?;
+    let scale = a.frac.len().max(b.frac.len());
+    let da = a.digits(scale);
+    let db = b.digits(scale);
+    let (neg, mag) = if a.neg == b.neg {
+        (a.neg, add_digits(&da, &db))
+    } else if cmp_digits(&da, &db) != std::cmp::Ordering::Less {
+        (a.neg, sub_digits(&da, &db))
+    } else {
+        (b.neg, sub_digits(&db, &da))
+    };
+    // Split back into integer and fraction parts, trimming zeros on both ends.
+    let split = mag.len().saturating_sub(scale);
+    let (int, frac) = mag.split_at(split);
+    let int = int.trim_start_matches('0');
+    let frac = frac.trim_end_matches('0');
+    let int = if int.is_empty() { "0" } else { int };
+    let mut out = String::new();
+    if neg && (int != "0" || !frac.is_empty()) {
+        out.push('-');
+    }
+    out.push_str(int);
+    if !frac.is_empty() {
+        out.push('.');
+        out.push_str(frac);
+    }
+    Some(out)
+}
+
+struct Decimal {
+    neg: bool,
+    int: String,
+    frac: String,
+}
+
+impl Decimal {
+    fn parse(s: &str) -> Option<Self> {
+        let (neg, rest) = match s.strip_prefix('-') {
+            Some(r) => (true, r),
+            None => (false, s),
+        };
+        let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
+        let ok = !int.is_empty()
+            && int.bytes().all(|b| b.is_ascii_digit())
+            && frac.bytes().all(|b| b.is_ascii_digit());
+        ok.then(|| Self { neg, int: int.to_owned(), frac: frac.to_owned() })
+    }
+
+    /// All digits, the fraction padded to `scale` places.
+    fn digits(&self, scale: usize) -> String {
+        let mut s = self.int.clone();
+        s.push_str(&self.frac);
+        s.extend(std::iter::repeat_n('0', scale - self.frac.len()));
+        s
+    }
+}
+
+fn pad(a: &str, b: &str) -> (Vec<u8>, Vec<u8>) {
+    let n = a.len().max(b.len());
+    let p = |s: &str| {
+        let mut v = vec![0u8; n - s.len()];
+        v.extend(s.bytes().map(|c| c - b'0'));
+        v
+    };
+    (p(a), p(b))
+}
+
+fn cmp_digits(a: &str, b: &str) -> std::cmp::Ordering {
+    let (a, b) = pad(a, b);
+    a.cmp(&b)
+}
+
+fn add_digits(a: &str, b: &str) -> String {
+    let (a, b) = pad(a, b);
+    let mut out = Vec::with_capacity(a.len() + 1);
+    let mut carry = 0;
+    for (x, y) in a.iter().rev().zip(b.iter().rev()) {
+        let s = x + y + carry;
+        out.push(b'0' + s % 10);
+        carry = s / 10;
+    }
+    if carry > 0 {
+        out.push(b'0' + carry);
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `a - b` for `a >= b`.
+fn sub_digits(a: &str, b: &str) -> String {
+    let (a, b) = pad(a, b);
+    let mut out = Vec::with_capacity(a.len());
+    let mut borrow = 0i8;
+    for (x, y) in a.iter().rev().zip(b.iter().rev()) {
+        let mut d = *x as i8 - *y as i8 - borrow;
+        borrow = 0;
+        if d < 0 {
+            d += 10;
+            borrow = 1;
+        }
+        out.push(b'0' + d as u8);
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal_add;
+
+    #[test]
+    fn exact_sums() {
+        assert_eq!(decimal_add("9007199254740993", "1").as_deref(), Some("9007199254740994"));
+        assert_eq!(decimal_add("0.1", "0.2").as_deref(), Some("0.3"));
+        assert_eq!(decimal_add("-5", "3").as_deref(), Some("-2"));
+        assert_eq!(decimal_add("5", "-5").as_deref(), Some("0"));
+        assert_eq!(decimal_add("-1.25", "-0.75").as_deref(), Some("-2"));
+        assert_eq!(decimal_add("99999999999999999999", "1").as_deref(), Some("100000000000000000000"));
+        assert_eq!(decimal_add("1e3", "1"), None);
+    }
+}

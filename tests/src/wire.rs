@@ -1,0 +1,225 @@
+//! Wire-schema validation: every frame the engine emits is checked against the official JSON
+//! Schema of the protocol version in force (copied into `tests/fixtures/schemas/`).
+//!
+//! Each schema file is compiled once ([`jsonschema::validator_map_for`], behind a `OnceLock`);
+//! a `$defs` (or draft-07 `definitions`) entry is then looked up by JSON pointer.
+//!
+//! What is checked, per frame:
+//!
+//! - the envelope: `JSONRPCResponse` / `JSONRPCError` (2025-03-26, 2025-06-18) or
+//!   `JSONRPCResultResponse` / `JSONRPCErrorResponse` (2025-11-25 and later), or
+//!   `JSONRPCNotification`; a batch reply against `JSONRPCBatchResponse` (2025-03-26 only: an
+//!   array on any other version is itself a failure);
+//! - a result against the def its method maps to (`InitializeResult`, `EmptyResult`,
+//!   `ListToolsResult`, `CallToolResult`, `DiscoverResult`);
+//! - on 2026-07-28, an error against its named def (`ParseError`, `InvalidRequestError`,
+//!   `MethodNotFoundError`, `InvalidParamsError`, `InternalError`,
+//!   `UnsupportedProtocolVersionError`, `MissingRequiredClientCapabilityError`,
+//!   `HeaderMismatchError`).
+//!
+//! One documented exception: an error reply whose `id` is `null`. JSON-RPC 2.0 requires exactly
+//! that when the request's id could not be read (parse errors, unreadable ids), but no MCP schema
+//! admits `null` as a `RequestId`; 2025-11-25 made `id` optional in `JSONRPCErrorResponse`
+//! instead. Such a frame is validated with its `id` member removed against the
+//! `JSONRPCErrorResponse` of its version, or of 2025-11-25 for the two older versions, whose
+//! schema has no form for it at all.
+
+use std::sync::OnceLock;
+
+use jsonschema::ValidatorMap;
+use mcp_proto::ProtocolVersion;
+use serde_json::Value;
+
+const SCHEMA_2025_03_26: &str = include_str!("../fixtures/schemas/2025-03-26.json");
+const SCHEMA_2025_06_18: &str = include_str!("../fixtures/schemas/2025-06-18.json");
+const SCHEMA_2025_11_25: &str = include_str!("../fixtures/schemas/2025-11-25.json");
+const SCHEMA_2026_07_28: &str = include_str!("../fixtures/schemas/2026-07-28.json");
+
+struct Compiled {
+    map: ValidatorMap,
+    /// `#/definitions/` or `#/$defs/`.
+    prefix: &'static str,
+}
+
+fn compiled(v: ProtocolVersion) -> Result<&'static Compiled, String> {
+    static CELLS: [OnceLock<Result<Compiled, String>>; 4] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let (i, text, prefix) = match v {
+        ProtocolVersion::V2025_03_26 => (0, SCHEMA_2025_03_26, "#/definitions/"),
+        ProtocolVersion::V2025_06_18 => (1, SCHEMA_2025_06_18, "#/definitions/"),
+        ProtocolVersion::V2025_11_25 => (2, SCHEMA_2025_11_25, "#/$defs/"),
+        _ => (3, SCHEMA_2026_07_28, "#/$defs/"),
+    };
+    let cell = CELLS.get(i).ok_or("no schema slot")?;
+    cell.get_or_init(|| {
+        let doc: Value = serde_json::from_str(text).map_err(|e| format!("schema {v}: {e}"))?;
+        let map = jsonschema::validator_map_for(&doc).map_err(|e| format!("schema {v}: {e}"))?;
+        Ok(Compiled { map, prefix })
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Whether `def` exists in the schema of `v`.
+pub fn has_def(v: ProtocolVersion, def: &str) -> bool {
+    compiled(v).is_ok_and(|c| c.map.contains_key(&format!("{}{def}", c.prefix)))
+}
+
+/// Validates `instance` against the definition `def` of version `v`'s schema.
+pub fn validate_def(v: ProtocolVersion, def: &str, instance: &Value) -> Result<(), String> {
+    let c = compiled(v)?;
+    let pointer = format!("{}{def}", c.prefix);
+    let validator = c.map.get(&pointer).ok_or_else(|| format!("schema {v} has no {def}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not a valid {v} {def}: {}", errors.join("; ")))
+    }
+}
+
+/// The result def a method's successful response must match, where the schema has one.
+pub fn result_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "initialize" => "InitializeResult",
+        "ping" => "EmptyResult",
+        "tools/list" => "ListToolsResult",
+        "tools/call" => "CallToolResult",
+        "server/discover" => "DiscoverResult",
+        "prompts/list" => "ListPromptsResult",
+        "prompts/get" => "GetPromptResult",
+        "resources/list" => "ListResourcesResult",
+        "resources/templates/list" => "ListResourceTemplatesResult",
+        "resources/read" => "ReadResourceResult",
+        "completion/complete" => "CompleteResult",
+        "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => "EmptyResult",
+        _ => return None,
+    })
+}
+
+/// 2026-07-28 names its errors: (code, def, whether the def is a whole response or only the
+/// error object).
+fn named_error(code: i64) -> Option<(&'static str, bool)> {
+    Some(match code {
+        -32700 => ("ParseError", false),
+        -32600 => ("InvalidRequestError", false),
+        -32601 => ("MethodNotFoundError", false),
+        -32602 => ("InvalidParamsError", false),
+        -32603 => ("InternalError", false),
+        -32020 => ("HeaderMismatchError", true),
+        -32021 => ("MissingRequiredClientCapabilityError", true),
+        -32022 => ("UnsupportedProtocolVersionError", true),
+        _ => return None,
+    })
+}
+
+/// Validates one response object (not a batch) sent for a request of `method` (when known)
+/// under version `v`.
+pub fn validate_response(v: ProtocolVersion, method: Option<&str>, frame: &Value) -> Result<(), String> {
+    let Some(obj) = frame.as_object() else { return Err("a response must be a JSON object".into()) };
+    let legacy_names = v < ProtocolVersion::V2025_11_25;
+    if let Some(error) = obj.get("error") {
+        if obj.get("id").is_some_and(Value::is_null) {
+            // See the module docs: validated without the null id.
+            let mut without = obj.clone();
+            without.remove("id");
+            let against = if legacy_names { ProtocolVersion::V2025_11_25 } else { v };
+            validate_def(against, "JSONRPCErrorResponse", &Value::Object(without.clone()))?;
+            return validate_named_error(v, error, &Value::Object(without));
+        }
+        validate_def(v, if legacy_names { "JSONRPCError" } else { "JSONRPCErrorResponse" }, frame)?;
+        return validate_named_error(v, error, frame);
+    }
+    if obj.contains_key("result") {
+        validate_def(v, if legacy_names { "JSONRPCResponse" } else { "JSONRPCResultResponse" }, frame)?;
+        if let (Some(def), Some(result)) = (method.and_then(result_def), obj.get("result")) {
+            if has_def(v, def) {
+                validate_def(v, def, result)?;
+            }
+        }
+        return Ok(());
+    }
+    if obj.contains_key("method") {
+        let def = if obj.contains_key("id") { "JSONRPCRequest" } else { "JSONRPCNotification" };
+        return validate_def(v, def, frame);
+    }
+    Err("neither a result, an error nor a message".into())
+}
+
+fn validate_named_error(v: ProtocolVersion, error: &Value, frame: &Value) -> Result<(), String> {
+    if !v.is_modern() {
+        return Ok(());
+    }
+    let Some(code) = error.get("code").and_then(Value::as_i64) else { return Ok(()) };
+    match named_error(code) {
+        Some((def, true)) => validate_def(v, def, frame),
+        Some((def, false)) => validate_def(v, def, error),
+        None => Ok(()),
+    }
+}
+
+/// Validates a batch reply (2025-03-26 only) as a whole; its members are checked one by one with
+/// [`validate_response`].
+pub fn validate_batch(v: ProtocolVersion, frame: &Value) -> Result<(), String> {
+    if !v.allows_batches() {
+        return Err(format!("a batch reply on a {v} session (batches exist only in 2025-03-26)"));
+    }
+    // Members with a null id are checked one by one (see the module docs); the rest must make
+    // a valid `JSONRPCBatchResponse`.
+    let Some(items) = frame.as_array() else { return Err("a batch reply must be an array".into()) };
+    let readable: Vec<Value> =
+        items.iter().filter(|m| !m.get("id").is_some_and(Value::is_null)).cloned().collect();
+    if readable.is_empty() {
+        return Ok(());
+    }
+    validate_def(v, "JSONRPCBatchResponse", &Value::Array(readable))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_schema_compiles_and_has_the_defs_we_use() {
+        for v in ProtocolVersion::ALL {
+            for def in ["JSONRPCNotification", "InitializeResult", "ListToolsResult", "CallToolResult"] {
+                if v.is_modern() && def == "InitializeResult" {
+                    continue;
+                }
+                assert!(has_def(v, def), "{v} {def}");
+            }
+        }
+        assert!(has_def(ProtocolVersion::V2026_07_28, "DiscoverResult"));
+        assert!(has_def(ProtocolVersion::V2025_03_26, "JSONRPCBatchResponse"));
+    }
+
+    #[test]
+    fn catches_bad_frames() {
+        let v = ProtocolVersion::V2025_06_18;
+        assert!(validate_response(v, Some("ping"), &json!({"jsonrpc":"2.0","id":1,"result":{}})).is_ok());
+        assert!(validate_response(v, Some("ping"), &json!({"jsonrpc":"2.0","id":1.5,"result":{}})).is_err());
+        assert!(
+            validate_response(v, Some("tools/call"), &json!({"jsonrpc":"2.0","id":1,"result":{}})).is_err()
+        );
+        let m = ProtocolVersion::V2026_07_28;
+        // 2026 results must carry resultType.
+        assert!(validate_response(m, None, &json!({"jsonrpc":"2.0","id":1,"result":{}})).is_err());
+        let bad_version = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}});
+        assert!(validate_response(m, None, &bad_version).is_err());
+        let null_id = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}});
+        assert!(validate_response(v, None, &null_id).is_ok());
+        assert!(validate_batch(ProtocolVersion::V2025_11_25, &json!([])).is_err());
+    }
+}
