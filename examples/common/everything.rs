@@ -3,26 +3,43 @@
 //! MCP conformance suite, and `--extra-tools N` generated tools for exercising pagination.
 
 use bigdecimal::BigDecimal;
-use mcp_proto::server::{Server, ToolCall};
-use mcp_proto::{Content, ResourceContents, Tool, ToolOutput};
+use mcp_proto::server::{Complete, GetPrompt, ReadResource, Server, ToolCall};
+use mcp_proto::{
+    Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
+    PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
+};
 use serde_json::{json, Number};
 use std::str::FromStr;
 
 /// Command-line options.
 pub(crate) struct Args {
     pub(crate) extra_tools: usize,
+    /// Roles of the stdio caller: whoever launches the server vouches for who is on the pipe.
+    pub(crate) roles: Vec<String>,
 }
 
-const USAGE: &str = "usage: everything [--extra-tools N]\n\
+const USAGE: &str = "usage: everything [--extra-tools N] [--role ROLE]...\n\
     Serves the demo MCP server on stdin/stdout.\n\
-    --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination";
+    --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
+    --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
+    \x20                 admin_echo tool and test://admin-secret resource";
+
+impl Args {
+    /// The stdio caller these options describe.
+    pub(crate) fn caller(&self) -> Caller {
+        let mut caller = Caller::identified("stdio");
+        caller.roles.clone_from(&self.roles);
+        caller
+    }
+}
 
 /// Parses `std::env::args`, or returns the message to print.
 pub(crate) fn parse_args() -> Result<Args, String> {
-    let mut args = Args { extra_tools: 0 };
+    let mut args = Args { extra_tools: 0, roles: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--role" => args.roles.push(it.next().ok_or_else(|| format!("--role needs a name\n{USAGE}"))?),
             "--extra-tools" => {
                 let n = it.next().ok_or_else(|| format!("--extra-tools needs a number\n{USAGE}"))?;
                 args.extra_tools =
@@ -75,6 +92,46 @@ fn add(a: &Number, b: &Number) -> Result<String, String> {
 
 fn no_args() -> serde_json::Value {
     json!({"type": "object", "properties": {}})
+}
+
+fn text(uri: &str, mime: &str, body: &str) -> Result<Vec<ResourceContents>, HandlerError> {
+    Ok(vec![ResourceContents::text(uri, mime, body)])
+}
+
+/// `test_trigger_*_change` flip a dynamic item: registered if absent, unregistered if present,
+/// so every call changes the list and listening clients are told.
+fn toggle_tool(server: &Server) -> ToolOutput {
+    if server.remove_tool("test_dynamic_tool") {
+        return ToolOutput::text("Removed test_dynamic_tool; clients were told the tool list changed.");
+    }
+    let tool = Tool::new("test_dynamic_tool", "A tool that comes and goes", no_args());
+    match server.add_tool(tool, |_| async { ToolOutput::text("dynamic tool called") }) {
+        Ok(()) => ToolOutput::text("Added test_dynamic_tool; clients were told the tool list changed."),
+        Err(e) => ToolOutput::error(e.to_string()),
+    }
+}
+
+fn toggle_prompt(server: &Server) -> ToolOutput {
+    if server.remove_prompt("test_dynamic_prompt") {
+        return ToolOutput::text("Removed test_dynamic_prompt; clients were told the prompt list changed.");
+    }
+    let prompt = Prompt::new("test_dynamic_prompt").description("A prompt that comes and goes");
+    let added = server.add_prompt(prompt, |_| async {
+        Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text("dynamic prompt"))]))
+    });
+    match added {
+        Ok(()) => ToolOutput::text("Added test_dynamic_prompt; clients were told the prompt list changed."),
+        Err(e) => ToolOutput::error(e.to_string()),
+    }
+}
+
+/// Suggestions for `test_prompt_with_arguments` and the template's `id`: fixed words that start
+/// with what was typed.
+async fn complete(req: Complete) -> Result<Completion, HandlerError> {
+    const WORDS: [&str; 6] = ["test", "testValue1", "testValue2", "alpha", "beta", "123"];
+    let values: Vec<String> =
+        WORDS.iter().filter(|w| w.starts_with(&req.value)).map(|w| (*w).to_owned()).collect();
+    Ok(Completion { total: Some(values.len() as u64), values, has_more: false })
 }
 
 /// Builds the server with every demo tool.
@@ -130,6 +187,136 @@ pub(crate) fn build(args: &Args) -> Server {
         .tool(
             Tool::new("test_error_handling", "Always fails, as a tool result with isError", no_args()),
             |_| async { ToolOutput::error("This tool intentionally returns an error for testing") },
+        )
+        .tool(
+            Tool::new("test_tool_with_logging", "Sends three log messages while it runs", no_args()),
+            |call: ToolCall| async move {
+                for step in ["Tool execution started", "Tool processing data", "Tool execution completed"] {
+                    call.ctx.log(LogLevel::Info, Some("everything"), json!(step));
+                }
+                ToolOutput::text("Logging tool finished")
+            },
+        )
+        .tool(
+            Tool::new(
+                "test_logging_tool",
+                "Logs at info; on 2026-07-28 only when the request asks",
+                no_args(),
+            ),
+            |call: ToolCall| async move {
+                call.ctx.log(LogLevel::Info, Some("everything"), json!("test_logging_tool ran"));
+                ToolOutput::text("Logged once, if the client asked for logs")
+            },
+        )
+        .tool(
+            Tool::new("test_trigger_tool_change", "Adds or removes test_dynamic_tool", no_args()),
+            |call: ToolCall| async move { toggle_tool(call.ctx.server()) },
+        )
+        .tool(
+            Tool::new("test_trigger_prompt_change", "Adds or removes test_dynamic_prompt", no_args()),
+            |call: ToolCall| async move { toggle_prompt(call.ctx.server()) },
+        )
+        .tool(
+            Tool::new("test_trigger_resource_update", "Marks test://watched-resource as updated", no_args()),
+            |call: ToolCall| async move {
+                call.ctx.server().notify_resource_updated("test://watched-resource");
+                ToolOutput::text("Subscribers of test://watched-resource were told it changed.")
+            },
+        )
+        .tool(
+            Tool::new(
+                "admin_echo",
+                "Echoes text; only callers with the admin role see this tool",
+                json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+            )
+            .gate(Gate::role("admin")),
+            |call: ToolCall| async move {
+                let text = call.arguments.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_owned();
+                ToolOutput::text(format!("admin: {text}"))
+            },
+        )
+        .resource(
+            Resource::new("test://static-text", "static-text")
+                .description("A static text resource")
+                .mime_type("text/plain"),
+            |r: ReadResource| async move {
+                text(&r.uri, "text/plain", "This is the content of the static text resource.")
+            },
+        )
+        .resource(
+            Resource::new("test://static-binary", "static-binary")
+                .description("A static binary resource (a 1x1 PNG)")
+                .mime_type("image/png"),
+            |r: ReadResource| async move { Ok(vec![ResourceContents::blob(r.uri, "image/png", PNG)]) },
+        )
+        .resource(
+            Resource::new("test://watched-resource", "watched-resource")
+                .description("A resource to subscribe to; test_trigger_resource_update changes it")
+                .mime_type("text/plain"),
+            |r: ReadResource| async move { text(&r.uri, "text/plain", "Watched resource content.") },
+        )
+        .resource(
+            Resource::new("test://admin-secret", "admin-secret")
+                .description("Only callers with the admin role see this resource")
+                .mime_type("text/plain")
+                .gate(Gate::role("admin")),
+            |r: ReadResource| async move { text(&r.uri, "text/plain", "The admin secret.") },
+        )
+        .template(
+            ResourceTemplate::new("test://template/{id}/data", "template-data")
+                .description("Data for any id")
+                .mime_type("application/json"),
+            |r: ReadResource| async move {
+                let id = r.var("id").unwrap_or_default().to_owned();
+                let body = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                text(&r.uri, "application/json", &body.to_string())
+            },
+        )
+        .completion(complete)
+        .prompt(
+            Prompt::new("test_simple_prompt").description("A prompt without arguments"),
+            |_: GetPrompt| async {
+                Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text(
+                    "This is a simple prompt for testing.",
+                ))]))
+            },
+        )
+        .prompt(
+            Prompt::new("test_prompt_with_arguments")
+                .description("A prompt with two required arguments")
+                .argument(PromptArgument::required("arg1", "First argument"))
+                .argument(PromptArgument::required("arg2", "Second argument")),
+            |p: GetPrompt| async move {
+                let arg = |n: &str| p.arguments.get(n).cloned().unwrap_or_default();
+                let text = format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2"));
+                Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text(text))]))
+            },
+        )
+        .completion(complete)
+        .prompt(
+            Prompt::new("test_prompt_with_embedded_resource")
+                .description("A prompt that embeds a resource")
+                .argument(PromptArgument::required("resourceUri", "URI of the resource to embed")),
+            |p: GetPrompt| async move {
+                let uri = p.arguments.get("resourceUri").cloned().unwrap_or_default();
+                Ok(PromptOutput::messages(vec![
+                    PromptMessage::user(Content::resource(ResourceContents::text(
+                        uri,
+                        "text/plain",
+                        "Embedded resource content for testing.",
+                    ))),
+                    PromptMessage::user(Content::text("Please process the embedded resource above.")),
+                ]))
+            },
+        )
+        .prompt(
+            Prompt::new("test_prompt_with_image").description("A prompt with an image"),
+            |_: GetPrompt| async {
+                Ok(PromptOutput::messages(vec![
+                    PromptMessage::user(Content::image(PNG, "image/png")),
+                    PromptMessage::user(Content::text("Please analyze the image above.")),
+                ]))
+            },
         )
         .tool(
             Tool::new(

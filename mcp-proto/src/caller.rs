@@ -47,3 +47,61 @@ impl Caller {
         self.identity.as_deref().or(self.peer.as_deref()).unwrap_or("")
     }
 }
+
+/// A synchronous predicate over a [`Caller`]: may this caller see and use an item (or, as the
+/// server-wide gate, the data methods at all)?
+///
+/// Gates run inside the engine, because listings, pagination and notification delivery depend
+/// on them, so they must be quick and must not block. A gate that panics counts as a refusal:
+/// gates fail closed.
+#[derive(Clone)]
+pub struct Gate(std::sync::Arc<dyn Fn(&Caller) -> bool + Send + Sync>);
+
+impl Gate {
+    /// A gate from any predicate.
+    pub fn new(f: impl Fn(&Caller) -> bool + Send + Sync + 'static) -> Self {
+        Gate(std::sync::Arc::new(f))
+    }
+
+    /// Admits callers holding `role`.
+    pub fn role(role: impl Into<String>) -> Self {
+        let role = role.into();
+        Gate::new(move |c| c.has_role(&role))
+    }
+
+    /// Admits callers with a resolved identity.
+    pub fn identified() -> Self {
+        Gate::new(|c| c.identity.is_some())
+    }
+
+    /// Whether the gate admits `caller`; a panic is a refusal.
+    pub fn allows(&self, caller: &Caller) -> bool {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)(caller))).unwrap_or(false)
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Gate")
+    }
+}
+
+/// Whether an optional gate admits `caller`.
+pub(crate) fn admits(gate: Option<&Gate>, caller: &Caller) -> bool {
+    gate.is_none_or(|g| g.allows(caller))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates_fail_closed() {
+        let admin = Caller::identified("a").with_role("admin");
+        assert!(Gate::role("admin").allows(&admin));
+        assert!(!Gate::role("admin").allows(&Caller::anonymous()));
+        let boom = Gate::new(|_| panic!("gate bug"));
+        assert!(!boom.allows(&admin));
+        assert!(admits(None, &Caller::anonymous()));
+    }
+}

@@ -342,3 +342,98 @@ mod tests {
         assert!(json(&c, ProtocolVersion::V2025_11_25).contains("lastModified"));
     }
 }
+
+/// Who speaks a prompt message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+}
+
+/// One message of a `prompts/get` result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptMessage {
+    /// Who speaks it.
+    pub role: Role,
+    /// What is said.
+    pub content: Content,
+}
+
+impl PromptMessage {
+    /// A user message.
+    pub fn user(content: Content) -> Self {
+        Self { role: Role::User, content }
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: Content) -> Self {
+        Self { role: Role::Assistant, content }
+    }
+}
+
+/// What a prompt handler produces: a `GetPromptResult`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromptOutput {
+    /// An optional description of this rendering.
+    pub description: Option<String>,
+    /// The messages.
+    pub messages: Vec<PromptMessage>,
+}
+
+impl PromptOutput {
+    /// The given messages, without a description.
+    pub fn messages(messages: Vec<PromptMessage>) -> Self {
+        Self { description: None, messages }
+    }
+}
+
+pub(crate) struct PromptOutputWire<'a>(pub(crate) &'a PromptOutput, pub(crate) ProtocolVersion);
+
+impl Serialize for PromptOutputWire<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Msg<'a>(&'a PromptMessage, ProtocolVersion);
+        impl Serialize for Msg<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("role", if self.0.role == Role::User { "user" } else { "assistant" })?;
+                m.serialize_entry("content", &self.0.content.for_version(self.1))?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(None)?;
+        if let Some(d) = &self.0.description {
+            m.serialize_entry("description", d)?;
+        }
+        let msgs: Vec<Msg<'_>> = self.0.messages.iter().map(|x| Msg(x, self.1)).collect();
+        m.serialize_entry("messages", &msgs)?;
+        m.end()
+    }
+}
+
+pub(crate) struct ContentsWire<'a>(pub(crate) &'a [ResourceContents], pub(crate) ProtocolVersion);
+
+impl Serialize for ContentsWire<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|c| VersionedResource(c, self.1)))
+    }
+}
+
+/// What a completion handler produces; at most 100 values reach the client.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Completion {
+    /// Suggested values, best first.
+    pub values: Vec<String>,
+    /// How many values exist in all, when known.
+    pub total: Option<u64>,
+    /// Whether more values exist than were returned.
+    pub has_more: bool,
+}
+
+impl Completion {
+    /// These values (more than 100 are cut, and `has_more` set).
+    pub fn values(values: Vec<String>) -> Self {
+        Self { values, total: None, has_more: false }
+    }
+}

@@ -59,6 +59,7 @@ mod caller;
 mod content;
 mod cursor;
 mod engine;
+mod items;
 mod json;
 mod jsonrpc;
 mod limits;
@@ -70,13 +71,17 @@ mod version;
 #[cfg(feature = "server")]
 pub mod server;
 
-pub use caller::Caller;
-pub use content::{Content, HandlerError, ResourceBody, ResourceContents, ResourceLink, ToolOutput};
+pub use caller::{Caller, Gate};
+pub use content::{
+    Completion, Content, HandlerError, PromptMessage, PromptOutput, ResourceBody, ResourceContents,
+    ResourceLink, Role, ToolOutput,
+};
 pub use cursor::KeyRing;
 pub use engine::{
-    CallId, CloseReason, Config, ConnId, ConnKind, Engine, FrameOutcome, Implementation, Invocation,
-    OpenError, Output, RegistryMut, Reply, Request, Stale, Ticket,
+    CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, FrameOutcome, Implementation,
+    Invocation, LogLevel, OpenError, Output, RegistryMut, Reply, Request, Stale, Ticket,
 };
+pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};
 pub use limits::Limits;
 pub use registry::{RegistryError, Tool};

@@ -25,6 +25,10 @@ pub struct Limits {
     pub(crate) max_connections: usize,
     pub(crate) page_size: usize,
     pub(crate) max_queued_frames: usize,
+    pub(crate) max_uri_bytes: usize,
+    pub(crate) max_subscribed_uris: usize,
+    pub(crate) max_subscriptions: usize,
+    pub(crate) max_listens: usize,
 }
 
 impl Default for Limits {
@@ -40,6 +44,10 @@ impl Default for Limits {
             max_connections: 4096,
             page_size: 100,
             max_queued_frames: 1024,
+            max_uri_bytes: 2048,
+            max_subscribed_uris: 1024,
+            max_subscriptions: 4096,
+            max_listens: 16,
         }
     }
 }
@@ -129,6 +137,42 @@ impl Limits {
     /// others. Replies alone never reach it under the default in-flight limit.
     pub fn max_queued_frames(&mut self, frames: usize) -> &mut Self {
         self.max_queued_frames = frames.max(1);
+        self
+    }
+
+    /// Longest resource URI accepted in `resources/read`, `resources/subscribe` and a listen
+    /// filter, and in registrations. Default 2048 bytes.
+    ///
+    /// A longer URI is refused with `-32602` (or, at registration, `RegistryError::InvalidUri`).
+    pub fn max_uri_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_uri_bytes = bytes;
+        self
+    }
+
+    /// Distinct resource URIs with at least one legacy `resources/subscribe`, across all callers.
+    /// Default 1024.
+    ///
+    /// A subscription that would add one more is refused with `-32602`; re-subscribing to a URI
+    /// the caller already holds always works.
+    pub fn max_subscribed_uris(&mut self, uris: usize) -> &mut Self {
+        self.max_subscribed_uris = uris;
+        self
+    }
+
+    /// Caller/URI subscription pairs across all callers. Default 4096.
+    ///
+    /// A subscription that would add one more pair is refused with `-32602`; re-subscribing to a
+    /// URI the caller already holds always works.
+    pub fn max_subscriptions(&mut self, pairs: usize) -> &mut Self {
+        self.max_subscriptions = pairs;
+        self
+    }
+
+    /// `subscriptions/listen` streams open at once on one connection (2026-07-28). Default 16.
+    ///
+    /// One more is refused with `-32600`; the open ones are unaffected.
+    pub fn max_listens(&mut self, listens: usize) -> &mut Self {
+        self.max_listens = listens;
         self
     }
 

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::caller::Gate;
+use crate::items::{Prompt, Resource, ResourceTemplate, UriTemplate};
 use crate::version::ProtocolVersion;
 
 /// The declaration of a tool, as `tools/list` shows it.
@@ -25,6 +27,7 @@ pub struct Tool {
     execution: Option<Value>,
     meta: Option<Map<String, Value>>,
     validate_input: bool,
+    pub(crate) gate: Option<Gate>,
 }
 
 impl Tool {
@@ -41,6 +44,7 @@ impl Tool {
             execution: None,
             meta: None,
             validate_input: true,
+            gate: None,
         }
     }
 
@@ -89,6 +93,13 @@ impl Tool {
     /// `_meta`, served verbatim (2025-06-18 and later).
     pub fn meta(mut self, meta: Map<String, Value>) -> Self {
         self.meta = Some(meta);
+        self
+    }
+
+    /// Hides the tool from callers the gate refuses and refuses their calls with the same error
+    /// an unknown tool gets, so its existence does not leak.
+    pub fn gate(mut self, gate: Gate) -> Self {
+        self.gate = Some(gate);
         self
     }
 
@@ -149,6 +160,11 @@ pub enum RegistryError {
     /// A schema is not usable: not an object schema, or it does not compile (an unknown
     /// `$schema`, a remote `$ref`, an invalid keyword). The text says which.
     InvalidSchema(String),
+    /// A URI template this engine cannot match unambiguously (see
+    /// [`ResourceTemplate::new`](crate::ResourceTemplate::new)).
+    InvalidTemplate(String),
+    /// An empty URI or name, or a URI over [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes).
+    InvalidUri(String),
 }
 
 impl fmt::Display for RegistryError {
@@ -159,6 +175,8 @@ impl fmt::Display for RegistryError {
             }
             RegistryError::Duplicate(n) => write!(f, "{n:?} is already registered"),
             RegistryError::InvalidSchema(e) => write!(f, "invalid schema: {e}"),
+            RegistryError::InvalidTemplate(e) => write!(f, "invalid URI template {e}"),
+            RegistryError::InvalidUri(e) => write!(f, "invalid resource: {e}"),
         }
     }
 }
@@ -206,18 +224,162 @@ pub(crate) fn version_index(v: ProtocolVersion) -> usize {
     }
 }
 
+/// Serialises an item's listing once per version.
+fn listings(f: impl Fn(ProtocolVersion) -> String) -> [Arc<str>; 4] {
+    let mut out = ProtocolVersion::ALL.map(|_| Arc::<str>::from(""));
+    for v in ProtocolVersion::ALL {
+        if let Some(slot) = out.get_mut(version_index(v)) {
+            *slot = f(v).into();
+        }
+    }
+    out
+}
+
+/// A registered resource.
+pub(crate) struct ResourceEntry<H> {
+    pub(crate) resource: Resource,
+    listings: [Arc<str>; 4],
+    pub(crate) handler: H,
+}
+
+/// A registered template.
+pub(crate) struct TemplateEntry<H> {
+    pub(crate) template: ResourceTemplate,
+    pub(crate) matcher: UriTemplate,
+    listings: [Arc<str>; 4],
+    pub(crate) handler: H,
+    pub(crate) completion: Option<H>,
+}
+
+/// A registered prompt.
+pub(crate) struct PromptEntry<H> {
+    pub(crate) prompt: Prompt,
+    listings: [Arc<str>; 4],
+    pub(crate) handler: H,
+    pub(crate) completion: Option<H>,
+}
+
+/// What every listed item offers the engine's list and gate logic.
+pub(crate) trait Listed {
+    fn listing(&self, v: ProtocolVersion) -> &str;
+    fn gate(&self) -> Option<&Gate>;
+    fn visible_to(&self, _v: ProtocolVersion) -> bool {
+        true
+    }
+}
+
+impl<H> Listed for ToolEntry<H> {
+    fn listing(&self, v: ProtocolVersion) -> &str {
+        ToolEntry::listing(self, v)
+    }
+    fn gate(&self) -> Option<&Gate> {
+        self.tool.gate.as_ref()
+    }
+    fn visible_to(&self, v: ProtocolVersion) -> bool {
+        ToolEntry::visible_to(self, v)
+    }
+}
+
+macro_rules! listed {
+    ($entry:ident, $field:ident) => {
+        impl<H> Listed for $entry<H> {
+            fn listing(&self, v: ProtocolVersion) -> &str {
+                self.listings.get(version_index(v)).map_or("", |s| s)
+            }
+            fn gate(&self) -> Option<&Gate> {
+                self.$field.gate.as_ref()
+            }
+        }
+    };
+}
+listed!(ResourceEntry, resource);
+listed!(TemplateEntry, template);
+listed!(PromptEntry, prompt);
+
 /// Everything registered with an engine.
 pub(crate) struct Registry<H> {
     pub(crate) tools: BTreeMap<String, ToolEntry<H>>,
+    pub(crate) resources: BTreeMap<String, ResourceEntry<H>>,
+    pub(crate) templates: BTreeMap<String, TemplateEntry<H>>,
+    pub(crate) prompts: BTreeMap<String, PromptEntry<H>>,
+    /// The server-wide gate over the data methods.
+    pub(crate) gate: Option<Gate>,
 }
 
 impl<H> Default for Registry<H> {
     fn default() -> Self {
-        Self { tools: BTreeMap::new() }
+        Self {
+            tools: BTreeMap::new(),
+            resources: BTreeMap::new(),
+            templates: BTreeMap::new(),
+            prompts: BTreeMap::new(),
+            gate: None,
+        }
     }
 }
 
 impl<H> Registry<H> {
+    pub(crate) fn add_resource(
+        &mut self,
+        resource: Resource,
+        handler: H,
+        max_uri: usize,
+    ) -> Result<(), RegistryError> {
+        if resource.uri.is_empty() || resource.name.is_empty() || resource.uri.len() > max_uri {
+            return Err(RegistryError::InvalidUri(format!(
+                "{:?}: the URI and name must be non-empty and the URI at most {max_uri} bytes",
+                resource.uri
+            )));
+        }
+        if self.resources.contains_key(&resource.uri) {
+            return Err(RegistryError::Duplicate(resource.uri));
+        }
+        let listings = listings(|v| resource.listing(v));
+        self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, handler });
+        Ok(())
+    }
+
+    pub(crate) fn add_template(
+        &mut self,
+        template: ResourceTemplate,
+        handler: H,
+        completion: Option<H>,
+    ) -> Result<(), RegistryError> {
+        if template.name.is_empty() {
+            return Err(RegistryError::InvalidUri(format!(
+                "{:?}: the name must be non-empty",
+                template.uri_template
+            )));
+        }
+        if self.templates.contains_key(&template.uri_template) {
+            return Err(RegistryError::Duplicate(template.uri_template));
+        }
+        let matcher = UriTemplate::parse(&template.uri_template)?;
+        let listings = listings(|v| template.listing(v));
+        self.templates.insert(
+            template.uri_template.clone(),
+            TemplateEntry { template, matcher, listings, handler, completion },
+        );
+        Ok(())
+    }
+
+    pub(crate) fn add_prompt(
+        &mut self,
+        prompt: Prompt,
+        handler: H,
+        completion: Option<H>,
+    ) -> Result<(), RegistryError> {
+        if prompt.name.is_empty() {
+            return Err(RegistryError::InvalidName(prompt.name));
+        }
+        if self.prompts.contains_key(&prompt.name) {
+            return Err(RegistryError::Duplicate(prompt.name));
+        }
+        let listings = listings(|v| prompt.listing(v));
+        self.prompts.insert(prompt.name.clone(), PromptEntry { prompt, listings, handler, completion });
+        Ok(())
+    }
+
     pub(crate) fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
         if !valid_tool_name(&tool.name) {
             return Err(RegistryError::InvalidName(tool.name));
@@ -237,13 +399,8 @@ impl<H> Registry<H> {
             .output_schema
             .as_ref()
             .is_none_or(|s| s.get("type").and_then(Value::as_str) == Some("object"));
-        let listings = ProtocolVersion::ALL.map(|_| Arc::<str>::from(""));
-        let mut entry = ToolEntry { tool, input, output, listings, legacy_visible, handler };
-        for v in ProtocolVersion::ALL {
-            if let Some(slot) = entry.listings.get_mut(version_index(v)) {
-                *slot = entry.tool.listing(v).into();
-            }
-        }
+        let listings = listings(|v| tool.listing(v));
+        let entry = ToolEntry { tool, input, output, listings, legacy_visible, handler };
         self.tools.insert(entry.tool.name.clone(), entry);
         Ok(())
     }

@@ -52,6 +52,21 @@ impl<T> Slab<T> {
         self.slots.get_mut(k.idx as usize).filter(|s| s.gen == k.gen).and_then(|s| s.val.as_mut())
     }
 
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            let idx = u32::try_from(i).ok()?;
+            s.val.as_ref().map(|v| (Key { idx, gen: s.gen }, v))
+        })
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (Key, &mut T)> {
+        self.slots.iter_mut().enumerate().filter_map(|(i, s)| {
+            let idx = u32::try_from(i).ok()?;
+            let gen = s.gen;
+            s.val.as_mut().map(|v| (Key { idx, gen }, v))
+        })
+    }
+
     pub(crate) fn remove(&mut self, k: Key) -> Option<T> {
         let slot = self.slots.get_mut(k.idx as usize).filter(|s| s.gen == k.gen)?;
         let val = slot.val.take()?;

@@ -11,7 +11,7 @@ fn main() {
     });
     everything::init_logging();
     let server = everything::build(&args);
-    match smol::block_on(mcp_smol::serve_stdio(&server)) {
+    match smol::block_on(mcp_smol::serve_stdio_as(&server, args.caller())) {
         Ok(end) => tracing::info!(?end, "stdio session ended"),
         Err(e) => {
             tracing::error!(%e, "stdio session failed");

@@ -25,10 +25,13 @@ use std::time::Instant;
 
 pub use mcp_proto;
 pub use mcp_proto::server::{
-    typed_tool, BoxFuture, BuildError, IntoToolResult, Runtime, Server, ServerBuilder, Status, StdioEnd, ToolCall,
-    ToolResult, DEFAULT_DRAIN,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, IntoToolResult, ReadResource, RequestContext,
+    Runtime, Server, ServerBuilder, Status, StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
 };
-pub use mcp_proto::{Caller, Content, HandlerError, ResourceContents, RpcError, Tool, ToolOutput};
+pub use mcp_proto::{
+    Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
+    PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
+};
 
 /// The smol [`Runtime`]: spawns on smol's global executor and sleeps on async-io timers.
 #[derive(Debug, Clone, Default)]
@@ -50,11 +53,18 @@ impl Runtime for SmolRuntime {
     }
 }
 
-/// Serves one session on stdin/stdout until stdin ends. Only protocol bytes go to stdout.
+/// Serves one session on stdin/stdout until stdin ends, for an anonymous caller. Only protocol
+/// bytes go to stdout.
 pub async fn serve_stdio(server: &Server) -> io::Result<StdioEnd> {
+    serve_stdio_as(server, Caller::anonymous()).await
+}
+
+/// [`serve_stdio`] for a given caller: whoever launched the process decides who it is (for
+/// example from a command-line flag), and the server's gates see that caller.
+pub async fn serve_stdio_as(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
     let stdin = smol::Unblock::new(std::io::stdin());
     let stdout = smol::Unblock::new(std::io::stdout());
-    serve_lines(server, Caller::anonymous(), stdin, stdout).await
+    serve_lines(server, caller, stdin, stdout).await
 }
 
 /// Serves one session over any pair of futures-io byte streams (a pipe, a socket).

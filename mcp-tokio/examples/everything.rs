@@ -12,7 +12,7 @@ async fn main() {
     });
     everything::init_logging();
     let server = everything::build(&args);
-    match mcp_tokio::serve_stdio(&server).await {
+    match mcp_tokio::serve_stdio_as(&server, args.caller()).await {
         Ok(end) => tracing::info!(?end, "stdio session ended"),
         Err(e) => {
             tracing::error!(%e, "stdio session failed");

@@ -25,10 +25,13 @@ use std::time::Instant;
 
 pub use mcp_proto;
 pub use mcp_proto::server::{
-    typed_tool, BoxFuture, BuildError, IntoToolResult, Runtime, Server, ServerBuilder, Status, StdioEnd, ToolCall,
-    ToolResult, DEFAULT_DRAIN,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, IntoToolResult, ReadResource, RequestContext,
+    Runtime, Server, ServerBuilder, Status, StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
 };
-pub use mcp_proto::{Caller, Content, HandlerError, ResourceContents, RpcError, Tool, ToolOutput};
+pub use mcp_proto::{
+    Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
+    PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
+};
 
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -63,9 +66,16 @@ impl Runtime for TokioRuntime {
     }
 }
 
-/// Serves one session on stdin/stdout until stdin ends. Only protocol bytes go to stdout.
+/// Serves one session on stdin/stdout until stdin ends, for an anonymous caller. Only protocol
+/// bytes go to stdout.
 pub async fn serve_stdio(server: &Server) -> io::Result<StdioEnd> {
-    serve_lines(server, Caller::anonymous(), tokio::io::stdin(), tokio::io::stdout()).await
+    serve_stdio_as(server, Caller::anonymous()).await
+}
+
+/// [`serve_stdio`] for a given caller: whoever launched the process decides who it is (for
+/// example from a command-line flag), and the server's gates see that caller.
+pub async fn serve_stdio_as(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
+    serve_lines(server, caller, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// Serves one session over any pair of tokio byte streams (a pipe, a socket, a duplex).
@@ -78,3 +88,8 @@ where
     mcp_proto::server::serve_lines(server, rt, caller, input.compat(), output.compat_write(), DEFAULT_DRAIN)
         .await
 }
+
+// The README's examples are compiled and run as doctests, so they cannot rot.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -984,6 +984,12 @@ fn split_token(s: &str) -> Result<(&str, &str), String> {
     Ok(s.split_once(' ').unwrap_or((s, "")))
 }
 
+/// Expands `{{repeat N "text"}}` in the text of a `>` or `<` line exactly as this runner does,
+/// for other runners of the same transcripts (see [`crate::pipe`]).
+pub fn expand_frame(line: &str) -> Result<String, String> {
+    expand(line)
+}
+
 /// Expands `{{repeat N "text"}}`.
 fn expand(line: &str) -> Result<String, String> {
     const OPEN: &str = "{{repeat ";

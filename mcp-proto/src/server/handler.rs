@@ -1,5 +1,6 @@
-//! Handler types: async closures and typed tools.
+//! Handler types: async closures and typed tools, for tools, resources, prompts and completion.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -7,7 +8,11 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::{CallId, Caller, HandlerError, ProtocolVersion, Tool, ToolOutput};
+use super::Server;
+use crate::{
+    CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, PromptOutput, ProtocolVersion,
+    ResourceContents, Tool, ToolOutput,
+};
 
 /// A boxed, sendable future: what every handler returns once erased.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -15,7 +20,43 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// What a tool handler returns.
 pub type ToolResult = Result<ToolOutput, HandlerError>;
 
-/// Everything a tool handler is told about its call.
+/// What every handler is told about the request it serves, and can do about it.
+#[derive(Clone)]
+pub struct RequestContext {
+    /// Who is calling.
+    pub caller: Arc<Caller>,
+    /// The protocol version of the request.
+    pub version: ProtocolVersion,
+    /// The call's id (for logging, progress and cancellation).
+    pub call: CallId,
+    pub(crate) server: Server,
+}
+
+impl std::fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestContext")
+            .field("caller", &self.caller)
+            .field("version", &self.version)
+            .field("call", &self.call)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RequestContext {
+    /// The server serving this request: handlers may register or unregister items, or raise
+    /// `notifications/resources/updated`, through it.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Sends a log message to the client, if it asked for this level (see
+    /// [`Engine::log`](crate::Engine::log)); a no-op once the call has ended.
+    pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
+        self.server.log(self.call, level, logger, data);
+    }
+}
+
+/// A `tools/call` as its handler sees it.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ToolCall {
@@ -23,12 +64,57 @@ pub struct ToolCall {
     pub name: String,
     /// Validated arguments (`{}` when the request had none).
     pub arguments: Map<String, Value>,
-    /// Who is calling.
-    pub caller: Arc<Caller>,
-    /// The protocol version of the request.
-    pub version: ProtocolVersion,
-    /// The call's id (for progress and cancellation).
-    pub call: CallId,
+    /// The request's context.
+    pub ctx: RequestContext,
+}
+
+/// A `resources/read` as its handler sees it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ReadResource {
+    /// The URI asked for.
+    pub uri: String,
+    /// The template it matched, when it was read through one.
+    pub template: Option<String>,
+    /// The template's variables, in template order (raw, not percent-decoded).
+    pub variables: Vec<(String, String)>,
+    /// The request's context.
+    pub ctx: RequestContext,
+}
+
+impl ReadResource {
+    /// The value of a template variable.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.variables.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A `prompts/get` as its handler sees it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct GetPrompt {
+    /// The prompt's name.
+    pub name: String,
+    /// The arguments (required ones are present).
+    pub arguments: BTreeMap<String, String>,
+    /// The request's context.
+    pub ctx: RequestContext,
+}
+
+/// A `completion/complete` as its handler sees it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Complete {
+    /// The prompt or template being completed.
+    pub reference: CompletionRef,
+    /// The argument or variable's name.
+    pub argument: String,
+    /// What the user typed so far.
+    pub value: String,
+    /// Arguments already resolved.
+    pub context: BTreeMap<String, String>,
+    /// The request's context.
+    pub ctx: RequestContext,
 }
 
 /// Converts a handler's return value into a tool result, so handlers can return a `String`,
@@ -62,49 +148,54 @@ impl<T: IntoToolResult, E: Into<HandlerError>> IntoToolResult for Result<T, E> {
     }
 }
 
-/// A type-erased tool handler.
-pub(crate) trait ToolFn: Send + Sync + 'static {
-    fn call(&self, call: ToolCall) -> BoxFuture<ToolResult>;
+/// An erased async function from a request to a result.
+pub(crate) type AsyncFn<Q, T> = Arc<dyn Fn(Q) -> BoxFuture<Result<T, HandlerError>> + Send + Sync>;
+
+/// Erases a closure returning anything convertible.
+pub(crate) fn erase<Q, T, F, Fut, R>(f: F, convert: fn(R) -> Result<T, HandlerError>) -> AsyncFn<Q, T>
+where
+    F: Fn(Q) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+    R: 'static,
+    Q: 'static,
+    T: 'static,
+{
+    Arc::new(move |q| {
+        let fut = f(q);
+        Box::pin(async move { convert(fut.await) })
+    })
 }
 
-pub(crate) struct ClosureTool<F>(pub(crate) F);
-
-impl<F, Fut, R> ToolFn for ClosureTool<F>
+pub(crate) fn tool_fn<F, Fut, R>(f: F) -> Handler
 where
     F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = R> + Send + 'static,
-    R: IntoToolResult,
+    R: IntoToolResult + 'static,
 {
-    fn call(&self, call: ToolCall) -> BoxFuture<ToolResult> {
-        let fut = (self.0)(call);
-        Box::pin(async move { fut.await.into_tool_result() })
-    }
+    Handler(HandlerKind::Tool(erase(f, R::into_tool_result)))
 }
 
-pub(crate) struct TypedTool<A, F> {
-    pub(crate) f: F,
-    pub(crate) _args: std::marker::PhantomData<fn() -> A>,
-}
-
-impl<A, F, Fut, R> ToolFn for TypedTool<A, F>
+pub(crate) fn typed_tool_fn<A, F, Fut, R>(f: F) -> Handler
 where
     A: DeserializeOwned + Send + 'static,
     F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = R> + Send + 'static,
-    R: IntoToolResult,
+    R: IntoToolResult + 'static,
 {
-    fn call(&self, mut call: ToolCall) -> BoxFuture<ToolResult> {
+    let f = Arc::new(f);
+    tool_fn(move |mut call: ToolCall| {
+        let f = f.clone();
         let args = std::mem::take(&mut call.arguments);
-        match serde_json::from_value::<A>(Value::Object(args)) {
-            Ok(a) => {
-                let fut = (self.f)(a, call);
-                Box::pin(async move { fut.await.into_tool_result() })
+        async move {
+            match serde_json::from_value::<A>(Value::Object(args)) {
+                Ok(a) => f(a, call).await.into_tool_result(),
+                // The schema derived from `A` already passed; this is a type the schema cannot
+                // fully express (a custom Deserialize, a number out of range). The model can fix
+                // it, so it is a tool-level failure.
+                Err(e) => Ok(ToolOutput::error(format!("invalid arguments: {e}"))),
             }
-            // The schema derived from `A` already passed; this is a type the schema cannot fully
-            // express (a custom Deserialize, a number out of range). The model can fix it.
-            Err(e) => Box::pin(std::future::ready(Ok(ToolOutput::error(format!("invalid arguments: {e}"))))),
         }
-    }
+    })
 }
 
 /// The JSON Schema of `A`, for a typed tool's `inputSchema`.
@@ -129,13 +220,46 @@ pub struct Handler(pub(crate) HandlerKind);
 
 #[derive(Clone)]
 pub(crate) enum HandlerKind {
-    Tool(Arc<dyn ToolFn>),
+    Tool(AsyncFn<ToolCall, ToolOutput>),
+    Resource(AsyncFn<ReadResource, Vec<ResourceContents>>),
+    Prompt(AsyncFn<GetPrompt, PromptOutput>),
+    Completion(AsyncFn<Complete, Completion>),
 }
 
 impl std::fmt::Debug for Handler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            HandlerKind::Tool(_) => f.write_str("Handler::Tool"),
-        }
+        f.write_str(match self.0 {
+            HandlerKind::Tool(_) => "Handler::Tool",
+            HandlerKind::Resource(_) => "Handler::Resource",
+            HandlerKind::Prompt(_) => "Handler::Prompt",
+            HandlerKind::Completion(_) => "Handler::Completion",
+        })
     }
+}
+
+/// Wraps a resource read closure.
+pub(crate) fn resource_fn<F, Fut>(f: F) -> Handler
+where
+    F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
+{
+    Handler(HandlerKind::Resource(erase(f, |r| r)))
+}
+
+/// Wraps a prompt closure.
+pub(crate) fn prompt_fn<F, Fut>(f: F) -> Handler
+where
+    F: Fn(GetPrompt) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<PromptOutput, HandlerError>> + Send + 'static,
+{
+    Handler(HandlerKind::Prompt(erase(f, |r| r)))
+}
+
+/// Wraps a completion closure.
+pub(crate) fn completion_fn<F, Fut>(f: F) -> Handler
+where
+    F: Fn(Complete) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Completion, HandlerError>> + Send + 'static,
+{
+    Handler(HandlerKind::Completion(erase(f, |r| r)))
 }

@@ -13,26 +13,31 @@ mod stdio;
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_util::future::{AbortHandle, Abortable};
 use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-pub use handler::{typed_tool, BoxFuture, Handler, IntoToolResult, ToolCall, ToolResult};
+pub use handler::{
+    typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, ReadResource, RequestContext,
+    ToolCall, ToolResult,
+};
 pub use stdio::{serve_lines, StdioEnd};
 
-use handler::{ClosureTool, HandlerKind, TypedTool};
+use handler::{completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn, HandlerKind};
 
 use crate::{
-    CallId, Caller, Config, ConnId, ConnKind, Engine, HandlerError, Implementation, Invocation, KeyRing,
-    OpenError, Output, RegistryError, Reply, Request, Tool,
+    CallId, Caller, Completion, Config, ConnId, ConnKind, Engine, Gate, HandlerError, Implementation,
+    Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput, RegistryError, Reply, Request,
+    Resource, ResourceContents, ResourceTemplate, Tool,
 };
 
 /// What a shim supplies: spawning, sleeping and the clock.
-pub trait Runtime: Clone + Send + Sync + 'static {
+pub trait Runtime: Send + Sync + 'static {
     /// Runs `fut` to completion in the background. Dropping what this returns must not cancel
     /// it; cancellation goes through an abort handle the server layer keeps.
     fn spawn(&self, fut: BoxFuture<()>);
@@ -52,28 +57,38 @@ struct Shared {
     state: Mutex<State>,
     /// Rung when the engine's next deadline may have moved earlier.
     timer_bell: (async_channel::Sender<()>, async_channel::Receiver<()>),
+    /// The runtime of the first connection; handlers and timers run there.
+    rt: OnceLock<Arc<dyn Runtime>>,
 }
 
 struct State {
     engine: Engine<Handler>,
     sinks: HashMap<ConnId, async_channel::Sender<Vec<u8>>>,
     tasks: HashMap<CallId, AbortHandle>,
-    timer_started: bool,
     armed: Option<Instant>,
+}
+
+/// Something registered before the server is built.
+enum Item {
+    Tool(Tool, Handler),
+    Resource(Resource, Handler),
+    Template(ResourceTemplate, Handler, Option<Handler>),
+    Prompt(Prompt, Handler, Option<Handler>),
+    Gate(Gate),
 }
 
 /// Builds a [`Server`].
 pub struct ServerBuilder {
     config: Config,
     keys_set: bool,
-    tools: Vec<(Tool, Handler)>,
+    items: Vec<Item>,
 }
 
 /// Why [`ServerBuilder::build`] failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// A tool could not be registered.
+    /// An item could not be registered.
     Registry(RegistryError),
     /// No cursor key was given and the operating system's random source failed; the server
     /// refuses to start with a guessable key.
@@ -115,9 +130,9 @@ impl ServerBuilder {
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: IntoToolResult,
+        R: IntoToolResult + 'static,
     {
-        self.tools.push((tool, Handler(HandlerKind::Tool(Arc::new(ClosureTool(f))))));
+        self.items.push(Item::Tool(tool, tool_fn(f)));
         self
     }
 
@@ -128,14 +143,62 @@ impl ServerBuilder {
         A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
         F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: IntoToolResult,
+        R: IntoToolResult + 'static,
     {
-        let tool = typed_tool::<A>(name, description);
-        self.tools.push((tool, typed_handler(f)));
+        self.items.push(Item::Tool(typed_tool::<A>(name, description), typed_tool_fn(f)));
         self
     }
 
-    /// Builds the server, refusing the first tool that cannot be registered. Unless
+    /// Adds a resource read by an async closure.
+    pub fn resource<F, Fut>(mut self, resource: Resource, f: F) -> Self
+    where
+        F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
+    {
+        self.items.push(Item::Resource(resource, resource_fn(f)));
+        self
+    }
+
+    /// Adds a resource template read by an async closure.
+    pub fn template<F, Fut>(mut self, template: ResourceTemplate, f: F) -> Self
+    where
+        F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
+    {
+        self.items.push(Item::Template(template, resource_fn(f), None));
+        self
+    }
+
+    /// Adds a prompt rendered by an async closure.
+    pub fn prompt<F, Fut>(mut self, prompt: Prompt, f: F) -> Self
+    where
+        F: Fn(GetPrompt) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<PromptOutput, HandlerError>> + Send + 'static,
+    {
+        self.items.push(Item::Prompt(prompt, prompt_fn(f), None));
+        self
+    }
+
+    /// Gives the item added last (a prompt or a template) a `completion/complete` handler.
+    /// Ignored after any other item.
+    pub fn completion<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Complete) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Completion, HandlerError>> + Send + 'static,
+    {
+        if let Some(Item::Prompt(_, _, c) | Item::Template(_, _, c)) = self.items.last_mut() {
+            *c = Some(completion_fn(f));
+        }
+        self
+    }
+
+    /// Sets the server-wide gate over the data methods.
+    pub fn gate(mut self, gate: Gate) -> Self {
+        self.items.push(Item::Gate(gate));
+        self
+    }
+
+    /// Builds the server, refusing the first item that cannot be registered. Unless
     /// [`keys`](Self::keys) gave one, the cursor key is drawn from the operating system.
     pub fn build(mut self) -> Result<Server, BuildError> {
         if !self.keys_set {
@@ -144,21 +207,25 @@ impl ServerBuilder {
             self.config.keys = KeyRing::new(key);
         }
         let server = Server::from_config(self.config);
-        for (tool, handler) in self.tools {
-            server.lock().engine.registry_mut().add_tool(tool, handler).map_err(BuildError::Registry)?;
+        {
+            let mut st = server.lock();
+            let mut reg = st.engine.registry_mut();
+            for item in self.items {
+                match item {
+                    Item::Tool(t, h) => reg.add_tool(t, h),
+                    Item::Resource(r, h) => reg.add_resource(r, h),
+                    Item::Template(t, h, c) => reg.add_template(t, h, c),
+                    Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
+                    Item::Gate(g) => {
+                        reg.set_gate(Some(g));
+                        Ok(())
+                    }
+                }
+                .map_err(BuildError::Registry)?;
+            }
         }
         Ok(server)
     }
-}
-
-fn typed_handler<A, F, Fut, R>(f: F) -> Handler
-where
-    A: DeserializeOwned + Send + 'static,
-    F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = R> + Send + 'static,
-    R: IntoToolResult,
-{
-    Handler(HandlerKind::Tool(Arc::new(TypedTool { f, _args: std::marker::PhantomData })))
 }
 
 impl Server {
@@ -167,23 +234,21 @@ impl Server {
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
         // Replaced in `build`; an all-zero key is never used to sign.
         let config = Config::new(Implementation::new(name, version), KeyRing::new([0; 32]));
-        ServerBuilder { config, keys_set: false, tools: Vec::new() }
+        ServerBuilder { config, keys_set: false, items: Vec::new() }
     }
 
     /// A server from a complete configuration.
     pub fn from_config(config: Config) -> Self {
-        #[allow(clippy::disallowed_methods)] // the server layer is the shim side: it owns the clock
-        let now = Instant::now();
         Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    engine: Engine::new(config, now),
+                    engine: Engine::new(config, clock()),
                     sinks: HashMap::new(),
                     tasks: HashMap::new(),
-                    timer_started: false,
                     armed: None,
                 }),
                 timer_bell: async_channel::bounded(1),
+                rt: OnceLock::new(),
             }),
         }
     }
@@ -194,15 +259,26 @@ impl Server {
         self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a tool served by an async closure, at any time.
+    fn now(&self) -> Instant {
+        self.shared.rt.get().map_or_else(clock, |rt| rt.now())
+    }
+
+    /// Applies a registry change and delivers what it caused.
+    fn registry<T>(&self, f: impl FnOnce(&mut crate::RegistryMut<'_, Handler>) -> T) -> T {
+        let mut st = self.lock();
+        let t = f(&mut st.engine.registry_mut());
+        self.pump(st);
+        t
+    }
+
+    /// Registers a tool served by an async closure, at any time; listening clients are told.
     pub fn add_tool<F, Fut, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: IntoToolResult,
+        R: IntoToolResult + 'static,
     {
-        let handler = Handler(HandlerKind::Tool(Arc::new(ClosureTool(f))));
-        self.lock().engine.registry_mut().add_tool(tool, handler)
+        self.registry(|r| r.add_tool(tool, tool_fn(f)))
     }
 
     /// Registers a typed tool, at any time.
@@ -216,56 +292,97 @@ impl Server {
         A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
         F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
-        R: IntoToolResult,
+        R: IntoToolResult + 'static,
     {
         let tool = typed_tool::<A>(name, description);
-        self.lock().engine.registry_mut().add_tool(tool, typed_handler(f))
+        self.registry(|r| r.add_tool(tool, typed_tool_fn(f)))
     }
 
     /// Unregisters a tool; whether it was registered.
     pub fn remove_tool(&self, name: &str) -> bool {
-        self.lock().engine.registry_mut().remove_tool(name).is_some()
+        self.registry(|r| r.remove_tool(name).is_some())
     }
 
-    /// Requests in flight on every connection, and connections open: an operator's view.
+    /// Registers a resource, at any time.
+    pub fn add_resource<F, Fut>(&self, resource: Resource, f: F) -> Result<(), RegistryError>
+    where
+        F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
+    {
+        self.registry(|r| r.add_resource(resource, resource_fn(f)))
+    }
+
+    /// Unregisters a resource; whether it was registered.
+    pub fn remove_resource(&self, uri: &str) -> bool {
+        self.registry(|r| r.remove_resource(uri).is_some())
+    }
+
+    /// Registers a prompt, at any time.
+    pub fn add_prompt<F, Fut>(&self, prompt: Prompt, f: F) -> Result<(), RegistryError>
+    where
+        F: Fn(GetPrompt) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<PromptOutput, HandlerError>> + Send + 'static,
+    {
+        self.registry(|r| r.add_prompt(prompt, prompt_fn(f), None))
+    }
+
+    /// Unregisters a prompt; whether it was registered.
+    pub fn remove_prompt(&self, name: &str) -> bool {
+        self.registry(|r| r.remove_prompt(name).is_some())
+    }
+
+    /// Tells subscribed clients that the resource at `uri` changed.
+    pub fn notify_resource_updated(&self, uri: &str) {
+        let mut st = self.lock();
+        let now = self.now();
+        st.engine.notify_resource_updated(now, uri);
+        self.pump(st);
+    }
+
+    fn log(&self, call: CallId, level: LogLevel, logger: Option<&str>, data: Value) {
+        let mut st = self.lock();
+        let now = self.now();
+        // Stale: the call ended; a late log line has nowhere to go.
+        let _ = st.engine.log(now, call, level, logger, data);
+        self.pump(st);
+    }
+
+    /// Connections open and handlers running: an operator's view.
     pub fn status(&self) -> Status {
         let st = self.lock();
         Status { connections: st.sinks.len(), running_handlers: st.tasks.len() }
     }
 
     /// Opens a connection whose frames go to a bounded queue; the receiver is the writer's.
-    pub(crate) fn open(
+    pub(crate) fn open<R: Runtime + Clone>(
         &self,
-        rt: &impl Runtime,
+        rt: &R,
         kind: ConnKind,
         caller: Caller,
     ) -> Result<(ConnId, async_channel::Receiver<Vec<u8>>), OpenError> {
+        let first = self.shared.rt.set(Arc::new(rt.clone())).is_ok();
+        if first {
+            rt.spawn(Box::pin(self.clone().timer()));
+        }
         let mut st = self.lock();
-        let conn = st.engine.open(rt.now(), kind, caller)?;
+        let conn = st.engine.open(self.now(), kind, caller)?;
         let (tx, rx) = async_channel::bounded(st.engine.config().limits.queued_frames());
         st.sinks.insert(conn, tx);
-        if !st.timer_started {
-            st.timer_started = true;
-            rt.spawn(Box::pin(self.clone().timer(rt.clone())));
-        }
         Ok((conn, rx))
     }
 
     /// Runs `f` against the engine, then does everything it asked for.
-    pub(crate) fn with_engine<T>(
-        &self,
-        rt: &impl Runtime,
-        f: impl FnOnce(&mut Engine<Handler>, Instant) -> T,
-    ) -> T {
+    pub(crate) fn with_engine<T>(&self, f: impl FnOnce(&mut Engine<Handler>, Instant) -> T) -> T {
         let mut st = self.lock();
-        let t = f(&mut st.engine, rt.now());
-        self.pump(rt, st);
+        let now = self.now();
+        let t = f(&mut st.engine, now);
+        self.pump(st);
         t
     }
 
     /// Drains the engine's output: frames to their queues, invocations run (inline when they
     /// finish at once), cancellations to abort handles. Loops until the engine is quiet.
-    fn pump<'a>(&'a self, rt: &impl Runtime, mut st: MutexGuard<'a, State>) {
+    fn pump<'a>(&'a self, mut st: MutexGuard<'a, State>) {
         loop {
             let mut invocations = Vec::new();
             let mut overflowed = Vec::new();
@@ -292,30 +409,27 @@ impl Server {
             }
             if !overflowed.is_empty() {
                 // A peer that does not read its replies loses its connection, not everyone's.
-                let now = rt.now();
+                let now = self.now();
                 for conn in overflowed {
                     st.sinks.remove(&conn);
                     st.engine.close(now, conn);
                 }
                 continue;
             }
-            if invocations.is_empty() {
-                break;
-            }
+            let Some(rt) = self.shared.rt.get().filter(|_| !invocations.is_empty()) else { break };
             drop(st);
             let mut ready = Vec::new();
             let mut pending = Vec::new();
             for inv in invocations {
-                let ticket_call = inv.ticket.call();
-                let (ticket, mut fut) = run(inv);
-                let waker = Waker::noop();
-                match fut.as_mut().poll(&mut Context::from_waker(waker)) {
+                let call = inv.ticket.call();
+                let (ticket, mut fut) = self.run(inv);
+                match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
                     Poll::Ready(reply) => ready.push((ticket, reply)),
-                    Poll::Pending => pending.push((ticket_call, ticket, fut)),
+                    Poll::Pending => pending.push((call, ticket, fut)),
                 }
             }
             st = self.lock();
-            let now = rt.now();
+            let now = self.now();
             for (ticket, reply) in ready {
                 // Stale: cancelled meanwhile, nothing to send.
                 let _ = st.engine.complete(now, ticket, reply);
@@ -324,15 +438,14 @@ impl Server {
                 let (handle, registration) = AbortHandle::new_pair();
                 st.tasks.insert(call, handle);
                 let server = self.clone();
-                let rt2 = rt.clone();
                 let task = Abortable::new(
                     async move {
                         let reply = fut.await;
                         let mut st = server.lock();
                         st.tasks.remove(&call);
-                        let now = rt2.now();
+                        let now = server.now();
                         let _ = st.engine.complete(now, ticket, reply);
-                        server.pump(&rt2, st);
+                        server.pump(st);
                     },
                     registration,
                 );
@@ -347,30 +460,94 @@ impl Server {
     }
 
     /// Sleeps until the engine's next deadline, re-arming whenever `pump` moves it earlier.
-    async fn timer(self, rt: impl Runtime) {
+    async fn timer(self) {
         let bell = self.shared.timer_bell.1.clone();
         loop {
             let next = self.lock().armed;
-            match next {
-                None => {
-                    if bell.recv().await.is_err() {
-                        return;
-                    }
+            let (Some(deadline), Some(rt)) = (next, self.shared.rt.get()) else {
+                if bell.recv().await.is_err() {
+                    return;
                 }
-                Some(deadline) => {
-                    let woke =
-                        futures_util::future::select(Box::pin(bell.recv()), rt.sleep_until(deadline)).await;
-                    if let futures_util::future::Either::Right(_) = woke {
-                        let mut st = self.lock();
-                        let now = rt.now();
-                        st.engine.handle_timeout(now);
-                        st.armed = None;
-                        self.pump(&rt, st);
-                    }
-                }
+                continue;
+            };
+            let woke = futures_util::future::select(Box::pin(bell.recv()), rt.sleep_until(deadline)).await;
+            if let futures_util::future::Either::Right(_) = woke {
+                let mut st = self.lock();
+                let now = self.now();
+                st.engine.handle_timeout(now);
+                st.armed = None;
+                self.pump(st);
             }
         }
     }
+
+    /// Starts an invocation's handler; the future catches panics so one bad handler cannot take
+    /// the connection down, and logs private failures, which the peer never sees.
+    fn run(&self, inv: Invocation<Handler>) -> (crate::Ticket, BoxFuture<Reply>) {
+        let Invocation { ticket, caller, version, request, handler, .. } = inv;
+        let ctx = RequestContext { caller, version, call: ticket.call(), server: self.clone() };
+        let fut: BoxFuture<Reply> = match (handler.0, request) {
+            (HandlerKind::Tool(f), Request::CallTool { name, arguments }) => {
+                let what = format!("tool {name}");
+                guarded(what, move || f(ToolCall { name, arguments, ctx }), Reply::Tool)
+            }
+            (HandlerKind::Resource(f), Request::ReadResource { uri, template, variables }) => {
+                let what = format!("resource {uri}");
+                guarded(what, move || f(ReadResource { uri, template, variables, ctx }), Reply::Resource)
+            }
+            (HandlerKind::Prompt(f), Request::GetPrompt { name, arguments }) => {
+                let what = format!("prompt {name}");
+                guarded(what, move || f(GetPrompt { name, arguments, ctx }), Reply::Prompt)
+            }
+            (HandlerKind::Completion(f), Request::Complete { reference, argument, value, context }) => {
+                let what = format!("completion of {argument}");
+                let req = Complete { reference, argument, value, context, ctx };
+                guarded(what, move || f(req), Reply::Completion)
+            }
+            // The engine pairs each request with the handler registered for it; anything else is
+            // answered with the generic internal error.
+            _ => Box::pin(std::future::ready(Reply::Tool(Err(HandlerError::Panicked)))),
+        };
+        (ticket, fut)
+    }
+}
+
+/// The clock of a server that has no runtime yet (nothing is timed before the first connection).
+#[allow(clippy::disallowed_methods)] // the server layer is the shim side: it may read the clock
+fn clock() -> Instant {
+    Instant::now()
+}
+
+/// Runs a handler with panics caught and private failures logged.
+fn guarded<T: Send + 'static>(
+    what: String,
+    start: impl FnOnce() -> BoxFuture<Result<T, HandlerError>>,
+    wrap: fn(Result<T, HandlerError>) -> Reply,
+) -> BoxFuture<Reply> {
+    let started = std::panic::catch_unwind(AssertUnwindSafe(start));
+    Box::pin(async move {
+        let result = match started {
+            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+            Err(panic) => Err(panic),
+        };
+        let result = result.unwrap_or_else(|panic| {
+            tracing::error!(handler = what, panic = panic_text(&*panic), "handler panicked");
+            Err(HandlerError::Panicked)
+        });
+        if let Err(HandlerError::Private(e)) = &result {
+            // The detail stays in the server's log; the peer gets the generic error.
+            tracing::error!(handler = what, error = %e, "handler failed");
+        }
+        wrap(result)
+    })
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)")
 }
 
 /// What the server is doing right now.
@@ -381,27 +558,6 @@ pub struct Status {
     pub connections: usize,
     /// Handlers running in the background (handlers that finished at once are not counted).
     pub running_handlers: usize,
-}
-
-/// Starts an invocation's handler; the future catches panics so one bad handler cannot take
-/// the connection down.
-fn run(inv: Invocation<Handler>) -> (crate::Ticket, BoxFuture<Reply>) {
-    let Invocation { ticket, caller, version, request, handler, .. } = inv;
-    let call_id = ticket.call();
-    let fut: BoxFuture<Reply> = match (handler.0, request) {
-        (HandlerKind::Tool(f), Request::CallTool { name, arguments }) => {
-            let call = ToolCall { name, arguments, caller, version, call: call_id };
-            match std::panic::catch_unwind(AssertUnwindSafe(|| f.call(call))) {
-                Ok(fut) => Box::pin(
-                    AssertUnwindSafe(fut)
-                        .catch_unwind()
-                        .map(|r| Reply::Tool(r.unwrap_or(Err(HandlerError::Panicked)))),
-                ),
-                Err(_) => Box::pin(std::future::ready(Reply::Tool(Err(HandlerError::Panicked)))),
-            }
-        }
-    };
-    (ticket, fut)
 }
 
 /// How long end of input waits for calls in flight before cancelling them. Default 10 s.

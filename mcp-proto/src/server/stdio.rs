@@ -45,7 +45,7 @@ pub async fn serve_lines<R, I, O>(
     drain: Duration,
 ) -> io::Result<StdioEnd>
 where
-    R: Runtime,
+    R: Runtime + Clone,
     I: AsyncRead + Unpin,
     O: AsyncWrite + Unpin,
 {
@@ -69,17 +69,17 @@ where
                 // A last line without its newline is still a frame.
                 let rest = framer.remainder().to_vec();
                 if !rest.iter().all(u8::is_ascii_whitespace) {
-                    server.with_engine(&rt, |e, now| e.handle_frame(now, conn, &rest));
+                    server.with_engine(|e, now| e.handle_frame(now, conn, &rest));
                 }
                 break None;
             }
             while let Some(line) = framer.next_line() {
                 match line {
                     Ok(frame) => {
-                        server.with_engine(&rt, |e, now| e.handle_frame(now, conn, frame));
+                        server.with_engine(|e, now| e.handle_frame(now, conn, frame));
                     }
                     Err(too_long) => {
-                        server.with_engine(&rt, |e, now| e.handle_oversized_frame(now, conn, too_long.seen));
+                        server.with_engine(|e, now| e.handle_oversized_frame(now, conn, too_long.seen));
                         return Some(CloseReason::FrameTooLarge);
                     }
                 }
@@ -115,7 +115,7 @@ where
     let read_end = match futures_util::future::select(Box::pin(read), write.as_mut()).await {
         futures_util::future::Either::Left((end, _)) => end,
         futures_util::future::Either::Right((_, _)) => {
-            server.with_engine(&rt, |e, now| e.close(now, conn));
+            server.with_engine(|e, now| e.close(now, conn));
             return Ok(StdioEnd::OutputClosed);
         }
     };
@@ -123,7 +123,7 @@ where
         return Ok(if write.await { StdioEnd::FrameTooLarge } else { StdioEnd::OutputClosed });
     }
 
-    server.with_engine(&rt, |e, now| e.close_input(now, conn));
+    server.with_engine(|e, now| e.close_input(now, conn));
     let deadline = rt.now() + drain;
     let finished = futures_util::future::select(write.as_mut(), rt.sleep_until(deadline)).await;
     match finished {
@@ -131,7 +131,7 @@ where
             Ok(if ok { StdioEnd::EndOfInput } else { StdioEnd::OutputClosed })
         }
         futures_util::future::Either::Right(_) => {
-            let cancelled = server.with_engine(&rt, |e, now| {
+            let cancelled = server.with_engine(|e, now| {
                 let n = e.in_flight(conn);
                 e.close(now, conn);
                 n

@@ -1,6 +1,6 @@
 //! The protocol state machine.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,9 +8,10 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::caller::Caller;
-use crate::content::{Content, HandlerError, ToolOutput};
+use crate::caller::{admits, Caller, Gate};
+use crate::content::{Completion, Content, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::cursor::{self, KeyRing};
+use crate::items::{Prompt, Resource, ResourceTemplate};
 use crate::json::{self, DecodeError, RawEnvelope, RawFrame, RawFrameItem};
 use crate::jsonrpc::{encode_error, encode_notification, encode_result, ErrorCode, RequestId, RpcError};
 use crate::limits::Limits;
@@ -21,6 +22,13 @@ use crate::version::ProtocolVersion;
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+mod features;
+mod notify;
+
+pub use notify::LogLevel;
 
 /// `Implementation`: the server's name and version as peers see them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,12 +167,30 @@ pub enum CloseReason {
     FrameTooLarge,
 }
 
-/// An answer to an [`Invocation`], passed to [`Engine::complete`].
+/// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
+/// request's; a mismatch is answered with the generic internal error.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Reply {
     /// The outcome of a `tools/call` handler.
     Tool(Result<ToolOutput, HandlerError>),
+    /// The contents of a `resources/read` (never empty: an empty list is answered as "not
+    /// found").
+    Resource(Result<Vec<ResourceContents>, HandlerError>),
+    /// The messages of a `prompts/get`.
+    Prompt(Result<PromptOutput, HandlerError>),
+    /// The values of a `completion/complete`.
+    Completion(Result<Completion, HandlerError>),
+}
+
+/// What a `completion/complete` request completes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionRef {
+    /// An argument of the named prompt.
+    Prompt(String),
+    /// A variable of the resource template with this `uriTemplate`.
+    Template(String),
 }
 
 /// A call of application code the engine asks the shim to run.
@@ -177,6 +203,33 @@ pub enum Request {
         name: String,
         /// The arguments (`{}` when the request had none).
         arguments: Map<String, Value>,
+    },
+    /// `resources/read` of a registered resource, or of a URI matching a template.
+    ReadResource {
+        /// The URI asked for.
+        uri: String,
+        /// The matching template's `uriTemplate`, when it was not an exact resource.
+        template: Option<String>,
+        /// The template's variables, in template order (raw, not percent-decoded).
+        variables: Vec<(String, String)>,
+    },
+    /// `prompts/get`, with required arguments present and every argument a string.
+    GetPrompt {
+        /// The prompt's name.
+        name: String,
+        /// The arguments.
+        arguments: BTreeMap<String, String>,
+    },
+    /// `completion/complete` for a prompt argument or template variable.
+    Complete {
+        /// What is being completed.
+        reference: CompletionRef,
+        /// The argument's name.
+        argument: String,
+        /// What the user typed so far.
+        value: String,
+        /// Arguments already resolved (2025-06-18 and later).
+        context: BTreeMap<String, String>,
     },
 }
 
@@ -233,6 +286,14 @@ pub struct Stale;
 struct Session {
     version: ProtocolVersion,
     initialized: bool,
+    /// From `logging/setLevel`; `None` sends every level.
+    log_level: Option<LogLevel>,
+}
+
+/// A `subscriptions/listen` stream open on a connection (2026-07-28).
+struct Listen {
+    id: RequestId,
+    filter: notify::Filter,
 }
 
 struct Conn {
@@ -245,15 +306,31 @@ struct Conn {
     /// Requests counted against the in-flight limit (calls plus pending batch members).
     in_flight: usize,
     draining: bool,
+    listens: Vec<Listen>,
+    /// Notifications owed to this connection, coalesced.
+    pending: notify::Pending,
 }
 
 struct Call {
     conn: ConnId,
     id: RequestId,
     version: ProtocolVersion,
-    tool: Option<String>,
+    kind: CallKind,
     batch: Option<Key>,
     deadline: Option<Instant>,
+    /// The modern request's `_meta` logLevel: logs below it (or all, when absent) are not sent.
+    log_level: Option<LogLevel>,
+    /// A gate shaped what this call may see (2026: `cacheScope: "private"`).
+    private: bool,
+}
+
+/// What a call's reply must be.
+#[derive(Debug)]
+enum CallKind {
+    Tool(String),
+    Resource(String),
+    Prompt,
+    Complete,
 }
 
 struct Batch {
@@ -274,6 +351,10 @@ struct Ctx<'a> {
     conn: ConnId,
     id: &'a RequestId,
     version: ProtocolVersion,
+    /// The modern request's `_meta` logLevel.
+    log_level: Option<LogLevel>,
+    /// Set once a gate has shaped what this request sees.
+    private: bool,
 }
 
 /// The MCP server protocol engine. See the crate docs for the run loop.
@@ -289,6 +370,10 @@ pub struct Engine<H> {
     pending_close: Vec<ConnId>,
     /// `_meta.serverInfo` of modern results, serialised once.
     server_info_modern: Value,
+    /// Legacy resource subscriptions.
+    subs: notify::Subscriptions,
+    /// Some connection has pending notifications.
+    dirty: bool,
 }
 
 impl<H: Clone> Engine<H> {
@@ -306,6 +391,8 @@ impl<H: Clone> Engine<H> {
             out: VecDeque::new(),
             pending_close: Vec::new(),
             server_info_modern,
+            subs: notify::Subscriptions::default(),
+            dirty: false,
         }
     }
 
@@ -325,6 +412,7 @@ impl<H: Clone> Engine<H> {
         if self.conns.len() >= self.config.limits.max_connections {
             return Err(OpenError::TooManyConnections);
         }
+        self.subs.conn_opened(caller.binding());
         Ok(ConnId(self.conns.insert(Conn {
             kind,
             caller: Arc::new(caller),
@@ -332,6 +420,8 @@ impl<H: Clone> Engine<H> {
             calls: HashMap::new(),
             in_flight: 0,
             draining: false,
+            listens: Vec::new(),
+            pending: notify::Pending::default(),
         })))
     }
 
@@ -348,6 +438,8 @@ impl<H: Clone> Engine<H> {
         let _ = now;
         let Some(c) = self.conns.get_mut(conn.0) else { return };
         c.draining = true;
+        // Nobody is left to read a listen stream: end them rather than wait for them.
+        c.listens.clear();
         if c.in_flight == 0 {
             self.forget(conn, CloseReason::EndOfInput);
         }
@@ -364,6 +456,7 @@ impl<H: Clone> Engine<H> {
 
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
         let Some(c) = self.conns.remove(conn.0) else { return };
+        self.subs.conn_closed(c.caller.binding());
         for call in c.calls.into_values() {
             if let Some(k) = self.calls.remove(call.0) {
                 if let Some(d) = k.deadline {
@@ -632,8 +725,11 @@ impl<H: Clone> Engine<H> {
                     return;
                 };
                 let call = self.conns.get(conn.0).and_then(|c| c.calls.get(&id)).copied();
-                if let Some(call) = call {
-                    self.cancel(now, call);
+                match call {
+                    Some(call) => self.cancel(now, call),
+                    None => {
+                        self.end_listen(conn, &id);
+                    }
                 }
             }
             // Unknown notifications are ignored, as JSON-RPC requires.
@@ -725,8 +821,14 @@ impl<H: Clone> Engine<H> {
                 "{method}: the session is not initialized; send initialize first"
             ))),
             (_, Some(version)) => {
-                let ctx = Ctx { conn, id, version };
-                self.method(now, ctx, method, params, batch)
+                let ctx = Ctx { conn, id, version, log_level: None, private: false };
+                match method {
+                    "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(Answer::Now),
+                    "resources/subscribe" => self.subscribe(ctx, params.as_ref()).map(Answer::Now),
+                    "resources/unsubscribe" => self.unsubscribe(ctx, params.as_ref()).map(Answer::Now),
+                    "subscriptions/listen" => Err(RpcError::method_not_found(method)),
+                    _ => self.method(now, ctx, method, params, batch),
+                }
             }
         }
     }
@@ -765,13 +867,20 @@ impl<H: Clone> Engine<H> {
                     .with_data(serde_json::json!({ "supported": supported, "requested": requested })));
             }
         };
-        let ctx = Ctx { conn, id, version };
+        let log_level = match meta.and_then(|m| m.get(META_LOG_LEVEL)) {
+            None => None,
+            Some(level) => Some(LogLevel::from_json(level).ok_or_else(|| {
+                RpcError::invalid_params(format!("_meta[\"{META_LOG_LEVEL}\"] is not a logging level"))
+            })?),
+        };
+        let ctx = Ctx { conn, id, version, log_level, private: false };
         match method {
             "server/discover" => Ok(Answer::Now(self.discover(ctx))),
             // Removed in 2026-07-28.
             "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
                 Err(RpcError::method_not_found(method))
             }
+            "subscriptions/listen" => self.listen(ctx, params.as_ref(), batch),
             _ => self.method(now, ctx, method, params, batch),
         }
     }
@@ -785,18 +894,61 @@ impl<H: Clone> Engine<H> {
         params: Option<Map<String, Value>>,
         batch: Option<Key>,
     ) -> Result<Answer<H>, RpcError> {
+        let known = matches!(
+            method,
+            "tools/list"
+                | "tools/call"
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+                | "prompts/list"
+                | "prompts/get"
+                | "completion/complete"
+        );
+        // A method whose capability is not declared (nothing of its kind is registered) does
+        // not exist for this server.
+        let r = &self.registry;
+        let offered = match method.split('/').next() {
+            Some("tools") => !r.tools.is_empty(),
+            Some("resources") => !r.resources.is_empty() || !r.templates.is_empty(),
+            Some("prompts") => !r.prompts.is_empty(),
+            _ => !r.prompts.is_empty() || !r.templates.is_empty(),
+        };
+        if !known || !offered {
+            return Err(RpcError::method_not_found(method));
+        }
+        self.check_server_gate(ctx)?;
+        let mut ctx = ctx;
+        ctx.private = self.registry.gate.is_some();
         match method {
             "tools/list" => self.list_tools(ctx, params.as_ref()).map(Answer::Now),
             "tools/call" => self.call_tool(now, ctx, params, batch),
-            _ => Err(RpcError::method_not_found(method)),
+            "resources/list" => self.list_resources(ctx, params.as_ref()).map(Answer::Now),
+            "resources/templates/list" => self.list_templates(ctx, params.as_ref()).map(Answer::Now),
+            "resources/read" => self.read_resource(now, ctx, params.as_ref(), batch),
+            "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(Answer::Now),
+            "prompts/get" => self.get_prompt(now, ctx, params.as_ref(), batch),
+            _ => self.complete_request(now, ctx, params.as_ref(), batch),
         }
     }
 
     fn capabilities(&self) -> Value {
+        let r = &self.registry;
+        let listed = || serde_json::json!({ "listChanged": true });
         let mut caps = Map::new();
-        if !self.registry.tools.is_empty() {
-            caps.insert("tools".into(), Value::Object(Map::new()));
+        if !r.tools.is_empty() {
+            caps.insert("tools".into(), listed());
         }
+        if !r.resources.is_empty() || !r.templates.is_empty() {
+            caps.insert("resources".into(), serde_json::json!({ "subscribe": true, "listChanged": true }));
+        }
+        if !r.prompts.is_empty() {
+            caps.insert("prompts".into(), listed());
+        }
+        if !r.prompts.is_empty() || !r.templates.is_empty() {
+            caps.insert("completions".into(), Value::Object(Map::new()));
+        }
+        caps.insert("logging".into(), Value::Object(Map::new()));
         Value::Object(caps)
     }
 
@@ -821,7 +973,7 @@ impl<H: Clone> Engine<H> {
             .filter(|v| !v.is_modern())
             .unwrap_or(ProtocolVersion::NEWEST_LEGACY);
         if let Some(c) = self.conns.get_mut(conn.0) {
-            c.session = Some(Session { version, initialized: false });
+            c.session = Some(Session { version, initialized: false, log_level: None });
         }
         let mut r = Map::new();
         r.insert("protocolVersion".into(), version.as_str().into());
@@ -841,16 +993,16 @@ impl<H: Clone> Engine<H> {
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
         }
-        self.cacheable(&mut r, ctx.version);
+        self.cacheable(&mut r, ctx.version, false);
         self.finish(&mut r, ctx.version);
         encode_result(ctx.id, &r)
     }
 
     /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
-    fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion) {
+    fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, private: bool) {
         if v.is_modern() {
             r.insert("ttlMs".into(), self.config.cache_ttl_ms.into());
-            r.insert("cacheScope".into(), "public".into());
+            r.insert("cacheScope".into(), if private { "private" } else { "public" }.into());
         }
     }
 
@@ -883,40 +1035,7 @@ impl<H: Clone> Engine<H> {
     }
 
     fn list_tools(&self, ctx: Ctx<'_>, params: Option<&Map<String, Value>>) -> Result<Vec<u8>, RpcError> {
-        let offset = self.page_bounds(ctx, "tools/list", params)?;
-        let page = self.config.limits.page_size;
-        let mut visible = self.registry.tools.values().filter(|t| t.visible_to(ctx.version)).skip(offset);
-        let mut body = String::with_capacity(256);
-        body.push_str("{\"tools\":[");
-        let mut n = 0;
-        for t in visible.by_ref().take(page) {
-            if n > 0 {
-                body.push(',');
-            }
-            body.push_str(t.listing(ctx.version));
-            n += 1;
-        }
-        body.push(']');
-        if visible.next().is_some() {
-            let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
-            let next = cursor::make(&self.config.keys, "tools/list", caller.binding(), offset + n);
-            body.push_str(",\"nextCursor\":");
-            body.push_str(&Value::String(next).to_string());
-        }
-        if ctx.version.is_modern() {
-            let mut tail = Map::new();
-            self.cacheable(&mut tail, ctx.version);
-            self.finish(&mut tail, ctx.version);
-            for (k, v) in tail {
-                body.push(',');
-                body.push_str(&Value::String(k).to_string());
-                body.push(':');
-                body.push_str(&v.to_string());
-            }
-        }
-        body.push('}');
-        let raw = serde_json::value::RawValue::from_string(body).map_err(|_| RpcError::internal())?;
-        Ok(encode_result(ctx.id, &raw))
+        self.list_page(ctx, params, "tools/list", "tools", self.registry.tools.values())
     }
 
     fn call_tool(
@@ -932,7 +1051,14 @@ impl<H: Clone> Engine<H> {
             Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
             None => return Err(RpcError::invalid_params("missing tool \"name\"")),
         };
-        let Some(entry) = self.registry.tools.get(&name).filter(|t| t.visible_to(ctx.version)) else {
+        let caller = self.caller(ctx.conn);
+        // A tool the caller's gate refuses is answered exactly as one never registered.
+        let Some(entry) = self
+            .registry
+            .tools
+            .get(&name)
+            .filter(|t| t.visible_to(ctx.version) && admits(t.tool.gate.as_ref(), &caller))
+        else {
             return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
         };
         let arguments = match params.remove("arguments") {
@@ -952,8 +1078,7 @@ impl<H: Clone> Engine<H> {
         }
         let Value::Object(arguments) = arguments else { return Err(RpcError::internal()) };
         let handler = entry.handler.clone();
-        let call = self.admit(now, ctx, Some(name.clone()), batch)?;
-        let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
+        let call = self.admit(now, ctx, CallKind::Tool(name.clone()), batch)?;
         Ok(Answer::Later(Invocation {
             ticket: Ticket { call },
             conn: ctx.conn,
@@ -970,7 +1095,7 @@ impl<H: Clone> Engine<H> {
         &mut self,
         now: Instant,
         ctx: Ctx<'_>,
-        tool: Option<String>,
+        kind: CallKind,
         batch: Option<Key>,
     ) -> Result<CallId, RpcError> {
         let max = self.config.limits.max_in_flight;
@@ -978,7 +1103,7 @@ impl<H: Clone> Engine<H> {
         if conn.in_flight >= max {
             return Err(RpcError::invalid_request(format!("too many requests in flight (limit {max})")));
         }
-        if conn.calls.contains_key(ctx.id) {
+        if conn.calls.contains_key(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
             return Err(RpcError::invalid_request("a request with this id is already in flight"));
         }
         let deadline = self.config.call_timeout.map(|t| now + t);
@@ -986,9 +1111,11 @@ impl<H: Clone> Engine<H> {
             conn: ctx.conn,
             id: ctx.id.clone(),
             version: ctx.version,
-            tool,
+            kind,
             batch,
             deadline,
+            log_level: ctx.log_level,
+            private: ctx.private,
         }));
         conn.calls.insert(ctx.id.clone(), call);
         conn.in_flight += 1;
@@ -1006,9 +1133,27 @@ impl<H: Clone> Engine<H> {
     pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<(), Stale> {
         let _ = now;
         let call = self.finish_call(ticket.call).ok_or(Stale)?;
-        let bytes = match reply {
-            Reply::Tool(Ok(out)) => self.tool_result(&call, out),
-            Reply::Tool(Err(e)) => encode_error(Some(&call.id), &public_error(e)),
+        let bytes = match (reply, &call.kind) {
+            (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
+            (Reply::Resource(Ok(contents)), CallKind::Resource(uri)) => {
+                self.read_result(&call, uri, &contents)
+            }
+            (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out),
+            (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c),
+            (
+                Reply::Tool(Err(e))
+                | Reply::Resource(Err(e))
+                | Reply::Prompt(Err(e))
+                | Reply::Completion(Err(e)),
+                _,
+            ) => encode_error(Some(&call.id), &public_error(e)),
+            // A reply of the wrong kind is the shim's bug; the peer learns only that it failed.
+            _ => encode_error(Some(&call.id), &RpcError::internal()),
+        };
+        let bytes = if bytes.len() > self.config.limits.max_response_bytes {
+            encode_error(Some(&call.id), &RpcError::internal())
+        } else {
+            bytes
         };
         self.deliver(call, bytes);
         Ok(())
@@ -1038,7 +1183,10 @@ impl<H: Clone> Engine<H> {
     }
 
     fn tool_result(&self, call: &Call, mut out: ToolOutput) -> Vec<u8> {
-        let entry = call.tool.as_deref().and_then(|n| self.registry.tools.get(n));
+        let entry = match &call.kind {
+            CallKind::Tool(name) => self.registry.tools.get(name),
+            _ => None,
+        };
         if let Some(validator) = entry.and_then(|e| e.output.as_ref()) {
             if !out.is_error {
                 let ok = out.structured.as_ref().is_some_and(|s| validator.is_valid(s));
@@ -1077,6 +1225,11 @@ impl<H: Clone> Engine<H> {
     /// [`complete`](Self::complete), [`handle_timeout`](Self::handle_timeout),
     /// [`close`](Self::close), [`close_input`](Self::close_input) and registry change.
     pub fn poll_output(&mut self) -> Option<Output<H>> {
+        if self.out.is_empty() && self.dirty {
+            // Notifications are generated only when everything else has been taken, so a burst
+            // of registry changes between two drains is one notification per connection.
+            self.flush_notifications();
+        }
         self.out.pop_front()
     }
 
@@ -1129,19 +1282,89 @@ pub struct RegistryMut<'a, H> {
 
 impl<H: Clone> RegistryMut<'_, H> {
     /// Registers a tool. Its schemas are compiled now; a tool that cannot be served is refused
-    /// here rather than failing at call time.
+    /// here rather than failing at call time. Connections the tool's gate admits are told
+    /// `notifications/tools/list_changed`.
     pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
-        self.engine.registry.add_tool(tool, handler)
+        let gate = tool.gate.clone();
+        self.engine.registry.add_tool(tool, handler)?;
+        self.engine.changed(notify::List::Tools, gate.as_ref());
+        Ok(())
     }
 
     /// Unregisters a tool, returning its declaration if it was registered.
     pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
-        self.engine.registry.remove_tool(name)
+        let tool = self.engine.registry.remove_tool(name)?;
+        self.engine.changed(notify::List::Tools, tool.gate.as_ref());
+        Some(tool)
     }
 
-    /// Whether a tool of that name is registered.
+    /// Whether a tool of that name is registered (whatever its gate).
     pub fn has_tool(&self, name: &str) -> bool {
         self.engine.registry.tools.contains_key(name)
+    }
+
+    /// Registers a resource read by exact URI.
+    pub fn add_resource(&mut self, resource: Resource, handler: H) -> Result<(), RegistryError> {
+        let gate = resource.gate.clone();
+        let max = self.engine.config.limits.max_uri_bytes;
+        self.engine.registry.add_resource(resource, handler, max)?;
+        self.engine.changed(notify::List::Resources, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a resource.
+    pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
+        let entry = self.engine.registry.resources.remove(uri)?;
+        self.engine.changed(notify::List::Resources, entry.resource.gate.as_ref());
+        Some(entry.resource)
+    }
+
+    /// Registers a resource template: reads of matching URIs go to `handler`, and
+    /// `completion/complete` for its variables to `completion` (an empty answer without one).
+    pub fn add_template(
+        &mut self,
+        template: ResourceTemplate,
+        handler: H,
+        completion: Option<H>,
+    ) -> Result<(), RegistryError> {
+        let gate = template.gate.clone();
+        self.engine.registry.add_template(template, handler, completion)?;
+        self.engine.changed(notify::List::Resources, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a template.
+    pub fn remove_template(&mut self, uri_template: &str) -> Option<ResourceTemplate> {
+        let entry = self.engine.registry.templates.remove(uri_template)?;
+        self.engine.changed(notify::List::Resources, entry.template.gate.as_ref());
+        Some(entry.template)
+    }
+
+    /// Registers a prompt, with an optional completion handler for its arguments.
+    pub fn add_prompt(
+        &mut self,
+        prompt: Prompt,
+        handler: H,
+        completion: Option<H>,
+    ) -> Result<(), RegistryError> {
+        let gate = prompt.gate.clone();
+        self.engine.registry.add_prompt(prompt, handler, completion)?;
+        self.engine.changed(notify::List::Prompts, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a prompt.
+    pub fn remove_prompt(&mut self, name: &str) -> Option<Prompt> {
+        let entry = self.engine.registry.prompts.remove(name)?;
+        self.engine.changed(notify::List::Prompts, entry.prompt.gate.as_ref());
+        Some(entry.prompt)
+    }
+
+    /// Sets (or with `None` clears) the server-wide gate over the data methods (every method but
+    /// `initialize`, `ping`, `server/discover` and notifications). A refused caller gets
+    /// `-32602` "forbidden" and no change notifications.
+    pub fn set_gate(&mut self, gate: Option<Gate>) {
+        self.engine.registry.gate = gate;
     }
 }
 

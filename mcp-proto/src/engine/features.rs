@@ -1,0 +1,353 @@
+//! Lists, resources, prompts and completion.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::{Answer, CallKind, CompletionRef, Ctx, Engine, Invocation, Request, Ticket};
+use crate::caller::{admits, Caller};
+use crate::content::{Completion, ContentsWire, PromptOutputWire, ResourceContents};
+use crate::cursor;
+use crate::jsonrpc::{encode_result, ErrorCode, RpcError};
+use crate::registry::Listed;
+use crate::slab::Key;
+
+/// The most completion values a client is sent (the spec's bound).
+const MAX_COMPLETION_VALUES: usize = 100;
+
+fn string_param<'a>(params: Option<&'a Map<String, Value>>, name: &str) -> Result<&'a str, RpcError> {
+    match params.and_then(|p| p.get(name)) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(RpcError::invalid_params(format!("\"{name}\" must be a string"))),
+        None => Err(RpcError::invalid_params(format!("missing \"{name}\""))),
+    }
+}
+
+impl<H: Clone> Engine<H> {
+    pub(super) fn caller(&self, conn: super::ConnId) -> Arc<Caller> {
+        self.conns.get(conn.0).map(|c| c.caller.clone()).unwrap_or_default()
+    }
+
+    /// The server-wide gate; a refused caller learns only that it is refused.
+    pub(super) fn check_server_gate(&self, ctx: Ctx<'_>) -> Result<(), RpcError> {
+        if admits(self.registry.gate.as_ref(), &self.caller(ctx.conn)) {
+            Ok(())
+        } else {
+            Err(RpcError::invalid_params("forbidden: this caller may not use this server"))
+        }
+    }
+
+    /// One page of a list, after gates: pages are cut from what the caller may see, so a hidden
+    /// item never shortens a page or shifts an offset.
+    pub(super) fn list_page<'a, T: Listed + 'a>(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+        method: &str,
+        key: &str,
+        items: impl Iterator<Item = &'a T> + Clone,
+    ) -> Result<Vec<u8>, RpcError> {
+        let offset = self.page_bounds(ctx, method, params)?;
+        let caller = self.caller(ctx.conn);
+        let private = ctx.private || items.clone().any(|t| t.gate().is_some());
+        let page = self.config.limits.page_size;
+        let mut visible =
+            items.filter(|t| t.visible_to(ctx.version) && admits(t.gate(), &caller)).skip(offset);
+        let mut body = String::with_capacity(256);
+        body.push_str("{\"");
+        body.push_str(key);
+        body.push_str("\":[");
+        let mut n = 0;
+        for t in visible.by_ref().take(page) {
+            if n > 0 {
+                body.push(',');
+            }
+            body.push_str(t.listing(ctx.version));
+            n += 1;
+        }
+        body.push(']');
+        if visible.next().is_some() {
+            let next = cursor::make(&self.config.keys, method, caller.binding(), offset + n);
+            body.push_str(",\"nextCursor\":");
+            body.push_str(&Value::String(next).to_string());
+        }
+        if ctx.version.is_modern() {
+            let mut tail = Map::new();
+            self.cacheable(&mut tail, ctx.version, private);
+            self.finish(&mut tail, ctx.version);
+            for (k, v) in tail {
+                body.push(',');
+                body.push_str(&Value::String(k).to_string());
+                body.push(':');
+                body.push_str(&v.to_string());
+            }
+        }
+        body.push('}');
+        let raw = RawValue::from_string(body).map_err(|_| RpcError::internal())?;
+        Ok(encode_result(ctx.id, &raw))
+    }
+
+    pub(super) fn list_resources(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        self.list_page(ctx, params, "resources/list", "resources", self.registry.resources.values())
+    }
+
+    pub(super) fn list_templates(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        self.list_page(
+            ctx,
+            params,
+            "resources/templates/list",
+            "resourceTemplates",
+            self.registry.templates.values(),
+        )
+    }
+
+    pub(super) fn list_prompts(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        self.list_page(ctx, params, "prompts/list", "prompts", self.registry.prompts.values())
+    }
+
+    /// "Resource not found" as each version spells it.
+    pub(super) fn not_found(&self, ctx: Ctx<'_>, uri: &str) -> RpcError {
+        let data = serde_json::json!({ "uri": uri });
+        if ctx.version.is_modern() {
+            RpcError::invalid_params(format!("resource not found: {uri}")).with_data(data)
+        } else {
+            RpcError::new(ErrorCode::ResourceNotFound, format!("resource not found: {uri}")).with_data(data)
+        }
+    }
+
+    /// Resolves a URI to the handler that reads it, after gates: an exact resource first, then
+    /// the first template (in `uriTemplate` order) that matches and admits the caller.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn resolve(
+        &self,
+        caller: &Caller,
+        uri: &str,
+    ) -> Option<(H, Option<String>, Vec<(String, String)>, bool)> {
+        if let Some(r) = self.registry.resources.get(uri) {
+            if admits(r.resource.gate.as_ref(), caller) {
+                return Some((r.handler.clone(), None, Vec::new(), r.resource.gate.is_some()));
+            }
+        }
+        self.registry.templates.values().find_map(|t| {
+            if !admits(t.template.gate.as_ref(), caller) {
+                return None;
+            }
+            let vars = t.matcher.matches(uri)?;
+            Some((t.handler.clone(), Some(t.template.uri_template.clone()), vars, t.template.gate.is_some()))
+        })
+    }
+
+    pub(super) fn checked_uri<'a>(
+        &self,
+        params: Option<&'a Map<String, Value>>,
+    ) -> Result<&'a str, RpcError> {
+        let uri = string_param(params, "uri")?;
+        let max = self.config.limits.max_uri_bytes;
+        if uri.len() > max {
+            return Err(RpcError::invalid_params(format!(
+                "uri of {} bytes exceeds the {max}-byte limit",
+                uri.len()
+            )));
+        }
+        Ok(uri)
+    }
+
+    pub(super) fn read_resource(
+        &mut self,
+        now: Instant,
+        mut ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let uri = self.checked_uri(params)?;
+        let caller = self.caller(ctx.conn);
+        let Some((handler, template, variables, gated)) = self.resolve(&caller, uri) else {
+            return Err(self.not_found(ctx, uri));
+        };
+        ctx.private |= gated;
+        let call = self.admit(now, ctx, CallKind::Resource(uri.to_owned()), batch)?;
+        Ok(Answer::Later(Invocation {
+            ticket: Ticket { call },
+            conn: ctx.conn,
+            caller,
+            version: ctx.version,
+            request: Request::ReadResource { uri: uri.to_owned(), template, variables },
+            handler,
+        }))
+    }
+
+    pub(super) fn read_result(
+        &self,
+        call: &super::Call,
+        uri: &str,
+        contents: &[ResourceContents],
+    ) -> Vec<u8> {
+        if contents.is_empty() {
+            // Never an empty `contents`: the handler found nothing, so the resource is not there.
+            let ctx =
+                Ctx { conn: call.conn, id: &call.id, version: call.version, log_level: None, private: false };
+            return crate::jsonrpc::encode_error(Some(&call.id), &self.not_found(ctx, uri));
+        }
+        let mut r = Map::new();
+        r.insert(
+            "contents".into(),
+            serde_json::to_value(ContentsWire(contents, call.version)).unwrap_or_default(),
+        );
+        self.cacheable(&mut r, call.version, call.private);
+        self.finish(&mut r, call.version);
+        encode_result(&call.id, &r)
+    }
+
+    pub(super) fn get_prompt(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let name = string_param(params, "name")?;
+        let caller = self.caller(ctx.conn);
+        let Some(entry) = self.registry.prompts.get(name).filter(|p| admits(p.prompt.gate.as_ref(), &caller))
+        else {
+            return Err(RpcError::invalid_params(format!("unknown prompt: {name}")));
+        };
+        let mut arguments = BTreeMap::new();
+        match params.and_then(|p| p.get("arguments")) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(args)) => {
+                for (k, v) in args {
+                    let Value::String(v) = v else {
+                        return Err(RpcError::invalid_params(format!(
+                            "prompt argument \"{k}\" must be a string"
+                        )));
+                    };
+                    arguments.insert(k.clone(), v.clone());
+                }
+            }
+            Some(_) => return Err(RpcError::invalid_params("\"arguments\" must be an object")),
+        }
+        if let Some(missing) =
+            entry.prompt.arguments.iter().find(|a| a.required && !arguments.contains_key(&a.name))
+        {
+            return Err(RpcError::invalid_params(format!("missing required argument \"{}\"", missing.name)));
+        }
+        let handler = entry.handler.clone();
+        let call = self.admit(now, ctx, CallKind::Prompt, batch)?;
+        Ok(Answer::Later(Invocation {
+            ticket: Ticket { call },
+            conn: ctx.conn,
+            caller,
+            version: ctx.version,
+            request: Request::GetPrompt { name: name.to_owned(), arguments },
+            handler,
+        }))
+    }
+
+    pub(super) fn prompt_result(&self, call: &super::Call, out: &crate::content::PromptOutput) -> Vec<u8> {
+        let mut r = match serde_json::to_value(PromptOutputWire(out, call.version)) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        self.finish(&mut r, call.version);
+        encode_result(&call.id, &r)
+    }
+
+    pub(super) fn complete_request(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let r = params.and_then(|p| p.get("ref")).and_then(Value::as_object);
+        let Some(r) = r else { return Err(RpcError::invalid_params("missing \"ref\"")) };
+        let r = Some(r);
+        let argument = params.and_then(|p| p.get("argument")).and_then(Value::as_object);
+        let Some(argument) = argument else { return Err(RpcError::invalid_params("missing \"argument\"")) };
+        let arg_name = string_param(Some(argument), "name")?.to_owned();
+        let value = string_param(Some(argument), "value")?.to_owned();
+        let mut context = BTreeMap::new();
+        if let Some(args) = params.and_then(|p| p.get("context")).and_then(|c| c.get("arguments")) {
+            let Value::Object(args) = args else {
+                return Err(RpcError::invalid_params("\"context.arguments\" must be an object"));
+            };
+            for (k, v) in args {
+                let Value::String(v) = v else {
+                    return Err(RpcError::invalid_params(format!(
+                        "context argument \"{k}\" must be a string"
+                    )));
+                };
+                context.insert(k.clone(), v.clone());
+            }
+        }
+        let caller = self.caller(ctx.conn);
+        let (reference, handler) = match string_param(r, "type")? {
+            "ref/prompt" => {
+                let name = string_param(r, "name")?;
+                let entry =
+                    self.registry.prompts.get(name).filter(|p| admits(p.prompt.gate.as_ref(), &caller));
+                let Some(entry) = entry else {
+                    return Err(RpcError::invalid_params(format!("unknown prompt: {name}")));
+                };
+                (CompletionRef::Prompt(name.to_owned()), entry.completion.clone())
+            }
+            "ref/resource" => {
+                let uri = string_param(r, "uri")?;
+                let entry =
+                    self.registry.templates.get(uri).filter(|t| admits(t.template.gate.as_ref(), &caller));
+                let Some(entry) = entry else {
+                    return Err(RpcError::invalid_params(format!("unknown resource template: {uri}")));
+                };
+                (CompletionRef::Template(uri.to_owned()), entry.completion.clone())
+            }
+            other => return Err(RpcError::invalid_params(format!("unknown reference type {other:?}"))),
+        };
+        let Some(handler) = handler else {
+            let mut r = Map::new();
+            r.insert("completion".into(), serde_json::json!({ "values": [], "hasMore": false }));
+            self.finish(&mut r, ctx.version);
+            return Ok(Answer::Now(encode_result(ctx.id, &r)));
+        };
+        let call = self.admit(now, ctx, CallKind::Complete, batch)?;
+        Ok(Answer::Later(Invocation {
+            ticket: Ticket { call },
+            conn: ctx.conn,
+            caller,
+            version: ctx.version,
+            request: Request::Complete { reference, argument: arg_name, value, context },
+            handler,
+        }))
+    }
+
+    pub(super) fn completion_result(&self, call: &super::Call, mut c: Completion) -> Vec<u8> {
+        if c.values.len() > MAX_COMPLETION_VALUES {
+            c.values.truncate(MAX_COMPLETION_VALUES);
+            c.has_more = true;
+        }
+        let mut completion = Map::new();
+        completion.insert("values".into(), c.values.into());
+        if let Some(t) = c.total {
+            completion.insert("total".into(), t.into());
+        }
+        completion.insert("hasMore".into(), c.has_more.into());
+        let mut r = Map::new();
+        r.insert("completion".into(), Value::Object(completion));
+        self.finish(&mut r, call.version);
+        encode_result(&call.id, &r)
+    }
+}

@@ -1,0 +1,537 @@
+//! Change notifications, resource subscriptions (legacy and `subscriptions/listen`) and logging.
+//!
+//! Pending notifications are flags and a URI set per connection, not queues: a burst of
+//! registrations costs nothing until the shim drains, and then becomes one notification per
+//! connection and list. Gates are applied twice: the item's gate when the change happens (a
+//! caller it refuses never learns of it), the server-wide gate when the notification is
+//! delivered.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::{Answer, CallId, ConnId, Ctx, Engine, Listen, Output, Stale, META_SUBSCRIPTION_ID};
+use crate::caller::{admits, Gate};
+use crate::jsonrpc::{encode_result, RequestId, RpcError};
+use crate::slab::Key;
+
+/// A syslog severity, as MCP's `LoggingLevel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `notice`
+    Notice,
+    /// `warning`
+    Warning,
+    /// `error`
+    Error,
+    /// `critical`
+    Critical,
+    /// `alert`
+    Alert,
+    /// `emergency`
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
+    pub(crate) fn from_json(v: &Value) -> Option<Self> {
+        let s = v.as_str()?;
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+/// The three lists that change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum List {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+impl List {
+    const ALL: [List; 3] = [List::Tools, List::Resources, List::Prompts];
+
+    fn method(self) -> &'static str {
+        match self {
+            List::Tools => "notifications/tools/list_changed",
+            List::Resources => "notifications/resources/list_changed",
+            List::Prompts => "notifications/prompts/list_changed",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A `SubscriptionFilter`, as honoured.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Filter {
+    lists: [bool; 3],
+    uris: BTreeSet<String>,
+}
+
+/// Notifications owed to one connection.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    lists: [bool; 3],
+    updated: BTreeSet<String>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        !self.lists.iter().any(|b| *b) && self.updated.is_empty()
+    }
+}
+
+/// Legacy `resources/subscribe` state: refcounts per caller and URI, with global bounds.
+#[derive(Debug, Default)]
+pub(super) struct Subscriptions {
+    pairs: HashMap<(String, String), u32>,
+    /// Callers subscribed, per URI.
+    uris: HashMap<String, usize>,
+    /// Open connections, per caller: a caller's subscriptions go when its last connection does.
+    conns: HashMap<String, usize>,
+}
+
+impl Subscriptions {
+    pub(super) fn conn_opened(&mut self, binding: &str) {
+        *self.conns.entry(binding.to_owned()).or_default() += 1;
+    }
+
+    pub(super) fn conn_closed(&mut self, binding: &str) {
+        let Some(n) = self.conns.get_mut(binding) else { return };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        self.conns.remove(binding);
+        let uris = &mut self.uris;
+        self.pairs.retain(|(b, uri), _| {
+            if b != binding {
+                return true;
+            }
+            if let Some(c) = uris.get_mut(uri) {
+                *c -= 1;
+                if *c == 0 {
+                    uris.remove(uri);
+                }
+            }
+            false
+        });
+    }
+
+    fn subscribe(
+        &mut self,
+        binding: &str,
+        uri: &str,
+        max_uris: usize,
+        max_pairs: usize,
+    ) -> Result<(), String> {
+        let key = (binding.to_owned(), uri.to_owned());
+        if let Some(n) = self.pairs.get_mut(&key) {
+            // Re-subscribing to what the caller holds always works.
+            *n = n.saturating_add(1);
+            return Ok(());
+        }
+        if self.pairs.len() >= max_pairs {
+            return Err(format!("subscription limit reached ({max_pairs} caller/URI pairs)"));
+        }
+        if !self.uris.contains_key(uri) && self.uris.len() >= max_uris {
+            return Err(format!("subscription limit reached ({max_uris} distinct URIs)"));
+        }
+        self.pairs.insert(key, 1);
+        *self.uris.entry(uri.to_owned()).or_default() += 1;
+        Ok(())
+    }
+
+    fn unsubscribe(&mut self, binding: &str, uri: &str) {
+        let key = (binding.to_owned(), uri.to_owned());
+        let Some(n) = self.pairs.get_mut(&key) else { return };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        self.pairs.remove(&key);
+        if let Some(c) = self.uris.get_mut(uri) {
+            *c -= 1;
+            if *c == 0 {
+                self.uris.remove(uri);
+            }
+        }
+    }
+
+    fn holds(&self, binding: &str, uri: &str) -> bool {
+        // Avoids allocating a key on the notification path when nobody subscribes to `uri`.
+        self.uris.contains_key(uri) && self.pairs.contains_key(&(binding.to_owned(), uri.to_owned()))
+    }
+}
+
+fn notification(
+    method: &str,
+    subscription: Option<&RequestId>,
+    params: Option<Map<String, Value>>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"");
+    out.extend_from_slice(method.as_bytes());
+    out.push(b'"');
+    if subscription.is_some() || params.is_some() {
+        out.extend_from_slice(b",\"params\":{");
+        let mut first = true;
+        if let Some(id) = subscription {
+            out.extend_from_slice(b"\"_meta\":{\"");
+            out.extend_from_slice(META_SUBSCRIPTION_ID.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(id.as_json().as_bytes());
+            out.push(b'}');
+            first = false;
+        }
+        for (k, v) in params.into_iter().flatten() {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            let _ = serde_json::to_writer(&mut out, &k);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut out, &v);
+        }
+        out.push(b'}');
+    }
+    out.push(b'}');
+    out
+}
+
+impl<H: Clone> Engine<H> {
+    /// A list changed: every connection the item's gate admits is owed a notification.
+    pub(super) fn changed(&mut self, list: List, gate: Option<&Gate>) {
+        for (_, c) in self.conns.iter_mut() {
+            if admits(gate, &c.caller) {
+                if let Some(flag) = c.pending.lists.get_mut(list.index()) {
+                    *flag = true;
+                }
+                self.dirty = true;
+            }
+        }
+    }
+
+    /// Tells every connection subscribed to `uri` (legacy `resources/subscribe`, or a listen
+    /// filter naming it) that the resource changed, if the caller may still read it.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn notify_resource_updated(&mut self, now: Instant, uri: &str) {
+        let _ = now;
+        let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
+        let max = self.config.limits.max_subscribed_uris;
+        for key in keys {
+            let Some(c) = self.conns.get(key) else { continue };
+            let legacy =
+                c.session.as_ref().is_some_and(|s| s.initialized) && self.subs.holds(c.caller.binding(), uri);
+            let listening = c.listens.iter().any(|l| l.filter.uris.contains(uri));
+            if !(legacy || listening) {
+                continue;
+            }
+            let caller = c.caller.clone();
+            if self.resolve(&caller, uri).is_none() {
+                continue;
+            }
+            if let Some(c) = self.conns.get_mut(key) {
+                if c.pending.updated.len() < max {
+                    c.pending.updated.insert(uri.to_owned());
+                    self.dirty = true;
+                }
+            }
+        }
+    }
+
+    /// Turns pending flags into frames; see the module docs.
+    pub(super) fn flush_notifications(&mut self) {
+        self.dirty = false;
+        let server_gate = self.registry.gate.clone();
+        let mut frames = Vec::new();
+        for (key, c) in self.conns.iter_mut() {
+            if c.pending.is_empty() {
+                continue;
+            }
+            let pending = std::mem::take(&mut c.pending);
+            if !admits(server_gate.as_ref(), &c.caller) {
+                continue;
+            }
+            let conn = ConnId(key);
+            if c.session.as_ref().is_some_and(|s| s.initialized) {
+                for list in List::ALL {
+                    if pending.lists.get(list.index()).copied().unwrap_or(false) {
+                        frames.push((conn, notification(list.method(), None, None)));
+                    }
+                }
+                for uri in &pending.updated {
+                    let mut p = Map::new();
+                    p.insert("uri".into(), uri.clone().into());
+                    frames.push((conn, notification("notifications/resources/updated", None, Some(p))));
+                }
+            }
+            for listen in &c.listens {
+                for list in List::ALL {
+                    let wanted = listen.filter.lists.get(list.index()).copied().unwrap_or(false);
+                    if wanted && pending.lists.get(list.index()).copied().unwrap_or(false) {
+                        frames.push((conn, notification(list.method(), Some(&listen.id), None)));
+                    }
+                }
+                for uri in pending.updated.iter().filter(|u| listen.filter.uris.contains(*u)) {
+                    let mut p = Map::new();
+                    p.insert("uri".into(), uri.clone().into());
+                    frames.push((
+                        conn,
+                        notification("notifications/resources/updated", Some(&listen.id), Some(p)),
+                    ));
+                }
+            }
+        }
+        for (conn, bytes) in frames {
+            self.out.push_back(Output::Frame { conn, bytes });
+        }
+    }
+
+    pub(super) fn set_level(
+        &mut self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let level = params.and_then(|p| p.get("level")).and_then(LogLevel::from_json);
+        let Some(level) = level else {
+            return Err(RpcError::invalid_params(
+                "\"level\" must be one of debug, info, notice, warning, error, critical, alert, emergency",
+            ));
+        };
+        if let Some(s) = self.conns.get_mut(ctx.conn.0).and_then(|c| c.session.as_mut()) {
+            s.log_level = Some(level);
+        }
+        Ok(encode_result(ctx.id, &Map::new()))
+    }
+
+    pub(super) fn subscribe(
+        &mut self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        self.check_server_gate(ctx)?;
+        let uri = self.checked_uri(params)?;
+        let caller = self.caller(ctx.conn);
+        if self.resolve(&caller, uri).is_none() {
+            return Err(self.not_found(ctx, uri));
+        }
+        let l = &self.config.limits;
+        self.subs
+            .subscribe(caller.binding(), uri, l.max_subscribed_uris, l.max_subscriptions)
+            .map_err(RpcError::invalid_params)?;
+        Ok(encode_result(ctx.id, &Map::new()))
+    }
+
+    pub(super) fn unsubscribe(
+        &mut self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        self.check_server_gate(ctx)?;
+        let uri = self.checked_uri(params)?;
+        let caller = self.caller(ctx.conn);
+        self.subs.unsubscribe(caller.binding(), uri);
+        Ok(encode_result(ctx.id, &Map::new()))
+    }
+
+    /// `subscriptions/listen`: acknowledges the honoured filter at once; the stream then stays
+    /// open (no response) until the client cancels it or the connection ends.
+    pub(super) fn listen(
+        &mut self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        if batch.is_some() {
+            return Err(RpcError::invalid_request("subscriptions/listen cannot be part of a batch"));
+        }
+        self.check_server_gate(ctx)?;
+        let Some(Value::Object(requested)) = params.and_then(|p| p.get("notifications")) else {
+            return Err(RpcError::invalid_params("\"notifications\" must be a SubscriptionFilter object"));
+        };
+        let flag = |name: &str| -> Result<bool, RpcError> {
+            match requested.get(name) {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(RpcError::invalid_params(format!("\"{name}\" must be a boolean"))),
+            }
+        };
+        let r = &self.registry;
+        let has_resources = !r.resources.is_empty() || !r.templates.is_empty();
+        let mut filter = Filter {
+            lists: [
+                flag("toolsListChanged")? && !r.tools.is_empty(),
+                flag("resourcesListChanged")? && has_resources,
+                flag("promptsListChanged")? && !r.prompts.is_empty(),
+            ],
+            uris: BTreeSet::new(),
+        };
+        let caller = self.caller(ctx.conn);
+        let limits = &self.config.limits;
+        match requested.get("resourceSubscriptions") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(uris)) => {
+                if uris.len() > limits.max_subscribed_uris {
+                    return Err(RpcError::invalid_params(format!(
+                        "at most {} resourceSubscriptions per listen",
+                        limits.max_subscribed_uris
+                    )));
+                }
+                for u in uris {
+                    let Value::String(u) = u else {
+                        return Err(RpcError::invalid_params("\"resourceSubscriptions\" must hold strings"));
+                    };
+                    if u.len() <= limits.max_uri_bytes && self.resolve(&caller, u).is_some() {
+                        filter.uris.insert(u.clone());
+                    }
+                }
+            }
+            Some(_) => return Err(RpcError::invalid_params("\"resourceSubscriptions\" must be an array")),
+        }
+        let max_listens = limits.max_listens;
+        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
+        if conn.listens.len() >= max_listens {
+            return Err(RpcError::invalid_request(format!(
+                "too many open listen streams (limit {max_listens})"
+            )));
+        }
+        if conn.calls.contains_key(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
+            return Err(RpcError::invalid_request("a request with this id is already in flight"));
+        }
+        let mut honoured = Map::new();
+        for (name, on) in
+            ["toolsListChanged", "resourcesListChanged", "promptsListChanged"].iter().zip(filter.lists)
+        {
+            if on {
+                honoured.insert((*name).into(), true.into());
+            }
+        }
+        if requested.contains_key("resourceSubscriptions") {
+            honoured.insert(
+                "resourceSubscriptions".into(),
+                filter.uris.iter().cloned().map(Value::String).collect::<Vec<_>>().into(),
+            );
+        }
+        conn.listens.push(Listen { id: ctx.id.clone(), filter });
+        let mut p = Map::new();
+        p.insert("notifications".into(), Value::Object(honoured));
+        let ack = notification("notifications/subscriptions/acknowledged", Some(ctx.id), Some(p));
+        Ok(Answer::Now(ack))
+    }
+
+    /// Ends a listen stream the client cancelled; whether one had that id.
+    pub(super) fn end_listen(&mut self, conn: ConnId, id: &RequestId) -> bool {
+        let Some(c) = self.conns.get_mut(conn.0) else { return false };
+        let before = c.listens.len();
+        c.listens.retain(|l| &l.id != id);
+        before != c.listens.len()
+    }
+
+    /// Sends a log message about `call` to its client, if the client asked for that level:
+    /// on a legacy session at or above the level of `logging/setLevel` (every level before it is
+    /// set), on 2026-07-28 only when the request's `_meta` carried a logLevel and at or above it.
+    ///
+    /// Returns [`Stale`] when the call is no longer in flight. Follow with
+    /// [`poll_output`](Self::poll_output).
+    pub fn log(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        level: LogLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<(), Stale> {
+        let _ = now;
+        let c = self.calls.get(call.0).ok_or(Stale)?;
+        let send = if c.version.is_modern() {
+            c.log_level.is_some_and(|min| level >= min)
+        } else {
+            let session = self.conns.get(c.conn.0).and_then(|conn| conn.session.as_ref());
+            session.is_some_and(|s| s.log_level.is_none_or(|min| level >= min))
+        };
+        if !send {
+            return Ok(());
+        }
+        let mut p = Map::new();
+        p.insert("level".into(), level.as_str().into());
+        if let Some(l) = logger {
+            p.insert("logger".into(), l.into());
+        }
+        p.insert("data".into(), data);
+        let bytes = notification("notifications/message", None, Some(p));
+        if bytes.len() <= self.config.limits.max_response_bytes {
+            let conn = c.conn;
+            self.out.push_back(Output::Frame { conn, bytes });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_bounds() {
+        let mut s = Subscriptions::default();
+        s.conn_opened("a");
+        assert!(s.subscribe("a", "u1", 1, 10).is_ok());
+        assert!(s.subscribe("a", "u2", 1, 10).is_err());
+        assert!(s.subscribe("a", "u1", 1, 10).is_ok());
+        s.unsubscribe("a", "u1");
+        assert!(s.holds("a", "u1"));
+        s.unsubscribe("a", "u1");
+        assert!(!s.holds("a", "u1"));
+        assert!(s.subscribe("a", "u2", 1, 10).is_ok());
+        s.conn_closed("a");
+        assert!(!s.holds("a", "u2"));
+        assert!(s.uris.is_empty());
+    }
+
+    #[test]
+    fn notification_frames() {
+        let id = RequestId::from_json("7").unwrap();
+        assert_eq!(
+            String::from_utf8(notification("notifications/tools/list_changed", Some(&id), None)).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}}"#
+        );
+        assert_eq!(
+            String::from_utf8(notification("notifications/tools/list_changed", None, None)).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#
+        );
+    }
+}

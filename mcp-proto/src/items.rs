@@ -1,0 +1,433 @@
+//! Resources, resource templates and prompts: their declarations and how each version lists them.
+
+use serde_json::{Map, Value};
+
+use crate::caller::Gate;
+use crate::registry::RegistryError;
+use crate::version::ProtocolVersion;
+
+/// Inserts the fields every listed item shares, filtered by what `v` knows.
+fn common(
+    m: &mut Map<String, Value>,
+    v: ProtocolVersion,
+    title: &Option<String>,
+    icons: &Option<Value>,
+    meta: &Option<Map<String, Value>>,
+) {
+    if v.has_structured_output() {
+        if let Some(t) = title {
+            m.insert("title".into(), t.clone().into());
+        }
+        if let Some(meta) = meta {
+            m.insert("_meta".into(), Value::Object(meta.clone()));
+        }
+    }
+    if v.has_icons() {
+        if let Some(i) = icons {
+            m.insert("icons".into(), i.clone());
+        }
+    }
+}
+
+fn annotations_for(a: &Option<Map<String, Value>>, v: ProtocolVersion) -> Option<Value> {
+    let mut a = a.clone()?;
+    if !v.has_structured_output() {
+        a.remove("lastModified");
+    }
+    Some(Value::Object(a))
+}
+
+macro_rules! builder_fields {
+    () => {
+        /// A display title (2025-06-18 and later).
+        pub fn title(mut self, title: impl Into<String>) -> Self {
+            self.title = Some(title.into());
+            self
+        }
+
+        /// A description.
+        pub fn description(mut self, description: impl Into<String>) -> Self {
+            self.description = Some(description.into());
+            self
+        }
+
+        /// `icons` (2025-11-25 and later).
+        pub fn icons(mut self, icons: Value) -> Self {
+            self.icons = Some(icons);
+            self
+        }
+
+        /// `_meta`, served verbatim (2025-06-18 and later).
+        pub fn meta(mut self, meta: Map<String, Value>) -> Self {
+            self.meta = Some(meta);
+            self
+        }
+
+        /// Hides the item from callers the gate refuses and refuses their access, with the same
+        /// error an unknown item gets.
+        pub fn gate(mut self, gate: Gate) -> Self {
+            self.gate = Some(gate);
+            self
+        }
+    };
+}
+
+/// A concrete resource, read by exact URI.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    pub(crate) uri: String,
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) mime_type: Option<String>,
+    pub(crate) size: Option<u64>,
+    pub(crate) annotations: Option<Map<String, Value>>,
+    pub(crate) icons: Option<Value>,
+    pub(crate) meta: Option<Map<String, Value>>,
+    pub(crate) gate: Option<Gate>,
+}
+
+impl Resource {
+    /// A resource with its URI and name.
+    pub fn new(uri: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            uri: uri.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            size: None,
+            annotations: None,
+            icons: None,
+            meta: None,
+            gate: None,
+        }
+    }
+
+    builder_fields!();
+
+    /// The media type.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// The size in bytes, when known.
+    pub fn size(mut self, size: u64) -> Self {
+        self.size = Some(size);
+        self
+    }
+
+    /// `annotations` (audience, priority, lastModified).
+    pub fn annotations(mut self, annotations: Map<String, Value>) -> Self {
+        self.annotations = Some(annotations);
+        self
+    }
+
+    /// The URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    pub(crate) fn listing(&self, v: ProtocolVersion) -> String {
+        let mut m = Map::new();
+        m.insert("uri".into(), self.uri.clone().into());
+        m.insert("name".into(), self.name.clone().into());
+        if let Some(d) = &self.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        if let Some(t) = &self.mime_type {
+            m.insert("mimeType".into(), t.clone().into());
+        }
+        if let Some(s) = self.size {
+            m.insert("size".into(), s.into());
+        }
+        if let Some(a) = annotations_for(&self.annotations, v) {
+            m.insert("annotations".into(), a);
+        }
+        common(&mut m, v, &self.title, &self.icons, &self.meta);
+        Value::Object(m).to_string()
+    }
+}
+
+/// One piece of a parsed URI template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    /// `{name}`: one path segment (no `/`, `?` or `#`).
+    Simple(String),
+    /// `{+name}`: anything, slashes included.
+    Reserved(String),
+}
+
+/// An RFC 6570 template, reduced to the forms that can be matched without ambiguity:
+/// literals, `{var}` and `{+var}`, with a literal between any two variables.
+#[derive(Debug, Clone)]
+pub(crate) struct UriTemplate {
+    parts: Vec<Part>,
+}
+
+impl UriTemplate {
+    pub(crate) fn parse(t: &str) -> Result<Self, RegistryError> {
+        let bad = |why: &str| RegistryError::InvalidTemplate(format!("{t:?}: {why}"));
+        let mut parts = Vec::new();
+        let mut rest = t;
+        while !rest.is_empty() {
+            match rest.find('{') {
+                Some(0) => {
+                    let end = rest.find('}').ok_or_else(|| bad("unclosed '{'"))?;
+                    let expr = rest.get(1..end).unwrap_or_default();
+                    rest = rest.get(end + 1..).unwrap_or_default();
+                    let (reserved, name) = match expr.strip_prefix('+') {
+                        Some(n) => (true, n),
+                        None => (false, expr),
+                    };
+                    if name.is_empty()
+                        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+                    {
+                        return Err(bad("only {name} and {+name} expressions are supported"));
+                    }
+                    if matches!(parts.last(), Some(Part::Simple(_) | Part::Reserved(_))) {
+                        return Err(bad("two variables need a literal between them"));
+                    }
+                    let name = name.to_owned();
+                    parts.push(if reserved { Part::Reserved(name) } else { Part::Simple(name) });
+                }
+                Some(i) => {
+                    parts.push(Part::Literal(rest.get(..i).unwrap_or_default().to_owned()));
+                    rest = rest.get(i..).unwrap_or_default();
+                }
+                None => {
+                    parts.push(Part::Literal(rest.to_owned()));
+                    rest = "";
+                }
+            }
+        }
+        if rest.contains('}') || parts.iter().any(|p| matches!(p, Part::Literal(l) if l.contains('}'))) {
+            return Err(bad("unmatched '}'"));
+        }
+        Ok(Self { parts })
+    }
+
+    /// Matches `uri`, returning the variables in template order. Each variable takes the
+    /// shortest run that lets the next literal follow, so matching is one left-to-right pass:
+    /// linear in the URI, whatever the input.
+    pub(crate) fn matches(&self, uri: &str) -> Option<Vec<(String, String)>> {
+        let mut vars = Vec::new();
+        let mut rest = uri;
+        let mut parts = self.parts.iter().peekable();
+        while let Some(part) = parts.next() {
+            match part {
+                Part::Literal(l) => rest = rest.strip_prefix(l.as_str())?,
+                Part::Simple(name) | Part::Reserved(name) => {
+                    let take = match parts.peek() {
+                        Some(Part::Literal(next)) => rest.find(next.as_str())?,
+                        _ => rest.len(),
+                    };
+                    let value = rest.get(..take)?;
+                    let simple = matches!(part, Part::Simple(_));
+                    if value.is_empty() || (simple && value.contains(['/', '?', '#'])) {
+                        return None;
+                    }
+                    vars.push((name.clone(), value.to_owned()));
+                    rest = rest.get(take..)?;
+                }
+            }
+        }
+        rest.is_empty().then_some(vars)
+    }
+}
+
+/// A URI template whose matching URIs are read through one handler.
+#[derive(Debug, Clone)]
+pub struct ResourceTemplate {
+    pub(crate) uri_template: String,
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) mime_type: Option<String>,
+    pub(crate) annotations: Option<Map<String, Value>>,
+    pub(crate) icons: Option<Value>,
+    pub(crate) meta: Option<Map<String, Value>>,
+    pub(crate) gate: Option<Gate>,
+}
+
+impl ResourceTemplate {
+    /// A template (`{name}` matches one path segment, `{+name}` anything) and its name.
+    pub fn new(uri_template: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            uri_template: uri_template.into(),
+            name: name.into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            annotations: None,
+            icons: None,
+            meta: None,
+            gate: None,
+        }
+    }
+
+    builder_fields!();
+
+    /// The media type of matching resources.
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        self.mime_type = Some(mime_type.into());
+        self
+    }
+
+    /// The template text.
+    pub fn uri_template(&self) -> &str {
+        &self.uri_template
+    }
+
+    pub(crate) fn listing(&self, v: ProtocolVersion) -> String {
+        let mut m = Map::new();
+        m.insert("uriTemplate".into(), self.uri_template.clone().into());
+        m.insert("name".into(), self.name.clone().into());
+        if let Some(d) = &self.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        if let Some(t) = &self.mime_type {
+            m.insert("mimeType".into(), t.clone().into());
+        }
+        if let Some(a) = annotations_for(&self.annotations, v) {
+            m.insert("annotations".into(), a);
+        }
+        common(&mut m, v, &self.title, &self.icons, &self.meta);
+        Value::Object(m).to_string()
+    }
+}
+
+/// An argument a prompt takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptArgument {
+    /// Its name.
+    pub name: String,
+    /// A display title (2025-06-18 and later).
+    pub title: Option<String>,
+    /// A description.
+    pub description: Option<String>,
+    /// Whether `prompts/get` must supply it.
+    pub required: bool,
+}
+
+impl PromptArgument {
+    /// An optional argument.
+    pub fn optional(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { name: name.into(), title: None, description: Some(description.into()), required: false }
+    }
+
+    /// A required argument.
+    pub fn required(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { required: true, ..Self::optional(name, description) }
+    }
+}
+
+/// A prompt template.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) arguments: Vec<PromptArgument>,
+    pub(crate) icons: Option<Value>,
+    pub(crate) meta: Option<Map<String, Value>>,
+    pub(crate) gate: Option<Gate>,
+}
+
+impl Prompt {
+    /// A prompt with its name.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: None,
+            arguments: Vec::new(),
+            icons: None,
+            meta: None,
+            gate: None,
+        }
+    }
+
+    builder_fields!();
+
+    /// Adds an argument.
+    pub fn argument(mut self, argument: PromptArgument) -> Self {
+        self.arguments.push(argument);
+        self
+    }
+
+    /// The prompt's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn listing(&self, v: ProtocolVersion) -> String {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.clone().into());
+        if let Some(d) = &self.description {
+            m.insert("description".into(), d.clone().into());
+        }
+        if !self.arguments.is_empty() {
+            let args: Vec<Value> = self
+                .arguments
+                .iter()
+                .map(|a| {
+                    let mut o = Map::new();
+                    o.insert("name".into(), a.name.clone().into());
+                    if v.has_structured_output() {
+                        if let Some(t) = &a.title {
+                            o.insert("title".into(), t.clone().into());
+                        }
+                    }
+                    if let Some(d) = &a.description {
+                        o.insert("description".into(), d.clone().into());
+                    }
+                    if a.required {
+                        o.insert("required".into(), true.into());
+                    }
+                    Value::Object(o)
+                })
+                .collect();
+            m.insert("arguments".into(), args.into());
+        }
+        common(&mut m, v, &self.title, &self.icons, &self.meta);
+        Value::Object(m).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(t: &str, uri: &str) -> Option<Vec<(String, String)>> {
+        UriTemplate::parse(t).unwrap().matches(uri)
+    }
+
+    #[test]
+    fn templates() {
+        assert_eq!(
+            vars("test://template/{id}/data", "test://template/123/data"),
+            Some(vec![("id".into(), "123".into())])
+        );
+        assert_eq!(vars("test://template/{id}/data", "test://template/1/2/data"), None);
+        assert_eq!(vars("test://template/{id}/data", "test://template//data"), None);
+        assert_eq!(vars("file:///{+path}", "file:///a/b/c"), Some(vec![("path".into(), "a/b/c".into())]));
+        assert_eq!(
+            vars("x://{a}-{b}", "x://1-2-3"),
+            Some(vec![("a".into(), "1".into()), ("b".into(), "2-3".into())])
+        );
+        assert!(UriTemplate::parse("x://{a}{b}").is_err());
+        assert!(UriTemplate::parse("x://{?q}").is_err());
+        assert!(UriTemplate::parse("x://{a").is_err());
+        assert!(UriTemplate::parse("x://a}").is_err());
+    }
+
+    #[test]
+    fn hostile_uris_match_in_linear_time() {
+        let t = UriTemplate::parse("x://{a}-{b}-{c}-end").unwrap();
+        let uri = format!("x://{}", "-".repeat(100_000));
+        assert_eq!(t.matches(&uri), None);
+    }
+}
