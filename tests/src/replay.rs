@@ -7,53 +7,73 @@
 //!
 //! | line | meaning |
 //! |------|---------|
-//! | `> {json}` | a frame in, on the one connection (the bytes after `> `, exactly) |
-//! | `< {json}` | the next output must be exactly this frame |
+//! | `> {json}` | a frame in, on connection 1 (the bytes after `> `, exactly) |
+//! | `< {json}` | the next output must be exactly this frame, on connection 1 |
+//! | `>2 {json}`, `<2 {json}`, `=2 ...` | the same on connection 2 (see `! open`) |
 //! | `@ +15s`, `@ +250ms` | advance the virtual clock, then call `handle_timeout` |
-//! | `= invoke tools/call <tool> <id>` | the next output is an `Invoke` of `<tool>` for request `<id>` |
+//! | `= invoke <method> <name> <id>` | the next output is an `Invoke` for request `<id>`: `tools/call <tool>`, `resources/read <uri>`, `prompts/get <prompt>`, `completion/complete <prompt or uriTemplate>` |
 //! | `= cancel <id>` | the next output is an `Output::Cancel` of the call for request `<id>` |
 //! | `= close end-of-input` / `closed` / `frame-too-large` | the next output is `Output::Close` |
-//! | `= stale` | the last `! complete` was refused as `Stale` (nothing sent) |
+//! | `= stale` | the last `! complete` (or `! log`) was refused as `Stale` (nothing sent) |
 //! | `= unknown-connection` | `handle_frame` answered `UnknownConnection` (the connection is gone) |
 //! | `! <directive>` | see below |
 //!
 //! Every output must be matched by an expectation line before the next input line, and every
 //! expectation must be met: nothing is implied, nothing may be left over. `<id>` is a JSON
-//! request id (`3`, `"abc"`), compared as a JSON value.
+//! request id (`3`, `"abc"`), compared as a JSON value. Outputs of every connection come in the
+//! one order the engine emitted them.
 //!
-//! Inside `>` and `<` lines, `{{repeat N "text"}}` stands for `text` repeated `N` times (the
-//! text is a JSON string literal, so `"\\"` is one backslash), to keep long frames readable.
+//! Inside `>` and `<` lines (and the reply of `! complete`), `{{repeat N "text"}}` stands for
+//! `text` repeated `N` times (the text is a JSON string literal, so `"\\"` is one backslash), to
+//! keep long frames readable.
 //!
 //! ## Directives
 //!
 //! Configuration, only before the first input (the engine is built at the first input):
 //!
 //! - `! page-size N`, `! max-frame-bytes N`, `! max-id-bytes N`, `! max-method-bytes N`,
-//!   `! max-depth N`, `! max-in-flight N`, `! max-batch-len N`, `! max-response-bytes N`:
-//!   the [`Limits`] setters;
+//!   `! max-depth N`, `! max-in-flight N`, `! max-batch-len N`, `! max-response-bytes N`,
+//!   `! max-uri-bytes N`, `! max-subscribed-uris N`, `! max-subscriptions N`, `! max-listens N`,
+//!   `! max-connections N`: the [`Limits`] setters;
 //! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! instructions "text"`;
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
-//! - `! tools echo add ...`: register only these test tools (default: all, see
-//!   [`crate::tools`]);
+//! - `! tools echo add ...`: register only these test tools (default: all of
+//!   [`crate::tools::all_tools`]; `admin_tool` only when named);
+//! - `! resources URI... | all`, `! templates URITEMPLATE... | all`, `! prompts NAME... | all`:
+//!   register these test fixtures (default: none; see [`crate::tools`]);
+//! - `! caller <identity|anonymous> [role...]`: the caller of connection 1 (default anonymous,
+//!   no roles);
 //! - `! known-bug <text>`: this transcript documents an engine bug and is expected to fail
 //!   until the engine is fixed; when it passes, the suite fails so that the marker is removed.
 //!   Such transcripts are named `bug-*.txt` and say in comments what is wrong and where.
 //!
-//! Actions, anywhere:
+//! Actions, anywhere (each drains the engine's output once, at its end):
 //!
-//! - `! auto` / `! manual`: in auto mode every `Invoke` of a tool with an automatic behaviour
-//!   is completed at once with it and is not shown; `slow` never is. In manual mode (the
-//!   default) every `Invoke` is an output to expect with `= invoke`.
+//! - `! auto` / `! manual`: in auto mode every `Invoke` with an automatic behaviour is completed
+//!   at once with it and is not shown; `slow` never is. In manual mode (the default) every
+//!   `Invoke` is an output to expect with `= invoke`.
 //! - `! complete <ref> <reply>`: completes a held invocation. `<ref>` is the request id as JSON
 //!   (`3`, `"abc"`; the oldest held call with that id) or `#N`, the N-th invocation of the
 //!   transcript (from 1). `<reply>` is one of:
-//!   `text "..."`, `error-text "..."` (a result with `isError: true`), `structured {json}`,
-//!   `result {"content":[...],"structuredContent":..,"isError":..,"_meta":{..}}` (content blocks
-//!   `text`, `image`, `audio`, `resource_link`, `resource`), `public-error CODE "message" [{data}]`,
-//!   `private-error "detail"`, `panic`, `cancelled` (the handler's future was dropped), or `auto`
-//!   (the tool's built-in behaviour).
-//! - `! close-input` (`Engine::close_input`), `! close` (`Engine::close`).
+//!   - tool results: `text "..."`, `error-text "..."` (a result with `isError: true`),
+//!     `structured {json}`, `result {"content":[...],"structuredContent":..,"isError":..,"_meta":{..}}`
+//!     (content blocks `text`, `image`, `audio`, `resource_link`, `resource`);
+//!   - `contents [{"uri":..,"mimeType":..,"text"|"blob":..,"_meta":..}, ...]` (a read; `[]` is
+//!     an empty answer), `prompt {"description":..,"messages":[{"role":..,"content":{block}}]}`,
+//!     `completion {"values":[..],"total":N,"hasMore":bool}`;
+//!   - for any call: `public-error CODE "message" [{data}]`, `private-error "detail"`, `panic`,
+//!     `cancelled` (the handler's future was dropped), or `auto` (the built-in behaviour).
+//!
+//!   A reply of another kind than the call's is passed on as it is (the engine must refuse it).
+//! - `! log <ref> <level> [logger=<name>] <json>`: `Engine::log` for that held call.
+//! - `! open N <identity|anonymous> [role...]`: opens connection N with that caller.
+//! - `! close [N]` (`Engine::close`), `! close-input [N]` (`Engine::close_input`); N defaults to 1.
+//! - `! server-gate role <role>` / `identified` / `none`: `RegistryMut::set_gate`.
+//! - `! register <tool|resource|template|prompt> NAME...` and `! unregister ...`: (un)registers
+//!   each named item, in order, then drains once, so a burst is one line. A fixture name
+//!   registers that fixture; any other name a plain extra item (see [`crate::tools`]).
+//! - `! notify-updated <uri>`: `Engine::notify_resource_updated`.
 //!
 //! # Invariants checked on every run
 //!
@@ -64,34 +84,49 @@
 //!   with `method` and no `id` a notification, one with `result`/`error` and no `method` a
 //!   response; a frame serde_json cannot decode, a non-object, a refused batch, or an
 //!   unreadable, ambiguous or over-long id is answered once with a `null` id), and counts
-//!   replies by id, matching requests that share an id in the order they came; a request may
-//!   go unanswered only if its call was cancelled;
+//!   replies by connection and id, matching requests that share an id in the order they came;
+//!   a request may go unanswered only if its call was cancelled;
+//! - a `subscriptions/listen` request is answered either by an error or by a
+//!   `notifications/subscriptions/acknowledged` tagged with its id (its "reply"), whose filter
+//!   asks for nothing the request did not; the stream is then open and gets no response. Every
+//!   other notification tagged with a subscription id must belong to an open stream of its
+//!   connection (acknowledged, not cancelled by the client) and be of a kind its acknowledged
+//!   filter names; an untagged `list_changed` or `resources/updated` may only go to a
+//!   connection with an initialized legacy session;
 //! - `handle_frame`'s [`FrameOutcome`] agrees with that classification;
 //! - no request is still in flight when the transcript ends;
 //! - every reply fits in `max_response_bytes`;
 //! - every emitted frame is valid against the wire schema of the version in force (see
 //!   [`crate::wire`]): the version of the request it answers (2026-07-28 for a request carrying
-//!   `_meta["io.modelcontextprotocol/protocolVersion"]`, else the version the session
-//!   negotiated, else 2025-11-25).
+//!   `_meta["io.modelcontextprotocol/protocolVersion"]`, else the version the connection's
+//!   session negotiated, else 2025-11-25); for a notification, 2026-07-28 when it carries a
+//!   subscription id, the version of the call it is about for a log message, else the
+//!   session's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use mcp_proto::{
-    CallId, Caller, CloseReason, Config, ConnId, ConnKind, Content, Engine, FrameOutcome, HandlerError,
-    Implementation, KeyRing, Limits, Output, ProtocolVersion, Reply, Request, ResourceContents, ResourceLink,
-    RpcError, Ticket, ToolOutput,
+    CallId, Caller, CloseReason, Completion, CompletionRef, Config, ConnId, ConnKind, Content, Engine,
+    FrameOutcome, Gate, HandlerError, Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage,
+    PromptOutput, ProtocolVersion, Reply, Request, ResourceContents, ResourceLink, RpcError, Ticket,
+    ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::tools::{all_tools, auto_reply, TestHandler};
+use crate::tools::{
+    all_tools, auto_complete, auto_prompt, auto_read, auto_reply, fixture_prompts, fixture_resources,
+    fixture_templates, gated_tools, Fixture, TestHandler,
+};
 use crate::wire;
 
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const SUBSCRIPTION_ID_POINTER: &str = "/params/_meta/io.modelcontextprotocol~1subscriptionId";
+const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
 /// What a run found.
 #[derive(Debug, Default)]
@@ -130,28 +165,103 @@ pub fn record(source: &str) -> (Report, String) {
     Runner::new(true).run(source)
 }
 
-/// Something the engine did, as a transcript states it.
+/// A transcript driven line by line from Rust, for tests that compute their next input from
+/// the last output (following cursors, comparing two runs). Expectation lines are not needed:
+/// [`Live::line`] returns what the engine emitted instead. The invariants are checked as in
+/// [`run`]; [`Live::finish`] reports them.
+pub struct Live {
+    runner: Runner,
+    line: usize,
+}
+
+impl Live {
+    /// A run whose configuration and setup are the lines of `setup` (anything a transcript
+    /// holds); what they emitted is dropped.
+    pub fn new(setup: &str) -> Result<Self, String> {
+        let mut live = Live { runner: Runner::new(false), line: 0 };
+        for text in setup.lines() {
+            live.line(text)?;
+        }
+        live.runner.start()?;
+        Ok(live)
+    }
+
+    /// Feeds one transcript line (an input or a directive) and returns every event it caused,
+    /// in transcript syntax (`< {json}`, `<2 {json}`, `= invoke ...`).
+    pub fn line(&mut self, text: &str) -> Result<Vec<String>, String> {
+        self.line += 1;
+        let text = text.trim_end();
+        if text.starts_with('<') || text.starts_with('=') {
+            return Err(format!("Live takes no expectation lines: {text:?}"));
+        }
+        self.runner.line(self.line, text)?;
+        Ok(self.runner.observed.drain(..).map(|e| e.to_string()).collect())
+    }
+
+    /// Sends `frame` on connection `conn` and returns the frames emitted, as JSON text (any
+    /// other event is an error).
+    pub fn send(&mut self, conn: usize, frame: &str) -> Result<Vec<String>, String> {
+        let mark = if conn == 1 { ">".to_owned() } else { format!(">{conn}") };
+        self.line(&format!("{mark} {frame}"))?
+            .into_iter()
+            .map(|e| match e.split_once(' ') {
+                Some((m, json)) if m.starts_with('<') => Ok(json.to_owned()),
+                _ => Err(format!("an event that is not a frame: {e}")),
+            })
+            .collect()
+    }
+
+    /// Ends the run: the end-of-transcript checks, and every invariant failure seen.
+    pub fn finish(mut self) -> Report {
+        self.runner.finish();
+        Report { failures: self.runner.failures, known_bug: None }
+    }
+}
+
+/// Something the engine did, as a transcript states it. Connections are transcript numbers.
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
-    Frame(Vec<u8>),
-    Invoke { name: String, id: Value },
-    Cancel { id: Value },
-    Close(&'static str),
+    Frame(usize, Vec<u8>),
+    Invoke { conn: usize, method: String, name: String, id: Value },
+    Cancel { conn: usize, id: Value },
+    Close(usize, &'static str),
     Stale,
-    UnknownConnection,
+    UnknownConnection(usize),
+}
+
+/// `<`, `<2`, `=3`: the mark of a line, with the connection number unless it is 1.
+fn mark(c: char, conn: usize) -> String {
+    if conn == 1 {
+        c.to_string()
+    } else {
+        format!("{c}{conn}")
+    }
 }
 
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Event::Frame(b) => write!(f, "< {}", String::from_utf8_lossy(b)),
-            Event::Invoke { name, id } => write!(f, "= invoke tools/call {name} {id}"),
-            Event::Cancel { id } => write!(f, "= cancel {id}"),
-            Event::Close(r) => write!(f, "= close {r}"),
+            Event::Frame(c, b) => write!(f, "{} {}", mark('<', *c), String::from_utf8_lossy(b)),
+            Event::Invoke { conn, method, name, id } => {
+                write!(f, "{} invoke {method} {name} {id}", mark('=', *conn))
+            }
+            Event::Cancel { conn, id } => write!(f, "{} cancel {id}", mark('=', *conn)),
+            Event::Close(c, r) => write!(f, "{} close {r}", mark('=', *c)),
             Event::Stale => f.write_str("= stale"),
-            Event::UnknownConnection => f.write_str("= unknown-connection"),
+            Event::UnknownConnection(c) => write!(f, "{} unknown-connection", mark('=', *c)),
         }
     }
+}
+
+/// Splits a `>`, `<` or `=` line into its connection number and the rest: `>2 {..}` is
+/// connection 2, `> {..}` connection 1.
+fn prefixed(text: &str, c: char) -> Option<(usize, &str)> {
+    let rest = text.strip_prefix(c)?;
+    let digits = rest.len() - rest.trim_start_matches(|x: char| x.is_ascii_digit()).len();
+    let (n, rest) = rest.split_at(digits);
+    let rest = rest.strip_prefix(' ')?;
+    let n = if n.is_empty() { 1 } else { n.parse().ok().filter(|n| *n > 0)? };
+    Some((n, rest))
 }
 
 fn close_reason(r: CloseReason) -> &'static str {
@@ -163,6 +273,9 @@ fn close_reason(r: CloseReason) -> &'static str {
     }
 }
 
+/// Which test items to register: `None` is the default, `Some` names them.
+type Selection = Option<Vec<String>>;
+
 /// The configuration directives, gathered before the engine is built.
 #[derive(Debug, Clone)]
 struct Settings {
@@ -171,7 +284,11 @@ struct Settings {
     cache_ttl_ms: Option<u64>,
     instructions: Option<String>,
     full_info: bool,
-    tools: Option<Vec<String>>,
+    tools: Selection,
+    resources: Selection,
+    templates: Selection,
+    prompts: Selection,
+    caller: Caller,
     /// Mirrors of the limits `Limits` has no getter for.
     max_batch_len: usize,
     max_depth: usize,
@@ -187,6 +304,10 @@ impl Default for Settings {
             instructions: None,
             full_info: false,
             tools: None,
+            resources: None,
+            templates: None,
+            prompts: None,
+            caller: Caller::anonymous(),
             max_batch_len: 64,
             max_depth: 64,
             max_id_bytes: 256,
@@ -194,20 +315,47 @@ impl Default for Settings {
     }
 }
 
+/// `<identity|anonymous> [role...]`.
+fn parse_caller(s: &str) -> Result<Caller, String> {
+    let mut words = s.split_whitespace();
+    let mut caller = match words.next() {
+        None => return Err("a caller is `<identity|anonymous> [role...]`".into()),
+        Some("anonymous") => Caller::anonymous(),
+        Some(id) => Caller::identified(id),
+    };
+    for role in words {
+        caller = caller.with_role(role);
+    }
+    Ok(caller)
+}
+
+/// What a held call asked for, to build its automatic answer.
+#[derive(Debug, Clone)]
+enum Asked {
+    Tool(Map<String, Value>),
+    Read { uri: String, variables: Vec<(String, String)> },
+    Prompt(BTreeMap<String, String>),
+    Complete { value: String },
+}
+
 /// One invocation the runner has seen.
 struct Held {
     index: usize,
+    conn: usize,
     call: CallId,
     ticket: Option<Ticket>,
     id: Value,
-    handler: TestHandler,
-    arguments: Map<String, Value>,
+    version: ProtocolVersion,
+    handler: Fixture,
+    asked: Asked,
     cancelled: bool,
 }
 
-/// A `tools/call` request of the current input, waiting to be matched with its `Invoke`.
+/// A request of the current input that may become an `Invoke`.
 struct Candidate {
+    conn: usize,
     id: Value,
+    method: String,
     name: String,
     arguments: Value,
 }
@@ -216,6 +364,25 @@ struct Candidate {
 struct Awaiting {
     method: String,
     version: Option<ProtocolVersion>,
+    /// The `notifications` filter of a `subscriptions/listen`.
+    filter: Option<Value>,
+}
+
+/// The honoured filter of an open listen stream.
+#[derive(Debug, Default)]
+struct Stream {
+    lists: Vec<&'static str>,
+    uris: Vec<String>,
+}
+
+/// A connection the transcript opened.
+struct Conn {
+    id: ConnId,
+    open: bool,
+    session: Option<ProtocolVersion>,
+    initialized: bool,
+    /// Acknowledged listen streams the client has not cancelled, by canonical id.
+    listens: HashMap<String, Stream>,
 }
 
 /// The process-wide start of virtual time: taken once, then only ever advanced.
@@ -229,7 +396,8 @@ struct Runner {
     recorded: String,
     settings: Settings,
     known_bug: Option<String>,
-    engine: Option<(Engine<TestHandler>, ConnId)>,
+    engine: Option<Engine<Fixture>>,
+    conns: BTreeMap<usize, Conn>,
     now: Instant,
     auto: bool,
     held: Vec<Held>,
@@ -238,19 +406,27 @@ struct Runner {
     observed: VecDeque<Event>,
     /// The line that caused the observed events (for messages).
     cause: usize,
-    /// Requests awaiting a reply, by canonical id.
-    awaiting: HashMap<String, VecDeque<Awaiting>>,
-    /// Replies with a `null` id still owed.
-    awaiting_null: usize,
-    /// Cancelled calls, by canonical id: each excuses one missing reply.
-    excused: HashMap<String, usize>,
-    session: Option<ProtocolVersion>,
+    /// Requests awaiting a reply, by connection and canonical id.
+    awaiting: HashMap<(usize, String), VecDeque<Awaiting>>,
+    /// Replies with a `null` id still owed, by connection.
+    awaiting_null: HashMap<usize, usize>,
+    /// Cancelled calls, by connection and canonical id: each excuses one missing reply.
+    excused: HashMap<(usize, String), usize>,
+    /// The connection and version of the call `! log` is logging for.
+    log_call: Option<(usize, ProtocolVersion)>,
     failures: Vec<String>,
 }
 
 fn key(id: &Value) -> String {
     id.to_string()
 }
+
+/// The list-changed notification a filter flag asks for.
+const LIST_FLAGS: [(&str, &str); 3] = [
+    ("toolsListChanged", "notifications/tools/list_changed"),
+    ("resourcesListChanged", "notifications/resources/list_changed"),
+    ("promptsListChanged", "notifications/prompts/list_changed"),
+];
 
 impl Runner {
     fn new(record: bool) -> Self {
@@ -260,6 +436,7 @@ impl Runner {
             settings: Settings::default(),
             known_bug: None,
             engine: None,
+            conns: BTreeMap::new(),
             now: epoch(),
             auto: false,
             held: Vec::new(),
@@ -268,9 +445,9 @@ impl Runner {
             observed: VecDeque::new(),
             cause: 0,
             awaiting: HashMap::new(),
-            awaiting_null: 0,
+            awaiting_null: HashMap::new(),
             excused: HashMap::new(),
-            session: None,
+            log_call: None,
             failures: Vec::new(),
         }
     }
@@ -281,7 +458,8 @@ impl Runner {
             let line = i + 1;
             let text = raw.trim_end();
             if self.record {
-                let is_expectation = text.starts_with("< ") || text.starts_with("= ") || text == "<";
+                let is_expectation =
+                    prefixed(text, '<').is_some() || prefixed(text, '=').is_some() || text == "<";
                 if !is_expectation {
                     // Outputs are drained synchronously after each input, so everything the
                     // previous input caused is already observed.
@@ -330,18 +508,18 @@ impl Runner {
         if text.is_empty() || text.starts_with('#') {
             return Ok(());
         }
-        if let Some(frame) = text.strip_prefix("> ") {
+        if let Some((conn, frame)) = prefixed(text, '>') {
             self.settle()?;
             let frame = expand(frame)?;
             self.cause = line;
-            return self.frame_in(frame.as_bytes());
+            return self.frame_in(conn, frame.as_bytes());
         }
-        if let Some(expected) = text.strip_prefix("< ") {
-            let expected = Event::Frame(expand(expected)?.into_bytes());
+        if let Some((conn, expected)) = prefixed(text, '<') {
+            let expected = Event::Frame(conn, expand(expected)?.into_bytes());
             return self.expect(expected);
         }
-        if let Some(rest) = text.strip_prefix("= ") {
-            let expected = parse_event(rest)?;
+        if let Some((conn, rest)) = prefixed(text, '=') {
+            let expected = parse_event(conn, rest)?;
             return self.expect(expected);
         }
         if let Some(step) = text.strip_prefix("@ ") {
@@ -353,7 +531,7 @@ impl Runner {
             self.cause = line;
             self.now += d;
             let now = self.now;
-            if let Some((engine, _)) = self.engine.as_mut() {
+            if let Some(engine) = self.engine.as_mut() {
                 engine.handle_timeout(now);
             }
             return self.drain();
@@ -388,6 +566,7 @@ impl Runner {
             }
         };
         let number = || rest.parse::<usize>().map_err(|_| format!("`! {name}` takes a number, not {rest:?}"));
+        let names = || Some(rest.split_whitespace().map(str::to_owned).collect::<Vec<_>>());
         match name {
             "page-size" => {
                 config(self)?;
@@ -427,6 +606,26 @@ impl Runner {
                 config(self)?;
                 self.settings.limits.max_response_bytes(number()?);
             }
+            "max-uri-bytes" => {
+                config(self)?;
+                self.settings.limits.max_uri_bytes(number()?);
+            }
+            "max-subscribed-uris" => {
+                config(self)?;
+                self.settings.limits.max_subscribed_uris(number()?);
+            }
+            "max-subscriptions" => {
+                config(self)?;
+                self.settings.limits.max_subscriptions(number()?);
+            }
+            "max-listens" => {
+                config(self)?;
+                self.settings.limits.max_listens(number()?);
+            }
+            "max-connections" => {
+                config(self)?;
+                self.settings.limits.max_connections(number()?);
+            }
             "call-timeout" => {
                 config(self)?;
                 self.settings.call_timeout = Some(parse_duration(rest)?);
@@ -449,34 +648,120 @@ impl Runner {
             }
             "tools" => {
                 config(self)?;
-                self.settings.tools = Some(rest.split_whitespace().map(str::to_owned).collect());
+                self.settings.tools = names();
+            }
+            "resources" => {
+                config(self)?;
+                self.settings.resources = names();
+            }
+            "templates" => {
+                config(self)?;
+                self.settings.templates = names();
+            }
+            "prompts" => {
+                config(self)?;
+                self.settings.prompts = names();
+            }
+            "caller" => {
+                config(self)?;
+                self.settings.caller = parse_caller(rest)?;
             }
             "known-bug" => self.known_bug = Some(rest.to_owned()),
             "auto" => self.auto = true,
             "manual" => self.auto = false,
-            "complete" => {
+            _ => {
+                // Every other directive acts on the engine, after what came before is matched.
                 self.settle()?;
                 self.start()?;
                 self.cause = line;
-                self.complete(rest)?;
+                self.action(name, rest)?;
+                return self.drain();
             }
-            "close-input" | "close" => {
-                self.settle()?;
-                self.start()?;
-                self.cause = line;
-                let now = self.now;
-                if let Some((engine, conn)) = self.engine.as_mut() {
-                    if name == "close" {
-                        engine.close(now, *conn);
-                    } else {
-                        engine.close_input(now, *conn);
-                    }
-                }
-                self.drain()?;
-            }
-            _ => return Err(format!("unknown directive `! {name}`")),
         }
         Ok(())
+    }
+
+    /// The directives that act on the engine; the caller drains afterwards.
+    fn action(&mut self, name: &str, rest: &str) -> Result<(), String> {
+        let now = self.now;
+        match name {
+            "complete" => self.complete(rest),
+            "log" => self.log(rest),
+            "close-input" | "close" => {
+                let n = if rest.is_empty() {
+                    1
+                } else {
+                    rest.parse().map_err(|_| format!("bad connection {rest:?}"))?
+                };
+                let id = self.conn(n)?.id;
+                let engine = self.engine_mut()?;
+                if name == "close" {
+                    engine.close(now, id);
+                } else {
+                    engine.close_input(now, id);
+                }
+                Ok(())
+            }
+            "open" => {
+                let (n, who) = rest.split_once(' ').ok_or("`! open N <identity|anonymous> [role...]`")?;
+                let n: usize = n.parse().map_err(|_| format!("bad connection number {n:?}"))?;
+                if n == 0 || self.conns.contains_key(&n) {
+                    return Err(format!("connection {n} is already used (numbers are never reused)"));
+                }
+                let caller = parse_caller(who)?;
+                let id = self
+                    .engine_mut()?
+                    .open(now, ConnKind::Stdio, caller)
+                    .map_err(|e| format!("open: {e:?}"))?;
+                self.conns.insert(n, Conn::new(id));
+                Ok(())
+            }
+            "server-gate" => {
+                let gate = match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+                    ["role", role] => Some(Gate::role(*role)),
+                    ["identified"] => Some(Gate::identified()),
+                    ["none"] => None,
+                    _ => return Err("`! server-gate role <role>` / `identified` / `none`".into()),
+                };
+                self.engine_mut()?.registry_mut().set_gate(gate);
+                Ok(())
+            }
+            "register" | "unregister" => {
+                let (kind, names) = rest.split_once(' ').ok_or("`! register <kind> NAME...`")?;
+                let engine = self.engine.as_mut().ok_or("no engine")?;
+                for n in names.split_whitespace() {
+                    if name == "register" {
+                        register(engine, kind, n)?;
+                    } else {
+                        unregister(engine, kind, n)?;
+                    }
+                }
+                Ok(())
+            }
+            "notify-updated" => {
+                if rest.is_empty() {
+                    return Err("`! notify-updated <uri>`".into());
+                }
+                self.engine_mut()?.notify_resource_updated(now, rest);
+                Ok(())
+            }
+            _ => Err(format!("unknown directive `! {name}`")),
+        }
+    }
+
+    fn engine_mut(&mut self) -> Result<&mut Engine<Fixture>, String> {
+        self.engine.as_mut().ok_or_else(|| "no engine".to_owned())
+    }
+
+    fn conn(&self, n: usize) -> Result<&Conn, String> {
+        self.conns
+            .get(&n)
+            .ok_or_else(|| format!("connection {n} was never opened (use `! open {n} <caller>`)"))
+    }
+
+    /// The transcript number of an engine connection.
+    fn number(&self, id: ConnId) -> Option<usize> {
+        self.conns.iter().find(|(_, c)| c.id == id).map(|(n, _)| *n)
     }
 
     /// Builds the engine on first use.
@@ -499,37 +784,81 @@ impl Runner {
         }
         config.instructions = s.instructions.clone();
         let mut engine = Engine::new(config, self.now);
-        let wanted = s.tools.clone();
-        let all = all_tools();
-        if let Some(w) = &wanted {
-            if let Some(bad) = w.iter().find(|n| !all.iter().any(|(t, _)| t.name() == n.as_str())) {
-                return Err(format!("`! tools`: no test tool named {bad:?}"));
+        // The default tool set is `all_tools`; `admin_tool` only when named.
+        let known: Vec<String> =
+            all_tools().into_iter().chain(gated_tools()).map(|(t, _)| t.name().to_owned()).collect();
+        let tools: Vec<String> = match &s.tools {
+            Some(w) => {
+                if let Some(bad) = w.iter().find(|n| !known.contains(n)) {
+                    return Err(format!("`! tools`: no test tool named {bad:?}"));
+                }
+                // Registered in the fixture order, whatever the order named.
+                known.iter().filter(|n| w.contains(n)).cloned().collect()
+            }
+            None => all_tools().into_iter().map(|(t, _)| t.name().to_owned()).collect(),
+        };
+        let select = |sel: &Selection, all: Vec<String>, what: &str| -> Result<Vec<String>, String> {
+            let Some(w) = sel else { return Ok(Vec::new()) };
+            if w.iter().any(|n| n == "all") {
+                return Ok(all);
+            }
+            if let Some(bad) = w.iter().find(|n| !all.contains(n)) {
+                return Err(format!("`! {what}`: no test fixture named {bad:?}"));
+            }
+            Ok(w.clone())
+        };
+        let resources = select(
+            &s.resources,
+            fixture_resources().into_iter().map(|(r, _)| r.uri().to_owned()).collect(),
+            "resources",
+        )?;
+        let templates = select(
+            &s.templates,
+            fixture_templates().into_iter().map(|(t, _, _)| t.uri_template().to_owned()).collect(),
+            "templates",
+        )?;
+        let prompts = select(
+            &s.prompts,
+            fixture_prompts().into_iter().map(|(p, _, _)| p.name().to_owned()).collect(),
+            "prompts",
+        )?;
+        for (kind, list) in
+            [("tool", tools), ("resource", resources), ("template", templates), ("prompt", prompts)]
+        {
+            for name in list {
+                register(&mut engine, kind, &name)?;
             }
         }
-        for (tool, handler) in all {
-            if wanted.as_ref().is_none_or(|w| w.iter().any(|n| n == tool.name())) {
-                let name = tool.name().to_owned();
-                engine
-                    .registry_mut()
-                    .add_tool(tool, handler)
-                    .map_err(|e| format!("registering {name}: {e}"))?;
-            }
-        }
-        let conn =
-            engine.open(self.now, ConnKind::Stdio, Caller::anonymous()).map_err(|e| format!("{e:?}"))?;
-        self.engine = Some((engine, conn));
+        let conn = engine
+            .open(self.now, ConnKind::Stdio, self.settings.caller.clone())
+            .map_err(|e| format!("{e:?}"))?;
+        // Nothing is open yet, so registering told nobody; drop whatever it queued.
+        while engine.poll_output().is_some() {}
+        self.engine = Some(engine);
+        self.conns.insert(1, Conn::new(conn));
         Ok(())
     }
 
-    fn frame_in(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn frame_in(&mut self, conn: usize, bytes: &[u8]) -> Result<(), String> {
         self.start()?;
-        let plan = self.classify(bytes);
+        let id = self.conn(conn)?.id;
+        let plan = self.classify(conn, bytes);
+        // The client's side of the notifications it sends: a cancelled listen stream is over
+        // for it at once, and `initialized` completes its handshake.
+        if let Some(c) = self.conns.get_mut(&conn) {
+            for l in &plan.cancelled {
+                c.listens.remove(l);
+            }
+            if plan.initialized && c.session.is_some() {
+                c.initialized = true;
+            }
+        }
         let now = self.now;
-        let Some((engine, conn)) = self.engine.as_mut() else { return Err("no engine".into()) };
-        let outcome = engine.handle_frame(now, *conn, bytes);
+        let engine = self.engine_mut()?;
+        let outcome = engine.handle_frame(now, id, bytes);
         match outcome {
             FrameOutcome::UnknownConnection => {
-                self.observed.push_back(Event::UnknownConnection);
+                self.observed.push_back(Event::UnknownConnection(conn));
                 return Ok(());
             }
             FrameOutcome::Reply | FrameOutcome::NoReply => {}
@@ -542,9 +871,9 @@ impl Runner {
                 plan.nulls
             ));
         }
-        self.awaiting_null += plan.nulls;
-        for (id, method, version) in plan.requests {
-            self.awaiting.entry(key(&id)).or_default().push_back(Awaiting { method, version });
+        *self.awaiting_null.entry(conn).or_default() += plan.nulls;
+        for (id, a) in plan.requests {
+            self.awaiting.entry((conn, key(&id))).or_default().push_back(a);
         }
         self.candidates = plan.calls;
         self.drain()
@@ -557,15 +886,19 @@ impl Runner {
     /// Drains `poll_output`, completing auto invocations as they come.
     fn drain(&mut self) -> Result<(), String> {
         loop {
-            let Some((engine, _)) = self.engine.as_mut() else { return Ok(()) };
+            let Some(engine) = self.engine.as_mut() else { return Ok(()) };
             let Some(out) = engine.poll_output() else { return Ok(()) };
             match out {
                 Output::Frame { conn, bytes, .. } => {
-                    if Some(conn) != self.engine.as_ref().map(|e| e.1) {
+                    let Some(n) = self.number(conn) else {
                         self.invariant("a frame for a connection the transcript never opened".into());
+                        continue;
+                    };
+                    if !self.conns.get(&n).is_some_and(|c| c.open) {
+                        self.invariant(format!("a frame for connection {n} after it closed"));
                     }
-                    self.check_frame(&bytes);
-                    self.observed.push_back(Event::Frame(bytes));
+                    self.check_frame(n, &bytes);
+                    self.observed.push_back(Event::Frame(n, bytes));
                 }
                 Output::Invoke(inv) => self.invoked(inv)?,
                 Output::Cancel { call, .. } => {
@@ -574,89 +907,161 @@ impl Runner {
                         continue;
                     };
                     h.cancelled = true;
-                    let id = h.id.clone();
-                    *self.excused.entry(key(&id)).or_default() += 1;
-                    self.observed.push_back(Event::Cancel { id });
+                    let (conn, id) = (h.conn, h.id.clone());
+                    *self.excused.entry((conn, key(&id))).or_default() += 1;
+                    self.observed.push_back(Event::Cancel { conn, id });
                 }
-                Output::Close { reason, .. } => self.observed.push_back(Event::Close(close_reason(reason))),
+                Output::Close { conn, reason, .. } => {
+                    let Some(n) = self.number(conn) else {
+                        self.invariant("Close of a connection the transcript never opened".into());
+                        continue;
+                    };
+                    let was_open = self.conns.get_mut(&n).is_some_and(|c| {
+                        c.listens.clear();
+                        std::mem::replace(&mut c.open, false)
+                    });
+                    if !was_open {
+                        self.invariant(format!("a second Close of connection {n}"));
+                    }
+                    self.observed.push_back(Event::Close(n, close_reason(reason)));
+                }
                 _ => self.invariant("an output kind this runner does not know".into()),
             }
         }
     }
 
-    fn invoked(&mut self, inv: mcp_proto::Invocation<TestHandler>) -> Result<(), String> {
-        let Request::CallTool { name, arguments, .. } = &inv.request else {
-            return Err("an invocation that is not a tool call".into());
+    fn invoked(&mut self, inv: mcp_proto::Invocation<Fixture>) -> Result<(), String> {
+        let conn = self.number(inv.conn).ok_or("an Invoke on a connection the transcript never opened")?;
+        let (method, name, arguments, asked) = match &inv.request {
+            Request::CallTool { name, arguments } => {
+                ("tools/call", name.clone(), Value::Object(arguments.clone()), Asked::Tool(arguments.clone()))
+            }
+            Request::ReadResource { uri, variables, .. } => (
+                "resources/read",
+                uri.clone(),
+                Value::Null,
+                Asked::Read { uri: uri.clone(), variables: variables.clone() },
+            ),
+            Request::GetPrompt { name, arguments } => {
+                let args: Map<String, Value> =
+                    arguments.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+                ("prompts/get", name.clone(), Value::Object(args), Asked::Prompt(arguments.clone()))
+            }
+            Request::Complete { reference, argument, value, .. } => {
+                let name = match reference {
+                    CompletionRef::Prompt(n) | CompletionRef::Template(n) => n.clone(),
+                    _ => return Err("a completion of an unknown reference kind".into()),
+                };
+                let args = serde_json::json!({"name": argument, "value": value});
+                ("completion/complete", name, args, Asked::Complete { value: value.clone() })
+            }
+            _ => return Err("an invocation of a kind this runner does not know".into()),
         };
-        let args = Value::Object(arguments.clone());
-        let pos = self.candidates.iter().position(|c| c.name == *name && c.arguments == args);
+        let pos = self
+            .candidates
+            .iter()
+            .position(|c| c.conn == conn && c.method == method && c.name == name && c.arguments == arguments);
         let Some(pos) = pos else {
             return Err(format!(
-                "an Invoke of {name} with arguments {args} matches no tools/call of this input"
+                "an Invoke of {method} {name} with arguments {arguments} on connection {conn} matches no request of this input"
             ));
         };
         let cand = self.candidates.remove(pos);
         self.invocations += 1;
         let handler = inv.handler;
-        let arguments = arguments.clone();
         let call = inv.ticket.call();
+        let mut held = Held {
+            index: self.invocations,
+            conn,
+            call,
+            ticket: None,
+            id: cand.id,
+            version: inv.version,
+            handler,
+            asked,
+            cancelled: false,
+        };
         if self.auto {
-            if let Some(reply) = auto_reply(handler, &arguments) {
-                self.held.push(Held {
-                    index: self.invocations,
-                    call,
-                    ticket: None,
-                    id: cand.id,
-                    handler,
-                    arguments,
-                    cancelled: false,
-                });
+            if let Some(reply) = auto(handler, &held.asked) {
+                self.held.push(held);
                 let now = self.now;
-                if let Some((engine, _)) = self.engine.as_mut() {
-                    if engine.complete(now, inv.ticket, Reply::Tool(reply)).is_err() {
-                        return Err(format!("auto completion of {name} was Stale"));
-                    }
+                if self.engine_mut()?.complete(now, inv.ticket, reply).is_err() {
+                    return Err(format!("auto completion of {method} {name} was Stale"));
                 }
                 return Ok(());
             }
         }
-        self.observed.push_back(Event::Invoke { name: name.clone(), id: cand.id.clone() });
-        self.held.push(Held {
-            index: self.invocations,
-            call,
-            ticket: Some(inv.ticket),
-            id: cand.id,
-            handler,
-            arguments,
-            cancelled: false,
-        });
+        self.observed.push_back(Event::Invoke { conn, method: method.to_owned(), name, id: held.id.clone() });
+        held.ticket = Some(inv.ticket);
+        self.held.push(held);
         Ok(())
     }
 
-    fn complete(&mut self, spec: &str) -> Result<(), String> {
-        let (reference, rest) = split_token(spec)?;
+    /// The held call `reference` names: `#N` or a request id.
+    fn find_held(&self, reference: &str) -> Result<usize, String> {
         let pos = if let Some(n) = reference.strip_prefix('#') {
             let n: usize = n.parse().map_err(|_| format!("bad invocation number {reference}"))?;
-            self.held.iter().position(|h| h.index == n && h.ticket.is_some())
+            self.held.iter().position(|h| h.index == n)
         } else {
             let id: Value =
                 serde_json::from_str(reference).map_err(|e| format!("bad request id {reference}: {e}"))?;
             self.held.iter().position(|h| h.id == id && h.ticket.is_some())
         };
-        let Some(pos) = pos else { return Err(format!("no held invocation {reference} to complete")) };
+        pos.ok_or_else(|| format!("no held invocation {reference}"))
+    }
+
+    fn complete(&mut self, spec: &str) -> Result<(), String> {
+        let spec = expand(spec)?;
+        let (reference, rest) = split_token(&spec)?;
+        let pos = self.find_held(reference)?;
         let h = self.held.get_mut(pos).ok_or("no such invocation")?;
-        let reply = parse_reply(rest.trim(), h.handler, &h.arguments)?;
-        let ticket = h.ticket.take().ok_or("already completed")?;
+        let reply = parse_reply(rest.trim(), h.handler, &h.asked)?;
+        let ticket = h.ticket.take().ok_or_else(|| format!("invocation {reference} is already completed"))?;
         let now = self.now;
-        let Some((engine, _)) = self.engine.as_mut() else { return Err("no engine".into()) };
-        if engine.complete(now, ticket, Reply::Tool(reply)).is_err() {
+        if self.engine_mut()?.complete(now, ticket, reply).is_err() {
             self.observed.push_back(Event::Stale);
         }
-        self.drain()
+        Ok(())
+    }
+
+    /// `! log <ref> <level> [logger=<name>] <json>`.
+    fn log(&mut self, spec: &str) -> Result<(), String> {
+        let usage = "`! log <ref> <level> [logger=<name>] <json>`";
+        let (reference, rest) = split_token(spec)?;
+        let (level, rest) = rest.trim().split_once(' ').ok_or(usage)?;
+        let level = match level {
+            "debug" => LogLevel::Debug,
+            "info" => LogLevel::Info,
+            "notice" => LogLevel::Notice,
+            "warning" => LogLevel::Warning,
+            "error" => LogLevel::Error,
+            "critical" => LogLevel::Critical,
+            "alert" => LogLevel::Alert,
+            "emergency" => LogLevel::Emergency,
+            _ => return Err(format!("unknown log level {level:?}")),
+        };
+        let rest = rest.trim();
+        let (logger, data) = match rest.strip_prefix("logger=") {
+            Some(r) => {
+                let (l, d) = r.split_once(' ').ok_or(usage)?;
+                (Some(l.to_owned()), d.trim())
+            }
+            None => (None, rest),
+        };
+        let data: Value = serde_json::from_str(data).map_err(|e| format!("log data: {e}"))?;
+        let pos = self.find_held(reference)?;
+        let h = self.held.get(pos).ok_or("no such invocation")?;
+        let (call, conn, version) = (h.call, h.conn, h.version);
+        self.log_call = Some((conn, version));
+        let now = self.now;
+        if self.engine_mut()?.log(now, call, level, logger.as_deref(), data).is_err() {
+            self.observed.push_back(Event::Stale);
+        }
+        Ok(())
     }
 
     /// Accounting, size bound and schema validation of one emitted frame.
-    fn check_frame(&mut self, bytes: &[u8]) {
+    fn check_frame(&mut self, conn: usize, bytes: &[u8]) {
         let value: Value = match serde_json::from_slice(bytes) {
             Ok(v) => v,
             Err(e) => return self.invariant(format!("the engine emitted a frame that is not JSON: {e}")),
@@ -667,7 +1072,7 @@ impl Runner {
         let max = self.settings.limits.response_bytes();
         match &value {
             Value::Array(items) => {
-                let v = self.session.unwrap_or(ProtocolVersion::NEWEST_LEGACY);
+                let v = self.session(conn).unwrap_or(ProtocolVersion::NEWEST_LEGACY);
                 if let Err(e) = wire::validate_batch(v, &value) {
                     self.invariant(format!("schema: {e}"));
                 }
@@ -678,7 +1083,11 @@ impl Runner {
                     if item.to_string().len() > max {
                         self.invariant(format!("a batch member over max_response_bytes ({max})"));
                     }
-                    self.reply(item);
+                    if item.get("method").is_some() {
+                        self.invariant(format!("a notification inside a batch reply: {item}"));
+                        continue;
+                    }
+                    self.reply(conn, item);
                 }
             }
             _ => {
@@ -688,37 +1097,45 @@ impl Runner {
                         bytes.len()
                     ));
                 }
-                self.reply(&value);
+                self.reply(conn, &value);
             }
         }
     }
 
-    fn reply(&mut self, frame: &Value) {
+    fn session(&self, conn: usize) -> Option<ProtocolVersion> {
+        self.conns.get(&conn).and_then(|c| c.session)
+    }
+
+    fn reply(&mut self, conn: usize, frame: &Value) {
         let Some(obj) = frame.as_object() else {
             return self.invariant(format!("an emitted message that is not an object: {frame}"));
         };
         if obj.contains_key("method") {
-            let v = self.session.unwrap_or(ProtocolVersion::NEWEST_LEGACY);
-            if let Err(e) = wire::validate_response(v, None, frame) {
-                self.invariant(format!("schema: {e}"));
-            }
-            return;
+            return self.notification(conn, frame);
         }
+        let session = self.session(conn);
         let (version, method) = match obj.get("id") {
             None => return self.invariant(format!("a reply without an id: {frame}")),
             Some(Value::Null) => {
-                if self.awaiting_null == 0 {
+                let owed = self.awaiting_null.entry(conn).or_default();
+                if *owed == 0 {
                     self.invariant(format!("a null-id reply, but no unreadable message awaits one: {frame}"));
                 } else {
-                    self.awaiting_null -= 1;
+                    *owed -= 1;
                 }
-                (self.session.unwrap_or(ProtocolVersion::NEWEST_LEGACY), None)
+                (session.unwrap_or(ProtocolVersion::NEWEST_LEGACY), None)
             }
             Some(id) => {
-                let Some(a) = self.awaiting.get_mut(&key(id)).and_then(VecDeque::pop_front) else {
+                let k = key(id);
+                if self.conns.get(&conn).is_some_and(|c| c.listens.contains_key(&k)) {
+                    return self.invariant(format!(
+                        "a response for id {id}, a subscriptions/listen stream that is open (it gets no response): {frame}"
+                    ));
+                }
+                let Some(a) = self.awaiting.get_mut(&(conn, k)).and_then(VecDeque::pop_front) else {
                     return self.invariant(format!("a reply for id {id}, which awaits no reply (a second reply, or an id never sent): {frame}"));
                 };
-                let mut version = a.version.or(self.session).unwrap_or(ProtocolVersion::NEWEST_LEGACY);
+                let mut version = a.version.or(session).unwrap_or(ProtocolVersion::NEWEST_LEGACY);
                 if a.method == "initialize" && a.version.is_none() {
                     let negotiated = obj
                         .get("result")
@@ -727,7 +1144,9 @@ impl Runner {
                         .and_then(ProtocolVersion::parse);
                     if let Some(n) = negotiated {
                         version = n;
-                        self.session = Some(n);
+                        if let Some(c) = self.conns.get_mut(&conn) {
+                            c.session = Some(n);
+                        }
                     }
                 }
                 (version, Some(a.method))
@@ -735,6 +1154,107 @@ impl Runner {
         };
         if let Err(e) = wire::validate_response(version, method.as_deref(), frame) {
             self.invariant(format!("schema: {e}\n  frame: {frame}"));
+        }
+    }
+
+    /// The rules of server notifications; see the module docs.
+    fn notification(&mut self, conn: usize, frame: &Value) {
+        let method = frame.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let session = self.session(conn);
+        let version = match frame.pointer(SUBSCRIPTION_ID_POINTER) {
+            Some(tag) => {
+                self.tagged(conn, &method, tag, frame);
+                ProtocolVersion::V2026_07_28
+            }
+            None => match method.as_str() {
+                "notifications/message" => match self.log_call {
+                    Some((c, v)) if c == conn => v,
+                    _ => {
+                        self.invariant(format!("a log message no `! log` asked for: {frame}"));
+                        session.unwrap_or(ProtocolVersion::NEWEST_LEGACY)
+                    }
+                },
+                ACKNOWLEDGED => {
+                    self.invariant(format!("an acknowledgement without a subscription id: {frame}"));
+                    ProtocolVersion::V2026_07_28
+                }
+                _ => {
+                    let legacy = self.conns.get(&conn).is_some_and(|c| c.initialized && c.session.is_some());
+                    if !legacy {
+                        self.invariant(format!(
+                            "an untagged {method} on a connection without an initialized legacy session: {frame}"
+                        ));
+                    }
+                    session.unwrap_or(ProtocolVersion::NEWEST_LEGACY)
+                }
+            },
+        };
+        if let Err(e) = wire::validate_notification(version, frame) {
+            self.invariant(format!("schema: {e}\n  frame: {frame}"));
+        }
+    }
+
+    /// A notification carrying a subscription id: an acknowledgement opens the stream it
+    /// answers; anything else must belong to an open stream and be of a kind it asked for.
+    fn tagged(&mut self, conn: usize, method: &str, tag: &Value, frame: &Value) {
+        let k = key(tag);
+        let params = frame.get("params");
+        if method == ACKNOWLEDGED {
+            let queue = self.awaiting.get_mut(&(conn, k.clone()));
+            let pending = queue
+                .as_ref()
+                .and_then(|q| q.iter().position(|a| a.method == "subscriptions/listen"))
+                .and_then(|i| queue.and_then(|q| q.remove(i)));
+            let Some(pending) = pending else {
+                return self.invariant(format!(
+                    "an acknowledgement for subscription {tag}, which is no pending subscriptions/listen request: {frame}"
+                ));
+            };
+            let honoured = params.and_then(|p| p.get("notifications")).cloned().unwrap_or(Value::Null);
+            let requested = pending.filter.unwrap_or(Value::Null);
+            let mut stream = Stream::default();
+            for (flag, list) in LIST_FLAGS {
+                if honoured.get(flag).and_then(Value::as_bool) == Some(true) {
+                    if requested.get(flag).and_then(Value::as_bool) != Some(true) {
+                        self.invariant(format!(
+                            "the acknowledgement honours {flag}, which was not asked for"
+                        ));
+                    }
+                    stream.lists.push(list);
+                }
+            }
+            let asked: Vec<&str> = requested
+                .get("resourceSubscriptions")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for uri in honoured.get("resourceSubscriptions").and_then(Value::as_array).into_iter().flatten() {
+                let uri = uri.as_str().unwrap_or_default();
+                if !asked.contains(&uri) {
+                    self.invariant(format!(
+                        "the acknowledgement subscribes to {uri:?}, which was not asked for"
+                    ));
+                }
+                stream.uris.push(uri.to_owned());
+            }
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.listens.insert(k, stream);
+            }
+            return;
+        }
+        let Some(stream) = self.conns.get(&conn).and_then(|c| c.listens.get(&k)) else {
+            return self.invariant(format!(
+                "a notification tagged with subscription {tag}, which is not open on connection {conn} (never acknowledged, or cancelled): {frame}"
+            ));
+        };
+        let wanted = if method == "notifications/resources/updated" {
+            let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or_default();
+            stream.uris.iter().any(|u| u == uri)
+        } else {
+            stream.lists.contains(&method)
+        };
+        if !wanted {
+            self.invariant(format!("subscription {tag} did not ask for this notification: {frame}"));
         }
     }
 
@@ -748,18 +1268,19 @@ impl Runner {
         }
         self.cause = usize::MAX;
         let mut owed: Vec<String> = Vec::new();
-        for (id, list) in &self.awaiting {
-            let excused = self.excused.get(id).copied().unwrap_or(0);
+        for ((conn, id), list) in &self.awaiting {
+            let excused = self.excused.get(&(*conn, id.clone())).copied().unwrap_or(0);
             if list.len() > excused {
-                owed.push(id.clone());
+                owed.push(if *conn == 1 { id.clone() } else { format!("{id} (connection {conn})") });
             }
         }
         owed.sort();
         for id in owed {
             self.failures.push(format!("end: invariant: request {id} never got a reply"));
         }
-        if self.awaiting_null > 0 {
-            self.failures.push(format!("end: invariant: {} null-id replies never came", self.awaiting_null));
+        let nulls: usize = self.awaiting_null.values().sum();
+        if nulls > 0 {
+            self.failures.push(format!("end: invariant: {nulls} null-id replies never came"));
         }
         let held: Vec<String> = self
             .held
@@ -775,8 +1296,8 @@ impl Runner {
         }
     }
 
-    /// What a frame must produce, decided from the bytes alone.
-    fn classify(&self, bytes: &[u8]) -> Plan {
+    /// What a frame on `conn` must produce, decided from the bytes alone.
+    fn classify(&self, conn: usize, bytes: &[u8]) -> Plan {
         let mut plan = Plan::default();
         let limits = &self.settings.limits;
         if bytes.len() > limits.frame_bytes() {
@@ -805,21 +1326,21 @@ impl Runner {
         let t = raw.get().trim_start();
         if t.starts_with('[') {
             let items: Vec<&RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
-            let allowed = self.session.is_some_and(ProtocolVersion::allows_batches);
+            let allowed = self.session(conn).is_some_and(ProtocolVersion::allows_batches);
             if !allowed || items.is_empty() || items.len() > self.settings.max_batch_len {
                 plan.nulls = 1;
                 return plan;
             }
             for item in items {
-                self.classify_message(item, &mut plan);
+                self.classify_message(conn, item, &mut plan);
             }
         } else {
-            self.classify_message(raw, &mut plan);
+            self.classify_message(conn, raw, &mut plan);
         }
         plan
     }
 
-    fn classify_message(&self, raw: &RawValue, plan: &mut Plan) {
+    fn classify_message(&self, conn: usize, raw: &RawValue, plan: &mut Plan) {
         let Some(members) = members(raw.get()) else {
             plan.nulls += 1;
             return;
@@ -837,8 +1358,20 @@ impl Runner {
                 // Neither a request, a notification nor a response; or a member that case-folds
                 // onto "id" ("Id"), which may be a request whose sender waits for an answer.
                 plan.nulls += 1;
+                return;
             }
-            // A notification: never answered, even when malformed.
+            // A notification: never answered, even when malformed. Note what it means for the
+            // client's own view of the connection.
+            let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+            match value.get("method").and_then(Value::as_str) {
+                Some("notifications/cancelled") => {
+                    if let Some(id) = value.pointer("/params/requestId") {
+                        plan.cancelled.push(key(id));
+                    }
+                }
+                Some("notifications/initialized") => plan.initialized = true,
+                _ => {}
+            }
             return;
         };
         let id_text = id_raw.get();
@@ -859,16 +1392,38 @@ impl Runner {
             .and_then(Value::as_object)
             .is_some_and(|m| m.contains_key(META_PROTOCOL_VERSION));
         let version = modern.then_some(ProtocolVersion::V2026_07_28);
-        if method == "tools/call" {
-            if let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) {
-                let arguments = match params.and_then(|p| p.get("arguments")) {
-                    None | Some(Value::Null) => Value::Object(Map::new()),
-                    Some(a) => a.clone(),
-                };
-                plan.calls.push(Candidate { id: id.clone(), name: name.to_owned(), arguments });
+        let param = |k: &str| params.and_then(|p| p.get(k));
+        let object_or_empty = |v: Option<&Value>| match v {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(a) => a.clone(),
+        };
+        let call = match method.as_str() {
+            "tools/call" => param("name")
+                .and_then(Value::as_str)
+                .map(|n| (n.to_owned(), object_or_empty(param("arguments")))),
+            "resources/read" => param("uri").and_then(Value::as_str).map(|u| (u.to_owned(), Value::Null)),
+            "prompts/get" => param("name")
+                .and_then(Value::as_str)
+                .map(|n| (n.to_owned(), object_or_empty(param("arguments")))),
+            "completion/complete" => {
+                let r = param("ref");
+                let name = r.and_then(|r| r.get("name").or_else(|| r.get("uri"))).and_then(Value::as_str);
+                name.map(|n| (n.to_owned(), param("argument").cloned().unwrap_or(Value::Null)))
             }
+            _ => None,
+        };
+        if let Some((name, arguments)) = call {
+            plan.calls.push(Candidate { conn, id: id.clone(), method: method.clone(), name, arguments });
         }
-        plan.requests.push((id, method, version));
+        let filter = (method == "subscriptions/listen")
+            .then(|| param("notifications").cloned().unwrap_or(Value::Null));
+        plan.requests.push((id, Awaiting { method, version, filter }));
+    }
+}
+
+impl Conn {
+    fn new(id: ConnId) -> Self {
+        Self { id, open: true, session: None, initialized: false, listens: HashMap::new() }
     }
 }
 
@@ -876,10 +1431,80 @@ impl Runner {
 struct Plan {
     /// Replies with a `null` id this frame must produce.
     nulls: usize,
-    /// Requests with a readable id: (id, method, version if modern).
-    requests: Vec<(Value, String, Option<ProtocolVersion>)>,
-    /// `tools/call` requests that may become invocations.
+    /// Requests with a readable id.
+    requests: Vec<(Value, Awaiting)>,
+    /// Requests that may become invocations.
     calls: Vec<Candidate>,
+    /// Request ids the client's `notifications/cancelled` name.
+    cancelled: Vec<String>,
+    /// The frame holds `notifications/initialized`.
+    initialized: bool,
+}
+
+/// Registers the test item `name` of `kind` (a fixture, or a plain extra item).
+fn register(engine: &mut Engine<Fixture>, kind: &str, name: &str) -> Result<(), String> {
+    let mut r = engine.registry_mut();
+    let result = match kind {
+        "tool" => {
+            let found = all_tools().into_iter().chain(gated_tools()).find(|(t, _)| t.name() == name);
+            let (tool, handler) = found.unwrap_or_else(|| {
+                (
+                    mcp_proto::Tool::new(name, "An extra tool", serde_json::json!({"type": "object"})),
+                    TestHandler::Nested,
+                )
+            });
+            r.add_tool(tool, Fixture::Tool(handler))
+        }
+        "resource" => {
+            let found = fixture_resources().into_iter().find(|(x, _)| x.uri() == name);
+            let (res, f) = found.unwrap_or_else(|| {
+                (mcp_proto::Resource::new(name, name), Fixture::Text("text/plain", "extra"))
+            });
+            r.add_resource(res, f)
+        }
+        "template" => {
+            let found = fixture_templates().into_iter().find(|(t, _, _)| t.uri_template() == name);
+            let (t, f, c) = found.unwrap_or_else(|| {
+                (mcp_proto::ResourceTemplate::new(name, "extra"), Fixture::Variables, None)
+            });
+            r.add_template(t, f, c)
+        }
+        "prompt" => {
+            let found = fixture_prompts().into_iter().find(|(p, _, _)| p.name() == name);
+            let (p, f, c) =
+                found.unwrap_or_else(|| (mcp_proto::Prompt::new(name), Fixture::PromptText("extra"), None));
+            r.add_prompt(p, f, c)
+        }
+        _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template or prompt")),
+    };
+    result.map_err(|e| format!("registering {kind} {name}: {e}"))
+}
+
+fn unregister(engine: &mut Engine<Fixture>, kind: &str, name: &str) -> Result<(), String> {
+    let mut r = engine.registry_mut();
+    let found = match kind {
+        "tool" => r.remove_tool(name).is_some(),
+        "resource" => r.remove_resource(name).is_some(),
+        "template" => r.remove_template(name).is_some(),
+        "prompt" => r.remove_prompt(name).is_some(),
+        _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template or prompt")),
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(format!("unregistering {kind} {name}: it is not registered"))
+    }
+}
+
+/// The automatic answer of a fixture, or `None` when it has none (`slow`).
+fn auto(handler: Fixture, asked: &Asked) -> Option<Reply> {
+    Some(match (handler, asked) {
+        (Fixture::Tool(t), Asked::Tool(args)) => Reply::Tool(auto_reply(t, args)?),
+        (f, Asked::Read { uri, variables }) => Reply::Resource(auto_read(f, uri, variables)?),
+        (f, Asked::Prompt(args)) => Reply::Prompt(auto_prompt(f, args)?),
+        (f, Asked::Complete { value }) => Reply::Completion(auto_complete(f, value)?),
+        _ => return None,
+    })
 }
 
 /// The deepest nesting of arrays and objects in JSON text.
@@ -1010,40 +1635,61 @@ fn expand(line: &str) -> Result<String, String> {
     Ok(out)
 }
 
-fn parse_event(s: &str) -> Result<Event, String> {
+fn parse_event(conn: usize, s: &str) -> Result<Event, String> {
     let words: Vec<&str> = s.split_whitespace().collect();
+    let id = |w: &[&str]| -> Result<Value, String> {
+        let id = w.join(" ");
+        serde_json::from_str(&id).map_err(|e| format!("bad id {id}: {e}"))
+    };
     match words.as_slice() {
-        ["invoke", "tools/call", name, id @ ..] if !id.is_empty() => {
-            let id = id.join(" ");
-            let id = serde_json::from_str(&id).map_err(|e| format!("bad id {id}: {e}"))?;
-            Ok(Event::Invoke { name: (*name).to_owned(), id })
+        ["invoke", method, name, rest @ ..] if !rest.is_empty() => {
+            Ok(Event::Invoke { conn, method: (*method).to_owned(), name: (*name).to_owned(), id: id(rest)? })
         }
-        ["cancel", id @ ..] if !id.is_empty() => {
-            let id = id.join(" ");
-            Ok(Event::Cancel { id: serde_json::from_str(&id).map_err(|e| format!("bad id {id}: {e}"))? })
-        }
-        ["close", "end-of-input"] => Ok(Event::Close("end-of-input")),
-        ["close", "closed"] => Ok(Event::Close("closed")),
-        ["close", "frame-too-large"] => Ok(Event::Close("frame-too-large")),
+        ["cancel", rest @ ..] if !rest.is_empty() => Ok(Event::Cancel { conn, id: id(rest)? }),
+        ["close", "end-of-input"] => Ok(Event::Close(conn, "end-of-input")),
+        ["close", "closed"] => Ok(Event::Close(conn, "closed")),
+        ["close", "frame-too-large"] => Ok(Event::Close(conn, "frame-too-large")),
         ["stale"] => Ok(Event::Stale),
-        ["unknown-connection"] => Ok(Event::UnknownConnection),
+        ["unknown-connection"] => Ok(Event::UnknownConnection(conn)),
         _ => Err(format!("unknown expectation `= {s}`")),
     }
 }
 
-fn parse_reply(
-    s: &str,
-    handler: TestHandler,
-    arguments: &Map<String, Value>,
-) -> Result<Result<ToolOutput, HandlerError>, String> {
+/// A failure, as the reply of the call's kind.
+fn failure(asked: &Asked, e: HandlerError) -> Reply {
+    match asked {
+        Asked::Tool(_) => Reply::Tool(Err(e)),
+        Asked::Read { .. } => Reply::Resource(Err(e)),
+        Asked::Prompt(_) => Reply::Prompt(Err(e)),
+        Asked::Complete { .. } => Reply::Completion(Err(e)),
+    }
+}
+
+fn parse_reply(s: &str, handler: Fixture, asked: &Asked) -> Result<Reply, String> {
     let (kind, rest) = s.split_once(' ').map_or((s, ""), |(a, b)| (a, b.trim()));
+    let json = |what: &str| -> Result<Value, String> {
+        serde_json::from_str(rest).map_err(|e| format!("{what}: {e}"))
+    };
     Ok(match kind {
-        "text" => Ok(ToolOutput::text(json_string(rest)?.0)),
-        "error-text" => Ok(ToolOutput::error(json_string(rest)?.0)),
-        "structured" => {
-            Ok(ToolOutput::structured(serde_json::from_str(rest).map_err(|e| format!("structured: {e}"))?))
+        "text" => Reply::Tool(Ok(ToolOutput::text(json_string(rest)?.0))),
+        "error-text" => Reply::Tool(Ok(ToolOutput::error(json_string(rest)?.0))),
+        "structured" => Reply::Tool(Ok(ToolOutput::structured(json("structured")?))),
+        "result" => Reply::Tool(Ok(tool_output(&json("result")?)?)),
+        "contents" => {
+            let v = json("contents")?;
+            let items = v.as_array().ok_or("contents is a JSON array")?;
+            Reply::Resource(Ok(items.iter().map(resource_contents).collect::<Result<_, _>>()?))
         }
-        "result" => Ok(tool_output(&serde_json::from_str(rest).map_err(|e| format!("result: {e}"))?)?),
+        "prompt" => Reply::Prompt(Ok(prompt_output(&json("prompt")?)?)),
+        "completion" => {
+            let v = json("completion")?;
+            let values = v.get("values").and_then(Value::as_array).ok_or("completion needs \"values\"")?;
+            Reply::Completion(Ok(Completion {
+                values: values.iter().map(|x| x.as_str().unwrap_or_default().to_owned()).collect(),
+                total: v.get("total").and_then(Value::as_u64),
+                has_more: v.get("hasMore").and_then(Value::as_bool).unwrap_or(false),
+            }))
+        }
         "public-error" => {
             let (code, rest) = rest.split_once(' ').ok_or("public-error CODE \"message\" [{data}]")?;
             let code: i64 = code.parse().map_err(|_| format!("bad code {code}"))?;
@@ -1052,14 +1698,47 @@ fn parse_reply(
             if !rest.trim().is_empty() {
                 e = e.with_data(serde_json::from_str(rest.trim()).map_err(|e| format!("data: {e}"))?);
             }
-            Err(HandlerError::Public(e))
+            failure(asked, HandlerError::Public(e))
         }
-        "private-error" => Err(HandlerError::private(json_string(rest).map(|x| x.0).unwrap_or_default())),
-        "panic" => Err(HandlerError::Panicked),
-        "cancelled" => Err(HandlerError::Cancelled),
-        "auto" => auto_reply(handler, arguments).ok_or("this tool has no automatic behaviour")?,
+        "private-error" => {
+            failure(asked, HandlerError::private(json_string(rest).map(|x| x.0).unwrap_or_default()))
+        }
+        "panic" => failure(asked, HandlerError::Panicked),
+        "cancelled" => failure(asked, HandlerError::Cancelled),
+        "auto" => auto(handler, asked).ok_or("this call has no automatic behaviour")?,
         _ => return Err(format!("unknown reply kind {kind:?}")),
     })
+}
+
+/// A `TextResourceContents` or `BlobResourceContents` object.
+fn resource_contents(r: &Value) -> Result<ResourceContents, String> {
+    let rs = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_owned);
+    let uri = rs("uri").ok_or_else(|| format!("contents {r} need \"uri\""))?;
+    let mut contents = match (rs("text"), rs("blob")) {
+        (Some(t), _) => ResourceContents::text(uri, "", t),
+        (None, Some(bl)) => ResourceContents::blob(uri, "", bl),
+        _ => return Err(format!("contents {r} need \"text\" or \"blob\"")),
+    };
+    contents.mime_type = rs("mimeType");
+    contents.meta = r.get("_meta").and_then(Value::as_object).cloned();
+    Ok(contents)
+}
+
+/// A `GetPromptResult`-shaped JSON object as a [`PromptOutput`].
+fn prompt_output(v: &Value) -> Result<PromptOutput, String> {
+    let mut out = PromptOutput {
+        description: v.get("description").and_then(Value::as_str).map(str::to_owned),
+        messages: Vec::new(),
+    };
+    for m in v.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        let content = content_block(m.get("content").ok_or("a prompt message needs \"content\"")?)?;
+        out.messages.push(match m.get("role").and_then(Value::as_str) {
+            Some("user") => PromptMessage::user(content),
+            Some("assistant") => PromptMessage::assistant(content),
+            other => return Err(format!("a prompt message role is user or assistant, not {other:?}")),
+        });
+    }
+    Ok(out)
 }
 
 /// A `CallToolResult`-shaped JSON object as a [`ToolOutput`].
@@ -1109,7 +1788,7 @@ fn content_block(b: &Value) -> Result<Content, String> {
 
 /// Where two frames first differ, with a little context.
 fn diff(expected: &Event, actual: &Event) -> String {
-    let (Event::Frame(e), Event::Frame(a)) = (expected, actual) else { return String::new() };
+    let (Event::Frame(_, e), Event::Frame(_, a)) = (expected, actual) else { return String::new() };
     let at = e.iter().zip(a.iter()).position(|(x, y)| x != y).unwrap_or(e.len().min(a.len()));
     let from = at.saturating_sub(30);
     let show = |b: &[u8]| {

@@ -17,8 +17,60 @@
 //! `measure` is the "rich" tool: it has a title, annotations, icons, `execution` and `_meta`, so
 //! `tools/list` shows which fields each protocol version keeps. Tools are listed by name, so the
 //! order above is the order on the wire.
+//!
+//! One more tool is registered only when a transcript names it (`! tools ... admin_tool`), so
+//! that the default set stays the one the stdio servers serve:
+//!
+//! | tool         | input schema | gate          | auto behaviour |
+//! |--------------|--------------|---------------|----------------|
+//! | `admin_tool` | `{}`         | role `admin`  | text `ok`      |
+//!
+//! # Resources, templates, prompts and completions
+//!
+//! Registered only when a transcript asks (`! resources`, `! templates`, `! prompts`), each with
+//! a [`Fixture`] behaviour. Resources (listed in URI order):
+//!
+//! | URI                       | gate   | listing extras                                  | auto read                         |
+//! |---------------------------|--------|-------------------------------------------------|-----------------------------------|
+//! | `test://admin/secret`     | admin  | mimeType                                        | text `the admin secret`           |
+//! | `test://empty`            |        |                                                 | no contents (answered not found)  |
+//! | `test://files/secret`     | admin  | mimeType (overlaps `test://files/{+path}`)      | text `the admin file`             |
+//! | `test://rich`             |        | title, description, mimeType, size, annotations (with lastModified), icons, `_meta` | text `rich` |
+//! | `test://static-binary`    |        | description, mimeType `image/png`               | blob `iVBORw0KGgo=`               |
+//! | `test://static-text`      |        | description, mimeType `text/plain`              | text (see [`STATIC_TEXT`])        |
+//! | `test://watched-resource` |        | mimeType                                        | text `watched`                    |
+//!
+//! Templates (listed in `uriTemplate` order; a URI goes to an exact resource first, then to the
+//! first matching template):
+//!
+//! | uriTemplate                 | gate  | completion                          | auto read                            |
+//! |-----------------------------|-------|-------------------------------------|--------------------------------------|
+//! | `test://files/{+path}`      |       | none (empty answer)                 | text: the variables, `path=a/b`      |
+//! | `test://private/{id}`       | admin | `p1`, `p2` by prefix                | text: the variables, `id=7`          |
+//! | `test://template/{id}/data` |       | `1`, `10`, `2`, `42` by prefix      | JSON text: the variables, `id=123`   |
+//!
+//! `test://template/{id}/data` also has a title, mimeType `application/json`, icons and `_meta`.
+//!
+//! Prompts (listed by name):
+//!
+//! | name                         | gate  | arguments                          | completion                       | auto get |
+//! |------------------------------|-------|------------------------------------|----------------------------------|----------|
+//! | `test_admin_prompt`          | admin | none                               | none                             | user text `admin only` |
+//! | `test_prompt_with_arguments` |       | `arg1` (required), `arg2`          | `alpha`, `alpine`, `beta` by prefix | user text `arg1=…, arg2=…` (the arguments given, by name) |
+//! | `test_simple_prompt`         |       | none                               | none                             | user text `This is a simple prompt.` |
+//!
+//! `test_prompt_with_arguments` also has a title, icons, `_meta` and an argument title.
+//!
+//! A name that is none of these registers a plain extra item (`! register`): a tool with an
+//! empty object schema answering `ok`, a resource answering text `extra`, a template answering
+//! its variables, a prompt answering user text `extra`.
 
-use mcp_proto::{Content, HandlerError, ResourceLink, RpcError, Tool, ToolOutput};
+use std::collections::BTreeMap;
+
+use mcp_proto::{
+    Completion, Content, Gate, HandlerError, Prompt, PromptArgument, PromptMessage, PromptOutput, Resource,
+    ResourceContents, ResourceLink, ResourceTemplate, RpcError, Tool, ToolOutput,
+};
 use serde_json::{json, Map, Value};
 
 /// The handler type of the replay engine: which built-in behaviour a tool has.
@@ -173,6 +225,191 @@ pub fn auto_reply(
         )),
         TestHandler::Slow => return None,
     })
+}
+
+/// The tools registered only when a transcript names them: `admin_tool`, gated by role `admin`.
+pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
+    vec![(
+        Tool::new("admin_tool", "Only for admins", json!({"type": "object"})).gate(Gate::role("admin")),
+        TestHandler::Nested,
+    )]
+}
+
+/// The text of `test://static-text`.
+pub const STATIC_TEXT: &str = "This is the content of the static text resource.";
+
+/// What a resource, template, prompt or completion fixture does when it is completed
+/// automatically (see the module docs). Tools keep their [`TestHandler`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fixture {
+    /// A tool.
+    Tool(TestHandler),
+    /// A read answering one text contents item with this media type and text.
+    Text(&'static str, &'static str),
+    /// A read answering one blob contents item with this media type and base64 data.
+    Blob(&'static str, &'static str),
+    /// A read answering no contents at all.
+    Empty,
+    /// A template read answering its variables as text (`name=value`, comma-separated).
+    Variables,
+    /// A template read answering its variables as a JSON object, `application/json`.
+    JsonVariables,
+    /// A prompt answering one user text message.
+    PromptText(&'static str),
+    /// A prompt answering one user message listing its arguments (`name=value`, by name).
+    PromptArguments,
+    /// A completion answering the candidates that start with the typed value.
+    Complete(&'static [&'static str]),
+}
+
+fn gated(admin: bool) -> Option<Gate> {
+    admin.then(|| Gate::role("admin"))
+}
+
+/// The test resources, in URI order.
+pub fn fixture_resources() -> Vec<(Resource, Fixture)> {
+    let plain = |uri: &str, name: &str, mime: &str| Resource::new(uri, name).mime_type(mime);
+    let with_gate = |r: Resource, admin: bool| match gated(admin) {
+        Some(g) => r.gate(g),
+        None => r,
+    };
+    vec![
+        (
+            with_gate(plain("test://admin/secret", "secret", "text/plain"), true),
+            Fixture::Text("text/plain", "the admin secret"),
+        ),
+        (Resource::new("test://empty", "empty"), Fixture::Empty),
+        (
+            with_gate(plain("test://files/secret", "file-secret", "text/plain"), true),
+            Fixture::Text("text/plain", "the admin file"),
+        ),
+        (
+            Resource::new("test://rich", "rich")
+                .title("Rich Resource")
+                .description("Has every optional field")
+                .mime_type("text/markdown")
+                .size(4)
+                .annotations(object(json!({
+                    "audience": ["user"],
+                    "priority": 0.5,
+                    "lastModified": "2025-01-01T00:00:00Z"
+                })))
+                .icons(json!([{"src": "https://example.com/r.png", "mimeType": "image/png"}]))
+                .meta(object(json!({"example.com/origin": "replay"}))),
+            Fixture::Text("text/markdown", "rich"),
+        ),
+        (
+            plain("test://static-binary", "static-binary", "image/png").description("A binary resource"),
+            Fixture::Blob("image/png", "iVBORw0KGgo="),
+        ),
+        (
+            plain("test://static-text", "static-text", "text/plain").description("A text resource"),
+            Fixture::Text("text/plain", STATIC_TEXT),
+        ),
+        (
+            plain("test://watched-resource", "watched-resource", "text/plain"),
+            Fixture::Text("text/plain", "watched"),
+        ),
+    ]
+}
+
+/// The test templates, in `uriTemplate` order, with their read and completion behaviours.
+pub fn fixture_templates() -> Vec<(ResourceTemplate, Fixture, Option<Fixture>)> {
+    vec![
+        (
+            ResourceTemplate::new("test://files/{+path}", "files").description("Any file path"),
+            Fixture::Variables,
+            None,
+        ),
+        (
+            ResourceTemplate::new("test://private/{id}", "private").gate(Gate::role("admin")),
+            Fixture::Variables,
+            Some(Fixture::Complete(&["p1", "p2"])),
+        ),
+        (
+            ResourceTemplate::new("test://template/{id}/data", "template-data")
+                .title("Template Data")
+                .description("Data by id")
+                .mime_type("application/json")
+                .icons(json!([{"src": "https://example.com/t.png"}]))
+                .meta(object(json!({"example.com/origin": "replay"}))),
+            Fixture::JsonVariables,
+            Some(Fixture::Complete(&["1", "10", "2", "42"])),
+        ),
+    ]
+}
+
+/// The test prompts, in name order, with their get and completion behaviours.
+pub fn fixture_prompts() -> Vec<(Prompt, Fixture, Option<Fixture>)> {
+    let mut arg1 = PromptArgument::required("arg1", "First argument");
+    arg1.title = Some("First Argument".into());
+    vec![
+        (
+            Prompt::new("test_admin_prompt").description("Only for admins").gate(Gate::role("admin")),
+            Fixture::PromptText("admin only"),
+            None,
+        ),
+        (
+            Prompt::new("test_prompt_with_arguments")
+                .title("Prompt With Arguments")
+                .description("A prompt with arguments")
+                .argument(arg1)
+                .argument(PromptArgument::optional("arg2", "Second argument"))
+                .icons(json!([{"src": "https://example.com/p.png"}]))
+                .meta(object(json!({"example.com/origin": "replay"}))),
+            Fixture::PromptArguments,
+            Some(Fixture::Complete(&["alpha", "alpine", "beta"])),
+        ),
+        (
+            Prompt::new("test_simple_prompt").description("A simple prompt"),
+            Fixture::PromptText("This is a simple prompt."),
+            None,
+        ),
+    ]
+}
+
+/// The automatic answer of a read fixture for `uri` (with the template's variables).
+pub fn auto_read(
+    fixture: Fixture,
+    uri: &str,
+    variables: &[(String, String)],
+) -> Option<Result<Vec<ResourceContents>, HandlerError>> {
+    let listed = || variables.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+    Some(Ok(match fixture {
+        Fixture::Text(mime, text) => vec![ResourceContents::text(uri, mime, text)],
+        Fixture::Blob(mime, blob) => vec![ResourceContents::blob(uri, mime, blob)],
+        Fixture::Empty => Vec::new(),
+        Fixture::Variables => vec![ResourceContents::text(uri, "text/plain", listed())],
+        Fixture::JsonVariables => {
+            let vars: Map<String, Value> =
+                variables.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            vec![ResourceContents::text(uri, "application/json", Value::Object(vars).to_string())]
+        }
+        _ => return None,
+    }))
+}
+
+/// The automatic answer of a prompt fixture.
+pub fn auto_prompt(
+    fixture: Fixture,
+    arguments: &BTreeMap<String, String>,
+) -> Option<Result<PromptOutput, HandlerError>> {
+    let text = match fixture {
+        Fixture::PromptText(t) => t.to_owned(),
+        Fixture::PromptArguments => {
+            arguments.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+        }
+        _ => return None,
+    };
+    Some(Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text(text))])))
+}
+
+/// The automatic answer of a completion fixture for the typed `value`.
+pub fn auto_complete(fixture: Fixture, value: &str) -> Option<Result<Completion, HandlerError>> {
+    let Fixture::Complete(candidates) = fixture else { return None };
+    let values: Vec<String> =
+        candidates.iter().filter(|c| c.starts_with(value)).map(|c| (*c).to_owned()).collect();
+    Some(Ok(Completion::values(values)))
 }
 
 /// The exact text of a JSON number (the workspace builds serde_json with `arbitrary_precision`).

@@ -10,8 +10,17 @@
 //!   `JSONRPCResultResponse` / `JSONRPCErrorResponse` (2025-11-25 and later), or
 //!   `JSONRPCNotification`; a batch reply against `JSONRPCBatchResponse` (2025-03-26 only: an
 //!   array on any other version is itself a failure);
-//! - a result against the def its method maps to (`InitializeResult`, `EmptyResult`,
-//!   `ListToolsResult`, `CallToolResult`, `DiscoverResult`);
+//! - a result against the def its method maps to (`InitializeResult`, `EmptyResult` (for
+//!   `ping`, `logging/setLevel`, `resources/subscribe` and `resources/unsubscribe`),
+//!   `ListToolsResult`, `CallToolResult`, `DiscoverResult`, `ListResourcesResult`,
+//!   `ListResourceTemplatesResult`, `ReadResourceResult`, `ListPromptsResult`,
+//!   `GetPromptResult`, `CompleteResult`);
+//! - a notification against `JSONRPCNotification` and the def its method maps to
+//!   (`ResourceUpdatedNotification`, `ToolListChangedNotification`,
+//!   `ResourceListChangedNotification`, `PromptListChangedNotification`,
+//!   `LoggingMessageNotification`, `ProgressNotification`, `CancelledNotification`, and on
+//!   2026-07-28 `SubscriptionsAcknowledgedNotification`); a method the version does not define
+//!   is a failure;
 //! - on 2026-07-28, an error against its named def (`ParseError`, `InvalidRequestError`,
 //!   `MethodNotFoundError`, `InvalidParamsError`, `InternalError`,
 //!   `UnsupportedProtocolVersionError`, `MissingRequiredClientCapabilityError`,
@@ -106,6 +115,32 @@ pub fn result_def(method: &str) -> Option<&'static str> {
         "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => "EmptyResult",
         _ => return None,
     })
+}
+
+/// The def a server notification's method maps to.
+pub fn notification_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "notifications/resources/updated" => "ResourceUpdatedNotification",
+        "notifications/tools/list_changed" => "ToolListChangedNotification",
+        "notifications/resources/list_changed" => "ResourceListChangedNotification",
+        "notifications/prompts/list_changed" => "PromptListChangedNotification",
+        "notifications/message" => "LoggingMessageNotification",
+        "notifications/progress" => "ProgressNotification",
+        "notifications/cancelled" => "CancelledNotification",
+        "notifications/subscriptions/acknowledged" => "SubscriptionsAcknowledgedNotification",
+        _ => return None,
+    })
+}
+
+/// Validates a notification the server sent under version `v`: the envelope, then the def of
+/// its method, which the version must define.
+pub fn validate_notification(v: ProtocolVersion, frame: &Value) -> Result<(), String> {
+    validate_def(v, "JSONRPCNotification", frame)?;
+    let method = frame.get("method").and_then(Value::as_str).unwrap_or_default();
+    match notification_def(method) {
+        Some(def) if has_def(v, def) => validate_def(v, def, frame),
+        _ => Err(format!("{method:?} is not a server notification of {v}")),
+    }
 }
 
 /// 2026-07-28 names its errors: (code, def, whether the def is a whole response or only the
@@ -221,5 +256,40 @@ mod tests {
         let null_id = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}});
         assert!(validate_response(v, None, &null_id).is_ok());
         assert!(validate_batch(ProtocolVersion::V2025_11_25, &json!([])).is_err());
+    }
+
+    #[test]
+    fn notifications_by_method() {
+        let legacy = ProtocolVersion::V2025_06_18;
+        let m = ProtocolVersion::V2026_07_28;
+        let updated =
+            json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x://a"}});
+        assert!(validate_notification(legacy, &updated).is_ok());
+        let no_uri = json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{}});
+        assert!(validate_notification(legacy, &no_uri).is_err());
+        let ack = json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1},"notifications":{"toolsListChanged":true}}});
+        assert!(validate_notification(m, &ack).is_ok());
+        // Listen streams exist only in 2026-07-28.
+        assert!(validate_notification(ProtocolVersion::V2025_11_25, &ack).is_err());
+        let bad_ack = json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":1}}});
+        assert!(validate_notification(m, &bad_ack).is_err());
+        let log =
+            json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"loud","data":1}});
+        assert!(validate_notification(legacy, &log).is_err());
+        let unknown = json!({"jsonrpc":"2.0","method":"notifications/whatever"});
+        assert!(validate_notification(legacy, &unknown).is_err());
+        for def in [
+            "ListResourcesResult",
+            "ListResourceTemplatesResult",
+            "ReadResourceResult",
+            "ListPromptsResult",
+            "GetPromptResult",
+            "CompleteResult",
+            "EmptyResult",
+        ] {
+            for v in ProtocolVersion::ALL {
+                assert!(has_def(v, def), "{v} {def}");
+            }
+        }
     }
 }

@@ -52,7 +52,16 @@ where
     let (conn, queue) = server
         .open(&rt, ConnKind::Stdio, caller)
         .map_err(|e| io::Error::other(format!("cannot open a connection: {e:?}")))?;
-    let max_frame = server.lock().engine.config().limits.frame_bytes();
+    let (max_frame, queue_cap) = {
+        let st = server.lock();
+        let limits = &st.engine.config().limits;
+        (limits.frame_bytes(), limits.queued_frames())
+    };
+    // Back-pressure: past this many queued replies the reader stops taking frames until the
+    // writer has caught up, so a burst of requests can never overflow the connection's queue
+    // (which would drop the connection).
+    let high_water = (queue_cap / 2).max(1);
+    let (drained_tx, drained_rx) = async_channel::bounded::<()>(1);
 
     let read = async {
         let mut input = input;
@@ -61,7 +70,11 @@ where
             let spare = framer.spare(READ_CHUNK);
             let n = match input.read(spare).await {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => 0,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    framer.commit(READ_CHUNK, 0);
+                    continue;
+                }
+                // A read error ends the input like end of file: nothing more can arrive.
                 Err(_) => 0,
             };
             framer.commit(READ_CHUNK, n);
@@ -77,6 +90,11 @@ where
                 match line {
                     Ok(frame) => {
                         server.with_engine(|e, now| e.handle_frame(now, conn, frame));
+                        while queue.len() >= high_water {
+                            if drained_rx.recv().await.is_err() {
+                                break;
+                            }
+                        }
                     }
                     Err(too_long) => {
                         server.with_engine(|e, now| e.handle_oversized_frame(now, conn, too_long.seen));
@@ -106,6 +124,7 @@ where
                 return false;
             }
             buf.clear();
+            let _ = drained_tx.try_send(());
         }
         true
     };
