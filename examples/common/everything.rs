@@ -3,7 +3,7 @@
 //! MCP conformance suite, and `--extra-tools N` generated tools for exercising pagination.
 
 use bigdecimal::BigDecimal;
-use mcp_proto::server::{Complete, GetPrompt, ReadResource, Server, ToolCall};
+use mcp_proto::server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
@@ -16,13 +16,17 @@ pub(crate) struct Args {
     pub(crate) extra_tools: usize,
     /// Roles of the stdio caller: whoever launches the server vouches for who is on the pipe.
     pub(crate) roles: Vec<String>,
+    /// Serve only the benchmark contract's tools (`echo`, `add`), the catalogue every peer of
+    /// ../shared/bench serves, so `tools/list` rows compare like with like.
+    pub(crate) bench: bool,
 }
 
 const USAGE: &str = "usage: everything [--extra-tools N] [--role ROLE]...\n\
     Serves the demo MCP server on stdin/stdout.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
-    \x20                 admin_echo tool and test://admin-secret resource";
+    \x20                 admin_echo tool and test://admin-secret resource\n\
+    --bench           serve only the benchmark tools echo and add (as the bench peers do)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -35,10 +39,11 @@ impl Args {
 
 /// Parses `std::env::args`, or returns the message to print.
 pub(crate) fn parse_args() -> Result<Args, String> {
-    let mut args = Args { extra_tools: 0, roles: Vec::new() };
+    let mut args = Args { extra_tools: 0, roles: Vec::new(), bench: false };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--bench" => args.bench = true,
             "--role" => args.roles.push(it.next().ok_or_else(|| format!("--role needs a name\n{USAGE}"))?),
             "--extra-tools" => {
                 let n = it.next().ok_or_else(|| format!("--extra-tools needs a number\n{USAGE}"))?;
@@ -150,7 +155,43 @@ pub(crate) fn build(args: &Args) -> Server {
                     Err(e) => ToolOutput::error(e),
                 }
             },
-        )
+        );
+    if !args.bench {
+        builder = fixtures(builder);
+    }
+    for i in 0..args.extra_tools {
+        let name = format!("extra_{i:04}");
+        let tool = Tool::new(name.clone(), format!("Generated tool number {i}"), no_args());
+        builder = builder.tool(tool, move |_| {
+            let name = name.clone();
+            async move { ToolOutput::text(format!("{name} called")) }
+        });
+    }
+    match builder.build() {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("everything: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exact_sums() {
+        let n = |s: &str| serde_json::Number::from_str(s).unwrap();
+        use std::str::FromStr;
+        assert_eq!(super::add(&n("2"), &n("3.5")).unwrap(), "5.5");
+        assert_eq!(super::add(&n("1"), &n("2")).unwrap(), "3");
+        assert_eq!(super::add(&n("9007199254740993"), &n("1")).unwrap(), "9007199254740994");
+        assert_eq!(super::add(&n("0.1"), &n("0.2")).unwrap(), "0.3");
+    }
+}
+
+/// The conformance fixtures, the trigger tools and the gated items.
+fn fixtures(builder: ServerBuilder) -> ServerBuilder {
+    builder
         .tool(Tool::new("test_simple_text", "Returns a simple text response", no_args()), |_| async {
             ToolOutput::text("This is a simple text response for testing.")
         })
@@ -338,33 +379,5 @@ pub(crate) fn build(args: &Args) -> Server {
             |call: ToolCall| async move {
                 ToolOutput::text(format!("Received: {}", serde_json::Value::Object(call.arguments)))
             },
-        );
-    for i in 0..args.extra_tools {
-        let name = format!("extra_{i:04}");
-        let tool = Tool::new(name.clone(), format!("Generated tool number {i}"), no_args());
-        builder = builder.tool(tool, move |_| {
-            let name = name.clone();
-            async move { ToolOutput::text(format!("{name} called")) }
-        });
-    }
-    match builder.build() {
-        Ok(server) => server,
-        Err(e) => {
-            eprintln!("everything: {e}");
-            std::process::exit(2)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn exact_sums() {
-        let n = |s: &str| serde_json::Number::from_str(s).unwrap();
-        use std::str::FromStr;
-        assert_eq!(super::add(&n("2"), &n("3.5")).unwrap(), "5.5");
-        assert_eq!(super::add(&n("1"), &n("2")).unwrap(), "3");
-        assert_eq!(super::add(&n("9007199254740993"), &n("1")).unwrap(), "9007199254740994");
-        assert_eq!(super::add(&n("0.1"), &n("0.2")).unwrap(), "0.3");
-    }
+        )
 }

@@ -192,6 +192,18 @@ pub(crate) fn encode_result<T: Serialize + ?Sized>(id: &RequestId, result: &T) -
     out
 }
 
+/// Writes a result whose JSON text the caller assembled from pieces it already serialised
+/// (cached listings), so it is copied, not parsed again.
+pub(crate) fn encode_result_text(id: &RequestId, result: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len() + 48);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_json().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result.as_bytes());
+    out.push(b'}');
+    out
+}
+
 /// Writes `{"jsonrpc":"2.0","id":<id or null>,"error":{...}}`.
 pub(crate) fn encode_error(id: Option<&RequestId>, error: &RpcError) -> Vec<u8> {
     let mut out = Vec::with_capacity(96);

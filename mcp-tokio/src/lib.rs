@@ -75,7 +75,96 @@ pub async fn serve_stdio(server: &Server) -> io::Result<StdioEnd> {
 /// [`serve_stdio`] for a given caller: whoever launched the process decides who it is (for
 /// example from a command-line flag), and the server's gates see that caller.
 pub async fn serve_stdio_as(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
-    serve_lines(server, caller, StdinThread::spawn(), tokio::io::stdout()).await
+    let (stdout, writer) = StdoutThread::spawn()?;
+    let end = serve_lines(server, caller, StdinThread::spawn(), stdout).await;
+    // The output is dropped with the session; wait until the thread has written all of it, so
+    // a process that exits next loses no reply.
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    end
+}
+
+/// Standard output written on a thread of its own: a write is a hand-off to that thread, not a
+/// trip through tokio's blocking pool and back. A flush waits for the thread to report the bytes
+/// written, so a closed stdout is noticed at once.
+struct StdoutThread {
+    chunks: tokio_util::sync::PollSender<Vec<u8>>,
+    /// Chunks written by the thread, reported after each flush of the real stdout.
+    written: tokio::sync::mpsc::UnboundedReceiver<usize>,
+    unacknowledged: usize,
+}
+
+impl StdoutThread {
+    fn spawn() -> io::Result<(Self, std::thread::JoinHandle<()>)> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+        let (ack, written) = tokio::sync::mpsc::unbounded_channel();
+        let writer = std::thread::Builder::new().name("mcp-stdout".into()).spawn(move || {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            while let Some(chunk) = rx.blocking_recv() {
+                let mut n = 1;
+                let mut ok = stdout.write_all(&chunk).is_ok();
+                while ok {
+                    let Ok(more) = rx.try_recv() else { break };
+                    n += 1;
+                    ok = stdout.write_all(&more).is_ok();
+                }
+                // Returning drops both channels: the session sees its output is gone.
+                if !ok || stdout.flush().is_err() || ack.send(n).is_err() {
+                    return;
+                }
+            }
+        })?;
+        let chunks = tokio_util::sync::PollSender::new(tx);
+        Ok((Self { chunks, written, unacknowledged: 0 }, writer))
+    }
+}
+
+fn stdout_closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "standard output is closed")
+}
+
+impl tokio::io::AsyncWrite for StdoutThread {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        use std::task::Poll;
+        match self.chunks.poll_reserve(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(_)) => Poll::Ready(Err(stdout_closed())),
+            Poll::Ready(Ok(())) => match self.chunks.send_item(buf.to_vec()) {
+                Ok(()) => {
+                    self.unacknowledged += 1;
+                    Poll::Ready(Ok(buf.len()))
+                }
+                Err(_) => Poll::Ready(Err(stdout_closed())),
+            },
+        }
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        use std::task::Poll;
+        while self.unacknowledged > 0 {
+            match self.written.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(Err(stdout_closed())),
+                Poll::Ready(Some(n)) => self.unacknowledged = self.unacknowledged.saturating_sub(n),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        self.chunks.close();
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 /// Standard input read on a thread of its own.

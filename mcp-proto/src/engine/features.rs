@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{Answer, CallKind, CompletionRef, Ctx, Engine, Invocation, Request, Ticket};
@@ -86,8 +85,8 @@ impl<H: Clone> Engine<H> {
             }
         }
         body.push('}');
-        let raw = RawValue::from_string(body).map_err(|_| RpcError::internal())?;
-        Ok(encode_result(ctx.id, &raw))
+        // Every piece is serialised JSON already (cached listings, encoded strings).
+        Ok(crate::jsonrpc::encode_result_text(ctx.id, &body))
     }
 
     pub(super) fn list_resources(
