@@ -176,19 +176,6 @@ pub(crate) fn build(args: &Args) -> Server {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn exact_sums() {
-        let n = |s: &str| serde_json::Number::from_str(s).unwrap();
-        use std::str::FromStr;
-        assert_eq!(super::add(&n("2"), &n("3.5")).unwrap(), "5.5");
-        assert_eq!(super::add(&n("1"), &n("2")).unwrap(), "3");
-        assert_eq!(super::add(&n("9007199254740993"), &n("1")).unwrap(), "9007199254740994");
-        assert_eq!(super::add(&n("0.1"), &n("0.2")).unwrap(), "0.3");
-    }
-}
-
 /// The conformance fixtures, the trigger tools and the gated items.
 fn fixtures(builder: ServerBuilder) -> ServerBuilder {
     builder
@@ -380,4 +367,17 @@ fn fixtures(builder: ServerBuilder) -> ServerBuilder {
                 ToolOutput::text(format!("Received: {}", serde_json::Value::Object(call.arguments)))
             },
         )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exact_sums() {
+        let n = |s: &str| serde_json::Number::from_str(s).unwrap();
+        use std::str::FromStr;
+        assert_eq!(super::add(&n("2"), &n("3.5")).unwrap(), "5.5");
+        assert_eq!(super::add(&n("1"), &n("2")).unwrap(), "3");
+        assert_eq!(super::add(&n("9007199254740993"), &n("1")).unwrap(), "9007199254740994");
+        assert_eq!(super::add(&n("0.1"), &n("0.2")).unwrap(), "0.3");
+    }
 }

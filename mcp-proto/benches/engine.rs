@@ -1,1 +1,167 @@
-fn main() {}
+//! Throughput of the engine on the hot paths, next to a bare serde_json reference.
+//!
+//! - `tools_call_echo/engine`: one `tools/call` echo frame (64-byte text) in, the `Invoke`
+//!   completed at once with `ToolOutput::text`, the response frame out. Per element: one
+//!   request answered.
+//! - `tools_call_echo/serde_json_reference`: the same frame through
+//!   `serde_json::from_slice::<Value>`, the response built as a `Value`, `serde_json::to_vec`.
+//!   The floor any JSON-RPC server pays; the engine's extra is strict decoding (repeated and
+//!   case-folded keys, exact numbers), schema validation, the in-flight table and the ticket.
+//! - `tools_list/engine`: one `tools/list` over ten registered tools (one page).
+//!
+//! Runs short (`~3 s` per bench) so `cargo bench -p mcp-proto` stays under two minutes on a
+//! two-core machine; pass criterion flags after `--` for longer runs, e.g.
+//! `cargo bench -p mcp-proto -- --measurement-time 10`.
+// A benchmark is a shim: it owns the clock and may stop on a broken setup. `criterion_group!`
+// generates undocumented public functions.
+#![allow(missing_docs, clippy::disallowed_methods, clippy::expect_used, clippy::unwrap_used)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use mcp_proto::{
+    Caller, Config, ConnId, ConnKind, Engine, Implementation, KeyRing, Output, Reply, Request, Tool,
+    ToolOutput,
+};
+use serde_json::{json, Value};
+
+/// 64 bytes of text, no escapes.
+const TEXT: &str = "The quick brown fox jumps over the lazy dog, again and again ok.";
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
+
+fn echo_frame() -> Vec<u8> {
+    assert_eq!(TEXT.len(), 64);
+    format!(
+        r#"{{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{TEXT}"}}}}}}"#
+    )
+    .into_bytes()
+}
+
+fn expected_echo_response() -> Vec<u8> {
+    format!(r#"{{"jsonrpc":"2.0","id":42,"result":{{"content":[{{"type":"text","text":"{TEXT}"}}]}}}}"#)
+        .into_bytes()
+}
+
+/// An engine with `extra` tools beside `echo`, one stdio connection, initialized at 2025-06-18.
+fn setup(extra: usize) -> (Engine<()>, ConnId, Instant) {
+    let now = Instant::now();
+    let config = Config::new(Implementation::new("bench", "1.0.0"), KeyRing::new([7; 32]));
+    let mut engine: Engine<()> = Engine::new(config, now);
+    let echo = json!({
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": false
+    });
+    engine.registry_mut().add_tool(Tool::new("echo", "Echoes its text", echo), ()).expect("echo registers");
+    for i in 0..extra {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                "tags": {"type": "array", "items": {"type": "string"}}
+            },
+            "required": ["query"]
+        });
+        let tool = Tool::new(format!("tool_{i}"), format!("Tool number {i}, which does a thing"), schema)
+            .title(format!("Tool {i}"));
+        engine.registry_mut().add_tool(tool, ()).expect("tool registers");
+    }
+    let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).expect("connection opens");
+    for frame in [INITIALIZE, INITIALIZED] {
+        engine.handle_frame(now, conn, frame.as_bytes());
+        while engine.poll_output().is_some() {}
+    }
+    (engine, conn, now)
+}
+
+/// One echo request through the engine, returning the response frame.
+fn engine_echo(engine: &mut Engine<()>, conn: ConnId, now: Instant, frame: &[u8]) -> Vec<u8> {
+    engine.handle_frame(now, conn, frame);
+    let mut response = None;
+    while let Some(out) = engine.poll_output() {
+        match out {
+            Output::Invoke(inv) => {
+                let text = match &inv.request {
+                    Request::CallTool { arguments, .. } => {
+                        arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
+                    }
+                    _ => String::new(),
+                };
+                engine.complete(now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(text)))).expect("in flight");
+            }
+            Output::Frame { bytes, .. } => response = Some(bytes),
+            _ => {}
+        }
+    }
+    response.expect("the request is answered")
+}
+
+/// The same work with nothing but serde_json: decode, build the result, encode.
+fn reference_echo(frame: &[u8]) -> Vec<u8> {
+    let request: Value = serde_json::from_slice(frame).expect("valid JSON");
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let text = request
+        .get("params")
+        .and_then(|p| p.get("arguments"))
+        .and_then(|a| a.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let response = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {"content": [{"type": "text", "text": text}]}
+    });
+    serde_json::to_vec(&response).expect("encodes")
+}
+
+fn tools_call(c: &mut Criterion) {
+    let frame = echo_frame();
+    let (mut engine, conn, now) = setup(0);
+    // Both sides must produce the same bytes, or the comparison means nothing.
+    assert_eq!(engine_echo(&mut engine, conn, now, &frame), expected_echo_response());
+    assert_eq!(reference_echo(&frame), expected_echo_response());
+
+    let mut group = c.benchmark_group("tools_call_echo");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("engine", |b| b.iter(|| engine_echo(&mut engine, conn, now, black_box(&frame))));
+    group.bench_function("serde_json_reference", |b| b.iter(|| reference_echo(black_box(&frame))));
+    group.finish();
+}
+
+fn tools_list(c: &mut Criterion) {
+    let (mut engine, conn, now) = setup(9);
+    let list = |engine: &mut Engine<()>| {
+        engine.handle_frame(now, conn, black_box(TOOLS_LIST.as_bytes()));
+        let mut response = None;
+        while let Some(out) = engine.poll_output() {
+            if let Output::Frame { bytes, .. } = out {
+                response = Some(bytes);
+            }
+        }
+        response.expect("tools/list is answered")
+    };
+    let first: Value = serde_json::from_slice(&list(&mut engine)).expect("valid JSON");
+    let tools = first.pointer("/result/tools").and_then(Value::as_array).map_or(0, Vec::len);
+    assert_eq!(tools, 10, "every tool on one page");
+
+    let mut group = c.benchmark_group("tools_list");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("engine_10_tools", |b| b.iter(|| list(&mut engine)));
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(30);
+    targets = tools_call, tools_list
+}
+criterion_main!(benches);

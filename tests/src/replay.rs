@@ -1127,12 +1127,13 @@ impl Runner {
             }
             Some(id) => {
                 let k = key(id);
-                if self.conns.get(&conn).is_some_and(|c| c.listens.contains_key(&k)) {
-                    return self.invariant(format!(
-                        "a response for id {id}, a subscriptions/listen stream that is open (it gets no response): {frame}"
-                    ));
-                }
+                let open_listen = self.conns.get(&conn).is_some_and(|c| c.listens.contains_key(&k));
                 let Some(a) = self.awaiting.get_mut(&(conn, k)).and_then(VecDeque::pop_front) else {
+                    if open_listen {
+                        return self.invariant(format!(
+                            "a response for id {id}, a subscriptions/listen stream that is open (it gets no response): {frame}"
+                        ));
+                    }
                     return self.invariant(format!("a reply for id {id}, which awaits no reply (a second reply, or an id never sent): {frame}"));
                 };
                 let mut version = a.version.or(session).unwrap_or(ProtocolVersion::NEWEST_LEGACY);
@@ -1803,4 +1804,95 @@ fn diff(expected: &Event, actual: &Event) -> String {
         show(e),
         show(a)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A runner with its engine built and connection 1 open, and a `subscriptions/listen`
+    /// request with id 1 and this filter awaiting its acknowledgement.
+    fn listening(filter: Value) -> Runner {
+        let mut r = Runner::new(false);
+        r.start().unwrap();
+        let a = Awaiting {
+            method: "subscriptions/listen".into(),
+            version: Some(ProtocolVersion::V2026_07_28),
+            filter: Some(filter),
+        };
+        r.awaiting.entry((1, key(&json!(1)))).or_default().push_back(a);
+        r
+    }
+
+    fn ack(id: Value, notifications: Value) -> Value {
+        json!({"jsonrpc":"2.0","method":ACKNOWLEDGED,"params":{
+            "_meta":{"io.modelcontextprotocol/subscriptionId":id},"notifications":notifications}})
+    }
+
+    fn tagged(method: &str, id: Value) -> Value {
+        json!({"jsonrpc":"2.0","method":method,"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":id}}})
+    }
+
+    #[test]
+    fn an_acknowledged_stream_takes_what_it_asked_for() {
+        let mut r = listening(json!({"toolsListChanged": true}));
+        r.reply(1, &ack(json!(1), json!({"toolsListChanged": true})));
+        r.reply(1, &tagged("notifications/tools/list_changed", json!(1)));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        assert!(r.awaiting.values().all(VecDeque::is_empty));
+    }
+
+    #[test]
+    fn stream_violations_are_caught() {
+        // Tagged before any acknowledgement.
+        let mut r = listening(json!({"toolsListChanged": true}));
+        r.reply(1, &tagged("notifications/tools/list_changed", json!(1)));
+        assert!(r.failures.iter().any(|f| f.contains("not open")), "{:?}", r.failures);
+        // A kind the stream did not ask for.
+        let mut r = listening(json!({"toolsListChanged": true}));
+        r.reply(1, &ack(json!(1), json!({"toolsListChanged": true})));
+        r.reply(1, &tagged("notifications/prompts/list_changed", json!(1)));
+        assert!(r.failures.iter().any(|f| f.contains("did not ask")), "{:?}", r.failures);
+        // An acknowledgement honouring more than was asked.
+        let mut r = listening(json!({"resourceSubscriptions": ["a://1"]}));
+        r.reply(1, &ack(json!(1), json!({"promptsListChanged": true, "resourceSubscriptions": ["a://2"]})));
+        assert_eq!(r.failures.len(), 2, "{:?}", r.failures);
+        // A response to an open stream.
+        let mut r = listening(json!({}));
+        r.reply(1, &ack(json!(1), json!({})));
+        r.reply(1, &json!({"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}));
+        assert!(r.failures.iter().any(|f| f.contains("stream that is open")), "{:?}", r.failures);
+        // An acknowledgement nobody asked for.
+        let mut r = listening(json!({}));
+        r.reply(1, &ack(json!(2), json!({})));
+        assert!(r.failures.iter().any(|f| f.contains("no pending")), "{:?}", r.failures);
+    }
+
+    #[test]
+    fn free_floating_notifications_need_a_legacy_session() {
+        let mut r = listening(json!({}));
+        r.reply(1, &json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}));
+        assert!(
+            r.failures.iter().any(|f| f.contains("without an initialized legacy session")),
+            "{:?}",
+            r.failures
+        );
+        let mut r = listening(json!({}));
+        r.reply(
+            1,
+            &json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}),
+        );
+        assert!(r.failures.iter().any(|f| f.contains("no `! log` asked for")), "{:?}", r.failures);
+    }
+
+    #[test]
+    fn connection_prefixes() {
+        assert_eq!(prefixed("> {}", '>'), Some((1, "{}")));
+        assert_eq!(prefixed(">2 {}", '>'), Some((2, "{}")));
+        assert_eq!(prefixed(">12 x", '>'), Some((12, "x")));
+        assert_eq!(prefixed(">0 {}", '>'), None);
+        assert_eq!(prefixed(">2{}", '>'), None);
+        assert_eq!(prefixed("<", '<'), None);
+    }
 }
