@@ -19,7 +19,7 @@ use crate::replay::expand_frame;
 
 /// How long to wait for a line, for end of output or for the process to exit before calling it
 /// a hang.
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the stdout reader saw.
 enum Out {

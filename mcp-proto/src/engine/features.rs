@@ -25,7 +25,46 @@ fn string_param<'a>(params: Option<&'a Map<String, Value>>, name: &str) -> Resul
     }
 }
 
+/// Which kinds of item a caller can see: what its capabilities and methods derive from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Offers {
+    pub(super) tools: bool,
+    pub(super) resources: bool,
+    pub(super) prompts: bool,
+    pub(super) completions: bool,
+}
+
+impl Offers {
+    /// Whether a data method exists for this caller.
+    pub(super) fn method(self, method: &str) -> bool {
+        match method.split('/').next() {
+            Some("tools") => self.tools,
+            Some("resources") => self.resources,
+            Some("prompts") => self.prompts,
+            _ => self.completions,
+        }
+    }
+
+    /// Tools, resources, prompts, in the order of the notification lists.
+    pub(super) fn lists(self) -> [bool; 3] {
+        [self.tools, self.resources, self.prompts]
+    }
+}
+
 impl<H: Clone> Engine<H> {
+    pub(super) fn offers(&self, caller: &Caller) -> Offers {
+        let r = &self.registry;
+        let sees = |gate: Option<&crate::Gate>| admits(gate, caller);
+        let templates = r.templates.values().any(|t| sees(t.template.gate.as_ref()));
+        let prompts = r.prompts.values().any(|p| sees(p.prompt.gate.as_ref()));
+        Offers {
+            tools: r.tools.values().any(|t| sees(t.tool.gate.as_ref())),
+            resources: templates || r.resources.values().any(|x| sees(x.resource.gate.as_ref())),
+            prompts,
+            completions: prompts || templates,
+        }
+    }
+
     pub(super) fn caller(&self, conn: super::ConnId) -> Arc<Caller> {
         self.conns.get(conn.0).map(|c| c.caller.clone()).unwrap_or_default()
     }
@@ -137,9 +176,14 @@ impl<H: Clone> Engine<H> {
         caller: &Caller,
         uri: &str,
     ) -> Option<(H, Option<String>, Vec<(String, String)>, bool)> {
-        if let Some(r) = self.registry.resources.get(uri) {
+        // Private when any gated item could answer this URI, admitted or not: another caller
+        // may be answered differently.
+        let exact = self.registry.resources.get(uri);
+        let private = exact.is_some_and(|r| r.resource.gate.is_some())
+            || self.registry.templates.values().any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
+        if let Some(r) = exact {
             if admits(r.resource.gate.as_ref(), caller) {
-                return Some((r.handler.clone(), None, Vec::new(), r.resource.gate.is_some()));
+                return Some((r.handler.clone(), None, Vec::new(), private));
             }
         }
         self.registry.templates.values().find_map(|t| {
@@ -147,7 +191,7 @@ impl<H: Clone> Engine<H> {
                 return None;
             }
             let vars = t.matcher.matches(uri)?;
-            Some((t.handler.clone(), Some(t.template.uri_template.clone()), vars, t.template.gate.is_some()))
+            Some((t.handler.clone(), Some(t.template.uri_template.clone()), vars, private))
         })
     }
 

@@ -288,6 +288,9 @@ struct Session {
     initialized: bool,
     /// From `logging/setLevel`; `None` sends every level.
     log_level: Option<LogLevel>,
+    /// The lists whose capability the session was offered: capabilities are fixed for a session,
+    /// so a list it was never told of never notifies it.
+    lists: [bool; 3],
 }
 
 /// A `subscriptions/listen` stream open on a connection (2026-07-28).
@@ -824,6 +827,11 @@ impl<H: Clone> Engine<H> {
                 let ctx = Ctx { conn, id, version, log_level: None, private: false };
                 match method {
                     "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(Answer::Now),
+                    "resources/subscribe" | "resources/unsubscribe"
+                        if !self.offers(&self.caller(conn)).resources =>
+                    {
+                        Err(RpcError::method_not_found(method))
+                    }
                     "resources/subscribe" => self.subscribe(ctx, params.as_ref()).map(Answer::Now),
                     "resources/unsubscribe" => self.unsubscribe(ctx, params.as_ref()).map(Answer::Now),
                     "subscriptions/listen" => Err(RpcError::method_not_found(method)),
@@ -905,16 +913,7 @@ impl<H: Clone> Engine<H> {
                 | "prompts/get"
                 | "completion/complete"
         );
-        // A method whose capability is not declared (nothing of its kind is registered) does
-        // not exist for this server.
-        let r = &self.registry;
-        let offered = match method.split('/').next() {
-            Some("tools") => !r.tools.is_empty(),
-            Some("resources") => !r.resources.is_empty() || !r.templates.is_empty(),
-            Some("prompts") => !r.prompts.is_empty(),
-            _ => !r.prompts.is_empty() || !r.templates.is_empty(),
-        };
-        if !known || !offered {
+        if !known || !self.offers(&self.caller(ctx.conn)).method(method) {
             return Err(RpcError::method_not_found(method));
         }
         self.check_server_gate(ctx)?;
@@ -932,20 +931,22 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    fn capabilities(&self) -> Value {
-        let r = &self.registry;
+    /// The capabilities `caller` is offered: derived from the items its gates let it see, so a
+    /// gated item that is the only one of its kind does not betray the kind.
+    fn capabilities(&self, caller: &Caller) -> Value {
+        let offers = self.offers(caller);
         let listed = || serde_json::json!({ "listChanged": true });
         let mut caps = Map::new();
-        if !r.tools.is_empty() {
+        if offers.tools {
             caps.insert("tools".into(), listed());
         }
-        if !r.resources.is_empty() || !r.templates.is_empty() {
+        if offers.resources {
             caps.insert("resources".into(), serde_json::json!({ "subscribe": true, "listChanged": true }));
         }
-        if !r.prompts.is_empty() {
+        if offers.prompts {
             caps.insert("prompts".into(), listed());
         }
-        if !r.prompts.is_empty() || !r.templates.is_empty() {
+        if offers.completions {
             caps.insert("completions".into(), Value::Object(Map::new()));
         }
         caps.insert("logging".into(), Value::Object(Map::new()));
@@ -972,12 +973,14 @@ impl<H: Clone> Engine<H> {
         let version = ProtocolVersion::parse(requested)
             .filter(|v| !v.is_modern())
             .unwrap_or(ProtocolVersion::NEWEST_LEGACY);
+        let offers = self.offers(&self.caller(conn));
         if let Some(c) = self.conns.get_mut(conn.0) {
-            c.session = Some(Session { version, initialized: false, log_level: None });
+            c.session = Some(Session { version, initialized: false, log_level: None, lists: offers.lists() });
         }
         let mut r = Map::new();
         r.insert("protocolVersion".into(), version.as_str().into());
-        r.insert("capabilities".into(), self.capabilities());
+        let caller = self.caller(conn);
+        r.insert("capabilities".into(), self.capabilities(&caller));
         r.insert("serverInfo".into(), self.config.server_info.to_json(version));
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
@@ -989,7 +992,7 @@ impl<H: Clone> Engine<H> {
         let mut r = Map::new();
         let versions: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
         r.insert("supportedVersions".into(), versions.into());
-        r.insert("capabilities".into(), self.capabilities());
+        r.insert("capabilities".into(), self.capabilities(&self.caller(ctx.conn)));
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
         }

@@ -287,9 +287,10 @@ impl<H: Clone> Engine<H> {
                 continue;
             }
             let conn = ConnId(key);
-            if c.session.as_ref().is_some_and(|s| s.initialized) {
+            if let Some(session) = c.session.as_ref().filter(|s| s.initialized) {
                 for list in List::ALL {
-                    if pending.lists.get(list.index()).copied().unwrap_or(false) {
+                    let offered = session.lists.get(list.index()).copied().unwrap_or(false);
+                    if offered && pending.lists.get(list.index()).copied().unwrap_or(false) {
                         frames.push((conn, notification(list.method(), None, None)));
                     }
                 }
@@ -326,6 +327,7 @@ impl<H: Clone> Engine<H> {
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
+        self.check_server_gate(ctx)?;
         let level = params.and_then(|p| p.get("level")).and_then(LogLevel::from_json);
         let Some(level) = level else {
             return Err(RpcError::invalid_params(
@@ -390,17 +392,16 @@ impl<H: Clone> Engine<H> {
                 Some(_) => Err(RpcError::invalid_params(format!("\"{name}\" must be a boolean"))),
             }
         };
-        let r = &self.registry;
-        let has_resources = !r.resources.is_empty() || !r.templates.is_empty();
+        let caller = self.caller(ctx.conn);
+        let offers = self.offers(&caller);
         let mut filter = Filter {
             lists: [
-                flag("toolsListChanged")? && !r.tools.is_empty(),
-                flag("resourcesListChanged")? && has_resources,
-                flag("promptsListChanged")? && !r.prompts.is_empty(),
+                flag("toolsListChanged")? && offers.tools,
+                flag("resourcesListChanged")? && offers.resources,
+                flag("promptsListChanged")? && offers.prompts,
             ],
             uris: BTreeSet::new(),
         };
-        let caller = self.caller(ctx.conn);
         let limits = &self.config.limits;
         match requested.get("resourceSubscriptions") {
             None | Some(Value::Null) => {}
@@ -440,7 +441,8 @@ impl<H: Clone> Engine<H> {
                 honoured.insert((*name).into(), true.into());
             }
         }
-        if requested.contains_key("resourceSubscriptions") {
+        // Left out, not empty, when the server offers this caller no resources at all.
+        if requested.contains_key("resourceSubscriptions") && offers.resources {
             honoured.insert(
                 "resourceSubscriptions".into(),
                 filter.uris.iter().cloned().map(Value::String).collect::<Vec<_>>().into(),
