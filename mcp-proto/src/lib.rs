@@ -79,7 +79,7 @@ pub use content::{
 pub use cursor::KeyRing;
 pub use engine::{
     CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, FrameOutcome, Implementation,
-    Invocation, LogLevel, OpenError, Output, RegistryMut, Reply, Request, Stale, Ticket,
+    Introspection, Invocation, LogLevel, OpenError, Output, RegistryMut, Reply, Request, Stale, Ticket,
 };
 pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};

@@ -180,7 +180,11 @@ impl<H: Clone> Engine<H> {
         // may be answered differently.
         let exact = self.registry.resources.get(uri);
         let private = exact.is_some_and(|r| r.resource.gate.is_some())
-            || self.registry.templates.values().any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
+            || self
+                .registry
+                .templates
+                .values()
+                .any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
         if let Some(r) = exact {
             if admits(r.resource.gate.as_ref(), caller) {
                 return Some((r.handler.clone(), None, Vec::new(), private));
@@ -392,5 +396,95 @@ impl<H: Clone> Engine<H> {
         r.insert("completion".into(), Value::Object(completion));
         self.finish(&mut r, call.version);
         encode_result(&call.id, &r)
+    }
+}
+
+/// Everything registered, whatever the gates: for code that holds the server (admin tooling,
+/// tests, documentation generators).
+///
+/// **Never serve this to a remote caller**: it lists items the caller's gates would hide. A
+/// remote-facing listing is [`Engine::visible_to`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Introspection {
+    /// Tools, by name.
+    pub tools: Vec<crate::Tool>,
+    /// Resources, by URI.
+    pub resources: Vec<crate::Resource>,
+    /// Templates, by `uriTemplate`.
+    pub templates: Vec<crate::ResourceTemplate>,
+    /// Prompts, by name.
+    pub prompts: Vec<crate::Prompt>,
+}
+
+impl<H: Clone> Engine<H> {
+    /// Every registered item, ignoring gates; see [`Introspection`] for why it must not be
+    /// served remotely.
+    pub fn introspect(&self) -> Introspection {
+        let r = &self.registry;
+        Introspection {
+            tools: r.tools.values().map(|t| t.tool.clone()).collect(),
+            resources: r.resources.values().map(|t| t.resource.clone()).collect(),
+            templates: r.templates.values().map(|t| t.template.clone()).collect(),
+            prompts: r.prompts.values().map(|t| t.prompt.clone()).collect(),
+        }
+    }
+
+    /// What `caller` is shown by the list methods (every page): the server-wide gate and each
+    /// item's gate applied, as over the wire.
+    pub fn visible_to(&self, caller: &Caller) -> Introspection {
+        if !admits(self.registry.gate.as_ref(), caller) {
+            return Introspection::default();
+        }
+        let r = &self.registry;
+        let sees = |g: Option<&crate::Gate>| admits(g, caller);
+        Introspection {
+            tools: r.tools.values().filter(|t| sees(t.tool.gate.as_ref())).map(|t| t.tool.clone()).collect(),
+            resources: r
+                .resources
+                .values()
+                .filter(|t| sees(t.resource.gate.as_ref()))
+                .map(|t| t.resource.clone())
+                .collect(),
+            templates: r
+                .templates
+                .values()
+                .filter(|t| sees(t.template.gate.as_ref()))
+                .map(|t| t.template.clone())
+                .collect(),
+            prompts: r
+                .prompts
+                .values()
+                .filter(|t| sees(t.prompt.gate.as_ref()))
+                .map(|t| t.prompt.clone())
+                .collect(),
+        }
+    }
+
+    /// Admits an in-process call of a tool by `caller`, with the same gates and argument
+    /// validation as `tools/call`: the handler to run, or the error a remote caller would get
+    /// (a refused or unknown tool is "unknown tool"; invalid arguments are `-32602` with the
+    /// validation errors in `data`).
+    pub fn authorize_tool_call(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<H, RpcError> {
+        if !admits(self.registry.gate.as_ref(), caller) {
+            return Err(RpcError::invalid_params("forbidden: this caller may not use this server"));
+        }
+        let Some(entry) = self.registry.tools.get(name).filter(|t| admits(t.tool.gate.as_ref(), caller))
+        else {
+            return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
+        };
+        if let Some(validator) = &entry.input {
+            let args = Value::Object(arguments.clone());
+            if let Some(errors) = crate::registry::describe_errors(validator, &args) {
+                let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
+                return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));
+            }
+        }
+        Ok(entry.handler.clone())
     }
 }

@@ -28,6 +28,7 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 mod features;
 mod notify;
 
+pub use features::Introspection;
 pub use notify::LogLevel;
 
 /// `Implementation`: the server's name and version as peers see them.

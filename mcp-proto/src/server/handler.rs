@@ -27,8 +27,9 @@ pub struct RequestContext {
     pub caller: Arc<Caller>,
     /// The protocol version of the request.
     pub version: ProtocolVersion,
-    /// The call's id (for logging, progress and cancellation).
-    pub call: CallId,
+    /// The call's id (for logging, progress and cancellation); `None` for an in-process call
+    /// made with [`Server::call_tool_as`], which has no client to tell anything.
+    pub call: Option<CallId>,
     pub(crate) server: Server,
 }
 
@@ -52,7 +53,9 @@ impl RequestContext {
     /// Sends a log message to the client, if it asked for this level (see
     /// [`Engine::log`](crate::Engine::log)); a no-op once the call has ended.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
-        self.server.log(self.call, level, logger, data);
+        if let Some(call) = self.call {
+            self.server.log(call, level, logger, data);
+        }
     }
 }
 

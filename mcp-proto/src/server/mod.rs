@@ -347,6 +347,41 @@ impl Server {
         self.pump(st);
     }
 
+    /// Calls a tool in-process as `caller`, through the same gates (server-wide and the tool's)
+    /// and argument validation as a remote `tools/call`, without any connection.
+    pub async fn call_tool_as(
+        &self,
+        caller: Caller,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> ToolResult {
+        let handler = self.lock().engine.authorize_tool_call(&caller, name, &arguments)?;
+        let HandlerKind::Tool(f) = handler.0 else { return Err(HandlerError::Panicked) };
+        let ctx = RequestContext {
+            caller: Arc::new(caller),
+            version: crate::ProtocolVersion::V2026_07_28,
+            call: None,
+            server: self.clone(),
+        };
+        let call = ToolCall { name: name.to_owned(), arguments, ctx };
+        let reply = guarded(format!("tool {name}"), move || f(call), Reply::Tool).await;
+        match reply {
+            Reply::Tool(result) => result,
+            _ => Err(HandlerError::Panicked),
+        }
+    }
+
+    /// What `caller` is shown by the list methods, gates applied.
+    pub fn visible_to(&self, caller: &Caller) -> crate::Introspection {
+        self.lock().engine.visible_to(caller)
+    }
+
+    /// Everything registered, ignoring gates. **Never serve this to a remote caller**; see
+    /// [`Introspection`](crate::Introspection).
+    pub fn introspect(&self) -> crate::Introspection {
+        self.lock().engine.introspect()
+    }
+
     /// Connections open and handlers running: an operator's view.
     pub fn status(&self) -> Status {
         let st = self.lock();
@@ -485,7 +520,7 @@ impl Server {
     /// the connection down, and logs private failures, which the peer never sees.
     fn run(&self, inv: Invocation<Handler>) -> (crate::Ticket, BoxFuture<Reply>) {
         let Invocation { ticket, caller, version, request, handler, .. } = inv;
-        let ctx = RequestContext { caller, version, call: ticket.call(), server: self.clone() };
+        let ctx = RequestContext { caller, version, call: Some(ticket.call()), server: self.clone() };
         let fut: BoxFuture<Reply> = match (handler.0, request) {
             (HandlerKind::Tool(f), Request::CallTool { name, arguments }) => {
                 let what = format!("tool {name}");
