@@ -421,13 +421,7 @@ impl<H: Clone> Engine<H> {
     /// Every registered item, ignoring gates; see [`Introspection`] for why it must not be
     /// served remotely.
     pub fn introspect(&self) -> Introspection {
-        let r = &self.registry;
-        Introspection {
-            tools: r.tools.values().map(|t| t.tool.clone()).collect(),
-            resources: r.resources.values().map(|t| t.resource.clone()).collect(),
-            templates: r.templates.values().map(|t| t.template.clone()).collect(),
-            prompts: r.prompts.values().map(|t| t.prompt.clone()).collect(),
-        }
+        self.items_where(|_| true)
     }
 
     /// What `caller` is shown by the list methods (every page): the server-wide gate and each
@@ -436,28 +430,24 @@ impl<H: Clone> Engine<H> {
         if !admits(self.registry.gate.as_ref(), caller) {
             return Introspection::default();
         }
+        self.items_where(|gate| admits(gate, caller))
+    }
+
+    fn items_where(&self, keep: impl Fn(Option<&crate::Gate>) -> bool) -> Introspection {
+        fn pick<'a, E: 'a, T: Clone + 'a>(
+            entries: impl Iterator<Item = &'a E>,
+            item: impl Fn(&E) -> &T,
+            gate: impl Fn(&T) -> Option<&crate::Gate>,
+            keep: &impl Fn(Option<&crate::Gate>) -> bool,
+        ) -> Vec<T> {
+            entries.map(item).filter(|t| keep(gate(t))).cloned().collect()
+        }
         let r = &self.registry;
-        let sees = |g: Option<&crate::Gate>| admits(g, caller);
         Introspection {
-            tools: r.tools.values().filter(|t| sees(t.tool.gate.as_ref())).map(|t| t.tool.clone()).collect(),
-            resources: r
-                .resources
-                .values()
-                .filter(|t| sees(t.resource.gate.as_ref()))
-                .map(|t| t.resource.clone())
-                .collect(),
-            templates: r
-                .templates
-                .values()
-                .filter(|t| sees(t.template.gate.as_ref()))
-                .map(|t| t.template.clone())
-                .collect(),
-            prompts: r
-                .prompts
-                .values()
-                .filter(|t| sees(t.prompt.gate.as_ref()))
-                .map(|t| t.prompt.clone())
-                .collect(),
+            tools: pick(r.tools.values(), |e| &e.tool, |t| t.gate.as_ref(), &keep),
+            resources: pick(r.resources.values(), |e| &e.resource, |t| t.gate.as_ref(), &keep),
+            templates: pick(r.templates.values(), |e| &e.template, |t| t.gate.as_ref(), &keep),
+            prompts: pick(r.prompts.values(), |e| &e.prompt, |t| t.gate.as_ref(), &keep),
         }
     }
 
