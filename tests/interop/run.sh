@@ -13,11 +13,20 @@
 # Environment:
 #   PYTHON           interpreter for the venv (default: python3.11 if found, else python3)
 #   INTEROP_TIMEOUT  per-step timeout inside each client, seconds (default 30)
+#   INTEROP_NOTIFY_TIMEOUT  how long a client waits for an expected server
+#                    notification, seconds (default 5)
 #   INTEROP_MODERN=1 also run the Python client's 2026-07-28 (server/discover) session
+#   INTEROP_ADMIN=0  skip the admin pass (see below)
+#
+# Runs each client (Python, TypeScript) against each binary twice: once as an
+# anonymous caller (the gated admin_echo tool and test://admin-secret resource
+# must be hidden), and once more with the server started as `BINARY --role admin`
+# and the client given --admin (they must be visible and work).
 #
 # Side effects: Python venv in target/interop/venv, npm packages in
 # tests/interop/ts/node_modules (both reused when up to date), logs in
-# target/interop/logs/. Exits non-zero if any of the 4 runs fails.
+# target/interop/logs/. Exits non-zero if any of the 8 runs (4 with
+# INTEROP_ADMIN=0) fails.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -96,30 +105,44 @@ PY_ARGS=()
 declare -a RESULTS=()
 failures=0
 
-run_one() { # client-label binary-label binary-path command...
-    local client="$1" bname="$2" bpath="$3"
-    shift 3
-    local logf="$LOGS/$client-$bname.log" rc=0 start=$SECONDS summary
-    log "$client client vs $bname server ($bpath)"
-    timeout --kill-after=10 "$RUN_TIMEOUT" "$@" "$bpath" 2>&1 | tee "$logf" || rc=$?
+run_one() { # client-label binary-label binary-path role(anonymous|admin) client-command...
+    local client="$1" bname="$2" bpath="$3" role="$4"
+    shift 4
+    local -a client_opts=() server_args=()
+    local suffix="" label="$client x $bname"
+    if [[ "$role" == admin ]]; then
+        client_opts=(--admin)
+        server_args=(--role admin)
+        suffix="-admin"
+        label="$label --role admin"
+    fi
+    local logf="$LOGS/$client-$bname$suffix.log" rc=0 start=$SECONDS summary
+    log "$client client vs $bname server ($bpath ${server_args[*]})"
+    timeout --kill-after=10 "$RUN_TIMEOUT" "$@" "${client_opts[@]}" "$bpath" "${server_args[@]}" 2>&1 \
+        | tee "$logf" || rc=$?
     summary="$(grep -E "^interop-(python|ts): [0-9]+ passed, [0-9]+ failed$" "$logf" | tail -n1 || true)"
     if [[ $rc -eq 0 && -z "$summary" ]]; then
         rc=1 # the client must always end with its summary line
     fi
     [[ $rc -eq 124 || $rc -eq 137 ]] && summary="timed out after ${RUN_TIMEOUT}s"
     if [[ $rc -eq 0 ]]; then
-        RESULTS+=("PASS  $client x $bname  (${summary:-?}; $((SECONDS - start))s)")
+        RESULTS+=("PASS  $label  (${summary:-?}; $((SECONDS - start))s)")
     else
         failures=$((failures + 1))
-        RESULTS+=("FAIL  $client x $bname  (${summary:-no summary line}; exit $rc; $((SECONDS - start))s; log: ${logf#"$ROOT"/})")
+        RESULTS+=("FAIL  $label  (${summary:-no summary line}; exit $rc; $((SECONDS - start))s; log: ${logf#"$ROOT"/})")
     fi
 }
 
-for i in "${!BIN_NAMES[@]}"; do
-    run_one python "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" \
-        "$VENV/bin/python" "$INTEROP_DIR/python/client.py" "${PY_ARGS[@]}"
-    run_one ts "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" \
-        node "$TS_DIR/client.mjs"
+ROLES=(anonymous)
+[[ "${INTEROP_ADMIN:-1}" == "0" ]] || ROLES+=(admin)
+
+for role in "${ROLES[@]}"; do
+    for i in "${!BIN_NAMES[@]}"; do
+        run_one python "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$role" \
+            "$VENV/bin/python" "$INTEROP_DIR/python/client.py" "${PY_ARGS[@]}"
+        run_one ts "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$role" \
+            node "$TS_DIR/client.mjs"
+    done
 done
 
 echo

@@ -2,9 +2,11 @@
 """Interop check: the official Python MCP SDK client against one of our stdio servers.
 
 Usage:
-    python client.py [--modern] [--timeout SECONDS] SERVER_COMMAND [SERVER_ARGS...]
+    python client.py [--modern] [--admin] [--timeout SECONDS] [--notify-timeout SECONDS]
+                     SERVER_COMMAND [SERVER_ARGS...]
 
 e.g. python client.py target/release/examples/everything
+     python client.py --admin target/release/examples/everything --role admin
 
 The server is spawned with the SDK's `stdio_client` and driven through
 `ClientSession`, i.e. exactly the code path a real Python MCP host uses.
@@ -16,7 +18,18 @@ Options (must come before the server command):
     --modern          after the legacy (initialize) session, also run the same
                       checks over a second session negotiated with
                       `server/discover` (protocol 2026-07-28). Needs mcp>=2.
+    --admin           the server was started with `--role admin`: expect the gated
+                      admin_echo tool and test://admin-secret resource to be visible
+                      and working (without it: expect them hidden).
     --timeout SECS    per-step timeout (default 30; env INTEROP_TIMEOUT).
+    --notify-timeout SECS
+                      how long to wait for an expected server notification
+                      (default 5; env INTEROP_NOTIFY_TIMEOUT).
+
+Notification checks (resource subscription, tools/prompts list_changed,
+logging) use the SDK's hooks (`message_handler`, `logging_callback`) and wait
+for the notification with a bounded timeout; they are legacy-era only (the
+2026-07-28 era replaces resources/subscribe and logging/setLevel).
 
 Written against mcp 2.x (pinned in requirements.txt) but kept compatible with
 mcp 1.x: results are compared in their wire (camelCase JSON) form.
@@ -24,9 +37,11 @@ mcp 1.x: results are compared in their wire (camelCase JSON) form.
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
-from typing import Any
+import warnings
+from typing import Any, Callable
 
 import anyio
 
@@ -38,6 +53,11 @@ except ImportError:  # mcp 1.x
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp import types
 
+try:  # mcp >= 2 flags the 2025-era subscribe / setLevel calls as deprecated
+    from mcp.shared.exceptions import MCPDeprecationWarning as _DeprecationCategory
+except ImportError:  # mcp 1.x
+    _DeprecationCategory = DeprecationWarning  # type: ignore[misc,assignment]
+
 try:
     from importlib.metadata import version as _pkg_version
 
@@ -47,6 +67,7 @@ except Exception:  # pragma: no cover - metadata missing
 
 PREFIX = "interop-python"
 INVALID_PARAMS = -32602
+RESOURCE_NOT_FOUND = -32002
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # First protocol version on which argument-validation failures are tool
 # execution errors (isError: true, SEP-1303) instead of JSON-RPC -32602.
@@ -61,7 +82,39 @@ CHECKS = [
     "echo_invalid_args",
     "echo_after_error",
     "test_simple_text",
+    "list_resources",
+    "read_static_text",
+    "read_static_binary",
+    "resource_template",
+    "list_prompts",
+    "get_prompt_with_arguments",
+    "get_prompt_missing_argument",
+    "complete_prompt_argument",
+    "gated_items",
+    "resource_subscribe_updated",
+    "tool_list_changed",
+    "prompt_list_changed",
+    "logging_notifications",
 ]
+# Checks that need the 2025-era notification plumbing (resources/subscribe,
+# logging/setLevel, list_changed pushed on the session); skipped on 2026-07-28.
+LEGACY_ONLY = {"resource_subscribe_updated", "tool_list_changed", "prompt_list_changed", "logging_notifications"}
+
+STATIC_TEXT = "This is the content of the static text resource."
+ADMIN_SECRET = "test://admin-secret"
+WATCHED = "test://watched-resource"
+TEMPLATE = "test://template/{id}/data"
+PROMPTS = (
+    "test_simple_prompt",
+    "test_prompt_with_arguments",
+    "test_prompt_with_embedded_resource",
+    "test_prompt_with_image",
+)
+LOG_STEPS = ["Tool execution started", "Tool processing data", "Tool execution completed"]
+
+
+def checks_for(era: str) -> list[str]:
+    return [c for c in CHECKS if era == "legacy" or c not in LEGACY_ONLY]
 
 
 class CheckFailed(Exception):
@@ -99,6 +152,75 @@ def texts(result: dict[str, Any]) -> list[str]:
     return [b.get("text", "") for b in result.get("content", []) if b.get("type") == "text"]
 
 
+class Inbox:
+    """Server notifications delivered through the SDK's hooks, with bounded waits.
+
+    `message_handler` sees every surfaced server notification (mcp 1.x also
+    hands it request responders, which are ignored); `logging_callback` sees
+    notifications/message params. Must be created inside the event loop.
+    """
+
+    def __init__(self) -> None:
+        self.notifications: list[tuple[str, dict[str, Any]]] = []
+        self.logs: list[dict[str, Any]] = []
+        self.stream_errors: list[Exception] = []
+        self._arrived = anyio.Event()
+
+    def _wake(self) -> None:
+        ev, self._arrived = self._arrived, anyio.Event()
+        ev.set()
+
+    async def message_handler(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.stream_errors.append(message)
+            self._wake()
+            return
+        n = getattr(message, "root", message)  # mcp 1.x wraps ServerNotification in a RootModel
+        method = getattr(n, "method", None)
+        if not isinstance(method, str):
+            return
+        params = getattr(n, "params", None)
+        self.notifications.append((method, wire(params) if params is not None else {}))
+        self._wake()
+
+    async def logging_callback(self, params: Any) -> None:
+        self.logs.append(wire(params))
+        self._wake()
+
+    def count(self, method: str, pred: Callable[[dict[str, Any]], bool] = lambda _p: True) -> int:
+        return sum(1 for m, p in self.notifications if m == method and pred(p))
+
+    async def wait_for(self, cond: Callable[[], bool], timeout: float) -> bool:
+        """Wait until cond() holds, at most `timeout` seconds; returns whether it does."""
+        with anyio.move_on_after(timeout):
+            while not cond():
+                await self._arrived.wait()
+        return cond()
+
+
+def quiet_deprecated(call: Any) -> Any:
+    """Call a 2025-era SDK method that mcp 2.x marks deprecated, without the warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", _DeprecationCategory)
+        return call()
+
+
+async def paginate(fetch: Callable[[str | None], Any], key: str, what: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(100):
+        page = wire(await fetch(cursor))
+        items.extend(page.get(key, []))
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            return items
+    raise CheckFailed(f"{what} pagination did not terminate after 100 pages")
+
+
+def page_params(cursor: str | None) -> Any:
+    return None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+
+
 def expect_single_text(result: dict[str, Any], what: str) -> str:
     if result.get("isError"):
         raise CheckFailed(f"{what}: unexpected isError=true result: {short(result)}")
@@ -111,10 +233,18 @@ def expect_single_text(result: dict[str, Any], what: str) -> str:
     return block.get("text", "")
 
 
-async def run_checks(session: ClientSession, era: str, report: Report, timeout: float) -> None:
-    """Run CHECKS in order on a freshly created (not yet negotiated) session."""
+async def run_checks(
+    session: ClientSession,
+    era: str,
+    report: Report,
+    timeout: float,
+    inbox: Inbox,
+    admin: bool,
+    notify_timeout: float,
+) -> None:
+    """Run checks_for(era) in order on a freshly created (not yet negotiated) session."""
     tag = f"{era}:"
-    pending = list(CHECKS)
+    pending = checks_for(era)
 
     def done(name: str) -> None:
         pending.remove(name)
@@ -264,14 +394,251 @@ async def run_checks(session: ClientSession, era: str, report: Report, timeout: 
     await step("echo_after_error", echo_again)
     await step("test_simple_text", simple_text)
 
+    # --- resources ------------------------------------------------------------
+    async def list_resources() -> str:
+        res = await paginate(lambda c: session.list_resources(params=page_params(c)), "resources", "resources/list")
+        uris = sorted(r.get("uri", "") for r in res)
+        if "test://static-text" not in uris:
+            raise CheckFailed(f"test://static-text missing; got {uris}")
+        if admin and ADMIN_SECRET not in uris:
+            raise CheckFailed(f"{ADMIN_SECRET} missing although the server runs with --role admin; got {uris}")
+        if not admin and ADMIN_SECRET in uris:
+            raise CheckFailed(f"gated {ADMIN_SECRET} listed to an anonymous caller; got {uris}")
+        static = next(r for r in res if r.get("uri") == "test://static-text")
+        if static.get("mimeType") != "text/plain":
+            raise CheckFailed(f"test://static-text mimeType {static.get('mimeType')!r}, expected 'text/plain'")
+        return f"{len(uris)} resources: {', '.join(uris)}"
 
-async def run_session(params: StdioServerParameters, era: str, report: Report, timeout: float) -> None:
+    async def read_static_text() -> str:
+        res = wire(await session.read_resource("test://static-text"))
+        contents = res.get("contents", [])
+        if len(contents) != 1:
+            raise CheckFailed(f"expected one contents entry, got {short(contents)}")
+        c = contents[0]
+        if c.get("text") != STATIC_TEXT:
+            raise CheckFailed(f"text {c.get('text')!r}, expected {STATIC_TEXT!r}")
+        if c.get("uri") != "test://static-text" or c.get("mimeType") != "text/plain":
+            raise CheckFailed(f"uri/mimeType wrong: {short(c)}")
+        return f"text {STATIC_TEXT!r}"
+
+    async def read_static_binary() -> str:
+        res = wire(await session.read_resource("test://static-binary"))
+        contents = res.get("contents", [])
+        if len(contents) != 1 or not isinstance(contents[0].get("blob"), str):
+            raise CheckFailed(f"expected one blob entry, got {short(contents)}")
+        c = contents[0]
+        raw = base64.b64decode(c["blob"], validate=True)
+        if not raw.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise CheckFailed(f"blob is not a PNG: {raw[:16]!r}")
+        if c.get("mimeType") != "image/png":
+            raise CheckFailed(f"mimeType {c.get('mimeType')!r}, expected 'image/png'")
+        return f"{len(raw)}-byte PNG blob, mimeType image/png"
+
+    async def resource_template() -> str:
+        tpls = await paginate(
+            lambda c: session.list_resource_templates(params=page_params(c)), "resourceTemplates", "templates/list"
+        )
+        got = sorted(t.get("uriTemplate", "") for t in tpls)
+        if TEMPLATE not in got:
+            raise CheckFailed(f"template {TEMPLATE!r} missing; got {got}")
+        res = wire(await session.read_resource("test://template/123/data"))
+        contents = res.get("contents", [])
+        body = " ".join(c.get("text", "") for c in contents)
+        if "123" not in body:
+            raise CheckFailed(f"reading test://template/123/data gave no '123': {short(contents)}")
+        return f"templates {got}; read test://template/123/data -> {short(body, 100)}"
+
+    # --- prompts --------------------------------------------------------------
+    async def list_prompts() -> str:
+        prompts = await paginate(lambda c: session.list_prompts(params=page_params(c)), "prompts", "prompts/list")
+        by_name = {p["name"]: p for p in prompts}
+        missing = [n for n in PROMPTS if n not in by_name]
+        if missing:
+            raise CheckFailed(f"prompts {missing} missing; got {sorted(by_name)}")
+        args = {a["name"]: a.get("required", False) for a in by_name["test_prompt_with_arguments"].get("arguments", [])}
+        if args != {"arg1": True, "arg2": True}:
+            raise CheckFailed(f"test_prompt_with_arguments arguments {args}, expected arg1/arg2 required")
+        return f"{len(by_name)} prompts: {', '.join(sorted(by_name))}"
+
+    async def get_prompt_with_arguments() -> str:
+        res = wire(await session.get_prompt("test_prompt_with_arguments", {"arg1": "alpha-1", "arg2": "beta-2"}))
+        msgs = res.get("messages", [])
+        text = " ".join(
+            m.get("content", {}).get("text", "") for m in msgs if m.get("content", {}).get("type") == "text"
+        )
+        if "alpha-1" not in text or "beta-2" not in text:
+            raise CheckFailed(f"prompt text lacks the argument values: {short(msgs)}")
+        return f"text {text!r}"
+
+    async def get_prompt_missing_argument() -> str:
+        try:
+            res = wire(await session.get_prompt("test_prompt_with_arguments", {"arg1": "only-one"}))
+        except _McpError as e:
+            if e.error.code != INVALID_PARAMS:
+                raise CheckFailed(f"expected JSON-RPC error {INVALID_PARAMS}, got {e.error.code}: {e.error.message}")
+            return f"JSON-RPC error -32602 ({e.error.message!r})"
+        raise CheckFailed(f"prompts/get without required arg2 succeeded: {short(res)}")
+
+    async def complete_prompt_argument() -> str:
+        ref = types.PromptReference(type="ref/prompt", name="test_prompt_with_arguments")
+        res = wire(await session.complete(ref, {"name": "arg1", "value": "te"}))
+        values = res.get("completion", {}).get("values", [])
+        if "testValue1" not in values:
+            raise CheckFailed(f"completion values {values} lack 'testValue1'")
+        bad = [v for v in values if not v.startswith("te")]
+        if bad:
+            raise CheckFailed(f"completion values {bad} do not start with 'te'")
+        return f"values {values}"
+
+    # --- gated items ------------------------------------------------------------
+    async def gated_items() -> str:
+        tools = await paginate(lambda c: session.list_tools(params=page_params(c)), "tools", "tools/list")
+        visible = "admin_echo" in {t["name"] for t in tools}
+        if admin:
+            if not visible:
+                raise CheckFailed("admin_echo not listed although the server runs with --role admin")
+            got = expect_single_text(wire(await session.call_tool("admin_echo", {"text": "hi"})), "admin_echo")
+            if got != "admin: hi":
+                raise CheckFailed(f"admin_echo returned {got!r}, expected 'admin: hi'")
+            res = wire(await session.read_resource(ADMIN_SECRET))
+            body = " ".join(c.get("text", "") for c in res.get("contents", []))
+            if body != "The admin secret.":
+                raise CheckFailed(f"{ADMIN_SECRET} read {short(res)}, expected 'The admin secret.'")
+            return f"admin_echo -> {got!r}; {ADMIN_SECRET} -> {body!r}"
+        if visible:
+            raise CheckFailed("gated admin_echo listed to an anonymous caller")
+        try:
+            res = wire(await session.read_resource(ADMIN_SECRET))
+        except _McpError as e:
+            read_err = f"read -> {e.error.code} ({e.error.message!r})"
+            # resource-not-found: -32002 up to 2025-11-25, -32602 on 2026-07-28
+            if e.error.code not in (RESOURCE_NOT_FOUND, INVALID_PARAMS):
+                report.note(f"{era}: reading hidden {ADMIN_SECRET} gave {e.error.code}, "
+                            f"not {RESOURCE_NOT_FOUND} or {INVALID_PARAMS}")
+        else:
+            raise CheckFailed(f"anonymous caller could read {ADMIN_SECRET}: {short(res)}")
+        try:
+            res = wire(await session.call_tool("admin_echo", {"text": "hi"}))
+        except _McpError as e:
+            call_err = f"call -> {e.error.code} ({e.error.message!r})"
+        else:
+            if not res.get("isError"):
+                raise CheckFailed(f"anonymous caller could call admin_echo: {short(res)}")
+            call_err = f"call -> isError ({short(texts(res))})"
+        return f"hidden from anonymous caller: not listed; {read_err}; {call_err}"
+
+    # --- notifications (legacy era) ----------------------------------------------
+    async def resource_subscribe_updated() -> str:
+        method = "notifications/resources/updated"
+        watched = lambda p: p.get("uri") == WATCHED  # noqa: E731
+        await quiet_deprecated(lambda: session.subscribe_resource(WATCHED))
+        mark = inbox.count(method, watched)
+        res = wire(await session.call_tool("test_trigger_resource_update"))
+        if res.get("isError"):
+            raise CheckFailed(f"test_trigger_resource_update failed: {short(res)}")
+        if not await inbox.wait_for(lambda: inbox.count(method, watched) > mark, notify_timeout):
+            seen = [m for m, _ in inbox.notifications]
+            raise CheckFailed(f"no {method} for {WATCHED} within {notify_timeout}s; notifications seen: {seen}")
+        await quiet_deprecated(lambda: session.unsubscribe_resource(WATCHED))
+        return f"subscribed, triggered, got {method} uri={WATCHED}"
+
+    async def tool_list_changed() -> str:
+        method = "notifications/tools/list_changed"
+
+        async def names() -> set[str]:
+            tools = await paginate(lambda c: session.list_tools(params=page_params(c)), "tools", "tools/list")
+            return {t["name"] for t in tools}
+
+        if "test_dynamic_tool" in await names():
+            raise CheckFailed("test_dynamic_tool already listed before test_trigger_tool_change (fresh server)")
+        mark = inbox.count(method)
+        res = wire(await session.call_tool("test_trigger_tool_change"))
+        if res.get("isError"):
+            raise CheckFailed(f"test_trigger_tool_change failed: {short(res)}")
+        if not await inbox.wait_for(lambda: inbox.count(method) > mark, notify_timeout):
+            seen = [m for m, _ in inbox.notifications]
+            raise CheckFailed(f"no {method} within {notify_timeout}s; notifications seen: {seen}")
+        if "test_dynamic_tool" not in await names():
+            raise CheckFailed("after list_changed, tools/list still lacks test_dynamic_tool")
+        got = expect_single_text(wire(await session.call_tool("test_dynamic_tool")), "test_dynamic_tool")
+        if got != "dynamic tool called":
+            raise CheckFailed(f"test_dynamic_tool returned {got!r}")
+        return f"got {method}; test_dynamic_tool listed and callable ({got!r})"
+
+    async def prompt_list_changed() -> str:
+        method = "notifications/prompts/list_changed"
+
+        async def names() -> set[str]:
+            prompts = await paginate(lambda c: session.list_prompts(params=page_params(c)), "prompts", "prompts/list")
+            return {p["name"] for p in prompts}
+
+        if "test_dynamic_prompt" in await names():
+            raise CheckFailed("test_dynamic_prompt already listed before test_trigger_prompt_change (fresh server)")
+        mark = inbox.count(method)
+        res = wire(await session.call_tool("test_trigger_prompt_change"))
+        if res.get("isError"):
+            raise CheckFailed(f"test_trigger_prompt_change failed: {short(res)}")
+        if not await inbox.wait_for(lambda: inbox.count(method) > mark, notify_timeout):
+            seen = [m for m, _ in inbox.notifications]
+            raise CheckFailed(f"no {method} within {notify_timeout}s; notifications seen: {seen}")
+        if "test_dynamic_prompt" not in await names():
+            raise CheckFailed("after list_changed, prompts/list still lacks test_dynamic_prompt")
+        return f"got {method}; test_dynamic_prompt listed"
+
+    async def logging_notifications() -> str:
+        await quiet_deprecated(lambda: session.set_logging_level("debug"))
+        mark = len(inbox.logs)
+        res = wire(await session.call_tool("test_tool_with_logging"))
+        if res.get("isError"):
+            raise CheckFailed(f"test_tool_with_logging failed: {short(res)}")
+        if not await inbox.wait_for(lambda: len(inbox.logs) - mark >= len(LOG_STEPS), notify_timeout):
+            raise CheckFailed(
+                f"got {len(inbox.logs) - mark} of {len(LOG_STEPS)} notifications/message within "
+                f"{notify_timeout}s: {short(inbox.logs[mark:])}"
+            )
+        logs = inbox.logs[mark:]
+        if len(logs) != len(LOG_STEPS):
+            raise CheckFailed(f"expected {len(LOG_STEPS)} log messages, got {len(logs)}: {short(logs)}")
+        levels = [m.get("level") for m in logs]
+        data = [m.get("data") for m in logs]
+        if levels != ["info"] * len(LOG_STEPS):
+            raise CheckFailed(f"log levels {levels}, expected all 'info'")
+        if data != LOG_STEPS:
+            raise CheckFailed(f"log data {data}, expected {LOG_STEPS}")
+        return f"{len(logs)} info messages via logging_callback: {data}"
+
+    await step("list_resources", list_resources)
+    await step("read_static_text", read_static_text)
+    await step("read_static_binary", read_static_binary)
+    await step("resource_template", resource_template)
+    await step("list_prompts", list_prompts)
+    await step("get_prompt_with_arguments", get_prompt_with_arguments)
+    await step("get_prompt_missing_argument", get_prompt_missing_argument)
+    await step("complete_prompt_argument", complete_prompt_argument)
+    await step("gated_items", gated_items)
+    if era == "legacy":
+        await step("resource_subscribe_updated", resource_subscribe_updated)
+        await step("tool_list_changed", tool_list_changed)
+        await step("prompt_list_changed", prompt_list_changed)
+        await step("logging_notifications", logging_notifications)
+    else:
+        report.note(f"{era}: skipped legacy-only checks {sorted(LEGACY_ONLY)}")
+    if inbox.stream_errors:
+        report.note(f"{era}: transport exceptions surfaced to message_handler: {short(inbox.stream_errors)}")
+
+
+async def run_session(
+    params: StdioServerParameters, era: str, report: Report, timeout: float, admin: bool, notify_timeout: float
+) -> None:
     started = False
     try:
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
+            inbox = Inbox()
+            async with ClientSession(
+                read, write, logging_callback=inbox.logging_callback, message_handler=inbox.message_handler
+            ) as session:
                 started = True
-                await run_checks(session, era, report, timeout)
+                await run_checks(session, era, report, timeout, inbox, admin, notify_timeout)
     except Exception as e:  # noqa: BLE001 - spawn failure or transport teardown error
         # Failures inside run_checks are already reported; this is the spawn
         # or the transport itself failing.
@@ -279,20 +646,27 @@ async def run_session(params: StdioServerParameters, era: str, report: Report, t
             report.fail(f"{era}:transport", f"{type(e).__name__}: {e}")
         else:
             report.fail(f"{era}:connect", f"could not start the server: {type(e).__name__}: {e}")
-            for name in CHECKS[1:]:
+            for name in checks_for(era)[1:]:
                 report.fail(f"{era}:{name}", "not run (connect failed)")
 
 
-def parse_args(argv: list[str]) -> tuple[bool, float, list[str]]:
+def parse_args(argv: list[str]) -> tuple[bool, bool, float, float, list[str]]:
     modern = False
+    admin = False
     timeout = float(os.environ.get("INTEROP_TIMEOUT", "30"))
+    notify_timeout = float(os.environ.get("INTEROP_NOTIFY_TIMEOUT", "5"))
     i = 0
     while i < len(argv) and argv[i].startswith("--"):
         if argv[i] == "--modern":
             modern = True
+        elif argv[i] == "--admin":
+            admin = True
         elif argv[i] == "--timeout" and i + 1 < len(argv):
             i += 1
             timeout = float(argv[i])
+        elif argv[i] == "--notify-timeout" and i + 1 < len(argv):
+            i += 1
+            notify_timeout = float(argv[i])
         elif argv[i] == "--":
             i += 1
             break
@@ -302,24 +676,25 @@ def parse_args(argv: list[str]) -> tuple[bool, float, list[str]]:
     cmd = argv[i:]
     if not cmd:
         sys.exit(f"{PREFIX}: missing server command\n{__doc__}")
-    return modern, timeout, cmd
+    return modern, admin, timeout, notify_timeout, cmd
 
 
 def main() -> int:
-    modern, timeout, cmd = parse_args(sys.argv[1:])
-    print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, server: {' '.join(cmd)}", flush=True)
+    modern, admin, timeout, notify_timeout, cmd = parse_args(sys.argv[1:])
+    role = "admin" if admin else "anonymous"
+    print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, server: {' '.join(cmd)} (expecting {role} caller)", flush=True)
     # The SDK hands the child only a small allow-list of environment variables
     # (HOME, PATH, ...); pass ours through so RUST_LOG / RUST_BACKTRACE reach the server.
     params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ))
     report = Report()
 
     async def all_sessions() -> None:
-        await run_session(params, "legacy", report, timeout)
+        await run_session(params, "legacy", report, timeout, admin, notify_timeout)
         if modern:
             if not hasattr(ClientSession, "discover"):
                 report.fail("modern:connect", f"mcp {SDK_VERSION} has no ClientSession.discover (needs mcp>=2)")
             else:
-                await run_session(params, "modern", report, timeout)
+                await run_session(params, "modern", report, timeout, admin, notify_timeout)
 
     anyio.run(all_sessions)
     print(f"{PREFIX}: {report.passed} passed, {report.failed} failed", flush=True)

@@ -2,26 +2,73 @@
 // Interop check: the official TypeScript MCP SDK client against one of our stdio servers.
 //
 // Usage:
-//   node client.mjs [--timeout SECONDS] SERVER_COMMAND [SERVER_ARGS...]
+//   node client.mjs [--admin] [--timeout SECONDS] [--notify-timeout SECONDS] SERVER_COMMAND [SERVER_ARGS...]
 //   e.g. node client.mjs ../../../target/release/examples/everything
+//        node client.mjs --admin ../../../target/release/examples/everything --role admin
 //
 // Spawns the server with the SDK's StdioClientTransport and drives it through
 // `Client`, i.e. the code path a real TypeScript MCP host uses. Prints one line
 // per check and then `interop-ts: N passed, M failed`; exits 0 only if every
 // check passed. Per-step timeout: --timeout or env INTEROP_TIMEOUT (default 30 s).
+//
+// --admin: the server was started with `--role admin`, so the gated admin_echo
+// tool and test://admin-secret resource must be visible and work (without it
+// they must be hidden). Notification checks register handlers with
+// client.setNotificationHandler(<SDK schema>, ...) and wait for the expected
+// notification at most --notify-timeout / env INTEROP_NOTIFY_TIMEOUT (default 5 s).
 
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import {
+  LoggingMessageNotificationSchema,
+  McpError,
+  PromptListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 
 const PREFIX = 'interop-ts';
 const INVALID_PARAMS = -32602;
+const RESOURCE_NOT_FOUND = -32002;
 const HANDSHAKE_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
 // Versions on which argument-validation failures are tool execution errors
 // (isError: true, SEP-1303) rather than JSON-RPC -32602.
 const ISERROR_VALIDATION_VERSIONS = ['2025-11-25', '2026-07-28'];
-const CHECKS = ['connect', 'list_tools', 'echo', 'add', 'echo_invalid_args', 'echo_after_error', 'test_simple_text'];
+const CHECKS = [
+  'connect',
+  'list_tools',
+  'echo',
+  'add',
+  'echo_invalid_args',
+  'echo_after_error',
+  'test_simple_text',
+  'list_resources',
+  'read_static_text',
+  'read_static_binary',
+  'resource_template',
+  'list_prompts',
+  'get_prompt_with_arguments',
+  'get_prompt_missing_argument',
+  'complete_prompt_argument',
+  'gated_items',
+  'resource_subscribe_updated',
+  'tool_list_changed',
+  'prompt_list_changed',
+  'logging_notifications',
+];
+
+const STATIC_TEXT = 'This is the content of the static text resource.';
+const ADMIN_SECRET = 'test://admin-secret';
+const WATCHED = 'test://watched-resource';
+const TEMPLATE = 'test://template/{id}/data';
+const PROMPTS = [
+  'test_simple_prompt',
+  'test_prompt_with_arguments',
+  'test_prompt_with_embedded_resource',
+  'test_prompt_with_image',
+];
+const LOG_STEPS = ['Tool execution started', 'Tool processing data', 'Tool execution completed'];
 
 let SDK_VERSION = 'unknown';
 try {
@@ -64,12 +111,74 @@ function expectSingleText(result, what) {
   return content[0].text;
 }
 
+// Server notifications as delivered to the SDK's notification handlers, with bounded waits.
+class Inbox {
+  constructor() {
+    this.notifications = []; // {method, params}
+    this.wakers = new Set();
+  }
+
+  push(notification) {
+    this.notifications.push({ method: notification.method, params: notification.params ?? {} });
+    for (const wake of [...this.wakers]) wake();
+  }
+
+  count(method, pred = () => true) {
+    return this.notifications.filter((n) => n.method === method && pred(n.params)).length;
+  }
+
+  since(mark, method) {
+    return this.notifications.slice(mark).filter((n) => n.method === method);
+  }
+
+  methods() {
+    return this.notifications.map((n) => n.method);
+  }
+
+  // Resolves to whether cond() holds, waiting for it at most `ms` milliseconds.
+  async waitFor(cond, ms) {
+    const deadline = Date.now() + ms;
+    while (!cond()) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      await new Promise((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          this.wakers.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, left);
+        this.wakers.add(wake);
+      });
+    }
+    return cond();
+  }
+}
+
+async function paginate(fetch, key, what) {
+  const items = [];
+  let cursor;
+  for (let pages = 0; pages < 100; pages++) {
+    const page = await fetch(cursor === undefined ? undefined : { cursor });
+    items.push(...(page[key] ?? []));
+    cursor = page.nextCursor;
+    if (cursor === undefined) return items;
+  }
+  throw new CheckFailed(`${what} pagination did not terminate after 100 pages`);
+}
+
 function parseArgs(argv) {
   let timeout = Number(process.env.INTEROP_TIMEOUT ?? '30');
+  let notifyTimeout = Number(process.env.INTEROP_NOTIFY_TIMEOUT ?? '5');
+  let admin = false;
   let i = 0;
   while (i < argv.length && argv[i].startsWith('--')) {
     if (argv[i] === '--timeout' && i + 1 < argv.length) {
       timeout = Number(argv[++i]);
+    } else if (argv[i] === '--notify-timeout' && i + 1 < argv.length) {
+      notifyTimeout = Number(argv[++i]);
+    } else if (argv[i] === '--admin') {
+      admin = true;
     } else if (argv[i] === '--') {
       i += 1;
       break;
@@ -80,11 +189,13 @@ function parseArgs(argv) {
     i += 1;
   }
   const cmd = argv.slice(i);
-  if (cmd.length === 0 || !(timeout > 0)) {
-    console.error(`${PREFIX}: usage: node client.mjs [--timeout SECONDS] SERVER_COMMAND [ARGS...]`);
+  if (cmd.length === 0 || !(timeout > 0) || !(notifyTimeout > 0)) {
+    console.error(
+      `${PREFIX}: usage: node client.mjs [--admin] [--timeout SECONDS] [--notify-timeout SECONDS] SERVER_COMMAND [ARGS...]`,
+    );
     process.exit(2);
   }
-  return { timeoutMs: timeout * 1000, cmd };
+  return { timeoutMs: timeout * 1000, notifyMs: notifyTimeout * 1000, admin, cmd };
 }
 
 let childPid;
@@ -114,8 +225,11 @@ async function reap() {
 }
 
 async function main() {
-  const { timeoutMs, cmd } = parseArgs(process.argv.slice(2));
-  console.log(`[${PREFIX}] @modelcontextprotocol/sdk ${SDK_VERSION}, node ${process.version}, server: ${cmd.join(' ')}`);
+  const { timeoutMs, notifyMs, admin, cmd } = parseArgs(process.argv.slice(2));
+  console.log(
+    `[${PREFIX}] @modelcontextprotocol/sdk ${SDK_VERSION}, node ${process.version}, server: ${cmd.join(' ')}` +
+      ` (expecting ${admin ? 'admin' : 'anonymous'} caller)`,
+  );
 
   // The SDK gives the child only an allow-list of env vars (HOME, PATH, ...);
   // pass ours through so RUST_LOG / RUST_BACKTRACE reach the server.
@@ -140,6 +254,19 @@ async function main() {
   };
 
   const client = new Client({ name: 'mcp-interop-ts', version: '0.0.0' }, { capabilities: {} });
+  const inbox = new Inbox();
+  const logs = [];
+  for (const schema of [
+    ToolListChangedNotificationSchema,
+    PromptListChangedNotificationSchema,
+    ResourceUpdatedNotificationSchema,
+  ]) {
+    client.setNotificationHandler(schema, (n) => inbox.push(n));
+  }
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+    logs.push(n.params);
+    inbox.push(n);
+  });
   const opts = { timeout: timeoutMs };
   const pending = [...CHECKS];
   const done = (name) => pending.splice(pending.indexOf(name), 1);
@@ -254,6 +381,239 @@ async function main() {
     const t = texts(res).filter((x) => x.trim());
     if (t.length === 0) throw new CheckFailed(`no non-empty text block in ${short(res)}`);
     return `text ${short(t[0], 80)}`;
+  });
+
+  // --- resources ---------------------------------------------------------------
+  const listResources = (p) => client.listResources(p, opts);
+  const listTools = (p) => client.listTools(p, opts);
+  const listPrompts = (p) => client.listPrompts(p, opts);
+
+  await step('list_resources', async () => {
+    const res = await paginate(listResources, 'resources', 'resources/list');
+    const uris = res.map((r) => r.uri).sort();
+    if (!uris.includes('test://static-text')) throw new CheckFailed(`test://static-text missing; got ${short(uris)}`);
+    if (admin && !uris.includes(ADMIN_SECRET)) {
+      throw new CheckFailed(`${ADMIN_SECRET} missing although the server runs with --role admin; got ${short(uris)}`);
+    }
+    if (!admin && uris.includes(ADMIN_SECRET)) {
+      throw new CheckFailed(`gated ${ADMIN_SECRET} listed to an anonymous caller; got ${short(uris)}`);
+    }
+    const mime = res.find((r) => r.uri === 'test://static-text').mimeType;
+    if (mime !== 'text/plain') throw new CheckFailed(`test://static-text mimeType ${short(mime)}, expected "text/plain"`);
+    return `${uris.length} resources: ${uris.join(', ')}`;
+  });
+
+  await step('read_static_text', async () => {
+    const { contents } = await client.readResource({ uri: 'test://static-text' }, opts);
+    if (contents.length !== 1) throw new CheckFailed(`expected one contents entry, got ${short(contents)}`);
+    const c = contents[0];
+    if (c.text !== STATIC_TEXT) throw new CheckFailed(`text ${short(c.text)}, expected ${short(STATIC_TEXT)}`);
+    if (c.uri !== 'test://static-text' || c.mimeType !== 'text/plain') {
+      throw new CheckFailed(`uri/mimeType wrong: ${short(c)}`);
+    }
+    return `text ${short(STATIC_TEXT)}`;
+  });
+
+  await step('read_static_binary', async () => {
+    const { contents } = await client.readResource({ uri: 'test://static-binary' }, opts);
+    if (contents.length !== 1 || typeof contents[0].blob !== 'string') {
+      throw new CheckFailed(`expected one blob entry, got ${short(contents)}`);
+    }
+    const raw = Buffer.from(contents[0].blob, 'base64');
+    if (!raw.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) {
+      throw new CheckFailed(`blob is not a PNG: ${raw.subarray(0, 16).toString('hex')}`);
+    }
+    if (contents[0].mimeType !== 'image/png') {
+      throw new CheckFailed(`mimeType ${short(contents[0].mimeType)}, expected "image/png"`);
+    }
+    return `${raw.length}-byte PNG blob, mimeType image/png`;
+  });
+
+  await step('resource_template', async () => {
+    const tpls = await paginate(
+      (p) => client.listResourceTemplates(p, opts),
+      'resourceTemplates',
+      'resources/templates/list',
+    );
+    const got = tpls.map((t) => t.uriTemplate).sort();
+    if (!got.includes(TEMPLATE)) throw new CheckFailed(`template ${TEMPLATE} missing; got ${short(got)}`);
+    const { contents } = await client.readResource({ uri: 'test://template/123/data' }, opts);
+    const body = contents.map((c) => c.text ?? '').join(' ');
+    if (!body.includes('123')) throw new CheckFailed(`reading test://template/123/data gave no "123": ${short(contents)}`);
+    return `templates ${short(got)}; read test://template/123/data -> ${short(body, 100)}`;
+  });
+
+  // --- prompts -------------------------------------------------------------------
+  await step('list_prompts', async () => {
+    const prompts = await paginate(listPrompts, 'prompts', 'prompts/list');
+    const byName = new Map(prompts.map((p) => [p.name, p]));
+    const missing = PROMPTS.filter((n) => !byName.has(n));
+    if (missing.length) throw new CheckFailed(`prompts ${short(missing)} missing; got ${short([...byName.keys()].sort())}`);
+    const args = Object.fromEntries(
+      (byName.get('test_prompt_with_arguments').arguments ?? []).map((a) => [a.name, a.required ?? false]),
+    );
+    if (short(args) !== short({ arg1: true, arg2: true })) {
+      throw new CheckFailed(`test_prompt_with_arguments arguments ${short(args)}, expected arg1/arg2 required`);
+    }
+    return `${byName.size} prompts: ${[...byName.keys()].sort().join(', ')}`;
+  });
+
+  await step('get_prompt_with_arguments', async () => {
+    const res = await client.getPrompt(
+      { name: 'test_prompt_with_arguments', arguments: { arg1: 'alpha-1', arg2: 'beta-2' } },
+      opts,
+    );
+    const text = res.messages
+      .filter((m) => m.content?.type === 'text')
+      .map((m) => m.content.text)
+      .join(' ');
+    if (!text.includes('alpha-1') || !text.includes('beta-2')) {
+      throw new CheckFailed(`prompt text lacks the argument values: ${short(res.messages)}`);
+    }
+    return `text ${short(text)}`;
+  });
+
+  await step('get_prompt_missing_argument', async () => {
+    let res;
+    try {
+      res = await client.getPrompt({ name: 'test_prompt_with_arguments', arguments: { arg1: 'only-one' } }, opts);
+    } catch (e) {
+      if (!(e instanceof McpError)) throw e;
+      if (e.code !== INVALID_PARAMS) {
+        throw new CheckFailed(`expected JSON-RPC error ${INVALID_PARAMS}, got ${e.code}: ${e.message}`);
+      }
+      return `JSON-RPC error -32602 (${short(e.message)})`;
+    }
+    throw new CheckFailed(`prompts/get without required arg2 succeeded: ${short(res)}`);
+  });
+
+  await step('complete_prompt_argument', async () => {
+    const res = await client.complete(
+      { ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'te' } },
+      opts,
+    );
+    const values = res.completion?.values ?? [];
+    if (!values.includes('testValue1')) throw new CheckFailed(`completion values ${short(values)} lack "testValue1"`);
+    const bad = values.filter((v) => !v.startsWith('te'));
+    if (bad.length) throw new CheckFailed(`completion values ${short(bad)} do not start with "te"`);
+    return `values ${short(values)}`;
+  });
+
+  // --- gated items ----------------------------------------------------------------
+  await step('gated_items', async () => {
+    const tools = await paginate(listTools, 'tools', 'tools/list');
+    const visible = tools.some((t) => t.name === 'admin_echo');
+    if (admin) {
+      if (!visible) throw new CheckFailed('admin_echo not listed although the server runs with --role admin');
+      const got = expectSingleText(
+        await client.callTool({ name: 'admin_echo', arguments: { text: 'hi' } }, undefined, opts),
+        'admin_echo',
+      );
+      if (got !== 'admin: hi') throw new CheckFailed(`admin_echo returned ${short(got)}, expected "admin: hi"`);
+      const { contents } = await client.readResource({ uri: ADMIN_SECRET }, opts);
+      const body = contents.map((c) => c.text ?? '').join(' ');
+      if (body !== 'The admin secret.') {
+        throw new CheckFailed(`${ADMIN_SECRET} read ${short(contents)}, expected "The admin secret."`);
+      }
+      return `admin_echo -> ${short(got)}; ${ADMIN_SECRET} -> ${short(body)}`;
+    }
+    if (visible) throw new CheckFailed('gated admin_echo listed to an anonymous caller');
+    let readErr;
+    try {
+      const res = await client.readResource({ uri: ADMIN_SECRET }, opts);
+      throw new CheckFailed(`anonymous caller could read ${ADMIN_SECRET}: ${short(res)}`);
+    } catch (e) {
+      if (!(e instanceof McpError)) throw e;
+      if (e.code !== RESOURCE_NOT_FOUND) note(`reading hidden ${ADMIN_SECRET} gave ${e.code}, not ${RESOURCE_NOT_FOUND}`);
+      readErr = `read -> ${e.code} (${short(e.message)})`;
+    }
+    let callErr;
+    try {
+      const res = await client.callTool({ name: 'admin_echo', arguments: { text: 'hi' } }, undefined, opts);
+      if (!res.isError) throw new CheckFailed(`anonymous caller could call admin_echo: ${short(res)}`);
+      callErr = `call -> isError (${short(texts(res))})`;
+    } catch (e) {
+      if (!(e instanceof McpError)) throw e;
+      callErr = `call -> ${e.code} (${short(e.message)})`;
+    }
+    return `hidden from anonymous caller: not listed; ${readErr}; ${callErr}`;
+  });
+
+  // --- notifications -----------------------------------------------------------------
+  const noNotification = (what) =>
+    new CheckFailed(`no ${what} within ${notifyMs / 1000}s; notifications seen: ${short(inbox.methods())}`);
+
+  await step('resource_subscribe_updated', async () => {
+    const method = 'notifications/resources/updated';
+    const watched = (p) => p.uri === WATCHED;
+    await client.subscribeResource({ uri: WATCHED }, opts);
+    const mark = inbox.count(method, watched);
+    const res = await client.callTool({ name: 'test_trigger_resource_update' }, undefined, opts);
+    if (res.isError) throw new CheckFailed(`test_trigger_resource_update failed: ${short(res)}`);
+    if (!(await inbox.waitFor(() => inbox.count(method, watched) > mark, notifyMs))) {
+      throw noNotification(`${method} for ${WATCHED}`);
+    }
+    await client.unsubscribeResource({ uri: WATCHED }, opts);
+    return `subscribed, triggered, got ${method} uri=${WATCHED}`;
+  });
+
+  await step('tool_list_changed', async () => {
+    const method = 'notifications/tools/list_changed';
+    const names = async () => new Set((await paginate(listTools, 'tools', 'tools/list')).map((t) => t.name));
+    if ((await names()).has('test_dynamic_tool')) {
+      throw new CheckFailed('test_dynamic_tool already listed before test_trigger_tool_change (fresh server)');
+    }
+    const mark = inbox.count(method);
+    const res = await client.callTool({ name: 'test_trigger_tool_change' }, undefined, opts);
+    if (res.isError) throw new CheckFailed(`test_trigger_tool_change failed: ${short(res)}`);
+    if (!(await inbox.waitFor(() => inbox.count(method) > mark, notifyMs))) throw noNotification(method);
+    if (!(await names()).has('test_dynamic_tool')) {
+      throw new CheckFailed('after list_changed, tools/list still lacks test_dynamic_tool');
+    }
+    const got = expectSingleText(
+      await client.callTool({ name: 'test_dynamic_tool' }, undefined, opts),
+      'test_dynamic_tool',
+    );
+    if (got !== 'dynamic tool called') throw new CheckFailed(`test_dynamic_tool returned ${short(got)}`);
+    return `got ${method}; test_dynamic_tool listed and callable (${short(got)})`;
+  });
+
+  await step('prompt_list_changed', async () => {
+    const method = 'notifications/prompts/list_changed';
+    const names = async () => new Set((await paginate(listPrompts, 'prompts', 'prompts/list')).map((p) => p.name));
+    if ((await names()).has('test_dynamic_prompt')) {
+      throw new CheckFailed('test_dynamic_prompt already listed before test_trigger_prompt_change (fresh server)');
+    }
+    const mark = inbox.count(method);
+    const res = await client.callTool({ name: 'test_trigger_prompt_change' }, undefined, opts);
+    if (res.isError) throw new CheckFailed(`test_trigger_prompt_change failed: ${short(res)}`);
+    if (!(await inbox.waitFor(() => inbox.count(method) > mark, notifyMs))) throw noNotification(method);
+    if (!(await names()).has('test_dynamic_prompt')) {
+      throw new CheckFailed('after list_changed, prompts/list still lacks test_dynamic_prompt');
+    }
+    return `got ${method}; test_dynamic_prompt listed`;
+  });
+
+  await step('logging_notifications', async () => {
+    await client.setLoggingLevel('debug', opts);
+    const mark = logs.length;
+    const res = await client.callTool({ name: 'test_tool_with_logging' }, undefined, opts);
+    if (res.isError) throw new CheckFailed(`test_tool_with_logging failed: ${short(res)}`);
+    if (!(await inbox.waitFor(() => logs.length - mark >= LOG_STEPS.length, notifyMs))) {
+      throw new CheckFailed(
+        `got ${logs.length - mark} of ${LOG_STEPS.length} notifications/message within ${notifyMs / 1000}s: ` +
+          short(logs.slice(mark)),
+      );
+    }
+    const got = logs.slice(mark);
+    if (got.length !== LOG_STEPS.length) {
+      throw new CheckFailed(`expected ${LOG_STEPS.length} log messages, got ${got.length}: ${short(got)}`);
+    }
+    const levels = got.map((m) => m.level);
+    const data = got.map((m) => m.data);
+    if (levels.some((l) => l !== 'info')) throw new CheckFailed(`log levels ${short(levels)}, expected all "info"`);
+    if (short(data) !== short(LOG_STEPS)) throw new CheckFailed(`log data ${short(data)}, expected ${short(LOG_STEPS)}`);
+    return `${got.length} info messages via LoggingMessageNotificationSchema handler: ${short(data)}`;
   });
 
   try {
