@@ -59,12 +59,14 @@ mod caller;
 mod content;
 mod cursor;
 mod engine;
+pub mod http;
 mod items;
 mod json;
 mod jsonrpc;
 mod limits;
 mod registry;
 mod slab;
+pub mod sse;
 pub mod stdio;
 mod version;
 

@@ -876,7 +876,19 @@ impl Runner {
             self.awaiting.entry((conn, key(&id))).or_default().push_back(a);
         }
         self.candidates = plan.calls;
-        self.drain()
+        let cancelled = plan.cancelled;
+        self.drain()?;
+        // A request the client cancelled before it ever reached a handler (a later member of the
+        // same batch cancelling it) is owed nothing either.
+        for id in cancelled {
+            let invoked = self.held.iter().any(|h| h.conn == conn && key(&h.id) == id);
+            let waiting = self.awaiting.get(&(conn, id.clone())).map_or(0, |l| l.len());
+            let excused = self.excused.entry((conn, id)).or_default();
+            if !invoked && waiting > *excused {
+                *excused += 1;
+            }
+        }
+        Ok(())
     }
 
     fn invariant(&mut self, msg: String) {

@@ -341,6 +341,9 @@ struct Batch {
     conn: ConnId,
     pending: usize,
     parts: Vec<Vec<u8>>,
+    /// Its members are still being read: a member cancelled by a later member of the same
+    /// batch must not complete the batch before the rest are answered.
+    open: bool,
 }
 
 /// How one request will be answered.
@@ -566,7 +569,7 @@ impl<H: Clone> Engine<H> {
             self.emit(conn, encode_error(None, &RpcError::invalid_request(msg)));
             return FrameOutcome::Reply;
         }
-        let batch = self.batches.insert(Batch { conn, pending: 0, parts: Vec::new() });
+        let batch = self.batches.insert(Batch { conn, pending: 0, parts: Vec::new(), open: true });
         let mut invocations = Vec::new();
         for item in items {
             let answer = match item {
@@ -591,20 +594,29 @@ impl<H: Clone> Engine<H> {
                 None => {}
             }
         }
-        let Some(b) = self.batches.get(batch) else { return FrameOutcome::NoReply };
+        let Some(b) = self.batches.get_mut(batch) else { return FrameOutcome::NoReply };
+        b.open = false;
         let outcome = if b.pending == 0 && b.parts.is_empty() {
             self.batches.remove(batch);
             FrameOutcome::NoReply
         } else {
             FrameOutcome::Reply
         };
-        self.out.extend(invocations.into_iter().map(Output::Invoke));
+        // A member cancelled by a later member is already answered (not at all): it never runs,
+        // so the shim hears of neither an invocation nor its cancellation.
+        let (live, dropped): (Vec<_>, Vec<_>) =
+            invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call.0).is_some());
+        if !dropped.is_empty() {
+            let dropped: Vec<CallId> = dropped.iter().map(|inv| inv.ticket.call).collect();
+            self.out.retain(|o| !matches!(o, Output::Cancel { call } if dropped.contains(call)));
+        }
+        self.out.extend(live.into_iter().map(Output::Invoke));
         self.flush_batch(batch);
         outcome
     }
 
     fn flush_batch(&mut self, batch: Key) {
-        let done = self.batches.get(batch).is_some_and(|b| b.pending == 0);
+        let done = self.batches.get(batch).is_some_and(|b| b.pending == 0 && !b.open);
         if !done {
             return;
         }

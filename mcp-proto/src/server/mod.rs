@@ -1,6 +1,6 @@
 //! The runtime-independent application layer both shims share (feature `server`).
 //!
-//! The [`Engine`](crate::Engine) decides; this layer does what it asks, for any async runtime
+//! The [`Engine`] decides; this layer does what it asks, for any async runtime
 //! that implements [`Runtime`]: it keeps the engine behind one lock, routes frames to
 //! per-connection bounded queues, runs handlers (a handler that is ready at once is answered
 //! inline, without spawning a task), aborts cancelled ones, turns panics into the generic
