@@ -227,6 +227,23 @@ fn fixtures(builder: ServerBuilder) -> ServerBuilder {
         )
         .tool(
             Tool::new(
+                "test_tool_with_progress",
+                "Reports progress 0, 50, 100 of 100 while it runs",
+                no_args(),
+            ),
+            |call: ToolCall| async move {
+                for (i, step) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                    if i > 0 {
+                        // Just over the engine's default 100 ms progress spacing.
+                        call.ctx.sleep(std::time::Duration::from_millis(110)).await;
+                    }
+                    call.ctx.progress(step, Some(100.0), Some(&format!("step {}", i + 1)));
+                }
+                ToolOutput::text("Progress tool finished")
+            },
+        )
+        .tool(
+            Tool::new(
                 "test_logging_tool",
                 "Logs at info; on 2026-07-28 only when the request asks",
                 no_args(),

@@ -29,6 +29,8 @@ pub struct Limits {
     pub(crate) max_subscribed_uris: usize,
     pub(crate) max_subscriptions: usize,
     pub(crate) max_listens: usize,
+    pub(crate) progress_interval: std::time::Duration,
+    pub(crate) max_progress_bytes: usize,
 }
 
 impl Default for Limits {
@@ -48,6 +50,8 @@ impl Default for Limits {
             max_subscribed_uris: 1024,
             max_subscriptions: 4096,
             max_listens: 16,
+            progress_interval: std::time::Duration::from_millis(100),
+            max_progress_bytes: 8 * 1024,
         }
     }
 }
@@ -173,6 +177,23 @@ impl Limits {
     /// One more is refused with `-32600`; the open ones are unaffected.
     pub fn max_listens(&mut self, listens: usize) -> &mut Self {
         self.max_listens = listens;
+        self
+    }
+
+    /// Least time between two progress notifications of one call. Default 100 ms.
+    ///
+    /// An update sooner than that after the last one sent is dropped (progress is advisory; the
+    /// next update carries the newer value).
+    pub fn progress_interval(&mut self, interval: std::time::Duration) -> &mut Self {
+        self.progress_interval = interval;
+        self
+    }
+
+    /// Largest encoded progress notification. Default 8 KiB.
+    ///
+    /// A larger one (a long `message`) is dropped.
+    pub fn max_progress_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_progress_bytes = bytes;
         self
     }
 

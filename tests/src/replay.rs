@@ -67,6 +67,7 @@
 //!
 //!   A reply of another kind than the call's is passed on as it is (the engine must refuse it).
 //! - `! log <ref> <level> [logger=<name>] <json>`: `Engine::log` for that held call.
+//! - `! progress <ref> <progress> [<total>]`: `Engine::progress` for that held call.
 //! - `! open N <identity|anonymous> [role...]`: opens connection N with that caller.
 //! - `! close [N]` (`Engine::close`), `! close-input [N]` (`Engine::close_input`); N defaults to 1.
 //! - `! server-gate role <role>` / `identified` / `none`: `RegistryMut::set_gate`.
@@ -687,6 +688,7 @@ impl Runner {
         match name {
             "complete" => self.complete(rest),
             "log" => self.log(rest),
+            "progress" => self.progress(rest),
             "close-input" | "close" => {
                 let n = if rest.is_empty() {
                     1
@@ -1037,6 +1039,26 @@ impl Runner {
     }
 
     /// `! log <ref> <level> [logger=<name>] <json>`.
+    /// `! progress <ref> <progress> [<total>]`: calls Engine::progress; an update that is not
+    /// sent (no token, too soon, not increasing, too large) emits nothing.
+    fn progress(&mut self, spec: &str) -> Result<(), String> {
+        let (reference, rest) = split_token(spec)?;
+        let mut numbers = rest.split_whitespace().map(|n| {
+            serde_json::from_str::<serde_json::Number>(n).map_err(|e| format!("progress value {n:?}: {e}"))
+        });
+        let progress = numbers.next().ok_or("`! progress <ref> <progress> [<total>]`")??;
+        let total = numbers.next().transpose()?;
+        let pos = self.find_held(reference)?;
+        let h = self.held.get(pos).ok_or("no such invocation")?;
+        let (call, conn, version) = (h.call, h.conn, h.version);
+        self.log_call = Some((conn, version));
+        let now = self.now;
+        if self.engine_mut()?.progress(now, call, progress, total, None).is_err() {
+            self.observed.push_back(Event::Stale);
+        }
+        Ok(())
+    }
+
     fn log(&mut self, spec: &str) -> Result<(), String> {
         let usage = "`! log <ref> <level> [logger=<name>] <json>`";
         let (reference, rest) = split_token(spec)?;

@@ -246,8 +246,14 @@ impl<H: Clone> Engine<H> {
     ) -> Vec<u8> {
         if contents.is_empty() {
             // Never an empty `contents`: the handler found nothing, so the resource is not there.
-            let ctx =
-                Ctx { conn: call.conn, id: &call.id, version: call.version, log_level: None, private: false };
+            let ctx = Ctx {
+                conn: call.conn,
+                id: &call.id,
+                version: call.version,
+                log_level: None,
+                private: false,
+                progress: None,
+            };
             return crate::jsonrpc::encode_error(Some(&call.id), &self.not_found(ctx, uri));
         }
         let mut r = Map::new();

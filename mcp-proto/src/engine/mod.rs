@@ -29,7 +29,7 @@ mod features;
 mod notify;
 
 pub use features::Introspection;
-pub use notify::LogLevel;
+pub use notify::{LogLevel, ProgressOutcome};
 
 /// `Implementation`: the server's name and version as peers see them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -326,6 +326,8 @@ struct Call {
     log_level: Option<LogLevel>,
     /// A gate shaped what this call may see (2026: `cacheScope: "private"`).
     private: bool,
+    /// Where progress goes, if the request asked for it.
+    progress: Option<notify::Progress>,
 }
 
 /// What a call's reply must be.
@@ -362,6 +364,8 @@ struct Ctx<'a> {
     log_level: Option<LogLevel>,
     /// Set once a gate has shaped what this request sees.
     private: bool,
+    /// `_meta.progressToken`, when valid.
+    progress: Option<&'a RequestId>,
 }
 
 /// The MCP server protocol engine. See the crate docs for the run loop.
@@ -837,7 +841,9 @@ impl<H: Clone> Engine<H> {
                 "{method}: the session is not initialized; send initialize first"
             ))),
             (_, Some(version)) => {
-                let ctx = Ctx { conn, id, version, log_level: None, private: false };
+                let progress = notify::progress_token(params.as_ref(), self.config.limits.max_id_bytes);
+                let ctx =
+                    Ctx { conn, id, version, log_level: None, private: false, progress: progress.as_ref() };
                 match method {
                     "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(Answer::Now),
                     "resources/subscribe" | "resources/unsubscribe"
@@ -894,7 +900,8 @@ impl<H: Clone> Engine<H> {
                 RpcError::invalid_params(format!("_meta[\"{META_LOG_LEVEL}\"] is not a logging level"))
             })?),
         };
-        let ctx = Ctx { conn, id, version, log_level, private: false };
+        let progress = notify::progress_token(params.as_ref(), self.config.limits.max_id_bytes);
+        let ctx = Ctx { conn, id, version, log_level, private: false, progress: progress.as_ref() };
         match method {
             "server/discover" => Ok(Answer::Now(self.discover(ctx))),
             // Removed in 2026-07-28.
@@ -1132,6 +1139,7 @@ impl<H: Clone> Engine<H> {
             deadline,
             log_level: ctx.log_level,
             private: ctx.private,
+            progress: ctx.progress.cloned().map(notify::Progress::new),
         }));
         conn.calls.insert(ctx.id.clone(), call);
         conn.in_flight += 1;

@@ -69,6 +69,47 @@ impl LogLevel {
     }
 }
 
+/// A call's progress channel: its token and what was last sent.
+#[derive(Debug, Clone)]
+pub(super) struct Progress {
+    token: RequestId,
+    last: Option<(Instant, f64)>,
+}
+
+impl Progress {
+    pub(super) fn new(token: RequestId) -> Self {
+        Self { token, last: None }
+    }
+}
+
+/// `_meta.progressToken` when it is a string or an integer of at most `max` encoded bytes;
+/// anything else disables progress for the request without failing it.
+pub(super) fn progress_token(params: Option<&Map<String, Value>>, max: usize) -> Option<RequestId> {
+    let token = params?.get("_meta")?.get("progressToken")?;
+    let text = serde_json::to_string(token).ok()?;
+    if text.len() > max {
+        return None;
+    }
+    RequestId::from_json(&text)
+}
+
+/// What became of a progress update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProgressOutcome {
+    /// Sent.
+    Sent,
+    /// The request carried no (valid) progress token.
+    NoToken,
+    /// Less than [`Limits::progress_interval`](crate::Limits::progress_interval) since the last
+    /// one sent.
+    TooSoon,
+    /// Not greater than the last progress sent (progress must increase).
+    NotIncreasing,
+    /// Over [`Limits::max_progress_bytes`](crate::Limits::max_progress_bytes).
+    TooLarge,
+}
+
 /// The three lists that change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum List {
@@ -461,6 +502,56 @@ impl<H: Clone> Engine<H> {
         let before = c.listens.len();
         c.listens.retain(|l| &l.id != id);
         before != c.listens.len()
+    }
+
+    /// Reports progress of `call` to its client, if the request carried a progress token:
+    /// `notifications/progress` with the token exactly as received. Updates must increase, come
+    /// at most once per [`Limits::progress_interval`](crate::Limits::progress_interval), and
+    /// stop with the response (afterwards this is [`Stale`]). `progress` and `total` keep their
+    /// exact digits on the wire; only the increase check compares them as floating point.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn progress(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        progress: serde_json::Number,
+        total: Option<serde_json::Number>,
+        message: Option<&str>,
+    ) -> Result<ProgressOutcome, Stale> {
+        let interval = self.config.limits.progress_interval;
+        let max = self.config.limits.max_progress_bytes;
+        let c = self.calls.get_mut(call.0).ok_or(Stale)?;
+        let Some(p) = c.progress.as_mut() else { return Ok(ProgressOutcome::NoToken) };
+        let value = progress.as_f64().unwrap_or(f64::NAN);
+        if let Some((at, last)) = p.last {
+            if now.saturating_duration_since(at) < interval {
+                return Ok(ProgressOutcome::TooSoon);
+            }
+            if value.is_nan() || value <= last {
+                return Ok(ProgressOutcome::NotIncreasing);
+            }
+        }
+        let mut params = Map::new();
+        params.insert("progressToken".into(), Value::Null);
+        params.insert("progress".into(), Value::Number(progress));
+        if let Some(t) = total {
+            params.insert("total".into(), Value::Number(t));
+        }
+        if let Some(m) = message {
+            params.insert("message".into(), m.into());
+        }
+        // The token goes out as the client wrote it (string or integer text).
+        let token: Value = serde_json::from_str(p.token.as_json()).unwrap_or(Value::Null);
+        params.insert("progressToken".into(), token);
+        let bytes = notification("notifications/progress", None, Some(params));
+        if bytes.len() > max {
+            return Ok(ProgressOutcome::TooLarge);
+        }
+        p.last = Some((now, value));
+        let conn = c.conn;
+        self.out.push_back(Output::Frame { conn, bytes });
+        Ok(ProgressOutcome::Sent)
     }
 
     /// Sends a log message about `call` to its client, if the client asked for that level:

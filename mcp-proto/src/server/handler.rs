@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 
 use super::Server;
 use crate::{
-    CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, PromptOutput, ProtocolVersion,
-    ResourceContents, Tool, ToolOutput,
+    CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
+    ProtocolVersion, ResourceContents, Tool, ToolOutput,
 };
 
 /// A boxed, sendable future: what every handler returns once erased.
@@ -56,6 +56,24 @@ impl RequestContext {
         if let Some(call) = self.call {
             self.server.log(call, level, logger, data);
         }
+    }
+
+    /// Reports progress to the client, if it asked for progress (see
+    /// [`Engine::progress`](crate::Engine::progress) for the rules: increasing values, at most
+    /// one update per interval, nothing after the response). Returns what became of it.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> ProgressOutcome {
+        let number = |v: f64| serde_json::Number::from_f64(v);
+        match (self.call, number(progress)) {
+            (Some(call), Some(p)) => self.server.progress(call, p, total.and_then(number), message),
+            _ => ProgressOutcome::NoToken,
+        }
+    }
+
+    /// Sleeps on the server's runtime (whichever shim serves it), so handler code shared by
+    /// both shims can wait without naming a runtime. Completes at once if no connection has
+    /// been served yet (an in-process call on a server with no runtime).
+    pub fn sleep(&self, duration: std::time::Duration) -> BoxFuture<()> {
+        self.server.sleep(duration)
     }
 }
 

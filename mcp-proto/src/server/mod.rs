@@ -339,6 +339,28 @@ impl Server {
         self.pump(st);
     }
 
+    fn progress(
+        &self,
+        call: CallId,
+        progress: serde_json::Number,
+        total: Option<serde_json::Number>,
+        message: Option<&str>,
+    ) -> crate::ProgressOutcome {
+        let mut st = self.lock();
+        let now = self.now();
+        let outcome = st.engine.progress(now, call, progress, total, message);
+        self.pump(st);
+        // Stale: the call already ended; nothing more goes out for it.
+        outcome.unwrap_or(crate::ProgressOutcome::NoToken)
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<()> {
+        match self.shared.rt.get() {
+            Some(rt) => rt.sleep_until(rt.now() + duration),
+            None => Box::pin(std::future::ready(())),
+        }
+    }
+
     fn log(&self, call: CallId, level: LogLevel, logger: Option<&str>, data: Value) {
         let mut st = self.lock();
         let now = self.now();
