@@ -320,7 +320,8 @@ struct Call {
     id: RequestId,
     version: ProtocolVersion,
     kind: CallKind,
-    batch: Option<Key>,
+    /// The batch this call belongs to, and its slot in the batch's reply.
+    batch: Option<(Key, usize)>,
     deadline: Option<Instant>,
     /// The modern request's `_meta` logLevel: logs below it (or all, when absent) are not sent.
     log_level: Option<LogLevel>,
@@ -342,7 +343,9 @@ enum CallKind {
 struct Batch {
     conn: ConnId,
     pending: usize,
-    parts: Vec<Vec<u8>>,
+    /// One slot per member that is answered, in request order: replies come back in the order
+    /// of the requests whatever order handlers finish in, so a batch reply is deterministic.
+    parts: Vec<Option<Vec<u8>>>,
     /// Its members are still being read: a member cancelled by a later member of the same
     /// batch must not complete the batch before the rest are answered.
     open: bool,
@@ -473,7 +476,7 @@ impl<H: Clone> Engine<H> {
                 if let Some(d) = k.deadline {
                     self.deadlines.remove(&(d, call));
                 }
-                if let Some(b) = k.batch {
+                if let Some((b, _)) = k.batch {
                     self.batches.remove(b);
                 }
             }
@@ -586,12 +589,14 @@ impl<H: Clone> Engine<H> {
             match answer {
                 Some(Answer::Now(bytes)) => {
                     if let Some(b) = self.batches.get_mut(batch) {
-                        b.parts.push(bytes);
+                        b.parts.push(Some(bytes));
                     }
                 }
                 Some(Answer::Later(inv)) => {
+                    // `admit` gave the call this slot: the next one.
                     if let Some(b) = self.batches.get_mut(batch) {
                         b.pending += 1;
+                        b.parts.push(None);
                     }
                     invocations.push(inv);
                 }
@@ -600,7 +605,7 @@ impl<H: Clone> Engine<H> {
         }
         let Some(b) = self.batches.get_mut(batch) else { return FrameOutcome::NoReply };
         b.open = false;
-        let outcome = if b.pending == 0 && b.parts.is_empty() {
+        let outcome = if b.pending == 0 && b.parts.iter().all(Option::is_none) {
             self.batches.remove(batch);
             FrameOutcome::NoReply
         } else {
@@ -625,12 +630,14 @@ impl<H: Clone> Engine<H> {
             return;
         }
         let Some(b) = self.batches.remove(batch) else { return };
-        if b.parts.is_empty() {
+        // Slots left empty belong to members cancelled before they were answered.
+        let parts: Vec<Vec<u8>> = b.parts.into_iter().flatten().collect();
+        if parts.is_empty() {
             return;
         }
-        let mut bytes = Vec::with_capacity(b.parts.iter().map(|p| p.len() + 1).sum::<usize>() + 1);
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 1);
         bytes.push(b'[');
-        for (i, p) in b.parts.iter().enumerate() {
+        for (i, p) in parts.iter().enumerate() {
             if i > 0 {
                 bytes.push(b',');
             }
@@ -760,7 +767,7 @@ impl<H: Clone> Engine<H> {
     /// Ends a call without an answer (the peer cancelled it).
     fn cancel(&mut self, _now: Instant, call: CallId) {
         if let Some(c) = self.finish_call(call) {
-            if let Some(b) = c.batch {
+            if let Some((b, _)) = c.batch {
                 if let Some(batch) = self.batches.get_mut(b) {
                     batch.pending = batch.pending.saturating_sub(1);
                 }
@@ -1130,6 +1137,8 @@ impl<H: Clone> Engine<H> {
             return Err(RpcError::invalid_request("a request with this id is already in flight"));
         }
         let deadline = self.config.call_timeout.map(|t| now + t);
+        // Inside a batch, the call's reply takes the next slot (see `batch`).
+        let batch = batch.map(|b| (b, self.batches.get(b).map_or(0, |x| x.parts.len())));
         let call = CallId(self.calls.insert(Call {
             conn: ctx.conn,
             id: ctx.id.clone(),
@@ -1185,9 +1194,11 @@ impl<H: Clone> Engine<H> {
 
     fn deliver(&mut self, call: Call, bytes: Vec<u8>) {
         match call.batch {
-            Some(b) => {
+            Some((b, slot)) => {
                 if let Some(batch) = self.batches.get_mut(b) {
-                    batch.parts.push(bytes);
+                    if let Some(part) = batch.parts.get_mut(slot) {
+                        *part = Some(bytes);
+                    }
                     batch.pending = batch.pending.saturating_sub(1);
                 }
                 self.flush_batch(b);
