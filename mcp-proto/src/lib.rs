@@ -80,9 +80,9 @@ pub use content::{
 };
 pub use cursor::KeyRing;
 pub use engine::{
-    CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, FrameOutcome, Implementation,
-    Introspection, Invocation, LogLevel, OpenError, Output, ProgressOutcome, RegistryMut, Reply, Request,
-    Stale, Ticket,
+    CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus, FrameOutcome,
+    Implementation, Introspection, Invocation, LogLevel, OpenError, Output, ProgressOutcome, RegistryMut,
+    Reply, Request, Stale, Ticket,
 };
 pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};

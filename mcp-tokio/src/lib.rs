@@ -26,7 +26,7 @@ use std::time::Instant;
 pub use mcp_proto;
 pub use mcp_proto::server::{
     typed_tool, BoxFuture, BuildError, Complete, GetPrompt, IntoToolResult, ReadResource, RequestContext,
-    Runtime, Server, ServerBuilder, Status, StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+    Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
 };
 pub use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,

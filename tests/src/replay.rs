@@ -68,6 +68,7 @@
 //!   A reply of another kind than the call's is passed on as it is (the engine must refuse it).
 //! - `! log <ref> <level> [logger=<name>] <json>`: `Engine::log` for that held call.
 //! - `! progress <ref> <progress> [<total>]`: `Engine::progress` for that held call.
+//! - `! shutdown`: `Engine::shutdown`.
 //! - `! open N <identity|anonymous> [role...]`: opens connection N with that caller.
 //! - `! close [N]` (`Engine::close`), `! close-input [N]` (`Engine::close_input`); N defaults to 1.
 //! - `! server-gate role <role>` / `identified` / `none`: `RegistryMut::set_gate`.
@@ -270,6 +271,7 @@ fn close_reason(r: CloseReason) -> &'static str {
         CloseReason::EndOfInput => "end-of-input",
         CloseReason::Closed => "closed",
         CloseReason::FrameTooLarge => "frame-too-large",
+        CloseReason::Shutdown => "shutdown",
         _ => "other",
     }
 }
@@ -413,6 +415,8 @@ struct Runner {
     awaiting_null: HashMap<usize, usize>,
     /// Cancelled calls, by connection and canonical id: each excuses one missing reply.
     excused: HashMap<(usize, String), usize>,
+    /// `! shutdown` ran: listen streams may receive their final result.
+    shutting_down: bool,
     /// The connection and version of the call `! log` is logging for.
     log_call: Option<(usize, ProtocolVersion)>,
     failures: Vec<String>,
@@ -448,6 +452,7 @@ impl Runner {
             awaiting: HashMap::new(),
             awaiting_null: HashMap::new(),
             excused: HashMap::new(),
+            shutting_down: false,
             log_call: None,
             failures: Vec::new(),
         }
@@ -689,6 +694,12 @@ impl Runner {
             "complete" => self.complete(rest),
             "log" => self.log(rest),
             "progress" => self.progress(rest),
+            "shutdown" => {
+                self.shutting_down = true;
+                let engine = self.engine_mut()?;
+                engine.shutdown(now);
+                Ok(())
+            }
             "close-input" | "close" => {
                 let n = if rest.is_empty() {
                     1
@@ -1162,6 +1173,16 @@ impl Runner {
             Some(id) => {
                 let k = key(id);
                 let open_listen = self.conns.get(&conn).is_some_and(|c| c.listens.contains_key(&k));
+                if open_listen && self.shutting_down {
+                    // Engine::shutdown ends each listen stream with its final result, once.
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.listens.remove(&k);
+                    }
+                    if let Err(e) = wire::validate_response(ProtocolVersion::V2026_07_28, None, frame) {
+                        self.invariant(format!("schema: {e}\n  frame: {frame}"));
+                    }
+                    return;
+                }
                 let Some(a) = self.awaiting.get_mut(&(conn, k)).and_then(VecDeque::pop_front) else {
                     if open_listen {
                         return self.invariant(format!(
@@ -1684,6 +1705,7 @@ fn parse_event(conn: usize, s: &str) -> Result<Event, String> {
         ["close", "end-of-input"] => Ok(Event::Close(conn, "end-of-input")),
         ["close", "closed"] => Ok(Event::Close(conn, "closed")),
         ["close", "frame-too-large"] => Ok(Event::Close(conn, "frame-too-large")),
+        ["close", "shutdown"] => Ok(Event::Close(conn, "shutdown")),
         ["stale"] => Ok(Event::Stale),
         ["unknown-connection"] => Ok(Event::UnknownConnection(conn)),
         _ => Err(format!("unknown expectation `= {s}`")),

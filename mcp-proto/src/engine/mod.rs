@@ -143,6 +143,8 @@ pub enum ConnKind {
 pub enum OpenError {
     /// [`Limits::max_connections`] connections are already open.
     TooManyConnections,
+    /// The engine is shutting down ([`Engine::shutdown`]).
+    ShuttingDown,
 }
 
 /// What [`Engine::handle_frame`] decided at once, before any handler ran.
@@ -166,6 +168,8 @@ pub enum CloseReason {
     Closed,
     /// A frame over [`Limits::max_frame_bytes`] arrived on a stream that cannot resynchronise.
     FrameTooLarge,
+    /// The server is shutting down ([`Engine::shutdown`]) and the connection's calls are done.
+    Shutdown,
 }
 
 /// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
@@ -279,6 +283,20 @@ pub enum Output<H> {
     },
 }
 
+/// What an engine is doing; see [`Engine::status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStatus {
+    /// Connections open.
+    pub connections: usize,
+    /// Requests awaiting an answer, over all connections.
+    pub in_flight: usize,
+    /// `subscriptions/listen` streams open.
+    pub listens: usize,
+    /// [`Engine::shutdown`] has been called.
+    pub shutting_down: bool,
+}
+
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection
 /// closed): a normal race, safe to ignore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -382,6 +400,8 @@ pub struct Engine<H> {
     out: VecDeque<Output<H>>,
     /// Draining connections whose last call just finished, closed once its answer is queued.
     pending_close: Vec<ConnId>,
+    /// [`Engine::shutdown`] was called: no new work is admitted.
+    shutting_down: bool,
     /// `_meta.serverInfo` of modern results, serialised once.
     server_info_modern: Value,
     /// Legacy resource subscriptions.
@@ -404,6 +424,7 @@ impl<H: Clone> Engine<H> {
             deadlines: BTreeSet::new(),
             out: VecDeque::new(),
             pending_close: Vec::new(),
+            shutting_down: false,
             server_info_modern,
             subs: notify::Subscriptions::default(),
             dirty: false,
@@ -423,6 +444,9 @@ impl<H: Clone> Engine<H> {
     /// Opens a connection for `caller`.
     pub fn open(&mut self, now: Instant, kind: ConnKind, caller: Caller) -> Result<ConnId, OpenError> {
         let _ = now;
+        if self.shutting_down {
+            return Err(OpenError::ShuttingDown);
+        }
         if self.conns.len() >= self.config.limits.max_connections {
             return Err(OpenError::TooManyConnections);
         }
@@ -457,6 +481,57 @@ impl<H: Clone> Engine<H> {
         if c.in_flight == 0 {
             self.forget(conn, CloseReason::EndOfInput);
         }
+    }
+
+    /// Begins a graceful shutdown: from now on every new request is refused with `-32603`
+    /// "server is shutting down" (`data.reason: "shutting_down"`) and never reaches a handler,
+    /// open listen streams end with their final result, and each connection closes
+    /// ([`CloseReason::Shutdown`]) as soon as its calls in flight are answered. Calls still running
+    /// when the shim's budget runs out are ended with [`close`](Self::close).
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn shutdown(&mut self, now: Instant) {
+        let _ = now;
+        self.shutting_down = true;
+        let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            let conn = ConnId(key);
+            let Some(c) = self.conns.get_mut(key) else { continue };
+            c.draining = true;
+            let listens = std::mem::take(&mut c.listens);
+            let idle = c.in_flight == 0;
+            for listen in listens {
+                // SubscriptionsListenResult: the graceful end of a listen stream.
+                let mut r = Map::new();
+                let mut meta = Map::new();
+                meta.insert(
+                    META_SUBSCRIPTION_ID.into(),
+                    serde_json::from_str(listen.id.as_json()).unwrap_or_default(),
+                );
+                meta.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
+                r.insert("resultType".into(), "complete".into());
+                r.insert("_meta".into(), Value::Object(meta));
+                self.out.push_back(Output::Frame { conn, bytes: encode_result(&listen.id, &r) });
+            }
+            if idle {
+                self.forget(conn, CloseReason::Shutdown);
+            }
+        }
+    }
+
+    /// Connections open, calls in flight and listen streams open: an operator's view.
+    pub fn status(&self) -> EngineStatus {
+        let mut s = EngineStatus {
+            connections: self.conns.len(),
+            in_flight: 0,
+            listens: 0,
+            shutting_down: self.shutting_down,
+        };
+        for (_, c) in self.conns.iter() {
+            s.in_flight += c.in_flight;
+            s.listens += c.listens.len();
+        }
+        s
     }
 
     /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`]) and the
@@ -804,6 +879,11 @@ impl<H: Clone> Engine<H> {
         params: Option<Map<String, Value>>,
         batch: Option<Key>,
     ) -> Answer<H> {
+        if self.shutting_down {
+            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
+                .with_data(serde_json::json!({ "reason": "shutting_down" }));
+            return Answer::Now(encode_error(Some(&id), &err));
+        }
         let meta_version = params
             .as_ref()
             .and_then(|p| p.get("_meta"))
@@ -1212,7 +1292,8 @@ impl<H: Clone> Engine<H> {
         while let Some(conn) = self.pending_close.pop() {
             let drained = self.conns.get(conn.0).is_some_and(|c| c.draining && c.in_flight == 0);
             if drained {
-                self.forget(conn, CloseReason::EndOfInput);
+                let reason = if self.shutting_down { CloseReason::Shutdown } else { CloseReason::EndOfInput };
+                self.forget(conn, reason);
             }
         }
     }

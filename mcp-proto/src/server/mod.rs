@@ -404,10 +404,53 @@ impl Server {
         self.lock().engine.introspect()
     }
 
+    /// Shuts down gracefully: new requests are refused ("server is shutting down"), listen
+    /// streams end, connections close as their calls finish, and calls still running after
+    /// `budget` are cancelled. Returns what did not finish in time. Sessions being served by
+    /// `serve_stdio` then end with [`StdioEnd::Closed`].
+    pub async fn shutdown(&self, budget: Duration) -> ShutdownReport {
+        let deadline = {
+            let mut st = self.lock();
+            let now = self.now();
+            st.engine.shutdown(now);
+            self.pump(st);
+            now + budget
+        };
+        loop {
+            let in_flight = self.lock().engine.status().in_flight;
+            if in_flight == 0 {
+                return ShutdownReport { cancelled: 0 };
+            }
+            let Some(rt) = self.shared.rt.get() else { break };
+            let now = rt.now();
+            if now >= deadline {
+                break;
+            }
+            // Polled rather than signalled: shutdown is rare and the budget coarse.
+            rt.sleep_until((now + Duration::from_millis(10)).min(deadline)).await;
+        }
+        let mut st = self.lock();
+        let now = self.now();
+        let cancelled = st.engine.status().in_flight;
+        let conns: Vec<ConnId> = st.sinks.keys().copied().collect();
+        for conn in conns {
+            st.engine.close(now, conn);
+        }
+        self.pump(st);
+        ShutdownReport { cancelled }
+    }
+
     /// Connections open and handlers running: an operator's view.
     pub fn status(&self) -> Status {
         let st = self.lock();
-        Status { connections: st.sinks.len(), running_handlers: st.tasks.len() }
+        let engine = st.engine.status();
+        Status {
+            connections: st.sinks.len(),
+            running_handlers: st.tasks.len(),
+            in_flight: engine.in_flight,
+            listens: engine.listens,
+            shutting_down: engine.shutting_down,
+        }
     }
 
     /// Opens a connection whose frames go to a bounded queue; the receiver is the writer's.
@@ -607,6 +650,14 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(non-string panic payload)")
 }
 
+/// What [`Server::shutdown`] could not finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Calls still running when the budget ran out, cancelled.
+    pub cancelled: usize,
+}
+
 /// What the server is doing right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -615,6 +666,12 @@ pub struct Status {
     pub connections: usize,
     /// Handlers running in the background (handlers that finished at once are not counted).
     pub running_handlers: usize,
+    /// Requests awaiting an answer.
+    pub in_flight: usize,
+    /// `subscriptions/listen` streams open.
+    pub listens: usize,
+    /// [`Server::shutdown`] has begun.
+    pub shutting_down: bool,
 }
 
 /// How long end of input waits for calls in flight before cancelling them. Default 10 s.

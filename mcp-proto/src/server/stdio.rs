@@ -24,6 +24,9 @@ pub enum StdioEnd {
     FrameTooLarge,
     /// The output could not be written (the peer closed it); the session ended.
     OutputClosed,
+    /// The server closed the session: [`Server::shutdown`], or a peer that stopped reading its
+    /// replies until the connection's queue was full.
+    Closed,
 }
 
 /// Largest single read; lines longer than this arrive over several reads.
@@ -133,9 +136,11 @@ where
     // Read until the input ends (or a frame is too long) while writing concurrently.
     let read_end = match futures_util::future::select(Box::pin(read), write.as_mut()).await {
         futures_util::future::Either::Left((end, _)) => end,
-        futures_util::future::Either::Right((_, _)) => {
+        futures_util::future::Either::Right((written, _)) => {
+            // The writer stops early only when the output failed or the server closed the
+            // connection (its queue ended).
             server.with_engine(|e, now| e.close(now, conn));
-            return Ok(StdioEnd::OutputClosed);
+            return Ok(if written { StdioEnd::Closed } else { StdioEnd::OutputClosed });
         }
     };
     if let Some(CloseReason::FrameTooLarge) = read_end {

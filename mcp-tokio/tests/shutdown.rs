@@ -1,0 +1,104 @@
+//! Graceful shutdown over an in-memory pipe: admission stops, calls drain within the budget,
+//! the rest are cancelled, and the session ends.
+
+use std::time::Duration;
+
+use mcp_tokio::{Caller, Server, StdioEnd, Tool, ToolCall, ToolOutput};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+fn server() -> Server {
+    let schema = json!({"type": "object", "properties": {"ms": {"type": "integer"}}});
+    Server::builder("shutdown", "1.0.0")
+        .tool(Tool::new("sleep", "Sleeps for ms milliseconds", schema), |call: ToolCall| async move {
+            let ms = call.arguments.get("ms").and_then(|v| v.as_u64()).unwrap_or(0);
+            call.ctx.sleep(Duration::from_millis(ms)).await;
+            ToolOutput::text(format!("slept {ms}"))
+        })
+        .build()
+        .expect("valid server")
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn call(id: u32, ms: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn calls_drain_or_are_cancelled_and_admission_stops() {
+    let server = server();
+    let (client, server_side) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server_side);
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let session = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            mcp_tokio::serve_lines(&server, Caller::anonymous(), server_read, server_write).await
+        })
+    };
+    let mut lines = BufReader::new(client_read).lines();
+    client_write
+        .write_all(format!("{INIT}\n{}\n{}\n", call(1, 20), call(2, 60_000)).as_bytes())
+        .await
+        .unwrap();
+    let init = lines.next_line().await.unwrap().expect("initialize reply");
+    assert!(init.contains(r#""id":0"#), "{init}");
+    // Wait until both calls are running.
+    while server.status().in_flight < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    let report = server.shutdown(Duration::from_millis(500)).await;
+    assert_eq!(report.cancelled, 1, "the 60 s call cannot finish within the budget");
+
+    // The short call finished within the budget; the long one was cancelled and never answered.
+    let mut rest = Vec::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push(line);
+    }
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert!(rest[0].contains(r#""id":1"#) && rest[0].contains("slept 20"), "{rest:?}");
+    let end = session.await.unwrap().unwrap();
+    assert_eq!(end, StdioEnd::Closed);
+    assert!(server.status().shutting_down);
+}
+
+#[tokio::test]
+async fn requests_after_shutdown_are_refused() {
+    let server = server();
+    let (client, server_side) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server_side);
+    let (client_read, mut client_write) = tokio::io::split(client);
+    let session = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            mcp_tokio::serve_lines(&server, Caller::anonymous(), server_read, server_write).await
+        })
+    };
+    let mut lines = BufReader::new(client_read).lines();
+    client_write.write_all(format!("{INIT}\n{}\n", call(1, 300)).as_bytes()).await.unwrap();
+    lines.next_line().await.unwrap().expect("initialize reply");
+    while server.status().in_flight < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let shutdown = {
+        let server = server.clone();
+        tokio::spawn(async move { server.shutdown(Duration::from_secs(30)).await })
+    };
+    while !server.status().shutting_down {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    client_write.write_all(format!("{}\n", call(2, 0)).as_bytes()).await.unwrap();
+    let refused = lines.next_line().await.unwrap().expect("a refusal");
+    assert_eq!(
+        refused,
+        r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"server is shutting down","data":{"reason":"shutting_down"}}}"#
+    );
+    let done = lines.next_line().await.unwrap().expect("the call in flight drains");
+    assert!(done.contains(r#""id":1"#), "{done}");
+    assert_eq!(shutdown.await.unwrap().cancelled, 0);
+    assert_eq!(session.await.unwrap().unwrap(), StdioEnd::Closed);
+}
