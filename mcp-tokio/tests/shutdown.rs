@@ -27,19 +27,25 @@ fn call(id: u32, ms: u64) -> String {
     )
 }
 
+type Lines = tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>;
+type Session = tokio::task::JoinHandle<std::io::Result<StdioEnd>>;
+
+/// One session over an in-memory pipe: the client's reply lines, its writer, the session task.
+fn serve(server: &Server) -> (Lines, tokio::io::WriteHalf<tokio::io::DuplexStream>, Session) {
+    let (client, server_side) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server_side);
+    let (client_read, client_write) = tokio::io::split(client);
+    let server = server.clone();
+    let session = tokio::spawn(async move {
+        mcp_tokio::serve_lines(&server, Caller::anonymous(), server_read, server_write).await
+    });
+    (BufReader::new(client_read).lines(), client_write, session)
+}
+
 #[tokio::test]
 async fn calls_drain_or_are_cancelled_and_admission_stops() {
     let server = server();
-    let (client, server_side) = tokio::io::duplex(64 * 1024);
-    let (server_read, server_write) = tokio::io::split(server_side);
-    let (client_read, mut client_write) = tokio::io::split(client);
-    let session = {
-        let server = server.clone();
-        tokio::spawn(async move {
-            mcp_tokio::serve_lines(&server, Caller::anonymous(), server_read, server_write).await
-        })
-    };
-    let mut lines = BufReader::new(client_read).lines();
+    let (mut lines, mut client_write, session) = serve(&server);
     client_write
         .write_all(format!("{INIT}\n{}\n{}\n", call(1, 20), call(2, 60_000)).as_bytes())
         .await
@@ -69,16 +75,7 @@ async fn calls_drain_or_are_cancelled_and_admission_stops() {
 #[tokio::test]
 async fn requests_after_shutdown_are_refused() {
     let server = server();
-    let (client, server_side) = tokio::io::duplex(64 * 1024);
-    let (server_read, server_write) = tokio::io::split(server_side);
-    let (client_read, mut client_write) = tokio::io::split(client);
-    let session = {
-        let server = server.clone();
-        tokio::spawn(async move {
-            mcp_tokio::serve_lines(&server, Caller::anonymous(), server_read, server_write).await
-        })
-    };
-    let mut lines = BufReader::new(client_read).lines();
+    let (mut lines, mut client_write, session) = serve(&server);
     client_write.write_all(format!("{INIT}\n{}\n", call(1, 300)).as_bytes()).await.unwrap();
     lines.next_line().await.unwrap().expect("initialize reply");
     while server.status().in_flight < 1 {
