@@ -217,19 +217,6 @@ pub(crate) fn encode_error(id: Option<&RequestId>, error: &RpcError) -> Vec<u8> 
     out
 }
 
-/// Writes a notification `{"jsonrpc":"2.0","method":..,"params":..}`.
-pub(crate) fn encode_notification<T: Serialize + ?Sized>(method: &str, params: &T) -> Vec<u8> {
-    let mut out = Vec::with_capacity(96);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
-    let _ = serde_json::to_writer(&mut out, method);
-    out.extend_from_slice(b",\"params\":");
-    if serde_json::to_writer(&mut out, params).is_err() {
-        out.extend_from_slice(b"{}");
-    }
-    out.push(b'}');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use crate::content::{Completion, Content, HandlerError, PromptOutput, ResourceCo
 use crate::cursor::{self, KeyRing};
 use crate::items::{Prompt, Resource, ResourceTemplate};
 use crate::json::{self, DecodeError, RawEnvelope, RawFrame, RawFrameItem};
-use crate::jsonrpc::{encode_error, encode_notification, encode_result, ErrorCode, RequestId, RpcError};
+use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
 use crate::limits::Limits;
 use crate::registry::{describe_errors, Registry, RegistryError, Tool};
 use crate::slab::{Key, Slab};
@@ -319,8 +319,6 @@ struct Listen {
 }
 
 struct Conn {
-    #[allow(dead_code)]
-    kind: ConnKind,
     caller: Arc<Caller>,
     session: Option<Session>,
     /// Requests awaiting an answer, by id, for duplicate detection and cancellation.
@@ -451,8 +449,10 @@ impl<H: Clone> Engine<H> {
             return Err(OpenError::TooManyConnections);
         }
         self.subs.conn_opened(caller.binding());
+        // Every kind is a line stream today; the kind will select transport rules once there
+        // are others.
+        let ConnKind::Stdio = kind;
         Ok(ConnId(self.conns.insert(Conn {
-            kind,
             caller: Arc::new(caller),
             session: None,
             calls: HashMap::new(),
@@ -1374,11 +1374,6 @@ impl<H: Clone> Engine<H> {
                 self.deliver(c, bytes);
             }
         }
-    }
-
-    #[allow(dead_code)]
-    fn notify(&mut self, conn: ConnId, method: &str, params: &Value) {
-        self.emit(conn, encode_notification(method, params));
     }
 }
 
