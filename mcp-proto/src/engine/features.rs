@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::{Answer, CallKind, CompletionRef, Ctx, Engine, Invocation, Request, Ticket};
+use super::{Answer, CallKind, CompletionRef, Ctx, Engine, Request};
 use crate::caller::{admits, Caller};
 use crate::content::{Completion, ContentsWire, PromptOutputWire, ResourceContents};
 use crate::cursor;
@@ -49,6 +49,21 @@ impl Offers {
     pub(super) fn lists(self) -> [bool; 3] {
         [self.tools, self.resources, self.prompts]
     }
+}
+
+/// An optional object whose values must all be strings (prompt arguments, completion context).
+fn string_map(value: Option<&Value>, what: &str, item: &str) -> Result<BTreeMap<String, String>, RpcError> {
+    let args = match value {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(Value::Object(args)) => args,
+        Some(_) => return Err(RpcError::invalid_params(format!("{what} must be an object"))),
+    };
+    args.iter()
+        .map(|(k, v)| match v {
+            Value::String(v) => Ok((k.clone(), v.clone())),
+            _ => Err(RpcError::invalid_params(format!("{item} \"{k}\" must be a string"))),
+        })
+        .collect()
 }
 
 impl<H: Clone> Engine<H> {
@@ -159,9 +174,9 @@ impl<H: Clone> Engine<H> {
     }
 
     /// "Resource not found" as each version spells it.
-    pub(super) fn not_found(&self, ctx: Ctx<'_>, uri: &str) -> RpcError {
+    pub(super) fn not_found(&self, version: crate::ProtocolVersion, uri: &str) -> RpcError {
         let data = serde_json::json!({ "uri": uri });
-        if ctx.version.is_modern() {
+        if version.is_modern() {
             RpcError::invalid_params(format!("resource not found: {uri}")).with_data(data)
         } else {
             RpcError::new(ErrorCode::ResourceNotFound, format!("resource not found: {uri}")).with_data(data)
@@ -224,18 +239,11 @@ impl<H: Clone> Engine<H> {
         let uri = self.checked_uri(params)?;
         let caller = self.caller(ctx.conn);
         let Some((handler, template, variables, gated)) = self.resolve(&caller, uri) else {
-            return Err(self.not_found(ctx, uri));
+            return Err(self.not_found(ctx.version, uri));
         };
         ctx.private |= gated;
-        let call = self.admit(now, ctx, CallKind::Resource(uri.to_owned()), batch)?;
-        Ok(Answer::Later(Invocation {
-            ticket: Ticket { call },
-            conn: ctx.conn,
-            caller,
-            version: ctx.version,
-            request: Request::ReadResource { uri: uri.to_owned(), template, variables },
-            handler,
-        }))
+        let request = Request::ReadResource { uri: uri.to_owned(), template, variables };
+        self.invoke(now, ctx, CallKind::Resource(uri.to_owned()), batch, request, handler)
     }
 
     pub(super) fn read_result(
@@ -246,15 +254,7 @@ impl<H: Clone> Engine<H> {
     ) -> Vec<u8> {
         if contents.is_empty() {
             // Never an empty `contents`: the handler found nothing, so the resource is not there.
-            let ctx = Ctx {
-                conn: call.conn,
-                id: &call.id,
-                version: call.version,
-                log_level: None,
-                private: false,
-                progress: None,
-            };
-            return crate::jsonrpc::encode_error(Some(&call.id), &self.not_found(ctx, uri));
+            return crate::jsonrpc::encode_error(Some(&call.id), &self.not_found(call.version, uri));
         }
         let mut r = Map::new();
         r.insert(
@@ -279,36 +279,16 @@ impl<H: Clone> Engine<H> {
         else {
             return Err(RpcError::invalid_params(format!("unknown prompt: {name}")));
         };
-        let mut arguments = BTreeMap::new();
-        match params.and_then(|p| p.get("arguments")) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(args)) => {
-                for (k, v) in args {
-                    let Value::String(v) = v else {
-                        return Err(RpcError::invalid_params(format!(
-                            "prompt argument \"{k}\" must be a string"
-                        )));
-                    };
-                    arguments.insert(k.clone(), v.clone());
-                }
-            }
-            Some(_) => return Err(RpcError::invalid_params("\"arguments\" must be an object")),
-        }
+        let arguments =
+            string_map(params.and_then(|p| p.get("arguments")), "\"arguments\"", "prompt argument")?;
         if let Some(missing) =
             entry.prompt.arguments.iter().find(|a| a.required && !arguments.contains_key(&a.name))
         {
             return Err(RpcError::invalid_params(format!("missing required argument \"{}\"", missing.name)));
         }
         let handler = entry.handler.clone();
-        let call = self.admit(now, ctx, CallKind::Prompt, batch)?;
-        Ok(Answer::Later(Invocation {
-            ticket: Ticket { call },
-            conn: ctx.conn,
-            caller,
-            version: ctx.version,
-            request: Request::GetPrompt { name: name.to_owned(), arguments },
-            handler,
-        }))
+        let request = Request::GetPrompt { name: name.to_owned(), arguments };
+        self.invoke(now, ctx, CallKind::Prompt, batch, request, handler)
     }
 
     pub(super) fn prompt_result(&self, call: &super::Call, out: &crate::content::PromptOutput) -> Vec<u8> {
@@ -334,20 +314,8 @@ impl<H: Clone> Engine<H> {
         let Some(argument) = argument else { return Err(RpcError::invalid_params("missing \"argument\"")) };
         let arg_name = string_param(Some(argument), "name")?.to_owned();
         let value = string_param(Some(argument), "value")?.to_owned();
-        let mut context = BTreeMap::new();
-        if let Some(args) = params.and_then(|p| p.get("context")).and_then(|c| c.get("arguments")) {
-            let Value::Object(args) = args else {
-                return Err(RpcError::invalid_params("\"context.arguments\" must be an object"));
-            };
-            for (k, v) in args {
-                let Value::String(v) = v else {
-                    return Err(RpcError::invalid_params(format!(
-                        "context argument \"{k}\" must be a string"
-                    )));
-                };
-                context.insert(k.clone(), v.clone());
-            }
-        }
+        let context = params.and_then(|p| p.get("context")).and_then(|c| c.get("arguments"));
+        let context = string_map(context, "\"context.arguments\"", "context argument")?;
         let caller = self.caller(ctx.conn);
         let (reference, handler) = match string_param(r, "type")? {
             "ref/prompt" => {
@@ -376,15 +344,8 @@ impl<H: Clone> Engine<H> {
             self.finish(&mut r, ctx.version);
             return Ok(Answer::Now(encode_result(ctx.id, &r)));
         };
-        let call = self.admit(now, ctx, CallKind::Complete, batch)?;
-        Ok(Answer::Later(Invocation {
-            ticket: Ticket { call },
-            conn: ctx.conn,
-            caller,
-            version: ctx.version,
-            request: Request::Complete { reference, argument: arg_name, value, context },
-            handler,
-        }))
+        let request = Request::Complete { reference, argument: arg_name, value, context };
+        self.invoke(now, ctx, CallKind::Complete, batch, request, handler)
     }
 
     pub(super) fn completion_result(&self, call: &super::Call, mut c: Completion) -> Vec<u8> {

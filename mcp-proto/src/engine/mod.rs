@@ -1188,13 +1188,33 @@ impl<H: Clone> Engine<H> {
         }
         let Value::Object(arguments) = arguments else { return Err(RpcError::internal()) };
         let handler = entry.handler.clone();
-        let call = self.admit(now, ctx, CallKind::Tool(name.clone()), batch)?;
+        self.invoke(
+            now,
+            ctx,
+            CallKind::Tool(name.clone()),
+            batch,
+            Request::CallTool { name, arguments },
+            handler,
+        )
+    }
+
+    /// Admits a call and asks the shim to run its handler.
+    fn invoke(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        kind: CallKind,
+        batch: Option<Key>,
+        request: Request,
+        handler: H,
+    ) -> Result<Answer<H>, RpcError> {
+        let call = self.admit(now, ctx, kind, batch)?;
         Ok(Answer::Later(Invocation {
             ticket: Ticket { call },
             conn: ctx.conn,
-            caller,
+            caller: self.caller(ctx.conn),
             version: ctx.version,
-            request: Request::CallTool { name, arguments },
+            request,
             handler,
         }))
     }

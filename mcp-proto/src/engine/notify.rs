@@ -390,7 +390,7 @@ impl<H: Clone> Engine<H> {
         let uri = self.checked_uri(params)?;
         let caller = self.caller(ctx.conn);
         if self.resolve(&caller, uri).is_none() {
-            return Err(self.not_found(ctx, uri));
+            return Err(self.not_found(ctx.version, uri));
         }
         let l = &self.config.limits;
         self.subs
