@@ -70,6 +70,16 @@ impl KeyRing {
     }
 }
 
+/// Whether `token` has the shape [`KeyRing::seal`] produces (`v1.`, a base64url payload, a
+/// base64url 32-byte tag), whatever key signed it. Lets a caller whose [`KeyRing::open`] failed
+/// tell "not one of our tokens at all" from "one of our tokens, altered or signed elsewhere".
+pub(crate) fn is_well_formed(token: &str) -> bool {
+    let Some((payload, tag)) = token.strip_prefix("v1.").and_then(|rest| rest.split_once('.')) else {
+        return false;
+    };
+    URL_SAFE_NO_PAD.decode(payload).is_ok() && URL_SAFE_NO_PAD.decode(tag).is_ok_and(|t| t.len() == 32)
+}
+
 /// A short digest of a caller's identity, so a cursor is bound to the caller without carrying
 /// who they are.
 pub(crate) fn caller_digest(identity: &str) -> String {
