@@ -265,6 +265,10 @@ pub struct Accepts {
     pub json: bool,
     /// `text/event-stream` is acceptable (`text/event-stream`, `text/*` or `*/*`).
     pub sse: bool,
+    /// The header names `text/event-stream` before `application/json`: the client would rather
+    /// read a stream, so it gets one (with a priming event) even for an answer known at once.
+    /// Otherwise an answer is JSON unless something must precede it.
+    pub prefers_sse: bool,
 }
 
 /// The MCP headers every route carries, syntax-checked but not judged.
@@ -393,7 +397,7 @@ pub fn check_head<'a>(cfg: &HttpConfig, head: &RequestHead<'a>) -> Result<Route<
         "POST" => {
             check_content_type(head)?;
             let accepts = match accept_of(head) {
-                None => Accepts { json: true, sse: true },
+                None => Accepts { json: true, sse: true, prefers_sse: false },
                 Some(a) if a.json || a.sse => a,
                 Some(_) => {
                     return Err(HttpRefusal::new(
@@ -774,7 +778,8 @@ fn q_is_zero(q: &str) -> Option<bool> {
 /// Malformed elements and elements with `q=0` admit nothing.
 fn accept_of(head: &RequestHead<'_>) -> Option<Accepts> {
     let mut seen = false;
-    let mut acc = Accepts { json: false, sse: false };
+    let mut acc = Accepts { json: false, sse: false, prefers_sse: false };
+    let mut named_first = None;
     for raw in head.header_values("accept") {
         seen = true;
         let Some(text) = ascii_text(raw) else { continue };
@@ -793,8 +798,14 @@ fn accept_of(head: &RequestHead<'_>) -> Option<Accepts> {
             let sub = |s: &str| m.subtype.eq_ignore_ascii_case(s);
             acc.json |= any || (ty("application") && (m.subtype == "*" || sub("json")));
             acc.sse |= any || (ty("text") && (m.subtype == "*" || sub("event-stream")));
+            if named_first.is_none() && ty("application") && sub("json") {
+                named_first = Some(false);
+            } else if named_first.is_none() && ty("text") && sub("event-stream") {
+                named_first = Some(true);
+            }
         }
     }
+    acc.prefers_sse = named_first == Some(true);
     seen.then_some(acc)
 }
 
@@ -1283,7 +1294,7 @@ mod tests {
             route,
             Route::Post {
                 headers: RouteHeaders { session_id: Some("abc-123"), protocol_version: Some("2025-11-25") },
-                accepts: Accepts { json: true, sse: true },
+                accepts: Accepts { json: true, sse: true, prefers_sse: false },
             }
         );
         assert_eq!(route.headers().session_id, Some("abc-123"));
@@ -1539,7 +1550,7 @@ mod tests {
         let head = RequestHead { method: "POST", path: "/mcp", headers: &two };
         assert!(matches!(
             check_head(&HttpConfig::default(), &head),
-            Ok(Route::Post { accepts: Accepts { json: true, sse: true }, .. })
+            Ok(Route::Post { accepts: Accepts { json: true, sse: true, prefers_sse: false }, .. })
         ));
     }
 

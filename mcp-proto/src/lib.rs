@@ -60,6 +60,7 @@ mod content;
 mod cursor;
 mod engine;
 pub mod http;
+pub mod interaction;
 mod items;
 mod json;
 mod jsonrpc;
@@ -80,12 +81,12 @@ pub use content::{
 };
 pub use cursor::KeyRing;
 pub use engine::{
-    CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus, FrameOutcome,
-    Implementation, Introspection, Invocation, LogLevel, OpenError, Output, ProgressOutcome, RegistryMut,
-    Reply, Request, Stale, Ticket,
+    AskError, Asked, CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus,
+    FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation, Introspection, Invocation, LogLevel,
+    OpenError, Output, ProgressOutcome, RegistryMut, Reply, Request, Stale, Ticket,
 };
 pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};
-pub use limits::Limits;
+pub use limits::{Limits, SeatPolicy};
 pub use registry::{RegistryError, Tool};
 pub use version::ProtocolVersion;

@@ -31,6 +31,30 @@ pub struct Limits {
     pub(crate) max_listens: usize,
     pub(crate) progress_interval: std::time::Duration,
     pub(crate) max_progress_bytes: usize,
+    pub(crate) max_sessions: usize,
+    pub(crate) session_idle: std::time::Duration,
+    pub(crate) session_handshake: std::time::Duration,
+    pub(crate) max_streams: Option<usize>,
+    pub(crate) max_streams_per_caller: Option<usize>,
+    pub(crate) seat_policy: SeatPolicy,
+    pub(crate) stream_queue: usize,
+    pub(crate) keepalive: std::time::Duration,
+    pub(crate) sse_retry: std::time::Duration,
+    pub(crate) replay_events: usize,
+}
+
+/// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
+/// opens another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SeatPolicy {
+    /// Refuse the new stream with HTTP 429 (the default): a caller cannot push out its own
+    /// streams by accident.
+    #[default]
+    Refuse,
+    /// Close the caller's oldest stream and seat the new one: kinder to clients that reconnect
+    /// without closing what they had, which would otherwise lock themselves out.
+    EvictOldest,
 }
 
 impl Default for Limits {
@@ -52,6 +76,16 @@ impl Default for Limits {
             max_listens: 16,
             progress_interval: std::time::Duration::from_millis(100),
             max_progress_bytes: 8 * 1024,
+            max_sessions: 1024,
+            session_idle: std::time::Duration::from_secs(15 * 60),
+            session_handshake: std::time::Duration::from_secs(30),
+            max_streams: Some(1024),
+            max_streams_per_caller: Some(16),
+            seat_policy: SeatPolicy::Refuse,
+            stream_queue: 16,
+            keepalive: std::time::Duration::from_secs(15),
+            sse_retry: std::time::Duration::from_secs(3),
+            replay_events: 64,
         }
     }
 }
@@ -195,6 +229,101 @@ impl Limits {
     pub fn max_progress_bytes(&mut self, bytes: usize) -> &mut Self {
         self.max_progress_bytes = bytes;
         self
+    }
+
+    /// Most legacy Streamable HTTP sessions (`Mcp-Session-Id`) alive at once. Default 1024.
+    ///
+    /// An `initialize` past it is answered with HTTP 503 and no session is made; sessions that
+    /// expire or are deleted free their places.
+    pub fn max_sessions(&mut self, sessions: usize) -> &mut Self {
+        self.max_sessions = sessions;
+        self
+    }
+
+    /// How long a legacy HTTP session may go without a request while no call and no stream of
+    /// it is open. Default 15 minutes.
+    ///
+    /// After that the session is forgotten and its id answers 404, which tells the client to
+    /// initialize again.
+    pub fn session_idle(&mut self, idle: std::time::Duration) -> &mut Self {
+        self.session_idle = idle;
+        self
+    }
+
+    /// How long after `initialize` a legacy HTTP session has to send its next message
+    /// (`notifications/initialized` or any request). Default 30 s.
+    ///
+    /// A session that sends nothing more in that time is forgotten, so clients that initialize
+    /// and walk away cannot fill the session table.
+    pub fn session_handshake(&mut self, timeout: std::time::Duration) -> &mut Self {
+        self.session_handshake = timeout;
+        self
+    }
+
+    /// Most held SSE streams (legacy `GET` streams and 2026 `subscriptions/listen` streams) over
+    /// all callers. Default 1024; `None` lifts the bound.
+    ///
+    /// A stream past it is refused with HTTP 429, whatever the [`SeatPolicy`].
+    pub fn max_streams(&mut self, streams: Option<usize>) -> &mut Self {
+        self.max_streams = streams;
+        self
+    }
+
+    /// Most held SSE streams per caller (its identity, else its peer address). Default 16;
+    /// `None` lifts the bound.
+    ///
+    /// A stream past it is refused with HTTP 429, or evicts the caller's oldest stream, as the
+    /// [`seat_policy`](Self::seat_policy) says.
+    pub fn max_streams_per_caller(&mut self, streams: Option<usize>) -> &mut Self {
+        self.max_streams_per_caller = streams;
+        self
+    }
+
+    /// What a caller past [`max_streams_per_caller`](Self::max_streams_per_caller) gets.
+    /// Default [`SeatPolicy::Refuse`].
+    pub fn seat_policy(&mut self, policy: SeatPolicy) -> &mut Self {
+        self.seat_policy = policy;
+        self
+    }
+
+    /// Frames an HTTP response stream may have queued and unwritten. Default 16.
+    ///
+    /// A shim that finds the queue full drops that subscriber (it stopped reading) and closes its
+    /// stream, so one slow reader never stalls the notifier or other streams.
+    pub fn stream_queue(&mut self, frames: usize) -> &mut Self {
+        self.stream_queue = frames;
+        self
+    }
+
+    /// Interval of the `: keep-alive` comment on a held SSE stream. Default 15 s.
+    ///
+    /// Each one first re-checks the caller against the server-wide gate: a caller it now refuses
+    /// has its stream closed within one interval, and a half-open connection fails the write and
+    /// frees its seat.
+    pub fn keepalive(&mut self, interval: std::time::Duration) -> &mut Self {
+        self.keepalive = interval;
+        self
+    }
+
+    /// The `retry:` a 2025-11-25 SSE stream's priming event asks a reconnecting client to wait.
+    /// Default 3 s.
+    pub fn sse_retry(&mut self, delay: std::time::Duration) -> &mut Self {
+        self.sse_retry = delay;
+        self
+    }
+
+    /// Events of a legacy session's `GET` stream kept for `Last-Event-ID` replay. Default 64.
+    ///
+    /// A client that reconnects after missing more than that cannot be replayed to; it is told
+    /// every list changed instead, so it re-lists and is correct again.
+    pub fn replay_events(&mut self, events: usize) -> &mut Self {
+        self.replay_events = events;
+        self
+    }
+
+    /// The current [`stream_queue`](Self::stream_queue).
+    pub fn stream_queue_len(&self) -> usize {
+        self.stream_queue
     }
 
     /// The current [`max_queued_frames`](Self::max_queued_frames).

@@ -202,6 +202,9 @@ pub(crate) struct ToolEntry<H> {
     /// `tools/list` entries per version, index by [`version_index`].
     listings: [Arc<str>; 4],
     legacy_visible: bool,
+    /// The input schema's `x-mcp-header` annotations: what 2026-07-28 `Mcp-Param-*` headers
+    /// must mirror.
+    pub(crate) header_params: Vec<crate::http::HeaderParam>,
     pub(crate) handler: H,
 }
 
@@ -399,8 +402,10 @@ impl<H> Registry<H> {
             .output_schema
             .as_ref()
             .is_none_or(|s| s.get("type").and_then(Value::as_str) == Some("object"));
+        let header_params = crate::http::x_mcp_headers(&tool.input_schema)
+            .map_err(|e| RegistryError::InvalidSchema(format!("the input schema of {:?}: {e}", tool.name)))?;
         let listings = listings(|v| tool.listing(v));
-        let entry = ToolEntry { tool, input, output, listings, legacy_visible, handler };
+        let entry = ToolEntry { tool, input, output, listings, legacy_visible, header_params, handler };
         self.tools.insert(entry.tool.name.clone(), entry);
         Ok(())
     }

@@ -25,8 +25,14 @@ const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+mod ask;
 mod features;
+mod http;
 mod notify;
+
+pub use ask::{AskError, Asked};
+
+pub use http::{HttpHead, HttpReply, HttpRequest};
 
 pub use features::Introspection;
 pub use notify::{LogLevel, ProgressOutcome};
@@ -89,6 +95,17 @@ pub struct Config {
     pub call_timeout: Option<Duration>,
     /// `ttlMs` on 2026-07-28 cacheable results. Default 60 000.
     pub cache_ttl_ms: u64,
+    /// The wall-clock time, in unix milliseconds, at the `now` the engine was made with. Sealed
+    /// 2026-07-28 request states carry an expiry in wall-clock time so that replicas sharing the
+    /// key ring agree on it; the engine itself never reads a clock. Default 0 (expiries then
+    /// count from the engine's start, which only this engine understands); the server layer
+    /// sets it from the system clock.
+    pub unix_ms_at_start: u64,
+    /// How long a sealed request state stays valid. Default 10 minutes.
+    pub state_ttl: Duration,
+    /// Most rounds of input one call may ask for (2026-07-28 `input_required` retries, legacy
+    /// server→client requests). Default 10; the next ask fails with `interaction_limit`.
+    pub max_input_rounds: u32,
 }
 
 impl Config {
@@ -101,6 +118,9 @@ impl Config {
             keys,
             call_timeout: None,
             cache_ttl_ms: 60_000,
+            unix_ms_at_start: 0,
+            state_ttl: Duration::from_millis(crate::interaction::DEFAULT_STATE_TTL_MS),
+            max_input_rounds: crate::interaction::DEFAULT_MAX_ROUNDS,
         }
     }
 }
@@ -170,6 +190,18 @@ pub enum CloseReason {
     FrameTooLarge,
     /// The server is shutting down ([`Engine::shutdown`]) and the connection's calls are done.
     Shutdown,
+    /// A legacy HTTP session went idle past [`Limits::session_idle`], or never finished its
+    /// handshake within [`Limits::session_handshake`].
+    Expired,
+    /// The client ended its legacy HTTP session with `DELETE`.
+    Deleted,
+    /// The caller opened a stream past its seat cap under [`crate::SeatPolicy::EvictOldest`]:
+    /// this, its oldest stream, made room.
+    Evicted,
+    /// The server-wide gate no longer admits the stream's caller (checked at every keep-alive).
+    Revoked,
+    /// A newer `GET` stream of the same legacy session took this one's place.
+    Replaced,
 }
 
 /// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
@@ -274,6 +306,33 @@ pub enum Output<H> {
         /// The call.
         call: CallId,
     },
+    /// The complete response of an HTTP exchange ([`HttpReply::Pending`]): write it and end
+    /// the response. Nothing more follows for `conn` (no [`Output::Close`]).
+    Respond {
+        /// Which exchange.
+        conn: ConnId,
+        /// Status and headers.
+        head: HttpHead,
+        /// The body (a JSON-RPC message, or empty).
+        body: Vec<u8>,
+    },
+    /// Start an SSE response on `conn` with this head. [`Output::Frame`]s for `conn` then carry
+    /// ready-to-write SSE bytes (events and comments, written as they are), until
+    /// [`Output::Close`].
+    Stream {
+        /// Which exchange or stream.
+        conn: ConnId,
+        /// Status and headers.
+        head: HttpHead,
+    },
+    /// The client answered what the handler of `call` asked with [`Engine::ask`] (legacy
+    /// sessions), or the asking failed. Resume the handler with it.
+    Answer {
+        /// Whose ask.
+        call: CallId,
+        /// The answers by key, exact as the client wrote them, or why there are none.
+        answers: Result<Map<String, Value>, AskError>,
+    },
     /// Close the transport of `conn`; the engine has forgotten it.
     Close {
         /// Which.
@@ -293,6 +352,10 @@ pub struct EngineStatus {
     pub in_flight: usize,
     /// `subscriptions/listen` streams open.
     pub listens: usize,
+    /// Legacy HTTP sessions alive.
+    pub sessions: usize,
+    /// Held SSE streams (legacy `GET` streams and HTTP listen streams), each holding a seat.
+    pub streams: usize,
     /// [`Engine::shutdown`] has been called.
     pub shutting_down: bool,
 }
@@ -310,6 +373,8 @@ struct Session {
     /// The lists whose capability the session was offered: capabilities are fixed for a session,
     /// so a list it was never told of never notifies it.
     lists: [bool; 3],
+    /// What the client declared in `initialize`: what the server may ask it for.
+    client_caps: Value,
 }
 
 /// A `subscriptions/listen` stream open on a connection (2026-07-28).
@@ -319,6 +384,9 @@ struct Listen {
 }
 
 struct Conn {
+    transport: http::Transport,
+    /// Holds a stream seat (see [`Limits::max_streams`]).
+    seated: bool,
     caller: Arc<Caller>,
     session: Option<Session>,
     /// Requests awaiting an answer, by id, for duplicate detection and cancellation.
@@ -332,7 +400,10 @@ struct Conn {
 }
 
 struct Call {
+    /// The connection whose request this is: it owns the id and the session state.
     conn: ConnId,
+    /// Where the call's frames go: `conn` itself, or the HTTP exchange that carried it.
+    reply_to: ConnId,
     id: RequestId,
     version: ProtocolVersion,
     kind: CallKind,
@@ -345,6 +416,8 @@ struct Call {
     private: bool,
     /// Where progress goes, if the request asked for it.
     progress: Option<notify::Progress>,
+    /// What the handler may ask the client for, and what it was answered.
+    input: Option<Box<ask::CallInput>>,
 }
 
 /// What a call's reply must be.
@@ -357,7 +430,8 @@ enum CallKind {
 }
 
 struct Batch {
-    conn: ConnId,
+    /// Where the batch's reply goes.
+    reply_to: ConnId,
     pending: usize,
     /// One slot per member that is answered, in request order: replies come back in the order
     /// of the requests whatever order handlers finish in, so a batch reply is deterministic.
@@ -371,6 +445,9 @@ struct Batch {
 enum Answer<H> {
     Now(Vec<u8>),
     Later(Invocation<H>),
+    /// The request stays open and answers later by itself (a listen stream); what it had to
+    /// say at once is already sent.
+    Open,
 }
 
 /// The per-request facts every method handler needs.
@@ -385,6 +462,10 @@ struct Ctx<'a> {
     private: bool,
     /// `_meta.progressToken`, when valid.
     progress: Option<&'a RequestId>,
+    /// The modern request's `_meta` clientCapabilities.
+    client_caps: Option<&'a Value>,
+    /// The modern request's answers so far (`requestState` and `inputResponses`).
+    mrtr: Option<&'a ask::Mrtr>,
 }
 
 /// The MCP server protocol engine. See the crate docs for the run loop.
@@ -406,12 +487,33 @@ pub struct Engine<H> {
     subs: notify::Subscriptions,
     /// Some connection has pending notifications.
     dirty: bool,
+    /// Legacy HTTP sessions by `Mcp-Session-Id`.
+    sessions: HashMap<String, ConnId>,
+    /// While an HTTP request is dispatched: the exchange its replies go to.
+    reply_to: Option<ConnId>,
+    /// While an HTTP request is dispatched: its exchange, and its response if it completed
+    /// before `handle_http` returned (answered without a round trip through the output queue).
+    immediate: Option<(ConnId, Option<http::Ready>)>,
+    /// Session expiry and stream keep-alive times.
+    http_timers: BTreeSet<(Instant, http::Timer)>,
+    /// Held streams by caller binding, oldest first.
+    seats: HashMap<String, VecDeque<ConnId>>,
+    /// Held streams over all callers.
+    streams: usize,
+    /// Server→client requests awaiting the client's response: (owner, id) → (call, slot).
+    outbound: HashMap<(ConnId, u64), (CallId, usize)>,
+    /// The id of the next server→client request.
+    next_outbound: u64,
+    /// The `now` the engine was made with, the origin of [`Config::unix_ms_at_start`].
+    started: Instant,
+    /// The latest `now` the engine was given, for timers armed where no `now` is passed in
+    /// (a stream that starts while notifications are flushed).
+    clock: Instant,
 }
 
 impl<H: Clone> Engine<H> {
     /// A new engine. `now` is the current time; nothing in the engine reads a clock.
     pub fn new(config: Config, now: Instant) -> Self {
-        let _ = now;
         let server_info_modern = config.server_info.to_json(ProtocolVersion::V2026_07_28);
         Self {
             config,
@@ -426,6 +528,16 @@ impl<H: Clone> Engine<H> {
             server_info_modern,
             subs: notify::Subscriptions::default(),
             dirty: false,
+            sessions: HashMap::new(),
+            reply_to: None,
+            immediate: None,
+            http_timers: BTreeSet::new(),
+            seats: HashMap::new(),
+            streams: 0,
+            outbound: HashMap::new(),
+            next_outbound: 1,
+            started: now,
+            clock: now,
         }
     }
 
@@ -448,19 +560,23 @@ impl<H: Clone> Engine<H> {
         if self.conns.len() >= self.config.limits.max_connections {
             return Err(OpenError::TooManyConnections);
         }
-        self.subs.conn_opened(caller.binding());
-        // Every kind is a line stream today; the kind will select transport rules once there
-        // are others.
         let ConnKind::Stdio = kind;
-        Ok(ConnId(self.conns.insert(Conn {
-            caller: Arc::new(caller),
+        Ok(self.insert_conn(http::Transport::Line, Arc::new(caller)))
+    }
+
+    fn insert_conn(&mut self, transport: http::Transport, caller: Arc<Caller>) -> ConnId {
+        self.subs.conn_opened(caller.binding());
+        ConnId(self.conns.insert(Conn {
+            transport,
+            seated: false,
+            caller,
             session: None,
             calls: HashMap::new(),
             in_flight: 0,
             draining: false,
             listens: Vec::new(),
             pending: notify::Pending::default(),
-        })))
+        }))
     }
 
     /// Number of requests of `conn` awaiting an answer.
@@ -497,6 +613,15 @@ impl<H: Clone> Engine<H> {
         for key in keys {
             let conn = ConnId(key);
             let Some(c) = self.conns.get_mut(key) else { continue };
+            match &c.transport {
+                // A legacy exchange ends with the reply its session's call owes it.
+                http::Transport::Exchange(x) if x.session.is_some() => continue,
+                http::Transport::Standalone { .. } => {
+                    self.forget(conn, CloseReason::Shutdown);
+                    continue;
+                }
+                _ => {}
+            }
             c.draining = true;
             let listens = std::mem::take(&mut c.listens);
             let idle = c.in_flight == 0;
@@ -511,7 +636,7 @@ impl<H: Clone> Engine<H> {
                 meta.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
                 r.insert("resultType".into(), "complete".into());
                 r.insert("_meta".into(), Value::Object(meta));
-                self.out.push_back(Output::Frame { conn, bytes: encode_result(&listen.id, &r) });
+                self.send(conn, encode_result(&listen.id, &r), true);
             }
             if idle {
                 self.forget(conn, CloseReason::Shutdown);
@@ -526,6 +651,8 @@ impl<H: Clone> Engine<H> {
             in_flight: 0,
             listens: 0,
             shutting_down: self.shutting_down,
+            sessions: self.sessions.len(),
+            streams: self.streams,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.in_flight;
@@ -544,8 +671,8 @@ impl<H: Clone> Engine<H> {
     }
 
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
-        let Some(c) = self.conns.remove(conn.0) else { return };
-        self.subs.conn_closed(c.caller.binding());
+        let Some(c) = self.drop_conn(conn) else { return };
+        let mut orphaned = Vec::new();
         for call in c.calls.into_values() {
             if let Some(k) = self.calls.remove(call.0) {
                 if let Some(d) = k.deadline {
@@ -554,10 +681,53 @@ impl<H: Clone> Engine<H> {
                 if let Some((b, _)) = k.batch {
                     self.batches.remove(b);
                 }
+                if k.reply_to != conn {
+                    orphaned.push(k.reply_to);
+                }
             }
             self.out.push_back(Output::Cancel { call });
         }
+        if let http::Transport::Session(s) = c.transport {
+            if let Some(get) = s.get {
+                self.forget(get, reason);
+            }
+        }
+        // Exchanges waiting for calls that will never answer are ended, not left hanging.
+        for ex in orphaned {
+            self.unowe(ex);
+        }
         self.out.push_back(Output::Close { conn, reason });
+    }
+
+    /// Removes a connection from every index, without a word to the shim.
+    fn drop_conn(&mut self, conn: ConnId) -> Option<Conn> {
+        let c = self.conns.remove(conn.0)?;
+        self.subs.conn_closed(c.caller.binding());
+        if c.seated {
+            self.streams = self.streams.saturating_sub(1);
+            if let Some(q) = self.seats.get_mut(c.caller.binding()) {
+                q.retain(|s| *s != conn);
+                if q.is_empty() {
+                    self.seats.remove(c.caller.binding());
+                }
+            }
+        }
+        match &c.transport {
+            http::Transport::Session(s) => {
+                self.sessions.remove(&s.id);
+            }
+            http::Transport::Standalone { session } => {
+                if let Some(http::Transport::Session(s)) =
+                    self.conns.get_mut(session.0).map(|s| &mut s.transport)
+                {
+                    if s.get == Some(conn) {
+                        s.get = None;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Some(c)
     }
 
     /// A line longer than [`Limits::max_frame_bytes`] arrived on a stream (stdio) that cannot
@@ -581,6 +751,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) -> FrameOutcome {
+        self.clock = self.clock.max(now);
         if self.conns.get(conn.0).is_none() {
             return FrameOutcome::UnknownConnection;
         }
@@ -596,17 +767,16 @@ impl<H: Clone> Engine<H> {
         }
         let frame = match json::decode(bytes, limits.max_depth) {
             Ok(f) => f,
-            Err(DecodeError::Syntax(msg)) => {
-                let err = RpcError::new(ErrorCode::ParseError, format!("parse error: {msg}"));
-                self.emit(conn, encode_error(None, &err));
-                return FrameOutcome::Reply;
-            }
-            Err(DecodeError::TooDeep) => {
-                let err = RpcError::invalid_request("JSON nested deeper than 128 levels");
-                self.emit(conn, encode_error(None, &err));
+            Err(e) => {
+                self.emit(conn, encode_error(None, &decode_error(e)));
                 return FrameOutcome::Reply;
             }
         };
+        self.dispatch(now, conn, frame)
+    }
+
+    /// Answers a parsed frame from `conn`.
+    fn dispatch(&mut self, now: Instant, conn: ConnId, frame: RawFrame<'_>) -> FrameOutcome {
         match frame {
             RawFrame::Single(env) => match self.message(now, conn, env, None) {
                 Some(Answer::Now(bytes)) => {
@@ -617,6 +787,7 @@ impl<H: Clone> Engine<H> {
                     self.out.push_back(Output::Invoke(inv));
                     FrameOutcome::Reply
                 }
+                Some(Answer::Open) => FrameOutcome::Reply,
                 None => FrameOutcome::NoReply,
             },
             RawFrame::NotAnObject => {
@@ -651,7 +822,8 @@ impl<H: Clone> Engine<H> {
             self.emit(conn, encode_error(None, &RpcError::invalid_request(msg)));
             return FrameOutcome::Reply;
         }
-        let batch = self.batches.insert(Batch { conn, pending: 0, parts: Vec::new(), open: true });
+        let reply_to = self.reply_to.unwrap_or(conn);
+        let batch = self.batches.insert(Batch { reply_to, pending: 0, parts: Vec::new(), open: true });
         let mut invocations = Vec::new();
         for item in items {
             let answer = match item {
@@ -675,7 +847,7 @@ impl<H: Clone> Engine<H> {
                     }
                     invocations.push(inv);
                 }
-                None => {}
+                None | Some(Answer::Open) => {}
             }
         }
         let Some(b) = self.batches.get_mut(batch) else { return FrameOutcome::NoReply };
@@ -719,11 +891,14 @@ impl<H: Clone> Engine<H> {
             bytes.extend_from_slice(p);
         }
         bytes.push(b']');
-        self.emit(b.conn, bytes);
+        self.send(b.reply_to, bytes, true);
     }
 
+    /// Sends the reply to a request read from `conn` (or from the HTTP exchange being
+    /// dispatched).
     fn emit(&mut self, conn: ConnId, bytes: Vec<u8>) {
-        self.out.push_back(Output::Frame { conn, bytes });
+        let to = self.reply_to.unwrap_or(conn);
+        self.send(to, bytes, true);
     }
 
     /// Applies the envelope rules to one message and dispatches it. `None`: no reply.
@@ -736,9 +911,11 @@ impl<H: Clone> Engine<H> {
     ) -> Option<Answer<H>> {
         let limits = &self.config.limits;
         // A response (a result or an error, no method) is never answered, whatever is wrong
-        // with it: two peers answering each other's bad responses would never stop. No
-        // server→client request is outstanding yet, so it is dropped, as JSON-RPC allows.
+        // with it: two peers answering each other's bad responses would never stop. One that
+        // answers a request of ours resumes the handler that asked; any other is dropped, as
+        // JSON-RPC allows.
         if env.method.is_none() && (env.result.is_some() || env.error.is_some()) {
+            self.response(conn, env);
             return None;
         }
         // A notification (a method, and nothing that could be an id) is never answered either,
@@ -842,11 +1019,14 @@ impl<H: Clone> Engine<H> {
     /// Ends a call without an answer (the peer cancelled it).
     fn cancel(&mut self, _now: Instant, call: CallId) {
         if let Some(c) = self.finish_call(call) {
-            if let Some((b, _)) = c.batch {
-                if let Some(batch) = self.batches.get_mut(b) {
-                    batch.pending = batch.pending.saturating_sub(1);
+            match c.batch {
+                Some((b, _)) => {
+                    if let Some(batch) = self.batches.get_mut(b) {
+                        batch.pending = batch.pending.saturating_sub(1);
+                    }
+                    self.flush_batch(b);
                 }
-                self.flush_batch(b);
+                None => self.unowe(c.reply_to),
             }
             self.out.push_back(Output::Cancel { call });
             self.close_drained();
@@ -856,6 +1036,7 @@ impl<H: Clone> Engine<H> {
     /// Removes a call from every index and releases its in-flight slot.
     fn finish_call(&mut self, call: CallId) -> Option<Call> {
         let c = self.calls.remove(call.0)?;
+        self.forget_asks(&c);
         if let Some(d) = c.deadline {
             self.deadlines.remove(&(d, call));
         }
@@ -889,7 +1070,9 @@ impl<H: Clone> Engine<H> {
             .and_then(|p| p.get("_meta"))
             .and_then(|m| m.as_object())
             .and_then(|m| m.get(META_PROTOCOL_VERSION));
-        let result = if meta_version.is_some() {
+        // A 2026-07-28 HTTP exchange speaks nothing else, even when `_meta` forgot to say so.
+        let stateless = matches!(self.conns.get(conn.0).map(|c| &c.transport), Some(http::Transport::Exchange(x)) if x.modern);
+        let result = if meta_version.is_some() || stateless {
             self.modern(now, conn, &id, method, params, batch)
         } else {
             self.legacy(now, conn, &id, method, params, batch)
@@ -929,8 +1112,16 @@ impl<H: Clone> Engine<H> {
             ))),
             (_, Some(version)) => {
                 let progress = notify::progress_token(params.as_ref(), self.config.limits.max_id_bytes);
-                let ctx =
-                    Ctx { conn, id, version, log_level: None, private: false, progress: progress.as_ref() };
+                let ctx = Ctx {
+                    conn,
+                    id,
+                    version,
+                    log_level: None,
+                    private: false,
+                    progress: progress.as_ref(),
+                    client_caps: None,
+                    mrtr: None,
+                };
                 match method {
                     "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(Answer::Now),
                     "resources/subscribe" | "resources/unsubscribe"
@@ -988,7 +1179,23 @@ impl<H: Clone> Engine<H> {
             })?),
         };
         let progress = notify::progress_token(params.as_ref(), self.config.limits.max_id_bytes);
-        let ctx = Ctx { conn, id, version, log_level, private: false, progress: progress.as_ref() };
+        let client_caps = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).cloned();
+        let mrtr = match method {
+            "tools/call" | "prompts/get" | "resources/read" => {
+                Some(self.mrtr_input(now, conn, method, params.as_ref())?)
+            }
+            _ => None,
+        };
+        let ctx = Ctx {
+            conn,
+            id,
+            version,
+            log_level,
+            private: false,
+            progress: progress.as_ref(),
+            client_caps: client_caps.as_ref(),
+            mrtr: mrtr.as_ref(),
+        };
         match method {
             "server/discover" => Ok(Answer::Now(self.discover(ctx))),
             // Removed in 2026-07-28.
@@ -1082,7 +1289,13 @@ impl<H: Clone> Engine<H> {
             .unwrap_or(ProtocolVersion::NEWEST_LEGACY);
         let offers = self.offers(&self.caller(conn));
         if let Some(c) = self.conns.get_mut(conn.0) {
-            c.session = Some(Session { version, initialized: false, log_level: None, lists: offers.lists() });
+            c.session = Some(Session {
+                version,
+                initialized: false,
+                log_level: None,
+                lists: offers.lists(),
+                client_caps: params.get("capabilities").cloned().unwrap_or_default(),
+            });
         }
         let mut r = Map::new();
         r.insert("protocolVersion".into(), version.as_str().into());
@@ -1239,8 +1452,10 @@ impl<H: Clone> Engine<H> {
         let deadline = self.config.call_timeout.map(|t| now + t);
         // Inside a batch, the call's reply takes the next slot (see `batch`).
         let batch = batch.map(|b| (b, self.batches.get(b).map_or(0, |x| x.parts.len())));
+        let reply_to = self.reply_to.unwrap_or(ctx.conn);
         let call = CallId(self.calls.insert(Call {
             conn: ctx.conn,
+            reply_to,
             id: ctx.id.clone(),
             version: ctx.version,
             kind,
@@ -1249,6 +1464,7 @@ impl<H: Clone> Engine<H> {
             log_level: ctx.log_level,
             private: ctx.private,
             progress: ctx.progress.cloned().map(notify::Progress::new),
+            input: ask::CallInput::new(ctx),
         }));
         conn.calls.insert(ctx.id.clone(), call);
         conn.in_flight += 1;
@@ -1264,7 +1480,7 @@ impl<H: Clone> Engine<H> {
     /// connection closed); that is a normal race and nothing is sent. Follow with
     /// [`poll_output`](Self::poll_output).
     pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<(), Stale> {
-        let _ = now;
+        self.clock = self.clock.max(now);
         let call = self.finish_call(ticket.call).ok_or(Stale)?;
         let bytes = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
@@ -1303,7 +1519,7 @@ impl<H: Clone> Engine<H> {
                 }
                 self.flush_batch(b);
             }
-            None => self.emit(call.conn, bytes),
+            None => self.send(call.reply_to, bytes, true),
         }
         self.close_drained();
     }
@@ -1374,7 +1590,12 @@ impl<H: Clone> Engine<H> {
     /// Ask again after every call that may add a deadline: [`handle_frame`](Self::handle_frame)
     /// and [`handle_timeout`](Self::handle_timeout).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(d, _)| *d)
+        let call = self.deadlines.first().map(|(d, _)| *d);
+        let http = self.http_timers.first().map(|(d, _)| *d);
+        match (call, http) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Expires every deadline at or before `now`: a timed-out call is cancelled
@@ -1382,6 +1603,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
         while let Some(&(d, call)) = self.deadlines.first() {
             if d > now {
                 break;
@@ -1394,6 +1616,15 @@ impl<H: Clone> Engine<H> {
                 self.deliver(c, bytes);
             }
         }
+        self.http_timeout(now);
+    }
+}
+
+/// The error answering a frame that did not parse.
+fn decode_error(e: DecodeError) -> RpcError {
+    match e {
+        DecodeError::Syntax(msg) => RpcError::new(ErrorCode::ParseError, format!("parse error: {msg}")),
+        DecodeError::TooDeep => RpcError::invalid_request("JSON nested deeper than 128 levels"),
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::{Answer, CallId, ConnId, Ctx, Engine, Listen, Output, Stale, META_SUBSCRIPTION_ID};
+use super::{Answer, CallId, ConnId, Ctx, Engine, Listen, Stale, META_SUBSCRIPTION_ID};
 use crate::caller::{admits, Gate};
 use crate::jsonrpc::{encode_result, RequestId, RpcError};
 use crate::slab::Key;
@@ -144,12 +144,12 @@ pub(super) struct Filter {
 /// Notifications owed to one connection.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
-    lists: [bool; 3],
+    pub(super) lists: [bool; 3],
     updated: BTreeSet<String>,
 }
 
 impl Pending {
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         !self.lists.iter().any(|b| *b) && self.updated.is_empty()
     }
 }
@@ -323,6 +323,12 @@ impl<H: Clone> Engine<H> {
             if c.pending.is_empty() {
                 continue;
             }
+            if let super::http::Transport::Session(s) = &c.transport {
+                // Kept, coalesced, until the session opens a stream to carry them.
+                if s.get.is_none() {
+                    continue;
+                }
+            }
             let pending = std::mem::take(&mut c.pending);
             if !admits(server_gate.as_ref(), &c.caller) {
                 continue;
@@ -359,7 +365,7 @@ impl<H: Clone> Engine<H> {
             }
         }
         for (conn, bytes) in frames {
-            self.out.push_back(Output::Frame { conn, bytes });
+            self.send(conn, bytes, false);
         }
     }
 
@@ -493,7 +499,9 @@ impl<H: Clone> Engine<H> {
         let mut p = Map::new();
         p.insert("notifications".into(), Value::Object(honoured));
         let ack = notification("notifications/subscriptions/acknowledged", Some(ctx.id), Some(p));
-        Ok(Answer::Now(ack))
+        let to = self.reply_to.unwrap_or(ctx.conn);
+        self.send(to, ack, false);
+        Ok(Answer::Open)
     }
 
     /// Ends a listen stream the client cancelled; whether one had that id.
@@ -519,6 +527,7 @@ impl<H: Clone> Engine<H> {
         total: Option<serde_json::Number>,
         message: Option<&str>,
     ) -> Result<ProgressOutcome, Stale> {
+        self.clock = self.clock.max(now);
         let interval = self.config.limits.progress_interval;
         let max = self.config.limits.max_progress_bytes;
         let c = self.calls.get_mut(call.0).ok_or(Stale)?;
@@ -549,8 +558,8 @@ impl<H: Clone> Engine<H> {
             return Ok(ProgressOutcome::TooLarge);
         }
         p.last = Some((now, value));
-        let conn = c.conn;
-        self.out.push_back(Output::Frame { conn, bytes });
+        let to = c.reply_to;
+        self.send(to, bytes, false);
         Ok(ProgressOutcome::Sent)
     }
 
@@ -587,8 +596,8 @@ impl<H: Clone> Engine<H> {
         p.insert("data".into(), data);
         let bytes = notification("notifications/message", None, Some(p));
         if bytes.len() <= self.config.limits.max_response_bytes {
-            let conn = c.conn;
-            self.out.push_back(Output::Frame { conn, bytes });
+            let to = c.reply_to;
+            self.send(to, bytes, false);
         }
         Ok(())
     }

@@ -1,0 +1,714 @@
+//! Asking the client for input on behalf of a call, in both eras (see [`crate::interaction`]).
+//!
+//! Legacy sessions get real server→client requests on the call's stream, matched by id when
+//! the client's responses come back. On 2026-07-28 the call instead *ends* with
+//! `resultType: "input_required"` and a sealed `requestState` carrying every answer validated so
+//! far; the client's retry re-runs the handler, whose asks are then answered from the state and
+//! the retry's `inputResponses` without leaving the engine. Nothing about a modern call is kept
+//! between rounds, so any replica sharing the key ring serves the retry.
+
+use super::*;
+use crate::interaction::{
+    arguments_digest, open_state, seal_state, InputRequest, InvalidAnswer, RequestState, StateBinding,
+    Unsupported,
+};
+use std::fmt;
+
+/// Why an ask got no answers.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The client did not declare what the request needs (or its version cannot express it);
+    /// nothing was sent.
+    Unsupported(Unsupported),
+    /// The client answered with a JSON-RPC error.
+    Rejected(RpcError),
+    /// The client's answer does not fit the request (wrong shape, a value outside the form).
+    Invalid(InvalidAnswer),
+    /// The call already asked [`Config::max_input_rounds`] times (`interaction_limit`).
+    TooManyRounds,
+    /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
+    Unreachable,
+    /// The call is already waiting for answers; ask again once they arrive.
+    Busy,
+    /// The call is not in flight (answered, cancelled or timed out).
+    Stale,
+    /// 2026-07-28: the call was answered with `input_required`; the client will retry it and the
+    /// handler runs again. The handler is being cancelled and should just return.
+    Suspended,
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskError::Unsupported(u) => write!(f, "the client cannot be asked this: {u}"),
+            AskError::Rejected(e) => write!(f, "the client refused: {}", e.message),
+            AskError::Invalid(e) => write!(f, "the client's answer is invalid: {e}"),
+            AskError::TooManyRounds => f.write_str("interaction_limit: too many rounds of input"),
+            AskError::Unreachable => f.write_str("the client cannot be reached for input"),
+            AskError::Busy => f.write_str("the call is already waiting for input"),
+            AskError::Stale => f.write_str("the call is no longer in flight"),
+            AskError::Suspended => f.write_str("the call returned input_required and will be retried"),
+        }
+    }
+}
+
+impl std::error::Error for AskError {}
+
+/// What [`Engine::ask`] did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Asked {
+    /// Every answer was already in hand (a 2026-07-28 retry): here they are, by key.
+    Answered(Map<String, Value>),
+    /// The requests went to the client; the answers come as [`Output::Answer`].
+    Pending,
+}
+
+/// A modern request's answers so far.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Mrtr {
+    round: u32,
+    /// From the state (already validated) and the retry's `inputResponses` (not yet).
+    answers: Map<String, Value>,
+    digest: [u8; 32],
+    method: String,
+    data: Option<String>,
+}
+
+/// A call's side of asking.
+#[derive(Debug)]
+pub(super) struct CallInput {
+    /// Rounds asked so far (legacy), or the round the state says (modern).
+    rounds: u32,
+    /// Modern: what the retry brought, and the capabilities of this request.
+    mrtr: Option<(Mrtr, Value)>,
+    /// Modern: answers this invocation asked for and validated, carried into the next state.
+    used: Map<String, Value>,
+    /// Legacy: the ask in flight.
+    asking: Option<Asking>,
+}
+
+#[derive(Debug)]
+struct Asking {
+    slots: Vec<(u64, String, InputRequest)>,
+    answers: Map<String, Value>,
+    remaining: usize,
+}
+
+impl CallInput {
+    pub(super) fn new(ctx: Ctx<'_>) -> Option<Box<Self>> {
+        let mrtr = ctx.mrtr.map(|m| (m.clone(), ctx.client_caps.cloned().unwrap_or_default()));
+        Some(Box::new(Self {
+            rounds: mrtr.as_ref().map_or(0, |(m, _)| m.round),
+            mrtr,
+            used: Map::new(),
+            asking: None,
+        }))
+    }
+}
+
+/// What a modern ask decided, applied once the call is out of the borrow.
+enum Verdict {
+    Answered(Map<String, Value>),
+    Fail(RpcError),
+    Ask(Vec<(String, InputRequest)>, RequestState),
+}
+
+impl<H: Clone> Engine<H> {
+    fn unix_ms(&self, now: Instant) -> u64 {
+        let since =
+            u64::try_from(now.saturating_duration_since(self.started).as_millis()).unwrap_or(u64::MAX);
+        self.config.unix_ms_at_start.saturating_add(since)
+    }
+
+    /// Reads a modern request's `requestState` and `inputResponses`. A state that is tampered
+    /// with, expired, or made for another caller, method or arguments fails the request before
+    /// anything runs.
+    pub(super) fn mrtr_input(
+        &self,
+        now: Instant,
+        conn: ConnId,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Mrtr, RpcError> {
+        let responses = match params.and_then(|p| p.get("inputResponses")) {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(RpcError::invalid_params("\"inputResponses\" must be an object")),
+        };
+        // The digest covers what the request asks for, not the protocol's bookkeeping.
+        let mut rest: Map<String, Value> = params.cloned().unwrap_or_default();
+        for k in ["_meta", "inputResponses", "requestState"] {
+            rest.remove(k);
+        }
+        let digest = arguments_digest(Some(&Value::Object(rest)));
+        let state = match params.and_then(|p| p.get("requestState")) {
+            None | Some(Value::Null) => RequestState::default(),
+            Some(Value::String(token)) => {
+                let caller = self.caller(conn);
+                let binding = StateBinding { caller: caller.binding(), method, arguments_digest: digest };
+                open_state(&self.config.keys, token, &binding, self.unix_ms(now))
+                    .map_err(|e| e.rpc_error())?
+            }
+            Some(_) => return Err(RpcError::invalid_params("\"requestState\" must be a string")),
+        };
+        let mut answers = responses;
+        // What an earlier round validated stands; a retry cannot swap it.
+        for (k, v) in state.answers {
+            answers.insert(k, v);
+        }
+        Ok(Mrtr { round: state.round, answers, digest, method: method.to_owned(), data: state.data })
+    }
+
+    /// Asks the client of `call` for input: each request under a key the handler chose (on
+    /// 2026-07-28 the key is the `inputRequests` key the client answers under).
+    ///
+    /// - Legacy: sends the requests on the call's stream (capabilities checked first) and
+    ///   returns [`Asked::Pending`]; the answers come as one [`Output::Answer`].
+    /// - 2026-07-28: returns [`Asked::Answered`] when the retry already holds every answer;
+    ///   otherwise answers the call with `input_required` (or with `-32021` when the request's
+    ///   capabilities rule a request out, or `-32602` for an invalid answer, or
+    ///   `interaction_limit` after [`Config::max_input_rounds`]), cancels the handler
+    ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn ask(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        requests: Vec<(String, InputRequest)>,
+    ) -> Result<Asked, AskError> {
+        self.clock = self.clock.max(now);
+        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        if c.version.is_modern() {
+            self.ask_modern(now, call, requests)
+        } else {
+            self.ask_legacy(call, requests)
+        }
+    }
+
+    /// Whether [`ask`](Self::ask) could send `request` for `call` now: the client declared what
+    /// it needs (in `initialize`, or in this 2026-07-28 request's `_meta`), and something can
+    /// carry it. Lets a handler take another path instead of failing, as the spec allows.
+    pub fn can_ask(&self, call: CallId, request: &InputRequest) -> Result<(), AskError> {
+        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        if c.version.is_modern() {
+            let caps = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).map(|(_, caps)| caps);
+            return request
+                .check_client(c.version, caps.unwrap_or(&Value::Null))
+                .map_err(AskError::Unsupported);
+        }
+        match self.conns.get(c.conn.0).and_then(|o| o.session.as_ref()) {
+            Some(s) if s.initialized => {
+                request.check_client(c.version, &s.client_caps).map_err(AskError::Unsupported)?
+            }
+            _ => return Err(AskError::Unreachable),
+        }
+        if self.can_carry_requests(c.reply_to) {
+            Ok(())
+        } else {
+            Err(AskError::Unreachable)
+        }
+    }
+
+    fn ask_modern(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        requests: Vec<(String, InputRequest)>,
+    ) -> Result<Asked, AskError> {
+        let max_rounds = self.config.max_input_rounds;
+        let c = self.calls.get_mut(call.0).ok_or(AskError::Stale)?;
+        let version = c.version;
+        let input = c.input.as_mut().ok_or(AskError::Unreachable)?;
+        let Some((mrtr, caps)) = input.mrtr.as_ref() else { return Err(AskError::Unreachable) };
+        let mut got = Map::new();
+        let mut missing = Vec::new();
+        let mut verdict = None;
+        for (key, req) in requests {
+            match mrtr.answers.get(&key) {
+                Some(answer) => match req.validate_answer(answer) {
+                    Ok(()) => {
+                        got.insert(key, answer.clone());
+                    }
+                    Err(e) => {
+                        verdict = Some(Verdict::Fail(e.rpc_error()));
+                        break;
+                    }
+                },
+                None => missing.push((key, req)),
+            }
+        }
+        let verdict = verdict.unwrap_or_else(|| {
+            if missing.is_empty() {
+                return Verdict::Answered(got.clone());
+            }
+            if let Some(u) = missing.iter().find_map(|(_, r)| r.check_client(version, caps).err()) {
+                return Verdict::Fail(u.rpc_error());
+            }
+            if mrtr.round >= max_rounds {
+                return Verdict::Fail(interaction_limit(max_rounds));
+            }
+            let mut answers = input.used.clone();
+            answers.extend(got.clone());
+            Verdict::Ask(missing, RequestState { round: mrtr.round + 1, answers, data: mrtr.data.clone() })
+        });
+        for (k, v) in &got {
+            input.used.insert(k.clone(), v.clone());
+        }
+        let fail = match verdict {
+            Verdict::Answered(answers) => return Ok(Asked::Answered(answers)),
+            Verdict::Fail(err) => err,
+            Verdict::Ask(missing, state) => match self.input_required(now, call, version, missing, &state) {
+                Ok(bytes) => {
+                    self.end_call(call, bytes);
+                    return Err(AskError::Suspended);
+                }
+                Err(err) => err,
+            },
+        };
+        let id = self.calls.get(call.0).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
+        self.end_call(call, encode_error(Some(&id), &fail));
+        Err(AskError::Suspended)
+    }
+
+    /// The `input_required` result asking for `missing`, with the next sealed state.
+    fn input_required(
+        &self,
+        now: Instant,
+        call: CallId,
+        version: ProtocolVersion,
+        missing: Vec<(String, InputRequest)>,
+        state: &RequestState,
+    ) -> Result<Vec<u8>, RpcError> {
+        let c = self.calls.get(call.0).ok_or_else(RpcError::internal)?;
+        let (mrtr, _) = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).ok_or_else(RpcError::internal)?;
+        let caller = self.caller(c.conn);
+        let binding =
+            StateBinding { caller: caller.binding(), method: &mrtr.method, arguments_digest: mrtr.digest };
+        let ttl = u64::try_from(self.config.state_ttl.as_millis()).unwrap_or(u64::MAX);
+        let expires = self.unix_ms(now).saturating_add(ttl);
+        let token = seal_state(&self.config.keys, &binding, state, expires)
+            .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("cannot continue: {e}")))?;
+        let mut requests = Map::new();
+        for (key, req) in missing {
+            requests.insert(key, req.to_input_request(version));
+        }
+        let mut r = Map::new();
+        r.insert("resultType".into(), "input_required".into());
+        r.insert("inputRequests".into(), Value::Object(requests));
+        r.insert("requestState".into(), token.into());
+        let mut meta = Map::new();
+        meta.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
+        r.insert("_meta".into(), Value::Object(meta));
+        Ok(encode_result(&c.id, &r))
+    }
+
+    /// Answers `call` with `bytes` and stops its handler.
+    fn end_call(&mut self, call: CallId, bytes: Vec<u8>) {
+        if let Some(c) = self.finish_call(call) {
+            self.out.push_back(Output::Cancel { call });
+            self.deliver(c, bytes);
+        }
+    }
+
+    fn ask_legacy(&mut self, call: CallId, requests: Vec<(String, InputRequest)>) -> Result<Asked, AskError> {
+        let max_rounds = self.config.max_input_rounds;
+        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let (owner, reply_to, version) = (c.conn, c.reply_to, c.version);
+        // Before `notifications/initialized` a server sends the client nothing but pings.
+        let caps = match self.conns.get(owner.0).and_then(|o| o.session.as_ref()) {
+            Some(s) if s.initialized => s.client_caps.clone(),
+            _ => return Err(AskError::Unreachable),
+        };
+        let input = c.input.as_ref().ok_or(AskError::Unreachable)?;
+        if input.asking.is_some() {
+            return Err(AskError::Busy);
+        }
+        if input.rounds >= max_rounds {
+            return Err(AskError::TooManyRounds);
+        }
+        for (_, req) in &requests {
+            req.check_client(version, &caps).map_err(AskError::Unsupported)?;
+        }
+        if !self.can_carry_requests(reply_to) {
+            return Err(AskError::Unreachable);
+        }
+        let mut slots = Vec::with_capacity(requests.len());
+        for (i, (key, req)) in requests.into_iter().enumerate() {
+            let id = self.next_outbound;
+            self.next_outbound += 1;
+            let elicitation_id = id.to_string();
+            let params = req.params_for(version, Some(&elicitation_id));
+            let mut frame = Map::new();
+            frame.insert("jsonrpc".into(), "2.0".into());
+            frame.insert("id".into(), id.into());
+            frame.insert("method".into(), req.method().into());
+            frame.insert("params".into(), Value::Object(params));
+            let bytes = serde_json::to_vec(&frame).unwrap_or_default();
+            self.outbound.insert((owner, id), (call, i));
+            self.send(reply_to, bytes, false);
+            slots.push((id, key, req));
+        }
+        let remaining = slots.len();
+        if let Some(input) = self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()) {
+            input.rounds += 1;
+            input.asking = Some(Asking { slots, answers: Map::new(), remaining });
+        }
+        if remaining == 0 {
+            self.settle(call, Ok(()));
+        }
+        Ok(Asked::Pending)
+    }
+
+    /// Whether a server→client request can reach the client through `conn`.
+    fn can_carry_requests(&self, conn: ConnId) -> bool {
+        match self.conns.get(conn.0).map(|c| &c.transport) {
+            Some(http::Transport::Line | http::Transport::Standalone { .. }) => true,
+            Some(http::Transport::Exchange(x)) => x.can_stream(),
+            _ => false,
+        }
+    }
+
+    /// A response from the client on `conn`: the answer to one of our requests, or nothing we
+    /// asked (dropped, as JSON-RPC allows).
+    pub(super) fn response(&mut self, conn: ConnId, env: RawEnvelope<'_>) {
+        let Some(id) = env.id.and_then(|raw| raw.get().parse::<u64>().ok()) else { return };
+        let Some((call, slot)) = self.outbound.remove(&(conn, id)) else { return };
+        let Some(asking) =
+            self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())
+        else {
+            return;
+        };
+        let Some((_, key, req)) = asking.slots.get(slot) else { return };
+        let outcome = match (env.result, env.error) {
+            (Some(result), None) => match req.validate_answer(&result) {
+                Ok(()) => {
+                    asking.answers.insert(key.clone(), result);
+                    Ok(())
+                }
+                Err(e) => Err(AskError::Invalid(e)),
+            },
+            (_, Some(error)) => {
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+                let message = error.get("message").and_then(Value::as_str).unwrap_or("error").to_owned();
+                Err(AskError::Rejected(RpcError::new(ErrorCode::Other(code), message)))
+            }
+            (None, None) => return,
+        };
+        asking.remaining = asking.remaining.saturating_sub(1);
+        self.settle(call, outcome);
+    }
+
+    /// Resumes the handler once every answer is in, or at the first failure.
+    fn settle(&mut self, call: CallId, outcome: Result<(), AskError>) {
+        let Some(input) = self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()) else { return };
+        let Some(asking) = input.asking.as_ref() else { return };
+        if outcome.is_ok() && asking.remaining > 0 {
+            return;
+        }
+        let Some(asking) = input.asking.take() else { return };
+        let Some(owner) = self.calls.get(call.0).map(|c| c.conn) else { return };
+        for (id, _, _) in &asking.slots {
+            self.outbound.remove(&(owner, *id));
+        }
+        let answers = outcome.map(|()| asking.answers);
+        self.out.push_back(Output::Answer { call, answers });
+    }
+
+    /// Drops a finished call's outstanding requests: late answers are then ignored.
+    pub(super) fn forget_asks(&mut self, c: &Call) {
+        if let Some(asking) = c.input.as_ref().and_then(|i| i.asking.as_ref()) {
+            for (id, _, _) in &asking.slots {
+                self.outbound.remove(&(c.conn, *id));
+            }
+        }
+    }
+}
+
+/// What a handler that lets an ask failure end its call answers: the client learns why when it
+/// can act on it (a missing capability, an invalid or refused answer, the round limit), and a
+/// suspended or stale call answers nothing at all.
+impl From<AskError> for HandlerError {
+    fn from(e: AskError) -> Self {
+        match e {
+            AskError::Suspended | AskError::Stale => HandlerError::Cancelled,
+            AskError::Unsupported(u) => HandlerError::Public(u.rpc_error()),
+            AskError::Rejected(e) => HandlerError::Public(e),
+            AskError::Invalid(e) => HandlerError::Public(e.rpc_error()),
+            AskError::TooManyRounds => HandlerError::Public(interaction_limit_any()),
+            AskError::Unreachable | AskError::Busy => HandlerError::Public(RpcError::new(
+                ErrorCode::InternalError,
+                "the client cannot be asked for input",
+            )),
+        }
+    }
+}
+
+fn interaction_limit_any() -> RpcError {
+    RpcError::new(ErrorCode::InvalidRequest, "interaction_limit: the call asked for input too many times")
+        .with_data(serde_json::json!({ "reason": "interaction_limit" }))
+}
+
+fn interaction_limit(max: u32) -> RpcError {
+    RpcError::new(
+        ErrorCode::InvalidRequest,
+        format!("interaction_limit: the call asked for input more than {max} times"),
+    )
+    .with_data(serde_json::json!({ "reason": "interaction_limit" }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Rig {
+        engine: Engine<u32>,
+        conn: ConnId,
+        now: Instant,
+    }
+
+    impl Rig {
+        fn new(caller: Caller) -> Self {
+            let config = Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32]));
+            #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+            let now = Instant::now();
+            let mut engine = Engine::new(config, now);
+            engine.registry_mut().add_tool(Tool::new("ask", "Asks", json!({"type": "object"})), 1).unwrap();
+            let conn = engine.open(now, ConnKind::Stdio, caller).unwrap();
+            Self { engine, conn, now }
+        }
+
+        fn send(&mut self, frame: Value) -> Vec<Output<u32>> {
+            self.engine.handle_frame(self.now, self.conn, frame.to_string().as_bytes());
+            std::iter::from_fn(|| self.engine.poll_output()).collect()
+        }
+
+        fn legacy(caps: Value) -> Self {
+            let mut rig = Self::new(Caller::anonymous());
+            rig.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "c", "version": "1"}}}));
+            rig.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+            rig
+        }
+
+        fn invoke(&mut self, params: Value) -> (Vec<Output<u32>>, Option<Invocation<u32>>) {
+            let outs =
+                self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}));
+            let mut rest = Vec::new();
+            let mut inv = None;
+            for o in outs {
+                match o {
+                    Output::Invoke(i) => inv = Some(i),
+                    o => rest.push(o),
+                }
+            }
+            (rest, inv)
+        }
+
+        fn drain(&mut self) -> Vec<Output<u32>> {
+            std::iter::from_fn(|| self.engine.poll_output()).collect()
+        }
+    }
+
+    fn frame(outs: &[Output<u32>]) -> Value {
+        outs.iter()
+            .find_map(|o| match o {
+                Output::Frame { bytes, .. } => Some(serde_json::from_slice(bytes).unwrap()),
+                _ => None,
+            })
+            .expect("a frame")
+    }
+
+    fn name_form() -> InputRequest {
+        InputRequest::elicit("Name?", json!({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}, "required": ["name"]})).unwrap()
+    }
+
+    #[test]
+    fn legacy_ask_round_trip_keeps_exact_numbers() {
+        let mut rig = Rig::legacy(json!({"elicitation": {}}));
+        let (_, inv) = rig.invoke(json!({"name": "ask"}));
+        let call = inv.unwrap().ticket.call();
+        assert_eq!(rig.engine.ask(rig.now, call, vec![("who".into(), name_form())]), Ok(Asked::Pending));
+        let req = frame(&rig.drain());
+        assert_eq!(req["method"], "elicitation/create");
+        assert_eq!(req["params"]["requestedSchema"]["required"], json!(["name"]));
+        // A second ask while the first waits is refused.
+        assert_eq!(rig.engine.ask(rig.now, call, vec![("x".into(), name_form())]), Err(AskError::Busy));
+        let answer = r#"{"jsonrpc":"2.0","id":ID,"result":{"action":"accept","content":{"name":"Ada","n":123456789012345678901234567890}}}"#
+            .replace("ID", &req["id"].to_string());
+        rig.engine.handle_frame(rig.now, rig.conn, answer.as_bytes());
+        let outs = rig.drain();
+        let Some(Output::Answer { call: c, answers: Ok(answers) }) = outs.into_iter().next() else {
+            panic!("no answer")
+        };
+        assert_eq!(c, call);
+        assert_eq!(answers["who"]["content"]["n"].to_string(), "123456789012345678901234567890");
+        // A late duplicate is ignored.
+        rig.engine.handle_frame(rig.now, rig.conn, answer.as_bytes());
+        assert!(rig.drain().is_empty());
+    }
+
+    #[test]
+    fn legacy_ask_failures() {
+        // No capability: nothing is sent.
+        let mut rig = Rig::legacy(json!({}));
+        let (_, inv) = rig.invoke(json!({"name": "ask"}));
+        let call = inv.unwrap().ticket.call();
+        let sample = InputRequest::sample(json!({"messages": [], "maxTokens": 5})).unwrap();
+        let Err(AskError::Unsupported(u)) = rig.engine.ask(rig.now, call, vec![("s".into(), sample)]) else {
+            panic!()
+        };
+        assert_eq!(u.required_capabilities(), &json!({"sampling": {}}));
+        assert!(rig.drain().is_empty());
+        // An invalid answer and an error answer both reach the handler as failures.
+        let mut rig = Rig::legacy(json!({"elicitation": {}}));
+        let (_, inv) = rig.invoke(json!({"name": "ask"}));
+        let call = inv.unwrap().ticket.call();
+        rig.engine.ask(rig.now, call, vec![("who".into(), name_form())]).unwrap();
+        let id = frame(&rig.drain())["id"].clone();
+        let bad = json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept", "content": {"name": 5}}});
+        rig.engine.handle_frame(rig.now, rig.conn, bad.to_string().as_bytes());
+        assert!(matches!(
+            rig.drain().as_slice(),
+            [Output::Answer { answers: Err(AskError::Invalid(_)), .. }]
+        ));
+        rig.engine.ask(rig.now, call, vec![("who".into(), name_form())]).unwrap();
+        let id = frame(&rig.drain())["id"].clone();
+        let err = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -1, "message": "user closed"}});
+        rig.engine.handle_frame(rig.now, rig.conn, err.to_string().as_bytes());
+        assert!(matches!(
+            rig.drain().as_slice(),
+            [Output::Answer { answers: Err(AskError::Rejected(_)), .. }]
+        ));
+    }
+
+    fn modern(params: Value) -> Value {
+        let mut p = params;
+        p["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+        p
+    }
+
+    #[test]
+    fn modern_ask_suspends_and_resumes_from_sealed_state() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask", "arguments": {"x": 1}})));
+        let call = inv.unwrap().ticket.call();
+        assert_eq!(
+            rig.engine.ask(rig.now, call, vec![("user_name".into(), name_form())]),
+            Err(AskError::Suspended)
+        );
+        let outs = rig.drain();
+        assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)));
+        let r = frame(&outs);
+        assert_eq!(r["result"]["resultType"], "input_required");
+        assert_eq!(r["result"]["inputRequests"]["user_name"]["method"], "elicitation/create");
+        let state = r["result"]["requestState"].as_str().unwrap().to_owned();
+        // The retry brings the answer (plus one nobody asked for): the handler's ask is answered
+        // at once.
+        let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+        let retry = modern(json!({"name": "ask", "arguments": {"x": 1}, "requestState": state,
+            "inputResponses": {"user_name": answer, "extra": 1}}));
+        let (_, inv) = rig.invoke(retry.clone());
+        let call = inv.unwrap().ticket.call();
+        let Ok(Asked::Answered(got)) = rig.engine.ask(rig.now, call, vec![("user_name".into(), name_form())])
+        else {
+            panic!()
+        };
+        assert_eq!(got["user_name"], answer);
+        // A second question takes another round; its state carries the first answer.
+        let age = InputRequest::elicit(
+            "Age?",
+            json!({"type": "object", "properties": {"age": {"type": "integer"}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            rig.engine.ask(rig.now, call, vec![("age".into(), age.clone())]),
+            Err(AskError::Suspended)
+        );
+        let r = frame(&rig.drain());
+        let state2 = r["result"]["requestState"].as_str().unwrap().to_owned();
+        assert_ne!(state2, state);
+        let retry2 = modern(json!({"name": "ask", "arguments": {"x": 1}, "requestState": state2,
+            "inputResponses": {"age": {"action": "accept", "content": {"age": 36}}}}));
+        let (_, inv) = rig.invoke(retry2);
+        let call = inv.unwrap().ticket.call();
+        let Ok(Asked::Answered(first)) =
+            rig.engine.ask(rig.now, call, vec![("user_name".into(), name_form())])
+        else {
+            panic!()
+        };
+        assert_eq!(first["user_name"], answer);
+        assert!(matches!(rig.engine.ask(rig.now, call, vec![("age".into(), age)]), Ok(Asked::Answered(_))));
+    }
+
+    #[test]
+    fn modern_state_is_bound_and_sealed() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask", "arguments": {"x": 1}})));
+        rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+        let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+        let fails = |rig: &mut Rig, params: Value| {
+            let (outs, inv) = rig.invoke(modern(params));
+            assert!(inv.is_none(), "nothing runs");
+            frame(&outs)["error"]["code"].as_i64()
+        };
+        let tampered = format!("{state}-TAMPERED");
+        assert_eq!(
+            fails(&mut rig, json!({"name": "ask", "arguments": {"x": 1}, "requestState": tampered})),
+            Some(-32602)
+        );
+        assert_eq!(
+            fails(&mut rig, json!({"name": "ask", "arguments": {"x": 2}, "requestState": state})),
+            Some(-32602)
+        );
+        let mut other = Rig::new(Caller::identified("eve"));
+        assert_eq!(
+            fails(&mut other, json!({"name": "ask", "arguments": {"x": 1}, "requestState": state})),
+            Some(-32602)
+        );
+        rig.now += rig.engine.config.state_ttl + Duration::from_secs(1);
+        assert_eq!(
+            fails(&mut rig, json!({"name": "ask", "arguments": {"x": 1}, "requestState": state})),
+            Some(-32602)
+        );
+    }
+
+    #[test]
+    fn modern_capabilities_answers_and_round_limit() {
+        let mut rig = Rig::new(Caller::anonymous());
+        // Sampling without the capability: -32021 naming it.
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+        let sample = InputRequest::sample(json!({"messages": [], "maxTokens": 5})).unwrap();
+        rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("s".into(), sample)]).unwrap_err();
+        let r = frame(&rig.drain());
+        assert_eq!(r["error"]["code"], -32021);
+        assert_eq!(r["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+        // An answer that does not fit the form is refused.
+        let (_, inv) = rig.invoke(modern(
+            json!({"name": "ask", "inputResponses": {"k": {"action": "accept", "content": {"name": 12345}}}}),
+        ));
+        rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+        assert_eq!(frame(&rig.drain())["error"]["code"], -32602);
+        // Ten rounds, then interaction_limit.
+        let mut state: Option<String> = None;
+        for round in 0..=10 {
+            let mut p = json!({"name": "ask"});
+            if let Some(s) = &state {
+                p["requestState"] = s.clone().into();
+            }
+            let (_, inv) = rig.invoke(modern(p));
+            let q = vec![(format!("q{round}"), name_form())];
+            rig.engine.ask(rig.now, inv.unwrap().ticket.call(), q).unwrap_err();
+            let r = frame(&rig.drain());
+            if round < 10 {
+                state = Some(r["result"]["requestState"].as_str().unwrap().to_owned());
+            } else {
+                assert_eq!(r["error"]["data"]["reason"], "interaction_limit", "{r}");
+            }
+        }
+    }
+}

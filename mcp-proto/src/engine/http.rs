@@ -1,0 +1,1224 @@
+//! Streamable HTTP: legacy sessions, exchanges (one per `POST`), held SSE streams, and the
+//! stateless 2026-07-28 wire, all on one endpoint.
+//!
+//! The shim checks the head ([`crate::http::check_head`]), reads the body, and calls
+//! [`Engine::handle_http`]. What comes back is either a complete response or a connection id
+//! whose response arrives through [`Engine::poll_output`]: one [`Output::Respond`] (a JSON
+//! body), or one [`Output::Stream`] followed by [`Output::Frame`]s of ready-to-write SSE bytes
+//! and an [`Output::Close`].
+//!
+//! A request's answer is JSON unless something must reach the client before it (progress, a
+//! log message, a server→client request) or the request is a stream by nature
+//! (`subscriptions/listen`): the response turns into SSE at the first such message, so a plain
+//! call pays for no event framing.
+
+use super::*;
+use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
+use crate::sse::{self, EventId, ReplayBuffer};
+
+/// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
+/// its body was read in full (at most [`crate::http::HttpConfig::body_bytes`]).
+#[derive(Debug)]
+pub struct HttpRequest<'a> {
+    /// The head, for the 2026-07-28 header rules (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
+    pub head: &'a RequestHead<'a>,
+    /// What [`crate::http::check_head`] made of the head.
+    pub route: Route<'a>,
+    /// The body (empty for `GET` and `DELETE`).
+    pub body: &'a [u8],
+    /// Who is asking, as the application's middleware resolved it (with `peer` set to the
+    /// client's address, which seats and bindings fall back to).
+    pub caller: Caller,
+}
+
+/// The status line and headers of a response the engine decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpHead {
+    /// The status code.
+    pub status: u16,
+    /// Headers to send, `Content-Type` included when there is a body.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// What to answer an [`HttpRequest`] with.
+#[derive(Debug)]
+pub enum HttpReply {
+    /// The whole response, now.
+    Full {
+        /// Status and headers.
+        head: HttpHead,
+        /// The body (possibly empty).
+        body: Vec<u8>,
+    },
+    /// The response comes later through [`Engine::poll_output`] for this connection: an
+    /// [`Output::Respond`], or an [`Output::Stream`] then [`Output::Frame`]s and an
+    /// [`Output::Close`]. If the client goes away first, call [`Engine::close`] with it.
+    Pending(ConnId),
+}
+
+/// A complete response: head and body.
+pub(super) type Ready = (HttpHead, Vec<u8>);
+
+/// How a connection's frames travel.
+pub(super) enum Transport {
+    /// Newline-delimited frames on a byte stream (stdio or any custom stream).
+    Line,
+    /// A legacy Streamable HTTP session: it owns the calls and the session state; its frames go
+    /// to the exchanges that asked, or to its `GET` stream.
+    Session(Box<SessionState>),
+    /// The response to one `POST`.
+    Exchange(Exchange),
+    /// A legacy session's `GET` stream, for messages not tied to a request.
+    Standalone {
+        /// The session it belongs to.
+        session: ConnId,
+    },
+}
+
+pub(super) struct SessionState {
+    pub(super) id: String,
+    last_active: Instant,
+    /// Something followed `initialize`: the handshake finished (or the client skipped it).
+    established: bool,
+    pub(super) get: Option<ConnId>,
+    /// SSE stream numbers for this session's `POST` responses; 0 is the `GET` stream.
+    next_stream: u64,
+    /// The next event sequence number of the `GET` stream, continuous across reconnects.
+    get_seq: u64,
+    /// Recent `GET` stream events, made on first use so an idle session costs nothing for it.
+    replay: Option<ReplayBuffer>,
+}
+
+pub(super) struct Exchange {
+    /// The legacy session the request belongs to; `None` on the 2026-07-28 wire, where the
+    /// exchange owns its calls.
+    pub(super) session: Option<ConnId>,
+    /// Replies still to send; the exchange ends when none are left.
+    owed: usize,
+    /// An SSE response has begun.
+    started: bool,
+    json_ok: bool,
+    sse_ok: bool,
+    /// The client listed SSE first: it is answered with a stream from the start.
+    prefers_sse: bool,
+    pub(super) modern: bool,
+    /// Open the stream with a priming event (sessions at 2025-11-25 and later).
+    prime: bool,
+    stream_no: u64,
+    seq: u64,
+}
+
+impl Exchange {
+    /// Whether messages other than the answer can reach the client (it accepts SSE).
+    pub(super) fn can_stream(&self) -> bool {
+        self.sse_ok
+    }
+}
+
+/// What the HTTP layer waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Timer {
+    /// Expire a session (handshake or idle).
+    Session(ConnId),
+    /// Re-check a held stream's caller and write a keep-alive comment.
+    KeepAlive(ConnId),
+}
+
+fn json_head(status: u16) -> HttpHead {
+    HttpHead { status, headers: vec![("Content-Type", "application/json".to_owned())] }
+}
+
+fn sse_head() -> HttpHead {
+    HttpHead {
+        status: 200,
+        headers: sse::RESPONSE_HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
+    }
+}
+
+fn full(status: u16, body: Vec<u8>) -> HttpReply {
+    if body.is_empty() {
+        return HttpReply::Full { head: HttpHead { status, headers: Vec::new() }, body };
+    }
+    HttpReply::Full { head: json_head(status), body }
+}
+
+fn error_reply(status: u16, id: Option<&RequestId>, err: &RpcError) -> HttpReply {
+    full(status, encode_error(id, err))
+}
+
+fn session_not_found() -> HttpReply {
+    // -32001 is what the reference SDKs answer an unknown session with; clients key on the 404.
+    error_reply(404, None, &RpcError::new(ErrorCode::Other(-32001), "session not found"))
+}
+
+/// The JSON-RPC error code of an encoded response, if it is an error. Our encoders write
+/// `{"jsonrpc":"2.0","id":<id>,"error":{"code":N,...` and a string id cannot hold an unescaped
+/// `,"error":`, so the first such key after the id is the real one.
+fn error_code(bytes: &[u8]) -> Option<i64> {
+    const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
+    const ERROR: &[u8] = b",\"error\":{\"code\":";
+    const RESULT: &[u8] = b",\"result\":";
+    let rest = bytes.strip_prefix(PREFIX)?;
+    let at = rest
+        .windows(ERROR.len().max(RESULT.len()))
+        .position(|w| w.starts_with(ERROR) || w.starts_with(RESULT))?;
+    let tail = rest.get(at..)?.strip_prefix(ERROR)?;
+    let end = tail.iter().position(|b| !(b.is_ascii_digit() || *b == b'-')).unwrap_or(tail.len());
+    std::str::from_utf8(tail.get(..end)?).ok()?.parse().ok()
+}
+
+/// The status of a JSON response: 2026-07-28 maps error codes to statuses (VERSIONS.md §5c);
+/// a legacy session answers JSON-RPC errors with 200 except unparsable bodies, because a legacy
+/// client reads 404 as "session gone".
+fn status_of(modern: bool, bytes: &[u8]) -> u16 {
+    match error_code(bytes) {
+        None => 200,
+        Some(code) if modern => crate::http::status_for_error(code),
+        Some(-32700) => 400,
+        Some(_) => 200,
+    }
+}
+
+impl<H: Clone> Engine<H> {
+    /// Answers one Streamable HTTP request: legacy sessions (2025-03-26 to 2025-11-25, keyed by
+    /// `Mcp-Session-Id`, minted by `mint_session_id` on `initialize`) and the stateless
+    /// 2026-07-28 wire, on the same endpoint.
+    ///
+    /// `mint_session_id` must return a fresh, unguessable id of visible ASCII (see
+    /// [`crate::http::is_valid_session_id`]); shims draw it from the OS's randomness.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn handle_http(
+        &mut self,
+        now: Instant,
+        req: HttpRequest<'_>,
+        mint_session_id: &mut dyn FnMut() -> String,
+    ) -> HttpReply {
+        self.clock = self.clock.max(now);
+        match req.route {
+            Route::Post { headers, accepts } => self.http_post(now, &req, headers, accepts, mint_session_id),
+            Route::Get { headers, last_event_id } => self.http_get(now, &req, headers, last_event_id),
+            Route::Delete { headers } => self.http_delete(now, &req, headers),
+        }
+    }
+
+    fn http_post(
+        &mut self,
+        now: Instant,
+        req: &HttpRequest<'_>,
+        headers: RouteHeaders<'_>,
+        accepts: Accepts,
+        mint: &mut dyn FnMut() -> String,
+    ) -> HttpReply {
+        let frame = match json::decode(req.body, self.config.limits.max_depth) {
+            Ok(f) => f,
+            Err(e) => return error_reply(400, None, &decode_error(e)),
+        };
+        let (method, has_meta_version) = match &frame {
+            RawFrame::Single(env) => (
+                env.method.as_ref().and_then(Value::as_str),
+                env.params
+                    .as_ref()
+                    .and_then(|p| p.get("_meta"))
+                    .and_then(|m| m.get(META_PROTOCOL_VERSION))
+                    .is_some(),
+            ),
+            _ => (None, false),
+        };
+        // Legacy traffic names a legacy version, or carries a session, or is an initialize;
+        // everything else speaks (or tries to speak) the per-request 2026-07-28 wire.
+        let modern = match headers.protocol_version {
+            Some(v) => ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()),
+            None => headers.session_id.is_none() && method != Some("initialize") && has_meta_version,
+        };
+        if modern {
+            self.http_modern(now, req, accepts, frame)
+        } else {
+            self.http_legacy(now, req, headers, accepts, frame, mint)
+        }
+    }
+
+    fn http_modern(
+        &mut self,
+        now: Instant,
+        req: &HttpRequest<'_>,
+        accepts: Accepts,
+        frame: RawFrame<'_>,
+    ) -> HttpReply {
+        let env = match frame {
+            RawFrame::Single(env) => env,
+            RawFrame::Batch(_) => {
+                let err = RpcError::invalid_request("JSON-RPC batches are not accepted on 2026-07-28");
+                return error_reply(400, None, &err);
+            }
+            RawFrame::NotAnObject => {
+                let err = RpcError::invalid_request("a JSON-RPC message must be an object");
+                return error_reply(400, None, &err);
+            }
+        };
+        let id = env.id.and_then(|raw| RequestId::from_json(raw.get()));
+        let method = env.method.as_ref().and_then(Value::as_str);
+        if let Some(method) = method {
+            if let Err(mismatch) = self.check_headers(req, method, env.params.as_ref()) {
+                return error_reply(crate::http::HeaderMismatch::STATUS, id.as_ref(), &mismatch.rpc_error());
+            }
+        }
+        if self.conns.len() >= self.config.limits.max_connections {
+            return error_reply(503, id.as_ref(), &RpcError::new(ErrorCode::InternalError, "server is busy"));
+        }
+        let listen = method == Some("subscriptions/listen");
+        if listen && !self.shutting_down {
+            if let Err(reply) = self.take_seat(now, &req.caller, id.as_ref()) {
+                return reply;
+            }
+        }
+        let x = Exchange {
+            session: None,
+            owed: 1,
+            started: false,
+            json_ok: accepts.json,
+            sse_ok: accepts.sse,
+            prefers_sse: accepts.prefers_sse && accepts.sse,
+            modern: true,
+            prime: false,
+            stream_no: 0,
+            seq: 0,
+        };
+        let ex = self.insert_conn(Transport::Exchange(x), Arc::new(req.caller.clone()));
+        self.run_exchange(now, ex, ex, RawFrame::Single(env))
+    }
+
+    /// The SEP-2243 header rules for a 2026-07-28 request.
+    fn check_headers(
+        &self,
+        req: &HttpRequest<'_>,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<(), crate::http::HeaderMismatch> {
+        let params = params.and_then(Value::as_object);
+        let meta_version = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .and_then(Value::as_str);
+        // Without a `_meta` version there is nothing to mirror: that request fails later, as a
+        // missing field (-32602), not as a header mismatch.
+        let header_version = req
+            .head
+            .header(crate::http::PROTOCOL_VERSION_HEADER)
+            .and_then(|raw| crate::http::decode_header_value(raw).ok());
+        let meta_version = meta_version.map(str::to_owned).or(header_version).unwrap_or_default();
+        let name = crate::http::name_param(method)
+            .and_then(|f| params.and_then(|p| p.get(f)))
+            .and_then(Value::as_str);
+        // Only a tool the caller may see has its annotations checked: a mismatch must not tell a
+        // caller about a tool its gates hide.
+        let custom = match (method, name) {
+            ("tools/call", Some(name)) => self
+                .registry
+                .tools
+                .get(name)
+                .filter(|t| !t.header_params.is_empty() && admits(t.tool.gate.as_ref(), &req.caller))
+                .map(|t| {
+                    crate::http::header_expectations(
+                        &t.header_params,
+                        params.and_then(|p| p.get("arguments")),
+                    )
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        crate::http::check_modern_headers(req.head, method, name, &meta_version, &custom)
+    }
+
+    fn http_legacy(
+        &mut self,
+        now: Instant,
+        req: &HttpRequest<'_>,
+        headers: RouteHeaders<'_>,
+        accepts: Accepts,
+        frame: RawFrame<'_>,
+        mint: &mut dyn FnMut() -> String,
+    ) -> HttpReply {
+        let initialize = matches!(&frame, RawFrame::Single(env)
+            if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
+        let (session, minted) = match headers.session_id {
+            Some(sid) => match self.session_for(sid, &req.caller) {
+                Some(s) => (s, None),
+                None => return session_not_found(),
+            },
+            None if initialize => match self.new_session(now, &req.caller, mint) {
+                Ok(made) => made,
+                Err(reply) => return reply,
+            },
+            None => {
+                let err =
+                    RpcError::invalid_request("Mcp-Session-Id header is required (send initialize first)");
+                return error_reply(400, None, &err);
+            }
+        };
+        let version = self.conns.get(session.0).and_then(|c| c.session.as_ref()).map(|s| s.version);
+        if let (Some(header), Some(version)) = (headers.protocol_version, version) {
+            // 2025-03-26 is what a client sends when it cannot tell, so every session takes it.
+            let fits = ProtocolVersion::parse(header)
+                .is_some_and(|h| h == version || h == ProtocolVersion::V2025_03_26);
+            if !fits {
+                let err = RpcError::invalid_request(format!(
+                    "MCP-Protocol-Version {header} does not match the session's {}",
+                    version.as_str()
+                ));
+                return error_reply(400, None, &err);
+            }
+        }
+        let Some(c) = self.conns.get_mut(session.0) else { return session_not_found() };
+        // Roles may change between requests of one identity; gates see the newest.
+        c.caller = Arc::new(req.caller.clone());
+        let caller = c.caller.clone();
+        let Transport::Session(s) = &mut c.transport else { return session_not_found() };
+        s.last_active = now;
+        if minted.is_none() {
+            s.established = true;
+        }
+        let x = Exchange {
+            session: Some(session),
+            owed: 1,
+            started: false,
+            json_ok: accepts.json,
+            sse_ok: accepts.sse,
+            prefers_sse: accepts.prefers_sse && accepts.sse,
+            modern: false,
+            prime: version.is_some_and(|v| v >= ProtocolVersion::V2025_11_25),
+            stream_no: s.next_stream,
+            seq: 0,
+        };
+        s.next_stream += 1;
+        let ex = self.insert_conn(Transport::Exchange(x), caller);
+        let reply = self.run_exchange(now, session, ex, frame);
+        let Some(id) = minted else { return reply };
+        let initialized = self.conns.get(session.0).is_some_and(|c| c.session.is_some());
+        match reply {
+            HttpReply::Full { mut head, body } if initialized => {
+                head.headers.push((crate::http::SESSION_ID_HEADER, id));
+                HttpReply::Full { head, body }
+            }
+            other => {
+                // A failed initialize leaves no session behind.
+                self.drop_conn(session);
+                other
+            }
+        }
+    }
+
+    /// Dispatches `frame` for `owner` with replies going to the exchange `ex`.
+    fn run_exchange(&mut self, now: Instant, owner: ConnId, ex: ConnId, frame: RawFrame<'_>) -> HttpReply {
+        self.reply_to = Some(ex);
+        self.immediate = Some((ex, None));
+        let outcome = self.dispatch(now, owner, frame);
+        self.reply_to = None;
+        if let Some((_, Some((head, body)))) = self.immediate.take() {
+            return HttpReply::Full { head, body };
+        }
+        if outcome == FrameOutcome::NoReply {
+            self.drop_conn(ex);
+            return full(202, Vec::new());
+        }
+        let listening = self.conns.get(ex.0).is_some_and(|c| !c.listens.is_empty());
+        if listening {
+            self.seat(ex);
+        }
+        let eager = matches!(self.conns.get(ex.0).map(|c| &c.transport), Some(Transport::Exchange(x)) if x.prefers_sse);
+        if eager {
+            self.start_stream(ex);
+        }
+        HttpReply::Pending(ex)
+    }
+
+    fn session_for(&self, sid: &str, caller: &Caller) -> Option<ConnId> {
+        let conn = *self.sessions.get(sid)?;
+        // A session is its creator's: another caller holding the id learns nothing from it.
+        self.conns.get(conn.0).filter(|c| c.caller.binding() == caller.binding()).map(|_| conn)
+    }
+
+    fn new_session(
+        &mut self,
+        now: Instant,
+        caller: &Caller,
+        mint: &mut dyn FnMut() -> String,
+    ) -> Result<(ConnId, Option<String>), HttpReply> {
+        let limits = self.config.limits.clone();
+        if self.shutting_down {
+            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
+                .with_data(serde_json::json!({ "reason": "shutting_down" }));
+            return Err(error_reply(503, None, &err));
+        }
+        if self.sessions.len() >= limits.max_sessions || self.conns.len() >= limits.max_connections {
+            let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
+            return Err(error_reply(503, None, &err));
+        }
+        let id = mint();
+        if !crate::http::is_valid_session_id(&id) || self.sessions.contains_key(&id) {
+            return Err(error_reply(500, None, &RpcError::internal()));
+        }
+        let state = SessionState {
+            id: id.clone(),
+            last_active: now,
+            established: false,
+            get: None,
+            next_stream: 1,
+            get_seq: 0,
+            replay: None,
+        };
+        let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
+        self.sessions.insert(id.clone(), conn);
+        self.http_timers.insert((now + limits.session_handshake, Timer::Session(conn)));
+        Ok((conn, Some(id)))
+    }
+
+    fn http_get(
+        &mut self,
+        now: Instant,
+        req: &HttpRequest<'_>,
+        headers: RouteHeaders<'_>,
+        last_event_id: Option<&str>,
+    ) -> HttpReply {
+        if let Some(v) = headers.protocol_version {
+            if ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()) {
+                // 2026-07-28 has no standalone stream; subscriptions/listen replaces it.
+                return HttpReply::Full {
+                    head: HttpHead { status: 405, headers: vec![("Allow", "POST".to_owned())] },
+                    body: Vec::new(),
+                };
+            }
+        }
+        let Some(sid) = headers.session_id else {
+            let err = RpcError::invalid_request("Mcp-Session-Id header is required");
+            return error_reply(400, None, &err);
+        };
+        let Some(session) = self.session_for(sid, &req.caller) else { return session_not_found() };
+        if !admits(self.registry.gate.as_ref(), &req.caller) {
+            return error_reply(403, None, &RpcError::invalid_request("forbidden"));
+        }
+        if self.shutting_down {
+            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down");
+            return error_reply(503, None, &err);
+        }
+        let previous = match self.conns.get(session.0).map(|c| &c.transport) {
+            Some(Transport::Session(s)) => s.get,
+            _ => None,
+        };
+        if let Some(old) = previous {
+            self.forget(old, CloseReason::Replaced);
+        }
+        if let Err(reply) = self.take_seat(now, &req.caller, None) {
+            return reply;
+        }
+        let caller = Arc::new(req.caller.clone());
+        let conn = self.insert_conn(Transport::Standalone { session }, caller);
+        self.seat(conn);
+        let limits = &self.config.limits;
+        let (keepalive, retry, replay_cap) = (limits.keepalive, limits.sse_retry, limits.replay_events);
+        let Some(c) = self.conns.get_mut(session.0) else { return session_not_found() };
+        let prime = c.session.as_ref().is_some_and(|s| s.version >= ProtocolVersion::V2025_11_25);
+        let offered = c.session.as_ref().map(|s| s.lists).unwrap_or_default();
+        let Transport::Session(s) = &mut c.transport else { return session_not_found() };
+        s.get = Some(conn);
+        s.last_active = now;
+        self.out.push_back(Output::Stream { conn, head: sse_head() });
+        let replay = s.replay.get_or_insert_with(|| ReplayBuffer::new(replay_cap));
+        // Resume: what the client missed, if the buffer still holds all of it.
+        let resumed = match last_event_id.and_then(EventId::parse) {
+            Some(EventId { stream: 0, seq }) => match replay.since(seq) {
+                Some(missed) => {
+                    for event in missed {
+                        self.out.push_back(Output::Frame { conn, bytes: event.to_vec() });
+                    }
+                    true
+                }
+                None => false,
+            },
+            _ => last_event_id.is_none(),
+        };
+        if prime {
+            let id = EventId { stream: 0, seq: s.get_seq }.to_string();
+            s.get_seq += 1;
+            let retry_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX);
+            let event = sse::priming(&id, Some(retry_ms));
+            replay.push(s.get_seq - 1, event.clone());
+            self.out.push_back(Output::Frame { conn, bytes: event });
+        }
+        if !resumed {
+            // The gap cannot be filled: every list may have changed, so say so and let the client
+            // re-list.
+            for (flag, on) in c.pending.lists.iter_mut().zip(offered) {
+                *flag |= on;
+            }
+        }
+        if !c.pending.is_empty() {
+            self.dirty = true;
+        }
+        self.http_timers.insert((now + keepalive, Timer::KeepAlive(conn)));
+        HttpReply::Pending(conn)
+    }
+
+    fn http_delete(&mut self, now: Instant, req: &HttpRequest<'_>, headers: RouteHeaders<'_>) -> HttpReply {
+        let _ = now;
+        if let Some(v) = headers.protocol_version {
+            if ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()) {
+                return HttpReply::Full {
+                    head: HttpHead { status: 405, headers: vec![("Allow", "POST".to_owned())] },
+                    body: Vec::new(),
+                };
+            }
+        }
+        let Some(sid) = headers.session_id else {
+            let err = RpcError::invalid_request("Mcp-Session-Id header is required");
+            return error_reply(400, None, &err);
+        };
+        let Some(session) = self.session_for(sid, &req.caller) else { return session_not_found() };
+        self.forget(session, CloseReason::Deleted);
+        full(200, Vec::new())
+    }
+
+    /// Makes room for one more held stream of `caller`, or says why not (429).
+    fn take_seat(&mut self, now: Instant, caller: &Caller, id: Option<&RequestId>) -> Result<(), HttpReply> {
+        let _ = now;
+        let limits = &self.config.limits;
+        if limits.max_streams.is_some_and(|max| self.streams >= max) {
+            let err = RpcError::invalid_request("too many open streams; try again later");
+            return Err(error_reply(429, id, &err));
+        }
+        let Some(per) = limits.max_streams_per_caller else { return Ok(()) };
+        let policy = limits.seat_policy;
+        let binding = caller.binding();
+        let held = self.seats.get(binding).map_or(0, VecDeque::len);
+        if held < per {
+            return Ok(());
+        }
+        if per == 0 || policy == crate::limits::SeatPolicy::Refuse {
+            let err =
+                RpcError::invalid_request(format!("too many open streams for this caller (limit {per})"));
+            return Err(error_reply(429, id, &err));
+        }
+        while self.seats.get(binding).map_or(0, VecDeque::len) >= per {
+            let Some(oldest) = self.seats.get(binding).and_then(|q| q.front().copied()) else { break };
+            self.forget(oldest, CloseReason::Evicted);
+        }
+        Ok(())
+    }
+
+    fn seat(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(conn.0) else { return };
+        if c.seated {
+            return;
+        }
+        c.seated = true;
+        self.seats.entry(c.caller.binding().to_owned()).or_default().push_back(conn);
+        self.streams += 1;
+    }
+
+    /// Sends `bytes` to `to` as its transport requires. `reply` marks the answer to a request,
+    /// which an HTTP exchange counts to know when it is done.
+    pub(super) fn send(&mut self, to: ConnId, bytes: Vec<u8>, reply: bool) {
+        let Some(c) = self.conns.get_mut(to.0) else { return };
+        match &mut c.transport {
+            Transport::Line => self.out.push_back(Output::Frame { conn: to, bytes }),
+            Transport::Session(s) => {
+                if let Some(get) = s.get {
+                    self.send(get, bytes, false);
+                }
+            }
+            Transport::Standalone { session } => {
+                let session = *session;
+                let Some(Transport::Session(s)) = self.conns.get_mut(session.0).map(|c| &mut c.transport)
+                else {
+                    return;
+                };
+                let seq = s.get_seq;
+                s.get_seq += 1;
+                let event = sse::event(Some(&EventId { stream: 0, seq }.to_string()), &bytes);
+                if let Some(replay) = s.replay.as_mut() {
+                    replay.push(seq, event.clone());
+                }
+                self.out.push_back(Output::Frame { conn: to, bytes: event });
+            }
+            Transport::Exchange(x) => {
+                if reply {
+                    x.owed = x.owed.saturating_sub(1);
+                }
+                let done = x.owed == 0 && c.listens.is_empty();
+                if !x.started {
+                    if done && x.json_ok && !x.prefers_sse {
+                        let head = json_head(status_of(x.modern, &bytes));
+                        self.drop_conn(to);
+                        self.respond(to, head, bytes);
+                        return;
+                    }
+                    if !x.sse_ok {
+                        // A client that takes only JSON gets only the answer.
+                        return;
+                    }
+                    self.start_stream(to);
+                }
+                let Some(Transport::Exchange(x)) = self.conns.get_mut(to.0).map(|c| &mut c.transport) else {
+                    return;
+                };
+                let id = (!x.modern).then(|| EventId { stream: x.stream_no, seq: x.seq }.to_string());
+                x.seq += 1;
+                self.out.push_back(Output::Frame { conn: to, bytes: sse::event(id.as_deref(), &bytes) });
+                if done {
+                    self.forget(to, CloseReason::EndOfInput);
+                }
+            }
+        }
+    }
+
+    /// Turns the exchange `ex` into an SSE response: the head, the priming event of a resumable
+    /// stream, and its keep-alive.
+    fn start_stream(&mut self, ex: ConnId) {
+        let retry = u64::try_from(self.config.limits.sse_retry.as_millis()).unwrap_or(u64::MAX);
+        let Some(Transport::Exchange(x)) = self.conns.get_mut(ex.0).map(|c| &mut c.transport) else { return };
+        if x.started {
+            return;
+        }
+        x.started = true;
+        self.out.push_back(Output::Stream { conn: ex, head: sse_head() });
+        if x.prime {
+            let id = EventId { stream: x.stream_no, seq: 0 }.to_string();
+            x.seq = 1;
+            self.out.push_back(Output::Frame { conn: ex, bytes: sse::priming(&id, Some(retry)) });
+        }
+        let at = self.clock + self.config.limits.keepalive;
+        self.http_timers.insert((at, Timer::KeepAlive(ex)));
+    }
+
+    /// A reply `ex` waited for will never come (its call was cancelled or its session ended).
+    pub(super) fn unowe(&mut self, ex: ConnId) {
+        let Some(c) = self.conns.get_mut(ex.0) else { return };
+        let Transport::Exchange(x) = &mut c.transport else { return };
+        x.owed = x.owed.saturating_sub(1);
+        if x.owed > 0 || !c.listens.is_empty() {
+            return;
+        }
+        if x.started {
+            self.forget(ex, CloseReason::Closed);
+        } else {
+            // The request has no answer (JSON-RPC sends none for a cancelled request), but the
+            // HTTP request still needs a response.
+            self.drop_conn(ex);
+            self.respond(ex, HttpHead { status: 204, headers: Vec::new() }, Vec::new());
+        }
+    }
+
+    fn respond(&mut self, conn: ConnId, head: HttpHead, body: Vec<u8>) {
+        match &mut self.immediate {
+            Some((ex, slot)) if *ex == conn => *slot = Some((head, body)),
+            _ => self.out.push_back(Output::Respond { conn, head, body }),
+        }
+    }
+
+    /// Session expiry and stream keep-alives due at `now`.
+    pub(super) fn http_timeout(&mut self, now: Instant) {
+        while let Some(&(at, timer)) = self.http_timers.first() {
+            if at > now {
+                break;
+            }
+            self.http_timers.remove(&(at, timer));
+            match timer {
+                Timer::Session(conn) => self.session_timer(now, conn),
+                Timer::KeepAlive(conn) => self.keepalive(now, conn),
+            }
+        }
+    }
+
+    fn session_timer(&mut self, now: Instant, conn: ConnId) {
+        let idle = self.config.limits.session_idle;
+        let Some(c) = self.conns.get(conn.0) else { return };
+        let Transport::Session(s) = &c.transport else { return };
+        if !s.established {
+            self.forget(conn, CloseReason::Expired);
+            return;
+        }
+        let next = if c.in_flight > 0 || s.get.is_some() {
+            now + idle
+        } else if s.last_active + idle <= now {
+            self.forget(conn, CloseReason::Expired);
+            return;
+        } else {
+            s.last_active + idle
+        };
+        self.http_timers.insert((next, Timer::Session(conn)));
+    }
+
+    fn keepalive(&mut self, now: Instant, conn: ConnId) {
+        let Some(c) = self.conns.get(conn.0) else { return };
+        let held = match &c.transport {
+            Transport::Exchange(x) => x.started,
+            Transport::Standalone { .. } => true,
+            _ => false,
+        };
+        if !held {
+            return;
+        }
+        if !admits(self.registry.gate.as_ref(), &c.caller) {
+            self.forget(conn, CloseReason::Revoked);
+            return;
+        }
+        self.out.push_back(Output::Frame { conn, bytes: sse::comment("keep-alive") });
+        self.http_timers.insert((now + self.config.limits.keepalive, Timer::KeepAlive(conn)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::{check_head, HttpConfig};
+    use serde_json::json;
+    use std::time::Duration;
+
+    struct Rig {
+        engine: Engine<u32>,
+        now: Instant,
+        minted: u32,
+    }
+
+    struct Resp {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+    }
+
+    impl Resp {
+        fn json(&self) -> Value {
+            serde_json::from_slice(&self.body).unwrap()
+        }
+        fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        }
+    }
+
+    const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+    fn modern_meta() -> Value {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {}})
+    }
+
+    impl Rig {
+        fn new(limits: impl FnOnce(&mut Limits)) -> Self {
+            let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
+            limits(&mut config.limits);
+            #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+            let now = Instant::now();
+            let mut engine = Engine::new(config, now);
+            let tool = Tool::new("echo", "Echoes", json!({"type": "object"}));
+            engine.registry_mut().add_tool(tool, 1).unwrap();
+            Self { engine, now, minted: 0 }
+        }
+
+        fn request(
+            &mut self,
+            method: &str,
+            headers: &[(&'static str, &str)],
+            body: &str,
+            caller: Caller,
+        ) -> HttpReply {
+            let mut all: Vec<(&str, &[u8])> = vec![("Host", b"localhost:3000")];
+            if method == "POST" {
+                all.push(("Content-Type", b"application/json"));
+                all.push(("Accept", b"application/json, text/event-stream"));
+            } else if method == "GET" {
+                all.push(("Accept", b"text/event-stream"));
+            }
+            all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
+            let head = RequestHead { method, path: "/mcp", headers: &all };
+            let route = check_head(&HttpConfig::default(), &head).unwrap();
+            let minted = &mut self.minted;
+            let mut mint = || {
+                *minted += 1;
+                format!("session-{minted}")
+            };
+            let req = HttpRequest { head: &head, route, body: body.as_bytes(), caller };
+            self.engine.handle_http(self.now, req, &mut mint)
+        }
+
+        fn post(&mut self, headers: &[(&'static str, &str)], body: &str) -> HttpReply {
+            self.request("POST", headers, body, Caller::anonymous())
+        }
+
+        fn full(reply: HttpReply) -> Resp {
+            match reply {
+                HttpReply::Full { head, body } => Resp { status: head.status, headers: head.headers, body },
+                HttpReply::Pending(c) => panic!("pending {c:?}"),
+            }
+        }
+
+        fn session(&mut self) -> String {
+            let r = Self::full(self.post(&[], INIT));
+            assert_eq!(r.status, 200);
+            let sid = r.header("Mcp-Session-Id").unwrap().to_owned();
+            let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+            let r = Self::full(self.post(&[("Mcp-Session-Id", &sid)], note));
+            assert_eq!(r.status, 202);
+            assert!(r.body.is_empty());
+            sid
+        }
+
+        fn drain(&mut self) -> Vec<Output<u32>> {
+            std::iter::from_fn(|| self.engine.poll_output()).collect()
+        }
+
+        fn advance(&mut self, by: Duration) {
+            self.now += by;
+            self.engine.handle_timeout(self.now);
+        }
+    }
+
+    fn call(id: u32, tool: &str, meta: Option<Value>) -> String {
+        let mut params = json!({"name": tool, "arguments": {}});
+        if let Some(m) = meta {
+            params["_meta"] = m;
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+    }
+
+    fn frames_text(outs: &[Output<u32>], conn: ConnId) -> String {
+        outs.iter()
+            .filter_map(|o| match o {
+                Output::Frame { conn: c, bytes } if *c == conn => {
+                    Some(String::from_utf8_lossy(bytes).into_owned())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn legacy_session_lifecycle() {
+        let mut rig = Rig::new(|_| {});
+        let sid = rig.session();
+        assert_eq!(rig.engine.status().sessions, 1);
+        // An answer the engine knows at once comes back without a trip through the queue.
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        let r =
+            Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-11-25")], list));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Content-Type"), Some("application/json"));
+        assert_eq!(r.json()["result"]["tools"][0]["name"], "echo");
+        // 2025-03-26 is accepted on any session; another mismatching version is not.
+        let r =
+            Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-03-26")], list));
+        assert_eq!(r.status, 200);
+        let r =
+            Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-06-18")], list));
+        assert_eq!(r.status, 400);
+        // No session id, an unknown one, or someone else's: 400, 404, 404.
+        assert_eq!(Rig::full(rig.post(&[], list)).status, 400);
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", "nope")], list)).status, 404);
+        let other = Caller::identified("mallory");
+        let r = Rig::full(rig.request("POST", &[("Mcp-Session-Id", &sid)], list, other));
+        assert_eq!(r.status, 404);
+        // DELETE ends it.
+        let r = Rig::full(rig.request("DELETE", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous()));
+        assert_eq!(r.status, 200);
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], list)).status, 404);
+        assert_eq!(rig.engine.status().sessions, 0);
+        rig.drain();
+        assert_eq!(rig.engine.status().connections, 0);
+    }
+
+    #[test]
+    fn failed_initialize_leaves_no_session() {
+        let mut rig = Rig::new(|_| {});
+        let bad = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+        let r = Rig::full(rig.post(&[], bad));
+        assert!(r.header("Mcp-Session-Id").is_none());
+        assert_eq!(r.json()["error"]["code"], -32602);
+        assert_eq!(rig.engine.status().sessions, 0);
+        assert_eq!(rig.engine.status().connections, 0);
+    }
+
+    #[test]
+    fn calls_answer_as_json_unless_something_comes_first() {
+        let mut rig = Rig::new(|_| {});
+        let sid = rig.session();
+        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(3, "echo", None)) else {
+            panic!("expected pending")
+        };
+        let outs = rig.drain();
+        let Some(Output::Invoke(inv)) = outs.into_iter().next() else { panic!("no invoke") };
+        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("hi")))).unwrap();
+        let outs = rig.drain();
+        match outs.as_slice() {
+            [Output::Respond { conn, head, body }] => {
+                assert_eq!(*conn, ex);
+                assert_eq!(head.status, 200);
+                let v: Value = serde_json::from_slice(body).unwrap();
+                assert_eq!(v["result"]["content"][0]["text"], "hi");
+            }
+            other => panic!("{other:?}"),
+        }
+        // With progress, the answer turns into a stream: priming event first (2025-11-25), then
+        // the notification and the result, then the end.
+        let meta = json!({"progressToken": "p"});
+        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(4, "echo", Some(meta)))
+        else {
+            panic!("expected pending")
+        };
+        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+        rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
+        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
+        let outs = rig.drain();
+        assert!(
+            matches!(outs.first(), Some(Output::Stream { conn, head }) if *conn == ex && head.status == 200)
+        );
+        let text = frames_text(&outs, ex);
+        let stream =
+            text.strip_prefix("id: ").and_then(|t| t.split_once("-0\nretry: 3000\ndata:\n\n")).unwrap().0;
+        assert!(
+            text.contains(&format!(
+                "id: {stream}-1\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\""
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("id: {stream}-2\ndata: {{\"jsonrpc\":\"2.0\",\"id\":4,\"result\"")),
+            "{text}"
+        );
+        assert!(
+            matches!(outs.last(), Some(Output::Close { conn, reason: CloseReason::EndOfInput }) if *conn == ex)
+        );
+    }
+
+    #[test]
+    fn cancelled_call_ends_its_exchange() {
+        let mut rig = Rig::new(|_| {});
+        let sid = rig.session();
+        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(5, "echo", None)) else {
+            panic!("expected pending")
+        };
+        rig.drain();
+        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#;
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], cancel)).status, 202);
+        let outs = rig.drain();
+        assert!(outs.iter().any(|o| matches!(o, Output::Cancel { .. })));
+        assert!(outs
+            .iter()
+            .any(|o| matches!(o, Output::Respond { conn, head, .. } if *conn == ex && head.status == 204)));
+        // Deleting a session with a call in flight ends that call's exchange too.
+        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(6, "echo", None)) else {
+            panic!("expected pending")
+        };
+        rig.drain();
+        rig.request("DELETE", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous());
+        let outs = rig.drain();
+        assert!(outs
+            .iter()
+            .any(|o| matches!(o, Output::Respond { conn, head, .. } if *conn == ex && head.status == 204)));
+    }
+
+    #[test]
+    fn get_stream_carries_notifications_and_resumes() {
+        let mut rig = Rig::new(|_| {});
+        let sid = rig.session();
+        // A change while no stream is open is kept for the stream.
+        rig.engine.registry_mut().add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2).unwrap();
+        rig.drain();
+        let HttpReply::Pending(get) =
+            rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous())
+        else {
+            panic!("expected a stream")
+        };
+        let outs = rig.drain();
+        assert!(matches!(outs.first(), Some(Output::Stream { .. })));
+        let text = frames_text(&outs, get);
+        assert!(text.starts_with("id: 0-0\nretry: 3000\ndata:\n\n"), "{text}");
+        assert!(text.contains(
+            "id: 0-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+        ));
+        assert_eq!(rig.engine.status().streams, 1);
+        rig.engine.registry_mut().remove_tool("two");
+        let text = frames_text(&rig.drain(), get);
+        assert!(text.starts_with("id: 0-2\n"), "{text}");
+        // The client reconnects having seen 0-1: it is replayed 0-2, and the old stream closes.
+        let HttpReply::Pending(again) = rig.request(
+            "GET",
+            &[("Mcp-Session-Id", &sid), ("Last-Event-ID", "0-1")],
+            "",
+            Caller::anonymous(),
+        ) else {
+            panic!("expected a stream")
+        };
+        let outs = rig.drain();
+        assert!(outs
+            .iter()
+            .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Replaced } if *conn == get)));
+        let text = frames_text(&outs, again);
+        assert!(
+            text.starts_with(
+                "id: 0-2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+            ),
+            "{text}"
+        );
+        assert_eq!(rig.engine.status().streams, 1);
+        // Keep-alives re-check the gate: a revoked caller's stream closes.
+        rig.advance(Duration::from_secs(15));
+        assert!(frames_text(&rig.drain(), again).contains(": keep-alive"));
+        rig.engine.registry_mut().set_gate(Some(Gate::identified()));
+        rig.drain();
+        rig.advance(Duration::from_secs(15));
+        let outs = rig.drain();
+        assert!(outs
+            .iter()
+            .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Revoked } if *conn == again)));
+        assert_eq!(rig.engine.status().streams, 0);
+        // And a caller the server-wide gate refuses cannot open one.
+        let r = Rig::full(rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous()));
+        assert_eq!(r.status, 403);
+    }
+
+    #[test]
+    fn sessions_expire() {
+        let mut rig = Rig::new(|l| {
+            l.session_idle(Duration::from_secs(60)).session_handshake(Duration::from_secs(5)).max_sessions(2);
+        });
+        // Initialized and walked away: reclaimed after the handshake time.
+        let r = Rig::full(rig.post(&[], INIT));
+        let lost = r.header("Mcp-Session-Id").unwrap().to_owned();
+        let kept = rig.session();
+        // The table is full.
+        assert_eq!(Rig::full(rig.post(&[], INIT)).status, 503);
+        rig.advance(Duration::from_secs(5));
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &lost)], list)).status, 404);
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 200);
+        rig.advance(Duration::from_secs(59));
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 200);
+        rig.advance(Duration::from_secs(61));
+        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 404);
+        assert_eq!(rig.engine.status().sessions, 0);
+        rig.drain();
+        assert_eq!(rig.engine.status().connections, 0);
+    }
+
+    fn modern_post(rig: &mut Rig, extra: &[(&'static str, &str)], body: &Value) -> HttpReply {
+        let method = body["method"].as_str().unwrap().to_owned();
+        let mut headers: Vec<(&'static str, &str)> = vec![("MCP-Protocol-Version", "2026-07-28")];
+        headers.push(("Mcp-Method", &method));
+        let name = body["params"]["name"].as_str().map(str::to_owned);
+        if let Some(n) = name.as_deref() {
+            headers.push(("Mcp-Name", n));
+        }
+        headers.extend_from_slice(extra);
+        let headers: Vec<(&'static str, String)> =
+            headers.into_iter().map(|(k, v)| (k, v.to_owned())).collect();
+        let refs: Vec<(&'static str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        rig.post(&refs, &body.to_string())
+    }
+
+    #[test]
+    fn stateless_wire() {
+        let mut rig = Rig::new(|_| {});
+        let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}});
+        let r = Rig::full(modern_post(&mut rig, &[], &discover));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["result"]["resultType"], "complete");
+        assert!(r.header("Mcp-Session-Id").is_none());
+        // Header rules come before the version: a body naming v999 under a 2026 header is a
+        // mismatch.
+        let mut v999 = discover.clone();
+        v999["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0".into();
+        let r = Rig::full(modern_post(&mut rig, &[], &v999));
+        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32020)));
+        assert_eq!(r.json()["id"], 1);
+        let r = Rig::full(rig.post(
+            &[("MCP-Protocol-Version", "v999.0.0"), ("Mcp-Method", "server/discover")],
+            &v999.to_string(),
+        ));
+        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32022)));
+        let empty_meta =
+            json!({"jsonrpc": "2.0", "id": 101, "method": "server/discover", "params": {"_meta": {}}});
+        let r = Rig::full(modern_post(&mut rig, &[], &empty_meta));
+        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32602)));
+        let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": modern_meta()}});
+        let r = Rig::full(modern_post(&mut rig, &[], &ping));
+        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (404, Some(-32601)));
+        // A wrong Mcp-Name is refused before anything runs.
+        let c: Value = serde_json::from_str(&call(8, "echo", Some(modern_meta()))).unwrap();
+        let r = Rig::full(rig.post(
+            &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "other")],
+            &c.to_string(),
+        ));
+        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32020)));
+        // GET and DELETE belong to the legacy wire.
+        let r =
+            Rig::full(rig.request("GET", &[("MCP-Protocol-Version", "2026-07-28")], "", Caller::anonymous()));
+        assert_eq!(r.status, 405);
+        rig.drain();
+        assert_eq!(rig.engine.status().connections, 0, "nothing is held after answered requests");
+    }
+
+    #[test]
+    fn stateless_call_cancelled_by_closing_the_stream() {
+        let mut rig = Rig::new(|_| {});
+        let c: Value = serde_json::from_str(&call(9, "echo", Some(modern_meta()))).unwrap();
+        let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &c) else { panic!("expected pending") };
+        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+        rig.engine.close(rig.now, ex);
+        let outs = rig.drain();
+        assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call } if *call == inv.ticket.call())));
+        assert_eq!(
+            rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("late")))),
+            Err(Stale)
+        );
+        assert!(rig.drain().is_empty());
+    }
+
+    #[test]
+    fn listen_streams_hold_seats() {
+        let mut rig = Rig::new(|l| {
+            l.max_streams_per_caller(Some(2));
+        });
+        let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}});
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &listen) else {
+                panic!("expected a stream")
+            };
+            let outs = rig.drain();
+            assert!(matches!(outs.first(), Some(Output::Stream { .. })));
+            assert!(frames_text(&outs, ex).contains("notifications/subscriptions/acknowledged"));
+            held.push(ex);
+        }
+        let r = Rig::full(modern_post(&mut rig, &[], &listen));
+        assert_eq!(r.status, 429);
+        rig.engine.registry_mut().add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2).unwrap();
+        let outs = rig.drain();
+        for ex in &held {
+            assert!(frames_text(&outs, *ex).contains("notifications/tools/list_changed"));
+        }
+        // Evict-oldest seats the newcomer and closes the first stream.
+        rig.engine.config.limits.seat_policy(crate::SeatPolicy::EvictOldest);
+        let HttpReply::Pending(_) = modern_post(&mut rig, &[], &listen) else { panic!("expected a stream") };
+        let outs = rig.drain();
+        assert!(outs
+            .iter()
+            .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Evicted } if *conn == held[0])));
+        assert_eq!(rig.engine.status().streams, 2);
+        // A closed stream frees its seat.
+        rig.engine.close(rig.now, held[1]);
+        rig.drain();
+        assert_eq!(rig.engine.status().streams, 1);
+    }
+
+    #[test]
+    fn error_codes_are_read_from_our_encoding() {
+        assert_eq!(
+            error_code(
+                br#"{"jsonrpc":"2.0","id":"a,\"error\":{\"code\":1","error":{"code":-32601,"message":"x"}}"#
+            ),
+            Some(-32601)
+        );
+        assert_eq!(error_code(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":5}}}"#), None);
+        assert_eq!(error_code(br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601}}]"#), None);
+    }
+}
