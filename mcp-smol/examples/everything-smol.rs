@@ -11,6 +11,19 @@ fn main() {
     });
     everything::init_logging();
     let server = everything::build(&args);
+    if let Some(addr) = &args.http {
+        let served = smol::block_on(async {
+            let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
+            everything::announce(listener.local_addr()?);
+            mcp_smol::serve_http(listener, server, mcp_smol::HttpOptions::default()).await
+        });
+        if let Err(e) = served {
+            tracing::error!(%e, "HTTP server failed");
+            eprintln!("everything-smol: {addr}: {e}");
+            std::process::exit(1)
+        }
+        return;
+    }
     match smol::block_on(mcp_smol::serve_stdio_as(&server, args.caller())) {
         Ok(end) => tracing::info!(?end, "stdio session ended"),
         Err(e) => {

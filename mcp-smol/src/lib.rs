@@ -2,7 +2,10 @@
 //!
 //! The protocol lives in [`mcp_proto`]; the handler API and the drivers live in its runtime-independent
 //! [`server`](mcp_proto::server) layer. This crate only supplies smol: the task spawner, the timer, the
-//! clock and the standard streams. `mcp-tokio` is its mirror image.
+//! clock, the standard streams and TCP sockets. `mcp-tokio` is its mirror image.
+//!
+//! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
+//! endpoint in a tower/hyper application with [`McpService`].
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -21,17 +24,23 @@
 #![forbid(unsafe_code)]
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 pub use mcp_proto;
+pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, IntoToolResult, ReadResource, RequestContext,
-    Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
+    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
+    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
 };
 pub use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
 };
+
+use mcp_proto::server::{HttpRuntime, Listener};
+use smol_hyper::rt::{FuturesIo, SmolTimer};
 
 /// The smol [`Runtime`]: spawns on smol's global executor and sleeps on async-io timers.
 #[derive(Debug, Clone, Default)]
@@ -74,4 +83,71 @@ where
     O: smol::io::AsyncWrite + Unpin,
 {
     mcp_proto::server::serve_lines(server, SmolRuntime, caller, input, output, DEFAULT_DRAIN).await
+}
+
+/// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
+/// shuts down ([`Server::shutdown`]): each connection on a task of its own, within the bounds of
+/// `opts` (see [`HttpOptions`]; past `max_connections` a new connection is closed at once).
+///
+/// Bind to a loopback address unless the endpoint is meant to be reachable from the network;
+/// the default [`HttpConfig`] refuses non-loopback peers and `Host` names anyway.
+///
+/// ```no_run
+/// # async fn demo(server: mcp_smol::Server) -> std::io::Result<()> {
+/// let listener = smol::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// mcp_smol::serve_http(listener, server, mcp_smol::HttpOptions::default()).await
+/// # }
+/// ```
+pub async fn serve_http(
+    listener: smol::net::TcpListener,
+    server: Server,
+    opts: HttpOptions,
+) -> io::Result<()> {
+    let http = HttpService::new(server, SmolRuntime, opts);
+    http.serve(TcpListener(listener), SmolTimer::new()).await
+}
+
+/// smol's listener as the server layer's [`Listener`].
+struct TcpListener(smol::net::TcpListener);
+
+impl Listener for TcpListener {
+    type Io = FuturesIo<smol::net::TcpStream>;
+
+    async fn accept(&self) -> io::Result<(Self::Io, SocketAddr)> {
+        let (stream, peer) = self.0.accept().await?;
+        // Only fails on a socket that is already dead, which the first read will report.
+        let _ = stream.set_nodelay(true);
+        Ok((FuturesIo::new(stream), peer))
+    }
+}
+
+/// The MCP endpoint as a `tower_service::Service`, to mount in an existing hyper or tower
+/// application (see [`mcp_proto::server::McpService`] for what it does and does not enforce).
+///
+/// The client's address comes from a [`PeerAddr`] extension.
+pub type McpService = mcp_proto::server::McpService<SmolRuntime>;
+
+impl HttpRuntime for SmolRuntime {
+    fn current() -> Self {
+        SmolRuntime
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accept step of `serve_http` hands out sockets with Nagle's algorithm off.
+    #[test]
+    fn accepted_sockets_have_nodelay() {
+        smol::block_on(async {
+            let listener = TcpListener(smol::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+            let addr = listener.0.local_addr().expect("address");
+            let client = smol::spawn(smol::net::TcpStream::connect(addr));
+            let (io, peer) = listener.accept().await.expect("accept");
+            assert!(io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
+            let client = client.await.expect("connect");
+            assert_eq!(peer, client.local_addr().expect("client address"));
+        });
+    }
 }

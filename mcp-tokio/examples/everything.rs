@@ -12,6 +12,19 @@ async fn main() {
     });
     everything::init_logging();
     let server = everything::build(&args);
+    if let Some(addr) = &args.http {
+        let served = async {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            everything::announce(listener.local_addr()?);
+            mcp_tokio::serve_http(listener, server, mcp_tokio::HttpOptions::default()).await
+        };
+        if let Err(e) = served.await {
+            tracing::error!(%e, "HTTP server failed");
+            eprintln!("everything: {addr}: {e}");
+            std::process::exit(1)
+        }
+        return;
+    }
     match mcp_tokio::serve_stdio_as(&server, args.caller()).await {
         Ok(end) => tracing::info!(?end, "stdio session ended"),
         Err(e) => {

@@ -2,7 +2,10 @@
 //!
 //! The protocol lives in [`mcp_proto`]; the handler API and the drivers live in its runtime-independent
 //! [`server`](mcp_proto::server) layer. This crate only supplies tokio: the task spawner, the timer, the
-//! clock and the standard streams. `mcp-smol` is its mirror image.
+//! clock, the standard streams and TCP sockets. `mcp-smol` is its mirror image.
+//!
+//! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
+//! endpoint in an axum (or any tower/hyper) application with [`McpService`].
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -21,18 +24,23 @@
 #![forbid(unsafe_code)]
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 pub use mcp_proto;
+pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, IntoToolResult, ReadResource, RequestContext,
-    Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
+    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
+    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
 };
 pub use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
 };
 
+use hyper_util::rt::{TokioIo, TokioTimer};
+use mcp_proto::server::{HttpRuntime, Listener};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// The tokio [`Runtime`]: spawns on the current runtime and uses tokio's clock, so tests with
@@ -249,6 +257,92 @@ where
     let rt = TokioRuntime::current();
     mcp_proto::server::serve_lines(server, rt, caller, input.compat(), output.compat_write(), DEFAULT_DRAIN)
         .await
+}
+
+/// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
+/// shuts down ([`Server::shutdown`]): each connection on a task of its own, within the bounds of
+/// `opts` (see [`HttpOptions`]; past `max_connections` a new connection is closed at once).
+///
+/// Bind to a loopback address unless the endpoint is meant to be reachable from the network;
+/// the default [`HttpConfig`] refuses non-loopback peers and `Host` names anyway.
+///
+/// ```no_run
+/// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// mcp_tokio::serve_http(listener, server, mcp_tokio::HttpOptions::default()).await
+/// # }
+/// ```
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    opts: HttpOptions,
+) -> io::Result<()> {
+    let http = HttpService::new(server, TokioRuntime::current(), opts);
+    http.serve(TcpListener(listener), TokioTimer::new()).await
+}
+
+/// tokio's listener as the server layer's [`Listener`].
+struct TcpListener(tokio::net::TcpListener);
+
+impl Listener for TcpListener {
+    type Io = TokioIo<tokio::net::TcpStream>;
+
+    async fn accept(&self) -> io::Result<(Self::Io, SocketAddr)> {
+        let (stream, peer) = self.0.accept().await?;
+        // Only fails on a socket that is already dead, which the first read will report.
+        let _ = stream.set_nodelay(true);
+        Ok((TokioIo::new(stream), peer))
+    }
+}
+
+/// The MCP endpoint as a `tower_service::Service`, to mount in an existing application (see
+/// [`mcp_proto::server::McpService`] for what it does and does not enforce):
+///
+/// ```no_run
+/// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
+/// use std::net::SocketAddr;
+/// let app = axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "hello" }))
+///     .route_service("/mcp", mcp_tokio::McpService::new(server, mcp_tokio::HttpOptions::default()));
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+/// # }
+/// ```
+///
+/// The client's address comes from a [`PeerAddr`] extension or (feature `axum`, on by default)
+/// axum's `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info` records it.
+/// [`McpService::new`](mcp_proto::server::McpService::new) panics outside a tokio runtime.
+pub type McpService = mcp_proto::server::McpService<TokioRuntime>;
+
+impl HttpRuntime for TokioRuntime {
+    fn current() -> Self {
+        TokioRuntime::current()
+    }
+
+    #[cfg(feature = "axum")]
+    fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
+        extensions.get::<axum::extract::ConnectInfo<SocketAddr>>().map(|info| info.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accept step of `serve_http` hands out sockets with Nagle's algorithm off.
+    #[tokio::test]
+    async fn accepted_sockets_have_nodelay() {
+        let listener = TcpListener(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+        let addr = listener.0.local_addr().expect("address");
+        let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
+        let (io, peer) = listener.accept().await.expect("accept");
+        assert!(io.inner().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
+        let client = client.await.expect("join").expect("connect");
+        assert_eq!(peer, client.local_addr().expect("client address"));
+    }
 }
 
 // The README's examples are compiled and run as doctests, so they cannot rot.

@@ -7,8 +7,11 @@
 //! - [`wire`]: JSON Schema validation of frames, per protocol version;
 //! - [`stdio_server`]: the test tools served by a real server, for the `stdio-tokio` and
 //!   `stdio-smol` binaries;
-//! - [`pipe`]: drives those binaries over real stdio pipes (transcripts and shim behaviour tests).
+//! - [`pipe`]: drives those binaries over real stdio pipes (transcripts and shim behaviour tests);
+//! - [`http`]: serves the same tools over real loopback HTTP on either runtime, and a small
+//!   HTTP/1.1 client that can also misbehave.
 
+pub mod http;
 pub mod pipe;
 pub mod replay;
 pub mod stdio_server;

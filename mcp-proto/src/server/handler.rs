@@ -9,6 +9,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::Server;
+use crate::interaction::InputRequest;
+use crate::AskError;
 use crate::{
     CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
     ProtocolVersion, ResourceContents, Tool, ToolOutput,
@@ -67,6 +69,39 @@ impl RequestContext {
             (Some(call), Some(p)) => self.server.progress(call, p, total.and_then(number), message),
             _ => ProgressOutcome::NoToken,
         }
+    }
+
+    /// Asks the client for input, each request under a key, and returns the answers by key,
+    /// exactly as the client wrote them. One call for both protocol eras:
+    ///
+    /// - legacy sessions get real server→client requests (`elicitation/create`,
+    ///   `sampling/createMessage`, `roots/list`) on this call's stream, if the client declared
+    ///   the capability ([`AskError::Unsupported`] otherwise, before anything is sent);
+    /// - on 2026-07-28 the call answers `input_required` and this returns
+    ///   [`AskError::Suspended`]: the handler is cancelled and runs again when the client retries
+    ///   with the answers, and then this same ask returns them at once. A handler must therefore
+    ///   do nothing irreversible before its last ask.
+    ///
+    /// At most [`Config::max_input_rounds`](crate::Config::max_input_rounds) asks per call
+    /// ([`AskError::TooManyRounds`] after that).
+    pub async fn ask(&self, requests: Vec<(String, InputRequest)>) -> Result<Map<String, Value>, AskError> {
+        match self.call {
+            Some(call) => self.server.ask(call, requests).await,
+            None => Err(AskError::Unreachable),
+        }
+    }
+
+    /// Whether [`ask`](Self::ask) could send `request` now (see
+    /// [`Engine::can_ask`](crate::Engine::can_ask)): `false` when the client did not declare the
+    /// capability, so the handler can take another path.
+    pub fn can_ask(&self, request: &InputRequest) -> bool {
+        self.call.is_some_and(|call| self.server.can_ask(call, request))
+    }
+
+    /// [`ask`](Self::ask) for one request: the answer under `key`.
+    pub async fn ask_one(&self, key: &str, request: InputRequest) -> Result<Value, AskError> {
+        let mut answers = self.ask(vec![(key.to_owned(), request)]).await?;
+        answers.remove(key).ok_or(AskError::Unreachable)
     }
 
     /// Sleeps on the server's runtime (whichever shim serves it), so handler code shared by

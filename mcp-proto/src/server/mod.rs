@@ -5,9 +5,11 @@
 //! per-connection bounded queues, runs handlers (a handler that is ready at once is answered
 //! inline, without spawning a task), aborts cancelled ones, turns panics into the generic
 //! internal error, and drives the engine's timer. `mcp-tokio` and `mcp-smol` only supply the
-//! runtime and the byte streams, so the two read as mirror images and behave identically.
+//! runtime and the byte streams (stdio, TCP sockets), so the two read as mirror images and
+//! behave identically.
 
 mod handler;
+mod http;
 mod stdio;
 
 use std::collections::HashMap;
@@ -26,14 +28,18 @@ pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, ReadResource, RequestContext,
     ToolCall, ToolResult,
 };
+pub use http::{
+    ConnectionPermit, HttpOptions, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 pub use stdio::{serve_lines, StdioEnd};
 
 use handler::{completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn, HandlerKind};
 
 use crate::{
-    CallId, Caller, Completion, Config, ConnId, ConnKind, Engine, Gate, HandlerError, Implementation,
-    Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput, RegistryError, Reply, Request,
-    Resource, ResourceContents, ResourceTemplate, Tool,
+    CallId, Caller, Completion, Config, ConnId, ConnKind, Engine, Gate, HandlerError, HttpHead, HttpReply,
+    HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput,
+    RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
 };
 
 /// What a shim supplies: spawning, sleeping and the clock.
@@ -59,13 +65,39 @@ struct Shared {
     timer_bell: (async_channel::Sender<()>, async_channel::Receiver<()>),
     /// The runtime of the first connection; handlers and timers run there.
     rt: OnceLock<Arc<dyn Runtime>>,
+    /// Never sent on: closed when shutdown begins, which wakes every accept loop.
+    stop_accepting: (async_channel::Sender<()>, async_channel::Receiver<()>),
 }
 
 struct State {
     engine: Engine<Handler>,
-    sinks: HashMap<ConnId, async_channel::Sender<Vec<u8>>>,
+    sinks: HashMap<ConnId, Sink>,
     tasks: HashMap<CallId, AbortHandle>,
+    /// Handlers waiting for the client's answers ([`RequestContext::ask`]).
+    asks: HashMap<CallId, async_channel::Sender<Answers>>,
     armed: Option<Instant>,
+}
+
+/// What an ask comes back with.
+type Answers = Result<serde_json::Map<String, Value>, crate::AskError>;
+
+/// Where a connection's output goes: a bounded queue read by its writer.
+enum Sink {
+    /// A line stream (stdio): each frame is one line.
+    Lines(async_channel::Sender<Vec<u8>>),
+    /// An HTTP exchange or stream: the response head, then (for a stream) SSE bytes.
+    Http(async_channel::Sender<HttpItem>),
+}
+
+/// One item for an HTTP exchange's writer, in the order the engine produced them.
+#[derive(Debug)]
+pub(crate) enum HttpItem {
+    /// The whole (JSON) response; nothing follows.
+    Respond(HttpHead, Vec<u8>),
+    /// The head of an SSE response; [`HttpItem::Frame`]s follow until the queue ends.
+    Stream(HttpHead),
+    /// Ready-to-write SSE bytes.
+    Frame(Vec<u8>),
 }
 
 /// Something registered before the server is built.
@@ -238,17 +270,22 @@ impl Server {
     }
 
     /// A server from a complete configuration.
-    pub fn from_config(config: Config) -> Self {
+    pub fn from_config(mut config: Config) -> Self {
+        if config.unix_ms_at_start == 0 {
+            config.unix_ms_at_start = unix_ms();
+        }
         Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
                     sinks: HashMap::new(),
                     tasks: HashMap::new(),
+                    asks: HashMap::new(),
                     armed: None,
                 }),
                 timer_bell: async_channel::bounded(1),
                 rt: OnceLock::new(),
+                stop_accepting: async_channel::bounded(1),
             }),
         }
     }
@@ -361,6 +398,38 @@ impl Server {
         }
     }
 
+    fn can_ask(&self, call: CallId, request: &crate::interaction::InputRequest) -> bool {
+        self.lock().engine.can_ask(call, request).is_ok()
+    }
+
+    async fn ask(
+        &self,
+        call: CallId,
+        requests: Vec<(String, crate::interaction::InputRequest)>,
+    ) -> Result<serde_json::Map<String, Value>, crate::AskError> {
+        let rx = {
+            let mut st = self.lock();
+            let now = self.now();
+            let asked = st.engine.ask(now, call, requests);
+            let rx = match asked {
+                Ok(crate::Asked::Pending) => {
+                    let (tx, rx) = async_channel::bounded(1);
+                    st.asks.insert(call, tx);
+                    Ok(rx)
+                }
+                Ok(crate::Asked::Answered(answers)) => Err(Ok(answers)),
+                Err(e) => Err(Err(e)),
+            };
+            self.pump(st);
+            rx
+        };
+        match rx {
+            // The sender goes when the call ends without answers (cancelled, timed out).
+            Ok(rx) => rx.recv().await.unwrap_or(Err(crate::AskError::Stale)),
+            Err(done) => done,
+        }
+    }
+
     fn log(&self, call: CallId, level: LogLevel, logger: Option<&str>, data: Value) {
         let mut st = self.lock();
         let now = self.now();
@@ -407,8 +476,10 @@ impl Server {
     /// Shuts down gracefully: new requests are refused ("server is shutting down"), listen
     /// streams end, connections close as their calls finish, and calls still running after
     /// `budget` are cancelled. Returns what did not finish in time. Sessions being served by
-    /// `serve_stdio` then end with [`StdioEnd::Closed`].
+    /// `serve_stdio` then end with [`StdioEnd::Closed`]; HTTP listeners stop accepting at once
+    /// ([`HttpService::serve`] returns), and HTTP exchanges still open are closed with the rest.
     pub async fn shutdown(&self, budget: Duration) -> ShutdownReport {
+        self.shared.stop_accepting.0.close();
         let deadline = {
             let mut st = self.lock();
             let now = self.now();
@@ -460,15 +531,52 @@ impl Server {
         kind: ConnKind,
         caller: Caller,
     ) -> Result<(ConnId, async_channel::Receiver<Vec<u8>>), OpenError> {
-        let first = self.shared.rt.set(Arc::new(rt.clone())).is_ok();
-        if first {
-            rt.spawn(Box::pin(self.clone().timer()));
-        }
+        self.attach(rt);
         let mut st = self.lock();
         let conn = st.engine.open(self.now(), kind, caller)?;
         let (tx, rx) = async_channel::bounded(st.engine.config().limits.queued_frames());
-        st.sinks.insert(conn, tx);
+        st.sinks.insert(conn, Sink::Lines(tx));
         Ok((conn, rx))
+    }
+
+    /// Makes `rt` the server's runtime unless it already has one, and starts the engine's timer
+    /// on it. The first runtime wins: handlers and timers of every connection run there.
+    pub(crate) fn attach<R: Runtime + Clone>(&self, rt: &R) {
+        if self.shared.rt.set(Arc::new(rt.clone())).is_ok() {
+            rt.spawn(Box::pin(self.clone().timer()));
+        }
+    }
+
+    /// Hands one admitted HTTP request to the engine. A pending answer gets its queue (bounded by
+    /// [`Limits::stream_queue_len`](crate::Limits::stream_queue_len), plus the head) registered
+    /// before anything is pumped, so nothing the request causes can be lost.
+    pub(crate) fn http_exchange(
+        &self,
+        req: HttpRequest<'_>,
+        mint: &mut dyn FnMut() -> String,
+    ) -> Result<(HttpHead, Vec<u8>), (ConnId, async_channel::Receiver<HttpItem>)> {
+        let mut st = self.lock();
+        let now = self.now();
+        let pending = match st.engine.handle_http(now, req, mint) {
+            HttpReply::Full { head, body } => Ok((head, body)),
+            HttpReply::Pending(conn) => {
+                let cap = st.engine.config().limits.stream_queue_len().saturating_add(1);
+                let (tx, rx) = async_channel::bounded(cap);
+                st.sinks.insert(conn, Sink::Http(tx));
+                Err((conn, rx))
+            }
+        };
+        self.pump(st);
+        pending
+    }
+
+    /// Completes once [`shutdown`](Self::shutdown) has begun: listeners stop accepting then.
+    pub(crate) fn closing(&self) -> impl Future<Output = ()> + Send + 'static {
+        let signal = self.shared.stop_accepting.1.clone();
+        async move {
+            // Nothing is ever sent: this returns when the channel is closed.
+            let _ = signal.recv().await;
+        }
     }
 
     /// Runs `f` against the engine, then does everything it asked for.
@@ -489,14 +597,36 @@ impl Server {
             while let Some(out) = st.engine.poll_output() {
                 match out {
                     Output::Frame { conn, bytes } => {
-                        if let Some(sink) = st.sinks.get(&conn) {
-                            if sink.try_send(bytes).is_err() {
+                        let sent = match st.sinks.get(&conn) {
+                            Some(Sink::Lines(tx)) => tx.try_send(bytes).is_ok(),
+                            Some(Sink::Http(tx)) => tx.try_send(HttpItem::Frame(bytes)).is_ok(),
+                            None => true,
+                        };
+                        if !sent {
+                            overflowed.push(conn);
+                        }
+                    }
+                    Output::Respond { conn, head, body } => {
+                        // The exchange is over for the engine: nothing more comes for `conn`.
+                        if let Some(Sink::Http(tx)) = st.sinks.remove(&conn) {
+                            let _ = tx.try_send(HttpItem::Respond(head, body));
+                        }
+                    }
+                    Output::Stream { conn, head } => {
+                        if let Some(Sink::Http(tx)) = st.sinks.get(&conn) {
+                            if tx.try_send(HttpItem::Stream(head)).is_err() {
                                 overflowed.push(conn);
                             }
                         }
                     }
                     Output::Invoke(inv) => invocations.push(inv),
+                    Output::Answer { call, answers } => {
+                        if let Some(tx) = st.asks.remove(&call) {
+                            let _ = tx.try_send(answers);
+                        }
+                    }
                     Output::Cancel { call } => {
+                        st.asks.remove(&call);
                         if let Some(h) = st.tasks.remove(&call) {
                             h.abort();
                         }
@@ -610,6 +740,13 @@ impl Server {
         };
         (ticket, fut)
     }
+}
+
+/// The wall-clock time in unix milliseconds, which sealed request states expire by.
+#[allow(clippy::disallowed_methods)] // the server layer is the shim side: it may read the clock
+fn unix_ms() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The clock of a server that has no runtime yet (nothing is timed before the first connection).

@@ -1,0 +1,765 @@
+//! Streamable HTTP over hyper, for any runtime: the transport half of the MCP endpoint.
+//!
+//! See [`HttpService`] for what this layer does and why it is all transport.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::{BufMut, Bytes};
+use futures_util::future::{select, Either};
+use futures_util::stream::Stream;
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+
+use super::{BoxFuture, HttpItem, Runtime, Server};
+use crate::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
+use crate::jsonrpc::{encode_error, ErrorCode, RpcError};
+use crate::{Caller, ConnId, HttpRequest};
+
+/// The default [`HttpOptions::header_read_timeout`]: 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default [`HttpOptions::body_read_timeout`]: 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default [`HttpOptions::max_connections`]: 1024.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// How long the accept loop waits after an error that is not about one connection (typically
+/// too many open files) before accepting again: long enough for connections to finish and free
+/// descriptors, short enough not to be noticed. The same second axum's `serve` waits.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The settings of one HTTP endpoint: the pure request rules ([`HttpConfig`]) and the transport
+/// bounds the shim enforces around them.
+///
+/// ```
+/// # use std::time::Duration;
+/// let mut opts = mcp_proto::server::HttpOptions::default();
+/// opts.header_read_timeout(Duration::from_secs(5)).max_connections(256);
+/// opts.http_config().allow_host("mcp.example.com");
+/// assert_eq!(opts.connection_limit(), 256);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOptions {
+    http: HttpConfig,
+    header_read_timeout: Duration,
+    body_read_timeout: Duration,
+    max_connections: usize,
+    keep_alive: bool,
+}
+
+impl Default for HttpOptions {
+    /// [`HttpConfig::default`], a 10 s head timeout, a 30 s body timeout, 1024 connections,
+    /// keep-alive on.
+    fn default() -> Self {
+        Self::new(HttpConfig::default())
+    }
+}
+
+impl HttpOptions {
+    /// These request rules with the default transport bounds.
+    pub fn new(http: HttpConfig) -> Self {
+        Self {
+            http,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            keep_alive: true,
+        }
+    }
+
+    /// The request rules (endpoint path, allowed hosts and origins, head and body bounds), to
+    /// adjust.
+    pub fn http_config(&mut self) -> &mut HttpConfig {
+        &mut self.http
+    }
+
+    /// How long a client has to send a complete request head, counted from when the server
+    /// starts waiting for it. Default 10 s.
+    ///
+    /// This is the slow-loris bound: a connection whose head is not complete in time is closed
+    /// without an answer. It also bounds how long an idle keep-alive connection is kept, since
+    /// waiting for the next request is waiting for its head. Enforced by [`HttpService::serve`]
+    /// (hyper's `header_read_timeout`); a mounted [`HttpService`] relies on the host server's.
+    pub fn header_read_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long the whole body of a `POST` may take to arrive, counted from when its head was
+    /// admitted. Default 30 s.
+    ///
+    /// When it runs out the request is answered with 408 (and `Connection: close`, since the
+    /// rest of the body was not read), and the engine never sees it. 30 s passes a 2 MiB body
+    /// at about 70 KB/s; raise it for slower clients or larger bodies.
+    pub fn body_read_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.body_read_timeout = timeout;
+        self
+    }
+
+    /// Most TCP connections [`HttpService::serve`] serves at once. Default 1024.
+    ///
+    /// A connection accepted past it is closed at once, before a byte is read: the client sees
+    /// the connection reset or closed and may retry. Keep-alive connections and open SSE streams
+    /// count until they end, so this also bounds how many streams a single listener can hold.
+    pub fn max_connections(&mut self, connections: usize) -> &mut Self {
+        self.max_connections = connections;
+        self
+    }
+
+    /// Whether a connection may carry more than one request (HTTP/1.1 keep-alive). Default on.
+    ///
+    /// Off, every response carries `Connection: close`.
+    pub fn keep_alive(&mut self, on: bool) -> &mut Self {
+        self.keep_alive = on;
+        self
+    }
+
+    /// The current request rules.
+    pub fn http(&self) -> &HttpConfig {
+        &self.http
+    }
+
+    /// The current [`header_read_timeout`](Self::header_read_timeout).
+    pub fn header_timeout(&self) -> Duration {
+        self.header_read_timeout
+    }
+
+    /// The current [`body_read_timeout`](Self::body_read_timeout).
+    pub fn body_timeout(&self) -> Duration {
+        self.body_read_timeout
+    }
+
+    /// The current [`max_connections`](Self::max_connections).
+    pub fn connection_limit(&self) -> usize {
+        self.max_connections
+    }
+
+    /// The current [`keep_alive`](Self::keep_alive).
+    pub fn is_keep_alive(&self) -> bool {
+        self.keep_alive
+    }
+}
+
+/// The client's address, as a request extension: how an application that mounts an
+/// [`HttpService`] tells it who is connected, so that the loopback-only rule
+/// ([`HttpConfig::loopback_only`]) can be applied and the [`Caller`]'s `peer` filled in.
+///
+/// Without it (and without the runtime's own convention, [`HttpRuntime::peer_addr`], such as
+/// axum's `ConnectInfo` on tokio) the peer is unknown and the loopback-only rule is **not** applied; the `Host`
+/// and `Origin` rules still are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// A source of accepted TCP connections, implemented by each shim over its runtime's listener.
+pub trait Listener: Send + 'static {
+    /// An accepted connection, adapted to hyper's I/O traits.
+    type Io: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static;
+
+    /// Waits for the next connection and returns it with the client's address. The
+    /// implementation sets `TCP_NODELAY` on it: SSE events and small JSON responses must leave
+    /// at once, not wait for the previous segment's acknowledgement.
+    fn accept(&self) -> impl Future<Output = io::Result<(Self::Io, SocketAddr)>> + Send;
+}
+
+/// What [`HttpService::serve`] does after a failed accept: `None` to accept again at once (the
+/// failure concerned one connection, which the client abandoned), otherwise wait that long
+/// (resources are exhausted, typically too many open files, and retrying at once would spin).
+fn accept_backoff(error: &io::Error) -> Option<Duration> {
+    match error.kind() {
+        io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionRefused
+        | io::ErrorKind::Interrupted
+        | io::ErrorKind::WouldBlock => None,
+        _ => Some(ACCEPT_BACKOFF),
+    }
+}
+
+/// The MCP endpoint over HTTP: admits requests, feeds them to the server's engine and streams
+/// its answers back. Cheap to clone; every clone serves the same [`Server`].
+///
+/// The engine decides everything protocol-level ([`Engine::handle_http`](crate::Engine::handle_http):
+/// sessions, status codes, JSON or SSE, keep-alive comments); the pure request rules live in
+/// [`crate::http`]. What is left, and lives here once for both shims, is transport:
+///
+/// 1. build a [`RequestHead`] view of hyper's parsed head, refuse a non-loopback peer
+///    ([`check_peer`]) and a bad head ([`check_head`]);
+/// 2. read a `POST` body, at most [`HttpConfig::body_bytes`] (413 as soon as more arrives, without
+///    reading the rest) and within [`HttpOptions::body_read_timeout`] (408);
+/// 3. resolve the [`Caller`] (a `Caller` the application's middleware put in the request's
+///    extensions, else anonymous; its `peer` is the client's IP address unless already set);
+/// 4. hand the request to the engine and answer what it says: at once, or through the exchange's
+///    bounded queue (one JSON response, or an SSE head followed by ready-to-write bytes);
+/// 5. when the client goes away before the exchange ends, tell the engine
+///    ([`Engine::close`](crate::Engine::close)), which decides what that means for the calls
+///    it was answering (for 2026-07-28, closing the response cancels the request).
+///
+/// A shim supplies a [`Listener`] over its runtime's TCP listener (setting `TCP_NODELAY` on every
+/// accepted socket, so a small SSE event is not held back by Nagle's algorithm) and hyper's
+/// timer; [`HttpService::serve`] does the rest. [`McpService`] is the same endpoint as a
+/// [`tower_service::Service`], to mount inside an existing hyper, tower or axum application.
+///
+/// Only HTTP/1.1 is served by [`HttpService::serve`] (hyper's `http1` server). An HTTP/2 front
+/// (a proxy, or an application's own hyper server) may still call [`HttpService::handle`]; the
+/// `:authority` then stands in for `Host`.
+///
+/// Use [`serve`](Self::serve) (through a shim's `serve_http`) for a standalone server, or mount
+/// it in an existing application as an [`McpService`]. Either way each request runs
+/// [`handle`](Self::handle).
+#[derive(Clone)]
+pub struct HttpService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    server: Server,
+    rt: Arc<dyn Runtime>,
+    opts: HttpOptions,
+    /// Connections [`HttpService::serve`] is serving now.
+    open: AtomicUsize,
+}
+
+impl fmt::Debug for HttpService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpService")
+            .field("opts", &self.inner.opts)
+            .field("connections", &self.inner.open.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// One admitted connection's place under [`HttpOptions::max_connections`], given back when
+/// dropped.
+#[must_use = "the connection's place is given back as soon as the permit is dropped"]
+#[derive(Debug)]
+pub struct ConnectionPermit {
+    inner: Arc<Inner>,
+}
+
+impl Drop for ConnectionPermit {
+    fn drop(&mut self) {
+        self.inner.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HttpService")
+    }
+}
+
+impl HttpService {
+    /// An endpoint for `server` on runtime `rt`. The server's handlers and timers run on the
+    /// first runtime any connection or endpoint brought it.
+    pub fn new<R: Runtime + Clone>(server: Server, rt: R, opts: HttpOptions) -> Self {
+        server.attach(&rt);
+        let rt: Arc<dyn Runtime> = Arc::new(rt);
+        Self { inner: Arc::new(Inner { server, rt, opts, open: AtomicUsize::new(0) }) }
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &HttpOptions {
+        &self.inner.opts
+    }
+
+    /// The server this endpoint feeds.
+    pub fn server(&self) -> &Server {
+        &self.inner.server
+    }
+
+    /// Takes a place for one more connection, or `None` when [`HttpOptions::max_connections`]
+    /// are being served: the caller then closes the connection unread.
+    pub fn admit(&self) -> Option<ConnectionPermit> {
+        let max = self.inner.opts.max_connections;
+        self.inner
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| ConnectionPermit { inner: self.inner.clone() })
+    }
+
+    /// Accepts connections from `listener` and serves each on a task of its own, until the
+    /// server shuts down ([`Server::shutdown`]); then returns `Ok`, while connections already
+    /// accepted finish what they were doing.
+    ///
+    /// Past [`HttpOptions::max_connections`] a new connection is closed at once. A failed accept
+    /// is retried at once when it concerned one connection, and after a second otherwise, so running out of file descriptors slows the
+    /// server down instead of stopping it. `timer` is the runtime's hyper timer, which enforces
+    /// [`HttpOptions::header_read_timeout`].
+    pub async fn serve<L, T>(&self, listener: L, timer: T) -> io::Result<()>
+    where
+        L: Listener,
+        T: hyper::rt::Timer + Clone + Send + Sync + 'static,
+    {
+        let mut closing = pin!(self.inner.server.closing());
+        loop {
+            let accepted = match select(pin!(listener.accept()), closing.as_mut()).await {
+                Either::Left((accepted, _)) => accepted,
+                Either::Right(((), _)) => return Ok(()),
+            };
+            let (io, peer) = match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    if let Some(wait) = accept_backoff(&e) {
+                        tracing::warn!(error = %e, "accept failed; retrying in {wait:?}");
+                        self.inner.rt.sleep_until(self.inner.rt.now() + wait).await;
+                    }
+                    continue;
+                }
+            };
+            let Some(permit) = self.admit() else {
+                tracing::debug!(%peer, "connection limit reached; closing the new connection");
+                drop(io);
+                continue;
+            };
+            let svc = self.clone();
+            let timer = timer.clone();
+            self.inner.rt.spawn(Box::pin(async move {
+                svc.serve_connection(io, timer, peer).await;
+                drop(permit);
+            }));
+        }
+    }
+
+    /// Serves one accepted connection with hyper's HTTP/1.1 server until it closes.
+    ///
+    /// hyper enforces the head bounds ([`HttpOptions::header_read_timeout`], and a head larger
+    /// than its buffer is answered 431), keep-alive and `Expect: 100-continue`; every request
+    /// goes to [`handle`](Self::handle).
+    pub async fn serve_connection<I, T>(&self, io: I, timer: T, peer: SocketAddr)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+        T: hyper::rt::Timer + Send + Sync + 'static,
+    {
+        let opts = &self.inner.opts;
+        let svc = self.clone();
+        let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            let svc = svc.clone();
+            async move { Ok::<_, Infallible>(svc.handle(req, Some(peer)).await) }
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(timer)
+            .header_read_timeout(opts.header_read_timeout)
+            .keep_alive(opts.keep_alive)
+            // hyper's own bound on the head is a backstop a little above ours, so that heads
+            // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
+            .max_buf_size(hyper_buf_size(opts.http.head_bytes()));
+        if let Err(e) = builder.serve_connection(io, service).await {
+            // Timeouts, resets and malformed requests: the connection's business, not the
+            // server's.
+            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+        }
+    }
+
+    /// Answers one request: the whole transport pipeline in the [type docs](Self).
+    ///
+    /// `peer` is the client's address when known; with it the loopback-only rule applies and
+    /// the [`Caller`]'s `peer` is filled in. A `Caller` in the request's extensions (put there
+    /// by the application's authentication middleware) is who the engine sees; otherwise the
+    /// caller is anonymous.
+    pub async fn handle<B>(&self, req: Request<B>, peer: Option<SocketAddr>) -> Response<McpBody>
+    where
+        B: Body,
+    {
+        let cfg = &self.inner.opts.http;
+        if let Some(peer) = peer {
+            if let Err(refusal) = check_peer(cfg, peer.ip()) {
+                return refused(&refusal);
+            }
+        }
+        let (parts, body) = req.into_parts();
+        let mut headers: Vec<(&str, &[u8])> =
+            parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes())).collect();
+        if parts.version >= http::Version::HTTP_2 && !parts.headers.contains_key(http::header::HOST) {
+            // HTTP/2 and later carry the host as `:authority`, which `http` keeps in the URI.
+            if let Some(authority) = parts.uri.authority() {
+                headers.push(("host", authority.as_str().as_bytes()));
+            }
+        }
+        let head = RequestHead {
+            method: parts.method.as_str(),
+            path: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            headers: &headers,
+        };
+        let route = match check_head(cfg, &head) {
+            Ok(route) => route,
+            Err(refusal) => return refused(&refusal),
+        };
+        let body = match route {
+            Route::Post { .. } => match self.read_body(body).await {
+                Ok(bytes) => bytes,
+                Err(response) => return response,
+            },
+            // A body on GET or DELETE means nothing; hyper drains or discards it.
+            _ => Vec::new(),
+        };
+        let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+        if caller.peer.is_none() {
+            caller.peer = peer.map(|p| p.ip().to_string());
+        }
+        let req = HttpRequest { head: &head, route, body: &body, caller };
+        match self.inner.server.http_exchange(req, &mut mint_session_id) {
+            Ok((head, body)) => response(head.status, &head.headers, McpBody::full(body)),
+            Err((conn, queue)) => self.pending(conn, queue).await,
+        }
+    }
+
+    /// Reads a `POST` body within the size and time bounds.
+    async fn read_body<B: Body>(&self, body: B) -> Result<Vec<u8>, Response<McpBody>> {
+        let rt = &self.inner.rt;
+        let deadline = rt.now() + self.inner.opts.body_read_timeout;
+        let read = pin!(read_capped(body, &self.inner.opts.http));
+        match select(read, rt.sleep_until(deadline)).await {
+            Either::Left((Ok(bytes), _)) => Ok(bytes),
+            Either::Left((Err(BodyError::TooLarge(refusal)), _)) => Err(closing(refused(&refusal))),
+            Either::Left((Err(BodyError::Broken), _)) => {
+                Err(closing(error_response(400, "malformed or interrupted request body")))
+            }
+            Either::Right(_) => Err(closing(error_response(408, "request body timed out"))),
+        }
+    }
+
+    /// Waits for the engine's answer to a pending exchange: a JSON response, or an SSE head whose
+    /// stream becomes the response body.
+    async fn pending(&self, conn: ConnId, queue: async_channel::Receiver<HttpItem>) -> Response<McpBody> {
+        // Dropped before the exchange ends (the client went away): the engine is told.
+        let mut guard = CloseGuard { server: self.inner.server.clone(), conn: Some(conn) };
+        match queue.recv().await {
+            Ok(HttpItem::Respond(head, body)) => {
+                guard.disarm();
+                response(head.status, &head.headers, McpBody::full(body))
+            }
+            Ok(HttpItem::Stream(head)) => {
+                let body = McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard } };
+                response(head.status, &head.headers, body)
+            }
+            Ok(HttpItem::Frame(_)) => {
+                // The engine sends a stream's head before its bytes; the guard closes `conn`.
+                tracing::error!("an HTTP exchange produced bytes before its head");
+                error_response(500, "internal error")
+            }
+            Err(_) => {
+                // The engine closed the exchange without answering: the server is shutting
+                // down, or the exchange was dropped.
+                guard.disarm();
+                error_response(503, "server unavailable")
+            }
+        }
+    }
+}
+
+/// A [`Runtime`] that can name itself, and knows where its web stack keeps the client's
+/// address: what [`McpService::new`] needs to build an endpoint from a server and options alone.
+pub trait HttpRuntime: Runtime + Clone {
+    /// The runtime the caller is running on.
+    fn current() -> Self;
+
+    /// The client's address from request extensions that this runtime's web frameworks set (on
+    /// tokio, axum's `ConnectInfo<SocketAddr>`), when no [`PeerAddr`] is present. Default: none.
+    fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
+        let _ = extensions;
+        None
+    }
+}
+
+/// The MCP endpoint as a [`tower_service::Service`], to mount in an existing hyper, tower or
+/// axum application; each shim names it for its runtime (`mcp_tokio::McpService`,
+/// `mcp_smol::McpService`).
+///
+/// The endpoint path in [`HttpConfig`] must be the path the service is mounted at (by default
+/// `/mcp`). A [`Caller`] that the application's middleware puts in the request's extensions is
+/// who the server's gates see. The client's address comes from a [`PeerAddr`] extension, else
+/// from the runtime's convention ([`HttpRuntime::peer_addr`]); without either, the loopback-only
+/// rule cannot be applied and is skipped (the `Host` and `Origin` rules still are). The host
+/// server's own limits (head timeout, connection count) apply instead of [`HttpOptions`]'
+/// transport bounds; the body bounds and every request rule still apply.
+pub struct McpService<R> {
+    http: HttpService,
+    runtime: PhantomData<fn() -> R>,
+}
+
+impl<R> Clone for McpService<R> {
+    fn clone(&self) -> Self {
+        Self { http: self.http.clone(), runtime: PhantomData }
+    }
+}
+
+impl<R> fmt::Debug for McpService<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("McpService").field(&self.http).finish()
+    }
+}
+
+impl<R: HttpRuntime> McpService<R> {
+    /// The endpoint for `server`, on the current runtime ([`HttpRuntime::current`], which may
+    /// panic outside one).
+    pub fn new(server: Server, opts: HttpOptions) -> Self {
+        Self { http: HttpService::new(server, R::current(), opts), runtime: PhantomData }
+    }
+
+    /// The runtime-independent endpoint underneath.
+    pub fn http(&self) -> &HttpService {
+        &self.http
+    }
+}
+
+impl<R, B> tower_service::Service<Request<B>> for McpService<R>
+where
+    R: HttpRuntime,
+    B: Body + Send + 'static,
+    B::Data: Send,
+{
+    type Response = Response<McpBody>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Response<McpBody>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// [`HttpService::handle`], with the peer from the request's extensions.
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let peer = match req.extensions().get::<PeerAddr>() {
+            Some(peer) => Some(peer.0),
+            None => R::peer_addr(req.extensions()),
+        };
+        let http = self.http.clone();
+        Box::pin(async move { Ok(http.handle(req, peer).await) })
+    }
+}
+
+/// hyper's read buffer: the head bound plus room for the start of a body, never below hyper's
+/// minimum of 8 KiB.
+fn hyper_buf_size(head_bytes: usize) -> usize {
+    head_bytes.saturating_add(16 * 1024).max(8 * 1024)
+}
+
+/// A fresh `Mcp-Session-Id`: 32 bytes from the operating system's secure random source,
+/// base64url without padding (43 visible ASCII characters).
+///
+/// If the random source fails (it does not on any supported system once it has worked) the id
+/// is empty: no client can present an empty id (it is refused as malformed), so the session is
+/// unreachable rather than guessable, and the client initializes again.
+fn mint_session_id() -> String {
+    let mut bytes = [0u8; 32];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot draw a random session id");
+            String::new()
+        }
+    }
+}
+
+enum BodyError {
+    TooLarge(HttpRefusal),
+    Broken,
+}
+
+/// Reads `body` to its end, refusing it as soon as it grows past the configured bound.
+async fn read_capped<B: Body>(body: B, cfg: &HttpConfig) -> Result<Vec<u8>, BodyError> {
+    let mut body = pin!(body);
+    // A declared length was already checked against the bound; start with a modest buffer either
+    // way, so a client that declares much and sends little costs little.
+    let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
+    let mut bytes = Vec::with_capacity(hint.min(64 * 1024));
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let Ok(frame) = frame else { return Err(BodyError::Broken) };
+        let Ok(data) = frame.into_data() else { continue };
+        let len = bytes.len().saturating_add(bytes::Buf::remaining(&data));
+        check_body_len(cfg, len).map_err(BodyError::TooLarge)?;
+        bytes.put(data);
+    }
+    Ok(bytes)
+}
+
+/// Closes `conn` in the engine when dropped while still armed.
+struct CloseGuard {
+    server: Server,
+    conn: Option<ConnId>,
+}
+
+impl CloseGuard {
+    /// The engine has already forgotten the exchange.
+    fn disarm(&mut self) {
+        self.conn = None;
+    }
+}
+
+impl Drop for CloseGuard {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.server.with_engine(|engine, now| engine.close(now, conn));
+        }
+    }
+}
+
+/// The body of every response [`HttpService`] gives: a complete buffer, or an SSE stream fed by
+/// the engine.
+///
+/// A stream yields each queued chunk as its own frame, so hyper writes (and flushes) an event as
+/// soon as the engine produces it. Dropping a stream before its end (the client disconnected)
+/// closes the exchange in the engine, which cancels the calls it was waiting for.
+pub struct McpBody {
+    kind: Kind,
+}
+
+enum Kind {
+    Full(Option<Bytes>),
+    Stream { queue: Pin<Box<async_channel::Receiver<HttpItem>>>, guard: CloseGuard },
+}
+
+impl McpBody {
+    /// A complete body.
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        let bytes = bytes.into();
+        Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())) }
+    }
+
+    /// An empty body.
+    pub fn empty() -> Self {
+        Self { kind: Kind::Full(None) }
+    }
+}
+
+impl fmt::Debug for McpBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Full(bytes) => {
+                f.debug_struct("McpBody").field("len", &bytes.as_ref().map_or(0, Bytes::len)).finish()
+            }
+            Kind::Stream { .. } => f.write_str("McpBody(stream)"),
+        }
+    }
+}
+
+impl Body for McpBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match &mut self.get_mut().kind {
+            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Stream { queue, guard } => loop {
+                match queue.as_mut().poll_next(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(HttpItem::Frame(bytes))) => {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))))
+                    }
+                    // Only bytes follow a stream's head.
+                    Poll::Ready(Some(_)) => continue,
+                    Poll::Ready(None) => {
+                        // The engine closed the stream (or dropped a subscriber that fell behind,
+                        // and closed it): it has already forgotten the exchange.
+                        guard.disarm();
+                        return Poll::Ready(None);
+                    }
+                }
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.kind, Kind::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Stream { .. } => SizeHint::default(),
+        }
+    }
+}
+
+/// A response with the engine's (or a refusal's) status and headers. A header that cannot be
+/// sent (never produced by this crate) is dropped and logged rather than failing the response.
+fn response(status: u16, headers: &[(&'static str, String)], body: McpBody) -> Response<McpBody> {
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in headers {
+        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+            (Ok(name), Ok(value)) => {
+                resp.headers_mut().append(name, value);
+            }
+            _ => tracing::error!(header = name, "dropped a response header that HTTP cannot carry"),
+        }
+    }
+    resp
+}
+
+/// The answer to a request refused by the transport rules: its status, its headers, and (but
+/// for a 404) a JSON-RPC error body.
+fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
+    let mut headers = refusal.headers.clone();
+    let body = match refusal.body() {
+        Some(body) => {
+            headers.push(("content-type", "application/json".to_owned()));
+            McpBody::full(body)
+        }
+        None => McpBody::empty(),
+    };
+    response(refusal.status, &headers, body)
+}
+
+/// A transport error of this layer's own (408, 503, ...), with a JSON-RPC error body like a
+/// refusal's.
+fn error_response(status: u16, message: &'static str) -> Response<McpBody> {
+    let body = encode_error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+    response(status, &[("content-type", "application/json".to_owned())], McpBody::full(body))
+}
+
+/// Marks a response as the connection's last: sent when part of the request body was left
+/// unread, so the connection cannot carry another request.
+fn closing(mut resp: Response<McpBody>) -> Response<McpBody> {
+    resp.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_valid_and_distinct() {
+        let a = mint_session_id();
+        let b = mint_session_id();
+        assert!(crate::http::is_valid_session_id(&a), "{a}");
+        assert_eq!(a.len(), 43);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn accept_errors() {
+        assert_eq!(accept_backoff(&io::Error::from(io::ErrorKind::ConnectionAborted)), None);
+        assert_eq!(accept_backoff(&io::Error::other("too many open files")), Some(ACCEPT_BACKOFF));
+    }
+
+    #[test]
+    fn full_bodies_report_their_length() {
+        let body = McpBody::full(&b"{}"[..]);
+        assert_eq!(body.size_hint().exact(), Some(2));
+        assert!(!body.is_end_stream());
+        assert!(McpBody::full(Vec::new()).is_end_stream());
+        assert_eq!(McpBody::empty().size_hint().exact(), Some(0));
+    }
+
+    #[test]
+    fn hyper_buffer_covers_the_head_bound() {
+        assert_eq!(hyper_buf_size(8 * 1024), 24 * 1024);
+        assert_eq!(hyper_buf_size(0), 16 * 1024);
+    }
+}

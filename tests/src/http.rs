@@ -1,0 +1,351 @@
+//! Streamable HTTP over real loopback sockets, the same on both runtimes: a server started on a
+//! runtime of the test's choosing ([`serve`]) and a small blocking HTTP/1.1 client ([`Client`])
+//! that can also misbehave (send half a head, a body that never ends, nothing at all).
+//!
+//! The client parses response heads with `httparse` and decodes `Content-Length` and chunked
+//! bodies; it reads chunk by chunk so an SSE stream can be followed event by event. Every read
+//! waits at most [`TIMEOUT`]: timing only ever turns a hang into a failure.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use mcp_proto::server::{HttpOptions, Server};
+use serde_json::Value;
+
+use crate::stdio_server::{build, Options};
+
+/// How long a read may wait before the test calls it a hang.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The shim a server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shim {
+    /// `mcp_tokio::serve_http` on a multi-threaded tokio runtime.
+    Tokio,
+    /// `mcp_smol::serve_http` on smol's global executor.
+    Smol,
+}
+
+/// Both shims, for tests that run every scenario on each.
+pub const SHIMS: [Shim; 2] = [Shim::Tokio, Shim::Smol];
+
+/// The replay test tools (see [`crate::stdio_server`]) on `shim`'s timer.
+pub fn test_server(shim: Shim) -> Server {
+    let built = match shim {
+        Shim::Tokio => build(&Options::default(), |d| Box::pin(tokio::time::sleep(d))),
+        Shim::Smol => build(&Options::default(), |d| {
+            Box::pin(async move {
+                smol::Timer::after(d).await;
+            })
+        }),
+    };
+    built.unwrap_or_else(|e| panic!("the test tools are valid: {e}"))
+}
+
+/// Serves `server` over HTTP on `shim`, on a loopback port of its own, from a thread that lives
+/// as long as the test process. Returns the address once the listener is bound.
+pub fn serve(shim: Shim, server: Server, opts: HttpOptions) -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name(format!("http-{shim:?}"));
+    let spawned = match shim {
+        Shim::Tokio => thread.spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = tx.send(listener.local_addr()?);
+                mcp_tokio::serve_http(listener, server, opts).await
+            })
+        }),
+        Shim::Smol => thread.spawn(move || {
+            smol::block_on(async move {
+                let listener = smol::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = tx.send(listener.local_addr()?);
+                mcp_smol::serve_http(listener, server, opts).await
+            })
+        }),
+    };
+    let _thread = spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
+    rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"))
+}
+
+/// A request to send, built up header by header.
+#[derive(Debug, Clone)]
+pub struct Req {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    content_length: bool,
+}
+
+impl Req {
+    /// `METHOD path` with `Host: localhost` and nothing else.
+    pub fn new(method: &str, path: &str) -> Self {
+        Req {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            headers: vec![("Host".to_owned(), "localhost".to_owned())],
+            body: Vec::new(),
+            content_length: false,
+        }
+    }
+
+    /// A JSON-RPC `POST` to `/mcp` as a well-behaved client sends it: JSON content type,
+    /// `Accept` of both response kinds, and a `Content-Length`.
+    pub fn post(body: impl Into<Vec<u8>>) -> Self {
+        Req::new("POST", "/mcp")
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(body)
+    }
+
+    /// Adds a header (repeats allowed).
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Removes every header called `name` (`Content-Length` included: then none is sent unless
+    /// added back with [`header`](Self::header)).
+    pub fn without(mut self, name: &str) -> Self {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        if name.eq_ignore_ascii_case("content-length") {
+            self.content_length = false;
+        }
+        self
+    }
+
+    /// Sets the body and a matching `Content-Length`.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self.content_length = true;
+        self
+    }
+
+    /// The request's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = format!("{} {} HTTP/1.1\r\n", self.method, self.path).into_bytes();
+        for (name, value) in &self.headers {
+            out.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
+        if self.content_length {
+            out.extend_from_slice(format!("Content-Length: {}\r\n", self.body.len()).as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+/// A response head.
+#[derive(Debug, Clone)]
+pub struct Head {
+    /// The status code.
+    pub status: u16,
+    /// Every header, names lower-cased.
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl Head {
+    /// The first value of `name`, as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    fn chunked(&self) -> bool {
+        self.header("transfer-encoding").is_some_and(|te| te.eq_ignore_ascii_case("chunked"))
+    }
+}
+
+/// A complete response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status and headers.
+    pub head: Head,
+    /// The decoded body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.head.status
+    }
+
+    /// The first value of header `name`.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.header(name)
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Result<Value, String> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| format!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// One client connection.
+pub struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects to `addr`.
+    pub fn connect(addr: SocketAddr) -> io::Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
+        stream.set_read_timeout(Some(TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Client { stream, buf: Vec::new() })
+    }
+
+    /// Writes raw bytes.
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Sends `req` and reads the whole response.
+    pub fn request(&mut self, req: &Req) -> Result<Response, String> {
+        self.send(&req.to_bytes()).map_err(|e| format!("send: {e}"))?;
+        self.response()
+    }
+
+    /// Reads a whole response (not an endless stream).
+    pub fn response(&mut self) -> Result<Response, String> {
+        let head = self.head()?;
+        let body = if head.chunked() {
+            let mut body = Vec::new();
+            while let Some(chunk) = self.chunk()? {
+                body.extend_from_slice(&chunk);
+            }
+            body
+        } else {
+            let len = head.header("content-length").map_or(Ok(0), str::parse::<usize>);
+            let len = len.map_err(|e| format!("bad Content-Length: {e}"))?;
+            self.fill(len)?;
+            self.buf.drain(..len).collect()
+        };
+        Ok(Response { head, body })
+    }
+
+    /// Reads a response head.
+    pub fn head(&mut self) -> Result<Head, String> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut parsed = httparse::Response::new(&mut headers);
+            match parsed.parse(&self.buf).map_err(|e| format!("bad response head: {e}"))? {
+                httparse::Status::Complete(len) => {
+                    let head = Head {
+                        status: parsed.code.unwrap_or_default(),
+                        headers: parsed
+                            .headers
+                            .iter()
+                            .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
+                            .collect(),
+                    };
+                    self.buf.drain(..len);
+                    return Ok(head);
+                }
+                httparse::Status::Partial => {
+                    if self.read_more()? == 0 {
+                        return Err(format!(
+                            "connection closed before a response head (had {:?})",
+                            String::from_utf8_lossy(&self.buf)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next chunk of a chunked body, or `None` at its end.
+    pub fn chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+        let line = self.line()?;
+        let size = line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size, 16).map_err(|e| format!("bad chunk size {line:?}: {e}"))?;
+        if size == 0 {
+            // Trailers, if any, end with an empty line.
+            while !self.line()?.is_empty() {}
+            return Ok(None);
+        }
+        self.fill(size + 2)?;
+        let chunk: Vec<u8> = self.buf.drain(..size).collect();
+        self.buf.drain(..2);
+        Ok(Some(chunk))
+    }
+
+    /// Whether the server closed the connection (end of file or reset) before `within`; `false`
+    /// if it is still open then, or sent bytes instead.
+    pub fn closed_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let mut scratch = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.stream.set_read_timeout(Some(left)).is_err() {
+                return false;
+            }
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return true,
+                Ok(n) => self.buf.extend_from_slice(scratch.get(..n).unwrap_or_default()),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return false
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Bytes read but not consumed yet.
+    pub fn unread(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn line(&mut self) -> Result<String, String> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = self.buf.drain(..end + 2).take(end).collect();
+                return String::from_utf8(line).map_err(|e| format!("line is not text: {e}"));
+            }
+            if self.read_more()? == 0 {
+                return Err("connection closed in the middle of a chunked body".to_owned());
+            }
+        }
+    }
+
+    fn fill(&mut self, len: usize) -> Result<(), String> {
+        while self.buf.len() < len {
+            if self.read_more()? == 0 {
+                return Err(format!("connection closed with {} of {len} body bytes", self.buf.len()));
+            }
+        }
+        Ok(())
+    }
+
+    fn read_more(&mut self) -> Result<usize, String> {
+        let _ = self.stream.set_read_timeout(Some(TIMEOUT));
+        let mut scratch = [0u8; 16 * 1024];
+        loop {
+            match self.stream.read(&mut scratch) {
+                Ok(n) => {
+                    self.buf.extend_from_slice(scratch.get(..n).unwrap_or_default());
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(format!("no response within {TIMEOUT:?}"))
+                }
+                // A reset reads as the end of the connection.
+                Err(_) => return Ok(0),
+            }
+        }
+    }
+}
