@@ -3,12 +3,13 @@
 //! MCP conformance suite, and `--extra-tools N` generated tools for exercising pagination.
 
 use bigdecimal::BigDecimal;
+use mcp_proto::interaction::InputRequest;
 use mcp_proto::server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
 };
-use serde_json::{json, Number};
+use serde_json::{json, Number, Value};
 use std::str::FromStr;
 
 /// Command-line options.
@@ -19,14 +20,19 @@ pub(crate) struct Args {
     /// Serve only the benchmark contract's tools (`echo`, `add`), the catalogue every peer of
     /// ../shared/bench serves, so `tools/list` rows compare like with like.
     pub(crate) bench: bool,
+    /// Serve Streamable HTTP on this address instead of stdio (`--http 127.0.0.1:3000`).
+    pub(crate) http: Option<String>,
 }
 
-const USAGE: &str = "usage: everything [--extra-tools N] [--role ROLE]...\n\
-    Serves the demo MCP server on stdin/stdout.\n\
+const USAGE: &str = "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR]\n\
+    Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
     \x20                 admin_echo tool and test://admin-secret resource\n\
-    --bench           serve only the benchmark tools echo and add (as the bench peers do)";
+    --bench           serve only the benchmark tools echo and add (as the bench peers do)\n\
+    --http ADDR       serve Streamable HTTP on ADDR (e.g. 127.0.0.1:3000; port 0 picks one)\n\
+    \x20                 at /mcp instead of stdio, and print `listening on http://HOST:PORT/mcp`\n\
+    \x20                 to stderr once bound; --role applies to stdio only";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -39,11 +45,14 @@ impl Args {
 
 /// Parses `std::env::args`, or returns the message to print.
 pub(crate) fn parse_args() -> Result<Args, String> {
-    let mut args = Args { extra_tools: 0, roles: Vec::new(), bench: false };
+    let mut args = Args { extra_tools: 0, roles: Vec::new(), bench: false, http: None };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--bench" => args.bench = true,
+            "--http" => {
+                args.http = Some(it.next().ok_or_else(|| format!("--http needs an address\n{USAGE}"))?)
+            }
             "--role" => args.roles.push(it.next().ok_or_else(|| format!("--role needs a name\n{USAGE}"))?),
             "--extra-tools" => {
                 let n = it.next().ok_or_else(|| format!("--extra-tools needs a number\n{USAGE}"))?;
@@ -55,6 +64,12 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+/// Tells whoever started the server where it listens, as the one line scripts and tests parse:
+/// `listening on http://HOST:PORT/mcp` on stderr.
+pub(crate) fn announce(addr: std::net::SocketAddr) {
+    eprintln!("listening on http://{addr}/mcp");
 }
 
 /// Logs go to stderr: stdout carries only protocol bytes.
@@ -157,7 +172,7 @@ pub(crate) fn build(args: &Args) -> Server {
             },
         );
     if !args.bench {
-        builder = fixtures(builder);
+        builder = interactions(fixtures(builder));
     }
     for i in 0..args.extra_tools {
         let name = format!("extra_{i:04}");
@@ -372,16 +387,237 @@ fn fixtures(builder: ServerBuilder) -> ServerBuilder {
                     "type": "object",
                     "$defs": {
                         "address": {
+                            "$anchor": "address",
                             "type": "object",
                             "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
                         }
                     },
                     "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                    "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+                    "if": {"required": ["address"]},
+                    "then": {"properties": {"name": {"minLength": 1}}},
+                    "else": {"required": ["name"]},
                     "additionalProperties": false
                 }),
             ),
             |call: ToolCall| async move {
                 ToolOutput::text(format!("Received: {}", serde_json::Value::Object(call.arguments)))
+            },
+        )
+}
+
+/// An argument of a tool call, as text (`""` when absent).
+fn arg(call: &ToolCall, name: &str) -> String {
+    call.arguments.get(name).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+/// The text a sampling answer carries, if any.
+fn sampled_text(answer: &Value) -> &str {
+    answer["content"]["text"].as_str().unwrap_or("")
+}
+
+/// A one-field text form.
+fn form(field: &str, kind: &str) -> Value {
+    json!({"type": "object", "properties": {field: {"type": kind}}, "required": [field]})
+}
+
+fn request(
+    r: Result<InputRequest, mcp_proto::interaction::InteractionError>,
+) -> Result<InputRequest, HandlerError> {
+    r.map_err(HandlerError::private)
+}
+
+/// The fixtures that ask the client for input: one handler each, whatever the protocol era
+/// (legacy sessions get real requests, 2026-07-28 gets `input_required` and a retry).
+fn interactions(builder: ServerBuilder) -> ServerBuilder {
+    let prompt_schema =
+        json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]});
+    let message_schema =
+        json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]});
+    builder
+        .tool(
+            Tool::new("test_sampling", "Asks the client's LLM to answer the prompt", prompt_schema),
+            |call: ToolCall| async move {
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": arg(&call, "prompt")}}],
+                    "maxTokens": 100});
+                let answer = call.ctx.ask_one("sample_request", request(InputRequest::sample(params))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("LLM response: {}", sampled_text(&answer))))
+            },
+        )
+        .tool(
+            Tool::new("test_elicitation", "Asks the user for a username and an email", message_schema),
+            |call: ToolCall| async move {
+                let schema = json!({"type": "object", "properties": {
+                    "username": {"type": "string", "description": "Your username"},
+                    "email": {"type": "string", "description": "Your email address"}},
+                    "required": ["username", "email"]});
+                let answer = call.ctx.ask_one("user_info", request(InputRequest::elicit(arg(&call, "message"), schema))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!(
+                    "User response: action={}, content={}",
+                    answer["action"].as_str().unwrap_or(""),
+                    answer.get("content").cloned().unwrap_or(json!({}))
+                )))
+            },
+        )
+        .tool(
+            Tool::new("test_elicitation_sep1034_defaults", "Asks for a form whose every field has a default", no_args()),
+            |call: ToolCall| async move {
+                let schema = json!({"type": "object", "properties": {
+                    "name": {"type": "string", "default": "John Doe"},
+                    "age": {"type": "integer", "default": 30},
+                    "score": {"type": "number", "default": 95.5},
+                    "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "default": true}}});
+                let req = request(InputRequest::elicit("Please review your details", schema))?;
+                let answer = call.ctx.ask_one("details", req).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Elicitation completed: {answer}")))
+            },
+        )
+        .tool(
+            Tool::new("test_elicitation_sep1330_enums", "Asks for a form with every kind of choice", no_args()),
+            |call: ToolCall| async move {
+                let titled = |p: &str, t: &str| {
+                    (1..=3).map(|i| json!({"const": format!("{p}{i}"), "title": format!("{t} {i}")})).collect::<Vec<_>>()
+                };
+                let schema = json!({"type": "object", "properties": {
+                    "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "oneOf": titled("value", "Option")},
+                    "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                        "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "minItems": 1, "maxItems": 3,
+                        "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "minItems": 1, "maxItems": 3,
+                        "items": {"anyOf": titled("value", "Choice")}}}});
+                let answer = call.ctx.ask_one("choices", request(InputRequest::elicit("Pick your options", schema))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Elicitation completed: {answer}")))
+            },
+        )
+        .tool(
+            Tool::new("test_reconnection", "Streams a log line, then answers after a pause", no_args()),
+            |call: ToolCall| async move {
+                call.ctx.log(LogLevel::Info, Some("everything"), json!("reconnection test started"));
+                call.ctx.sleep(std::time::Duration::from_millis(100)).await;
+                ToolOutput::text("Reconnection test completed")
+            },
+        )
+        .tool(
+            Tool::new("test_missing_capability", "Needs the client's sampling capability", no_args()),
+            |call: ToolCall| async move {
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Say hello"}}],
+                    "maxTokens": 20});
+                let answer = call.ctx.ask_one("sample_request", request(InputRequest::sample(params))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Sampled: {}", sampled_text(&answer))))
+            },
+        )
+        .tool(
+            Tool::new("test_streaming_elicitation", "Reports progress, then asks for a confirmation", no_args()),
+            |call: ToolCall| async move {
+                call.ctx.progress(1.0, Some(2.0), Some("asking for confirmation"));
+                let answer = call.ctx.ask_one("confirm", request(InputRequest::elicit("Continue?", form("ok", "boolean")))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Confirmation: {}", answer["action"].as_str().unwrap_or(""))))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_elicitation", "Asks for a name (key user_name)", no_args()),
+            |call: ToolCall| async move {
+                let answer = call.ctx.ask_one("user_name", request(InputRequest::elicit("What is your name?", form("name", "string")))?).await?;
+                let name = answer["content"]["name"].as_str().unwrap_or("stranger");
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Hello, {name}!")))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_sampling", "Asks the client's LLM for a sample", no_args()),
+            |call: ToolCall| async move {
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Write a haiku"}}],
+                    "maxTokens": 100});
+                let answer = call.ctx.ask_one("sample_request", request(InputRequest::sample(params))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Sample: {}", sampled_text(&answer))))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_list_roots", "Asks for the client's roots", no_args()),
+            |call: ToolCall| async move {
+                let answer = call.ctx.ask_one("roots_request", InputRequest::list_roots()).await?;
+                let n = answer["roots"].as_array().map_or(0, Vec::len);
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Found {n} root(s)")))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_request_state", "Asks for a confirmation; the state rides along", no_args()),
+            |call: ToolCall| async move {
+                let answer = call.ctx.ask_one("confirm", request(InputRequest::elicit("Proceed?", form("ok", "boolean")))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("state-ok: confirmed={}", answer["content"]["ok"])))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_multiple_inputs", "Asks for a form, a sample and the roots at once", no_args()),
+            |call: ToolCall| async move {
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}],
+                    "maxTokens": 50});
+                let answers = call
+                    .ctx
+                    .ask(vec![
+                        ("user_name".into(), request(InputRequest::elicit("Your name?", form("name", "string")))?),
+                        ("sample_request".into(), request(InputRequest::sample(params))?),
+                        ("roots_request".into(), InputRequest::list_roots()),
+                    ])
+                    .await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Received {} answers", answers.len())))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_multi_round", "Asks two questions, one round each", no_args()),
+            |call: ToolCall| async move {
+                let first = call.ctx.ask_one("step1", request(InputRequest::elicit("Step 1: your name?", form("name", "string")))?).await?;
+                let second = call.ctx.ask_one("step2", request(InputRequest::elicit("Step 2: your favourite colour?", form("color", "string")))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!(
+                    "Completed: name={}, color={}",
+                    first["content"]["name"], second["content"]["color"]
+                )))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_tampered_state", "Asks for a name; its state is HMAC-sealed", no_args()),
+            |call: ToolCall| async move {
+                let answer = call.ctx.ask_one("user_name", request(InputRequest::elicit("What is your name?", form("name", "string")))?).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Hello, {}!", answer["content"]["name"])))
+            },
+        )
+        .tool(
+            Tool::new("test_input_required_result_capabilities", "Asks only for what the client can answer", no_args()),
+            |call: ToolCall| async move {
+                let elicit = request(InputRequest::elicit("Your name?", form("name", "string")))?;
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Pick a name"}}],
+                    "maxTokens": 20});
+                // Elicit when the client can answer a form; otherwise fall back to sampling.
+                let (key, req) = if call.ctx.can_ask(&elicit) {
+                    ("user_name", elicit)
+                } else {
+                    ("sample_request", request(InputRequest::sample(params))?)
+                };
+                let answer = call.ctx.ask_one(key, req).await?;
+                Ok::<_, HandlerError>(ToolOutput::text(format!("Answered: {answer}")))
+            },
+        )
+        .tool(
+            Tool::new(
+                "test_header_param",
+                "Echoes its region, which 2026-07-28 clients mirror in the Mcp-Param-Region header",
+                json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}),
+            ),
+            |call: ToolCall| async move { ToolOutput::text(format!("region: {}", arg(&call, "region"))) },
+        )
+        .prompt(
+            Prompt::new("test_input_required_result_prompt").description("A prompt that first asks for context"),
+            |p: GetPrompt| async move {
+                let answer = p
+                    .ctx
+                    .ask_one("user_context", request(InputRequest::elicit("What is the context?", form("context", "string")))?)
+                    .await?;
+                let context = answer["content"]["context"].as_str().unwrap_or("").to_owned();
+                Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text(format!(
+                    "Context: {context}"
+                )))]))
             },
         )
 }

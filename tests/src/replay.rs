@@ -16,6 +16,8 @@
 //! | `= close end-of-input` / `closed` / `frame-too-large` | the next output is `Output::Close` |
 //! | `= stale` | the last `! complete` (or `! log`) was refused as `Stale` (nothing sent) |
 //! | `= unknown-connection` | `handle_frame` answered `UnknownConnection` (the connection is gone) |
+//! | `= asked pending` / `= asked answered {json}` / `= asked error <kind> [detail]` | what `Engine::ask` returned to the last `! ask` (see below) |
+//! | `= answer <id> {json}` / `= answer <id> error <kind> [detail]` | the next output is an `Output::Answer` for the call of request `<id>`: the answers by key, or why there are none |
 //! | `! <directive>` | see below |
 //!
 //! Every output must be matched by an expectation line before the next input line, and every
@@ -27,6 +29,21 @@
 //! `text` repeated `N` times (the text is a JSON string literal, so `"\\"` is one backslash), to
 //! keep long frames readable.
 //!
+//! The same lines may name a sealed 2026-07-28 `requestState` the engine emitted, which no
+//! transcript can spell out: `{{state}}` is the `requestState` of the last `input_required`
+//! result emitted so far, `{{state N}}` the N-th (from 1). In a `>` line it lets the client
+//! retry with the state, or tamper with it (`"{{state}}-TAMPERED"`); in a `<` line it matches
+//! the state just emitted. Only this runner knows states: the stdio pipe runner
+//! ([`crate::pipe`]) skips transcripts with `! ask` anyway.
+//!
+//! Ask results and answers: `<kind>` is one of `unsupported`, `rejected`, `invalid`,
+//! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended` (the [`AskError`] variants).
+//! The runner prints a detail after some kinds: the required capabilities for `unsupported`
+//! (`{"sampling":{}}`), the client's code and message for `rejected` (`-1 "no"`), the reason for
+//! `invalid` (`"field ..."`). An expectation may leave the detail out; when it gives one, the
+//! detail must match exactly. Answers are compared as compact JSON text in the engine's order,
+//! numbers exactly as the client wrote them.
+//!
 //! ## Directives
 //!
 //! Configuration, only before the first input (the engine is built at the first input):
@@ -36,6 +53,8 @@
 //!   `! max-uri-bytes N`, `! max-subscribed-uris N`, `! max-subscriptions N`, `! max-listens N`,
 //!   `! max-connections N`: the [`Limits`] setters;
 //! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! instructions "text"`;
+//! - `! max-input-rounds N` ([`Config::max_input_rounds`], default 10), `! state-ttl 5s` (or
+//!   `ms`; [`Config::state_ttl`], default 10 minutes);
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
 //! - `! tools echo add ...`: register only these test tools (default: all of
@@ -66,6 +85,16 @@
 //!     `cancelled` (the handler's future was dropped), or `auto` (the built-in behaviour).
 //!
 //!   A reply of another kind than the call's is passed on as it is (the engine must refuse it).
+//! - `! ask <ref> <key> <request> [; <key> <request>]...`: `Engine::ask` for that held call,
+//!   each request under the handler's key (a word, or a JSON string). `<request>` is one of
+//!   `elicit {requestedSchema} "message"`, `elicit-url "url" "message"`,
+//!   `sample {sampling/createMessage params}` or `roots`; a request its constructor refuses is a
+//!   transcript error. What `ask` returned is the next event (`= asked ...`), before whatever
+//!   the engine emitted: on a legacy session the server→client requests (`<` frames), on
+//!   2026-07-28 nothing (answered from the retry) or `= cancel` and the call's
+//!   `input_required` or error reply. The client answers a server→client request with a
+//!   response frame (`> {"jsonrpc":"2.0","id":N,"result":{..}}` or `"error"`), which gets no
+//!   reply; once all are in (or at the first failure) comes `= answer`.
 //! - `! log <ref> <level> [logger=<name>] <json>`: `Engine::log` for that held call.
 //! - `! progress <ref> <progress> [<total>]`: `Engine::progress` for that held call.
 //! - `! shutdown`: `Engine::shutdown`.
@@ -95,6 +124,27 @@
 //!   connection (acknowledged, not cancelled by the client) and be of a kind its acknowledged
 //!   filter names; an untagged `list_changed` or `resources/updated` may only go to a
 //!   connection with an initialized legacy session;
+//! - a frame the server sends with both `id` and `method` is a server→client request, never a
+//!   reply: its id is the server's own and is not counted against the client's requests. It
+//!   may only go to a connection whose legacy session is initialized (never 2026-07-28), only
+//!   while the `! ask` that asked for it drains (an ask that returned `pending` must send
+//!   exactly its requests, in order, on the call's connection; `ping` aside), only with a
+//!   capability the client declared in `initialize` (`elicitation` for a form, and from
+//!   2025-11-25 not when only `url` was declared; `elicitation.url` and 2025-11-25 for URL
+//!   mode; multi-select fields only from 2025-11-25; `sampling`, with `sampling.tools` for tool
+//!   use and, from 2025-11-25, `sampling.context` for `includeContext`; `roots`), and with an id
+//!   (string or integer) no other unanswered request of the server on that connection uses.
+//!   The client's response to it (a frame with `result` or `error` and no `method`) is an input
+//!   that gets no reply; it settles the request of that id;
+//! - `Output::Answer` comes only for a call with a legacy ask pending, never after its call was
+//!   cancelled; a 2026-07-28 ask never returns `pending`, a legacy one never `answered` or
+//!   `suspended`. The `Output::Cancel` that follows a `suspended` ask excuses no reply: the
+//!   engine answered the call itself;
+//! - a result with `resultType: "input_required"` is the reply to its request, which must be a
+//!   2026-07-28 `tools/call`, `prompts/get` or `resources/read`. It must hold `inputRequests`
+//!   or `requestState` (or both), carry no caching hints (`ttlMs`, `cacheScope`), be a valid
+//!   `InputRequiredResult`, and ask only for what the request's own
+//!   `_meta["io.modelcontextprotocol/clientCapabilities"]` allows (the rules above);
 //! - `handle_frame`'s [`FrameOutcome`] agrees with that classification;
 //! - no request is still in flight when the transcript ends;
 //! - every reply fits in `max_response_bytes`;
@@ -103,18 +153,19 @@
 //!   `_meta["io.modelcontextprotocol/protocolVersion"]`, else the version the connection's
 //!   session negotiated, else 2025-11-25); for a notification, 2026-07-28 when it carries a
 //!   subscription id, the version of the call it is about for a log message, else the
-//!   session's.
+//!   session's; for a server→client request, the session's.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
-    CallId, Caller, CloseReason, Completion, CompletionRef, Config, ConnId, ConnKind, Content, Engine,
-    FrameOutcome, Gate, HandlerError, Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage,
-    PromptOutput, ProtocolVersion, Reply, Request, ResourceContents, ResourceLink, RpcError, Ticket,
-    ToolOutput,
+    AskError, Asked as AskOutcome, CallId, Caller, CloseReason, Completion, CompletionRef, Config, ConnId,
+    ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, Implementation, KeyRing, Limits, LogLevel,
+    Output, PromptMessage, PromptOutput, ProtocolVersion, Reply, Request, ResourceContents, ResourceLink,
+    RpcError, Ticket, ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -127,6 +178,7 @@ use crate::tools::{
 use crate::wire;
 
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES_POINTER: &str = "/_meta/io.modelcontextprotocol~1clientCapabilities";
 const SUBSCRIPTION_ID_POINTER: &str = "/params/_meta/io.modelcontextprotocol~1subscriptionId";
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
@@ -224,11 +276,147 @@ impl Live {
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
     Frame(usize, Vec<u8>),
-    Invoke { conn: usize, method: String, name: String, id: Value },
-    Cancel { conn: usize, id: Value },
+    Invoke {
+        conn: usize,
+        method: String,
+        name: String,
+        id: Value,
+    },
+    Cancel {
+        conn: usize,
+        id: Value,
+    },
     Close(usize, &'static str),
     Stale,
     UnknownConnection(usize),
+    /// What `Engine::ask` returned to the last `! ask`.
+    Asked(AskResult),
+    /// An `Output::Answer` for the call of request `id`.
+    Answer {
+        conn: usize,
+        id: Value,
+        result: AskResult,
+    },
+}
+
+/// What an ask came to: `Engine::ask`'s return value, or an `Output::Answer`.
+#[derive(Debug, Clone, PartialEq)]
+enum AskResult {
+    Pending,
+    /// The answers by key, as compact JSON text (numbers exactly as the client wrote them).
+    Answered(String),
+    /// An [`AskError`]: its kind (`busy`, `unsupported`, ...) and a detail (the required
+    /// capabilities, the client's error code and message, the reason an answer is invalid),
+    /// which an expectation may leave out.
+    Error {
+        kind: &'static str,
+        detail: String,
+    },
+}
+
+impl AskResult {
+    fn of(r: &Result<AskOutcome, AskError>) -> Self {
+        match r {
+            Ok(AskOutcome::Pending) => AskResult::Pending,
+            Ok(AskOutcome::Answered(m)) => AskResult::Answered(Value::Object(m.clone()).to_string()),
+            Ok(_) => AskResult::Error { kind: "other", detail: format!("{r:?}") },
+            Err(e) => ask_error(e),
+        }
+    }
+
+    fn of_answer(r: &Result<Map<String, Value>, AskError>) -> Self {
+        match r {
+            Ok(m) => AskResult::Answered(Value::Object(m.clone()).to_string()),
+            Err(e) => ask_error(e),
+        }
+    }
+
+    /// `pending`, `answered {json}`, `error <kind> [detail]`.
+    fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let (word, rest) = s.split_once(' ').map_or((s, ""), |(a, b)| (a, b.trim()));
+        match word {
+            "pending" if rest.is_empty() => Ok(AskResult::Pending),
+            "answered" => {
+                let v: Value = serde_json::from_str(rest).map_err(|e| format!("answers {rest}: {e}"))?;
+                if !v.is_object() {
+                    return Err("the answers are a JSON object".into());
+                }
+                Ok(AskResult::Answered(v.to_string()))
+            }
+            "error" => {
+                let (kind, detail) = rest.split_once(' ').map_or((rest, ""), |(a, b)| (a, b.trim()));
+                let kind = ASK_ERROR_KINDS.iter().find(|k| **k == kind).ok_or_else(|| {
+                    format!("unknown ask error kind {kind:?}: one of {}", ASK_ERROR_KINDS.join(", "))
+                })?;
+                Ok(AskResult::Error { kind, detail: detail.to_owned() })
+            }
+            _ => Err(format!("an ask result is `pending`, `answered {{json}}` or `error <kind>`, not {s:?}")),
+        }
+    }
+
+    /// Whether `self` (actual) meets `expected`: an expected error without a detail takes any.
+    fn meets(&self, expected: &AskResult) -> bool {
+        match (self, expected) {
+            (AskResult::Error { kind, .. }, AskResult::Error { kind: k, detail }) if detail.is_empty() => {
+                kind == k
+            }
+            _ => self == expected,
+        }
+    }
+}
+
+impl fmt::Display for AskResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskResult::Pending => f.write_str("pending"),
+            AskResult::Answered(json) => write!(f, "answered {json}"),
+            AskResult::Error { kind, detail } if detail.is_empty() => write!(f, "error {kind}"),
+            AskResult::Error { kind, detail } => write!(f, "error {kind} {detail}"),
+        }
+    }
+}
+
+/// The kinds of [`AskError`], as transcripts name them.
+const ASK_ERROR_KINDS: [&str; 9] = [
+    "unsupported",
+    "rejected",
+    "invalid",
+    "too-many-rounds",
+    "unreachable",
+    "busy",
+    "stale",
+    "suspended",
+    "other",
+];
+
+fn ask_error(e: &AskError) -> AskResult {
+    let quoted = |s: &str| Value::String(s.to_owned()).to_string();
+    let (kind, detail) = match e {
+        AskError::Unsupported(u) => ("unsupported", u.required_capabilities().to_string()),
+        AskError::Rejected(r) => ("rejected", format!("{} {}", r.code.code(), quoted(&r.message))),
+        AskError::Invalid(i) => ("invalid", quoted(i.message())),
+        AskError::TooManyRounds => ("too-many-rounds", String::new()),
+        AskError::Unreachable => ("unreachable", String::new()),
+        AskError::Busy => ("busy", String::new()),
+        AskError::Stale => ("stale", String::new()),
+        AskError::Suspended => ("suspended", String::new()),
+        other => ("other", format!("{other:?}")),
+    };
+    AskResult::Error { kind, detail }
+}
+
+impl Event {
+    /// Whether `self` (what the engine did) meets the expectation `expected`.
+    fn meets(&self, expected: &Event) -> bool {
+        match (self, expected) {
+            (Event::Asked(a), Event::Asked(e)) => a.meets(e),
+            (Event::Answer { conn, id, result }, Event::Answer { conn: c, id: i, result: r }) => {
+                conn == c && id == i && result.meets(r)
+            }
+            _ => self == expected,
+        }
+    }
 }
 
 /// `<`, `<2`, `=3`: the mark of a line, with the connection number unless it is 1.
@@ -251,6 +439,11 @@ impl fmt::Display for Event {
             Event::Close(c, r) => write!(f, "{} close {r}", mark('=', *c)),
             Event::Stale => f.write_str("= stale"),
             Event::UnknownConnection(c) => write!(f, "{} unknown-connection", mark('=', *c)),
+            Event::Asked(r) => write!(f, "= asked {r}"),
+            Event::Answer { conn, id, result: AskResult::Answered(json) } => {
+                write!(f, "{} answer {id} {json}", mark('=', *conn))
+            }
+            Event::Answer { conn, id, result } => write!(f, "{} answer {id} {result}", mark('=', *conn)),
         }
     }
 }
@@ -285,6 +478,8 @@ struct Settings {
     limits: Limits,
     call_timeout: Option<Duration>,
     cache_ttl_ms: Option<u64>,
+    max_input_rounds: Option<u32>,
+    state_ttl: Option<Duration>,
     instructions: Option<String>,
     full_info: bool,
     tools: Selection,
@@ -304,6 +499,8 @@ impl Default for Settings {
             limits: Limits::default(),
             call_timeout: None,
             cache_ttl_ms: None,
+            max_input_rounds: None,
+            state_ttl: None,
             instructions: None,
             full_info: false,
             tools: None,
@@ -352,6 +549,11 @@ struct Held {
     handler: Fixture,
     asked: Asked,
     cancelled: bool,
+    /// A legacy `! ask` is waiting for its `Output::Answer`.
+    asking: bool,
+    /// A modern `! ask` answered the request (`input_required` or an error) and the engine
+    /// cancels the handler: that `Cancel` excuses no reply.
+    suspended: bool,
 }
 
 /// A request of the current input that may become an `Invoke`.
@@ -369,6 +571,9 @@ struct Awaiting {
     version: Option<ProtocolVersion>,
     /// The `notifications` filter of a `subscriptions/listen`.
     filter: Option<Value>,
+    /// The client's capabilities: `params.capabilities` of an `initialize`, or
+    /// `_meta["io.modelcontextprotocol/clientCapabilities"]` of a 2026-07-28 request.
+    caps: Option<Value>,
 }
 
 /// The honoured filter of an open listen stream.
@@ -384,6 +589,10 @@ struct Conn {
     open: bool,
     session: Option<ProtocolVersion>,
     initialized: bool,
+    /// The capabilities the client declared in the `initialize` its session came from.
+    client_caps: Option<Value>,
+    /// Server→client requests the client has not answered, by canonical id: their method.
+    outbound: HashMap<String, String>,
     /// Acknowledged listen streams the client has not cancelled, by canonical id.
     listens: HashMap<String, Stream>,
 }
@@ -419,6 +628,11 @@ struct Runner {
     shutting_down: bool,
     /// The connection and version of the call `! log` is logging for.
     log_call: Option<(usize, ProtocolVersion)>,
+    /// Every `requestState` of an `input_required` result, in the order emitted.
+    states: Vec<String>,
+    /// The server→client requests the last `! ask` must send (it returned `pending`): their
+    /// connection and method, in order.
+    ask_sends: VecDeque<(usize, &'static str)>,
     failures: Vec<String>,
 }
 
@@ -454,6 +668,8 @@ impl Runner {
             excused: HashMap::new(),
             shutting_down: false,
             log_call: None,
+            states: Vec::new(),
+            ask_sends: VecDeque::new(),
             failures: Vec::new(),
         }
     }
@@ -516,12 +732,12 @@ impl Runner {
         }
         if let Some((conn, frame)) = prefixed(text, '>') {
             self.settle()?;
-            let frame = expand(frame)?;
+            let frame = self.expand(frame)?;
             self.cause = line;
             return self.frame_in(conn, frame.as_bytes());
         }
         if let Some((conn, expected)) = prefixed(text, '<') {
-            let expected = Event::Frame(conn, expand(expected)?.into_bytes());
+            let expected = Event::Frame(conn, self.expand(expected)?.into_bytes());
             return self.expect(expected);
         }
         if let Some((conn, rest)) = prefixed(text, '=') {
@@ -554,7 +770,7 @@ impl Runner {
         }
         match self.observed.pop_front() {
             None => Err(format!("expected\n  {expected}\nbut the engine emitted nothing more")),
-            Some(actual) if actual == expected => Ok(()),
+            Some(actual) if actual.meets(&expected) => Ok(()),
             Some(actual) => Err(format!(
                 "expected\n  {expected}\nbut the engine emitted\n  {actual}{}",
                 diff(&expected, &actual)
@@ -640,6 +856,16 @@ impl Runner {
                 config(self)?;
                 self.settings.cache_ttl_ms = Some(number()? as u64);
             }
+            "max-input-rounds" => {
+                config(self)?;
+                let n = number()?;
+                self.settings.max_input_rounds =
+                    Some(u32::try_from(n).map_err(|_| format!("{n} is too large"))?);
+            }
+            "state-ttl" => {
+                config(self)?;
+                self.settings.state_ttl = Some(parse_duration(rest)?);
+            }
             "instructions" => {
                 config(self)?;
                 let (s, _) = json_string(rest)?;
@@ -681,7 +907,16 @@ impl Runner {
                 self.start()?;
                 self.cause = line;
                 self.action(name, rest)?;
-                return self.drain();
+                self.drain()?;
+                let unsent: Vec<String> =
+                    self.ask_sends.drain(..).map(|(c, m)| format!("{m} (connection {c})")).collect();
+                if !unsent.is_empty() {
+                    self.invariant(format!(
+                        "`! ask` returned pending, but these requests were never sent: {}",
+                        unsent.join(", ")
+                    ));
+                }
+                return Ok(());
             }
         }
         Ok(())
@@ -692,6 +927,7 @@ impl Runner {
         let now = self.now;
         match name {
             "complete" => self.complete(rest),
+            "ask" => self.ask(rest),
             "log" => self.log(rest),
             "progress" => self.progress(rest),
             "shutdown" => {
@@ -795,6 +1031,12 @@ impl Runner {
         if let Some(t) = s.cache_ttl_ms {
             config.cache_ttl_ms = t;
         }
+        if let Some(n) = s.max_input_rounds {
+            config.max_input_rounds = n;
+        }
+        if let Some(t) = s.state_ttl {
+            config.state_ttl = t;
+        }
         config.instructions = s.instructions.clone();
         let mut engine = Engine::new(config, self.now);
         // The default tool set is `all_tools`; `admin_tool` only when named.
@@ -865,6 +1107,9 @@ impl Runner {
             if plan.initialized && c.session.is_some() {
                 c.initialized = true;
             }
+            for id in &plan.responses {
+                c.outbound.remove(id);
+            }
         }
         let now = self.now;
         let engine = self.engine_mut()?;
@@ -932,9 +1177,32 @@ impl Runner {
                         continue;
                     };
                     h.cancelled = true;
-                    let (conn, id) = (h.conn, h.id.clone());
-                    *self.excused.entry((conn, key(&id))).or_default() += 1;
+                    h.asking = false;
+                    let (conn, id, suspended) = (h.conn, h.id.clone(), h.suspended);
+                    if !suspended {
+                        // A modern ask that suspended the call answered it itself.
+                        *self.excused.entry((conn, key(&id))).or_default() += 1;
+                    }
                     self.observed.push_back(Event::Cancel { conn, id });
+                }
+                Output::Answer { call, answers } => {
+                    let Some(h) = self.held.iter_mut().find(|h| h.call == call) else {
+                        self.invariant(format!("Answer for a call the engine never invoked: {call:?}"));
+                        continue;
+                    };
+                    let waiting = std::mem::replace(&mut h.asking, false);
+                    let (conn, id, cancelled) = (h.conn, h.id.clone(), h.cancelled);
+                    if !waiting {
+                        self.invariant(format!("an Answer for call {id}, which is waiting for none"));
+                    }
+                    if cancelled {
+                        self.invariant(format!("an Answer for call {id}, which was cancelled"));
+                    }
+                    self.observed.push_back(Event::Answer {
+                        conn,
+                        id,
+                        result: AskResult::of_answer(&answers),
+                    });
                 }
                 Output::Close { conn, reason, .. } => {
                     let Some(n) = self.number(conn) else {
@@ -1005,6 +1273,8 @@ impl Runner {
             handler,
             asked,
             cancelled: false,
+            asking: false,
+            suspended: false,
         };
         if self.auto {
             if let Some(reply) = auto(handler, &held.asked) {
@@ -1030,13 +1300,19 @@ impl Runner {
         } else {
             let id: Value =
                 serde_json::from_str(reference).map_err(|e| format!("bad request id {reference}: {e}"))?;
-            self.held.iter().position(|h| h.id == id && h.ticket.is_some())
+            // A call still running first: an id may come back once its call is cancelled or
+            // suspended (a 2026-07-28 retry may reuse it).
+            let live = |h: &Held| h.id == id && h.ticket.is_some() && !h.cancelled;
+            self.held
+                .iter()
+                .position(live)
+                .or_else(|| self.held.iter().position(|h| h.id == id && h.ticket.is_some()))
         };
         pos.ok_or_else(|| format!("no held invocation {reference}"))
     }
 
     fn complete(&mut self, spec: &str) -> Result<(), String> {
-        let spec = expand(spec)?;
+        let spec = self.expand(spec)?;
         let (reference, rest) = split_token(&spec)?;
         let pos = self.find_held(reference)?;
         let h = self.held.get_mut(pos).ok_or("no such invocation")?;
@@ -1105,6 +1381,167 @@ impl Runner {
         Ok(())
     }
 
+    /// `! ask <ref> <key> <request> [; <key> <request>]...`: `Engine::ask` for that held call.
+    fn ask(&mut self, spec: &str) -> Result<(), String> {
+        let (reference, rest) = split_token(spec)?;
+        let requests = parse_requests(rest)?;
+        let pos = self.find_held(reference)?;
+        let h = self.held.get(pos).ok_or("no such invocation")?;
+        let (call, conn, version) = (h.call, h.conn, h.version);
+        let methods: Vec<&'static str> = requests.iter().map(|(_, r)| r.method()).collect();
+        let now = self.now;
+        let result = self.engine_mut()?.ask(now, call, requests);
+        match &result {
+            Ok(AskOutcome::Pending) if version.is_modern() => {
+                self.invariant(
+                    "a 2026-07-28 ask returned pending (no server→client requests in 2026)".into(),
+                );
+            }
+            Ok(AskOutcome::Pending) => {
+                if let Some(h) = self.held.get_mut(pos) {
+                    h.asking = true;
+                }
+                self.ask_sends = methods.into_iter().map(|m| (conn, m)).collect();
+            }
+            Ok(AskOutcome::Answered(_)) | Err(AskError::Suspended) if !version.is_modern() => {
+                self.invariant(format!(
+                    "a {version} ask returned {result:?}, which only 2026-07-28 asks can"
+                ));
+            }
+            Err(AskError::Suspended) => {
+                if let Some(h) = self.held.get_mut(pos) {
+                    h.suspended = true;
+                }
+            }
+            _ => {}
+        }
+        self.observed.push_back(Event::Asked(AskResult::of(&result)));
+        Ok(())
+    }
+
+    /// Expands `{{state}}`, `{{state N}}` and then `{{repeat N "text"}}`.
+    fn expand(&self, line: &str) -> Result<String, String> {
+        const OPEN: &str = "{{state";
+        let mut out = String::with_capacity(line.len());
+        let mut rest = line;
+        while let Some(at) = rest.find(OPEN) {
+            let (before, after) = rest.split_at(at);
+            out.push_str(before);
+            let after = after.split_at(OPEN.len()).1;
+            let (inner, after) = after.split_once("}}").ok_or("`{{state` must end with `}}`")?;
+            let state = match inner.trim() {
+                "" => self.states.last(),
+                n => {
+                    let n: usize =
+                        n.parse().map_err(|_| format!("bad state number {n:?} in `{{{{state N}}}}`"))?;
+                    n.checked_sub(1).and_then(|i| self.states.get(i))
+                }
+            };
+            let state = state.ok_or_else(|| {
+                format!(
+                    "`{{{{state{inner}}}}}`: the engine has emitted {} requestState(s) so far",
+                    self.states.len()
+                )
+            })?;
+            out.push_str(state);
+            rest = after;
+        }
+        out.push_str(rest);
+        expand(&out)
+    }
+
+    /// A request the server sent the client (`elicitation/create`, ...): see the module docs.
+    fn server_request(&mut self, conn: usize, frame: &Value) {
+        let method = frame.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let id = frame.get("id").cloned().unwrap_or(Value::Null);
+        let Some(c) = self.conns.get(&conn) else { return };
+        let (session, initialized, caps) = (c.session, c.initialized, c.client_caps.clone());
+        let k = key(&id);
+        let reused = c.outbound.contains_key(&k);
+        let version = session.unwrap_or(ProtocolVersion::NEWEST_LEGACY);
+        match session {
+            Some(v) if initialized && !v.is_modern() => {}
+            _ => self.invariant(format!(
+                "a server→client request on connection {conn}, which has no initialized legacy session (2026-07-28 has no server→client requests): {frame}"
+            )),
+        }
+        if !is_request_id(&k) {
+            self.invariant(format!("a server→client request whose id is no string or integer: {frame}"));
+        }
+        if reused {
+            self.invariant(format!(
+                "a server→client request reusing id {id}, which the client has not answered yet: {frame}"
+            ));
+        }
+        if let Err(e) = permits(version, caps.as_ref(), &method, frame.get("params")) {
+            self.invariant(format!("a server→client request the client may not be sent ({e}): {frame}"));
+        }
+        if method != "ping" {
+            match self.ask_sends.pop_front() {
+                Some((c, m)) if c == conn && m == method => {}
+                Some((c, m)) => self.invariant(format!(
+                    "the ask should send {m} on connection {c} next, but the engine sent: {frame}"
+                )),
+                None => self.invariant(format!("a server→client request no `! ask` asked for: {frame}")),
+            }
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.outbound.insert(k, method);
+        }
+        if let Err(e) = wire::validate_request(version, frame) {
+            self.invariant(format!("schema: {e}\n  frame: {frame}"));
+        }
+    }
+
+    /// An `input_required` result, the reply to its request: see the module docs.
+    fn input_required(
+        &mut self,
+        version: ProtocolVersion,
+        method: Option<&str>,
+        caps: Option<&Value>,
+        frame: &Value,
+    ) {
+        let result = frame.get("result").cloned().unwrap_or(Value::Null);
+        if !version.is_modern() {
+            return self.invariant(format!("an input_required result answers a {version} request: {frame}"));
+        }
+        if !matches!(method, Some("tools/call" | "prompts/get" | "resources/read")) {
+            self.invariant(format!(
+                "an input_required result answers {} (only tools/call, prompts/get and resources/read may): {frame}",
+                method.unwrap_or("an unknown request")
+            ));
+        }
+        if let Err(e) = wire::validate_response(version, None, frame) {
+            self.invariant(format!("schema: {e}\n  frame: {frame}"));
+        }
+        if let Err(e) = wire::validate_def(version, "InputRequiredResult", &result) {
+            self.invariant(format!("schema: {e}\n  frame: {frame}"));
+        }
+        let requests = result.get("inputRequests");
+        let state = result.get("requestState");
+        if requests.is_none() && state.is_none() {
+            self.invariant(format!(
+                "an input_required result with neither inputRequests nor requestState: {frame}"
+            ));
+        }
+        for k in ["ttlMs", "cacheScope"] {
+            if result.get(k).is_some() {
+                self.invariant(format!("an input_required result carrying {k}: {frame}"));
+            }
+        }
+        for (k, r) in requests.and_then(Value::as_object).into_iter().flatten() {
+            let m = r.get("method").and_then(Value::as_str).unwrap_or_default();
+            if let Err(e) = permits(version, caps, m, r.get("params")) {
+                self.invariant(format!(
+                    "input request {k:?} is one the client may not be sent ({e}): {frame}"
+                ));
+            }
+        }
+        if let Some(Value::String(s)) = state {
+            self.states.push(s.clone());
+        }
+    }
+
     /// Accounting, size bound and schema validation of one emitted frame.
     fn check_frame(&mut self, conn: usize, bytes: &[u8]) {
         let value: Value = match serde_json::from_slice(bytes) {
@@ -1156,10 +1593,13 @@ impl Runner {
             return self.invariant(format!("an emitted message that is not an object: {frame}"));
         };
         if obj.contains_key("method") {
+            if obj.contains_key("id") {
+                return self.server_request(conn, frame);
+            }
             return self.notification(conn, frame);
         }
         let session = self.session(conn);
-        let (version, method) = match obj.get("id") {
+        let (version, method, caps) = match obj.get("id") {
             None => return self.invariant(format!("a reply without an id: {frame}")),
             Some(Value::Null) => {
                 let owed = self.awaiting_null.entry(conn).or_default();
@@ -1168,7 +1608,7 @@ impl Runner {
                 } else {
                     *owed -= 1;
                 }
-                (session.unwrap_or(ProtocolVersion::NEWEST_LEGACY), None)
+                (session.unwrap_or(ProtocolVersion::NEWEST_LEGACY), None, None)
             }
             Some(id) => {
                 let k = key(id);
@@ -1202,12 +1642,17 @@ impl Runner {
                         version = n;
                         if let Some(c) = self.conns.get_mut(&conn) {
                             c.session = Some(n);
+                            c.client_caps = a.caps.clone();
                         }
                     }
                 }
-                (version, Some(a.method))
+                (version, Some(a.method), a.caps)
             }
         };
+        let result = obj.get("result");
+        if result.and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("input_required") {
+            return self.input_required(version, method.as_deref(), caps.as_ref(), frame);
+        }
         if let Err(e) = wire::validate_response(version, method.as_deref(), frame) {
             self.invariant(format!("schema: {e}\n  frame: {frame}"));
         }
@@ -1406,7 +1851,13 @@ impl Runner {
         let has = |name: &str| members.iter().any(|(k, _)| k == name);
         let is_response = !has("method") && (has("result") || has("error"));
         if is_response {
-            // A response (to a server-to-client request) is never answered.
+            // A response (to a server-to-client request) is never answered. A readable id
+            // settles the server's request of that id, if one is outstanding.
+            if let [(_, id)] = ids.as_slice() {
+                if let Ok(id) = serde_json::from_str::<Value>(id.get()) {
+                    plan.responses.push(key(&id));
+                }
+            }
             return;
         }
         let Some((_, id_raw)) = ids.first() else {
@@ -1473,13 +1924,28 @@ impl Runner {
         }
         let filter = (method == "subscriptions/listen")
             .then(|| param("notifications").cloned().unwrap_or(Value::Null));
-        plan.requests.push((id, Awaiting { method, version, filter }));
+        let caps = if modern {
+            params.and_then(|p| p.pointer(META_CLIENT_CAPABILITIES_POINTER)).cloned()
+        } else if method == "initialize" {
+            param("capabilities").cloned()
+        } else {
+            None
+        };
+        plan.requests.push((id, Awaiting { method, version, filter, caps }));
     }
 }
 
 impl Conn {
     fn new(id: ConnId) -> Self {
-        Self { id, open: true, session: None, initialized: false, listens: HashMap::new() }
+        Self {
+            id,
+            open: true,
+            session: None,
+            initialized: false,
+            client_caps: None,
+            outbound: HashMap::new(),
+            listens: HashMap::new(),
+        }
     }
 }
 
@@ -1495,6 +1961,8 @@ struct Plan {
     cancelled: Vec<String>,
     /// The frame holds `notifications/initialized`.
     initialized: bool,
+    /// Canonical ids of the responses (to server→client requests) it holds.
+    responses: Vec<String>,
 }
 
 /// Registers the test item `name` of `kind` (a fixture, or a plain extra item).
@@ -1621,6 +2089,129 @@ fn members(raw: &str) -> Option<Vec<(String, Box<RawValue>)>> {
     r.ok()
 }
 
+/// The requests of `! ask`: `<key> <request> [; <key> <request>]...`, where a request is
+/// `elicit {schema} "message"`, `elicit-url "url" "message"`, `sample {params}` or `roots`.
+fn parse_requests(s: &str) -> Result<Vec<(String, InputRequest)>, String> {
+    const USAGE: &str = "`! ask <ref> <key> <request> [; <key> <request>]...` with a request `elicit {schema} \"message\"`, `elicit-url \"url\" \"message\"`, `sample {params}` or `roots`";
+    let mut out = Vec::new();
+    let mut rest = s.trim_start();
+    loop {
+        let (key, r) = split_token(rest)?;
+        if key.is_empty() {
+            return Err(USAGE.into());
+        }
+        let key = if key.starts_with('"') { json_string(key)?.0 } else { key.to_owned() };
+        let r = r.trim_start();
+        let end = r.find(|c: char| c.is_whitespace() || c == ';').unwrap_or(r.len());
+        let (kind, r) = r.split_at(end);
+        let built =
+            |e: mcp_proto::interaction::InteractionError| format!("request {key:?} cannot be built: {e}");
+        let (request, r) = match kind {
+            "elicit" => {
+                let (schema, r) = json_value(r)?;
+                let (message, r) = json_string(r)?;
+                (InputRequest::elicit(message, schema).map_err(built)?, r)
+            }
+            "elicit-url" => {
+                let (url, r) = json_string(r)?;
+                let (message, r) = json_string(r)?;
+                (InputRequest::elicit_url(message, url).map_err(built)?, r)
+            }
+            "sample" => {
+                let (params, r) = json_value(r)?;
+                (InputRequest::sample(params).map_err(built)?, r)
+            }
+            "roots" => (InputRequest::list_roots(), r),
+            _ => return Err(format!("unknown request kind {kind:?}: {USAGE}")),
+        };
+        out.push((key, request));
+        let r = r.trim_start();
+        if r.is_empty() {
+            return Ok(out);
+        }
+        rest = r.strip_prefix(';').ok_or_else(|| format!("expected `;` or the end at {r:?}: {USAGE}"))?;
+    }
+}
+
+/// Reads one JSON value at the start of `s`; returns it and the rest.
+fn json_value(s: &str) -> Result<(Value, &str), String> {
+    let s = s.trim_start();
+    let mut stream = serde_json::Deserializer::from_str(s).into_iter::<Value>();
+    match stream.next() {
+        Some(Ok(v)) => Ok((v, s.get(stream.byte_offset()..).unwrap_or_default())),
+        Some(Err(e)) => Err(format!("bad JSON at {s:?}: {e}")),
+        None => Err("expected a JSON value".into()),
+    }
+}
+
+/// Whether a client that declared `caps` (a `ClientCapabilities` object) on `version` may be
+/// sent a request of `method` with `params` (VERSIONS.md §2, §8). `Err` says what is missing.
+fn permits(
+    version: ProtocolVersion,
+    caps: Option<&Value>,
+    method: &str,
+    params: Option<&Value>,
+) -> Result<(), String> {
+    let declared = |path: &str| caps.and_then(|c| c.pointer(path)).is_some_and(Value::is_object);
+    let param = |k: &str| params.and_then(|p| p.get(k));
+    let november = version >= ProtocolVersion::V2025_11_25;
+    match method {
+        "ping" => Ok(()),
+        "elicitation/create" => {
+            if version < ProtocolVersion::V2025_06_18 {
+                return Err(format!("elicitation does not exist in {version}"));
+            }
+            if !declared("/elicitation") {
+                return Err("the client did not declare elicitation".into());
+            }
+            if param("mode").and_then(Value::as_str) == Some("url") {
+                if !november {
+                    return Err(format!("URL-mode elicitation does not exist in {version}"));
+                }
+                if !declared("/elicitation/url") {
+                    return Err("the client did not declare elicitation.url".into());
+                }
+                return Ok(());
+            }
+            if november && declared("/elicitation/url") && !declared("/elicitation/form") {
+                return Err("the client declared only URL-mode elicitation".into());
+            }
+            let props = param("requestedSchema").and_then(|s| s.get("properties")).and_then(Value::as_object);
+            let multi = props
+                .into_iter()
+                .flatten()
+                .any(|(_, p)| p.get("type").and_then(Value::as_str) == Some("array"));
+            if multi && !november {
+                return Err(format!("multi-select fields do not exist in {version}"));
+            }
+            Ok(())
+        }
+        "sampling/createMessage" => {
+            if !declared("/sampling") {
+                return Err("the client did not declare sampling".into());
+            }
+            let tools = param("tools").is_some() || param("toolChoice").is_some();
+            if tools && !(november && declared("/sampling/tools")) {
+                return Err("tool use in sampling needs 2025-11-25 and sampling.tools".into());
+            }
+            let context =
+                matches!(param("includeContext").and_then(Value::as_str), Some("thisServer" | "allServers"));
+            if november && context && !declared("/sampling/context") {
+                return Err("includeContext needs sampling.context".into());
+            }
+            Ok(())
+        }
+        "roots/list" => {
+            if declared("/roots") {
+                Ok(())
+            } else {
+                Err("the client did not declare roots".into())
+            }
+        }
+        _ => Err(format!("{method:?} is no server→client request")),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (n, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, ""), |i| s.split_at(i));
@@ -1692,6 +2283,24 @@ fn expand(line: &str) -> Result<String, String> {
 }
 
 fn parse_event(conn: usize, s: &str) -> Result<Event, String> {
+    if let Some(rest) = s.strip_prefix("asked ") {
+        if conn != 1 {
+            return Err("`= asked` takes no connection number".into());
+        }
+        return Ok(Event::Asked(AskResult::parse(rest)?));
+    }
+    if let Some(rest) = s.strip_prefix("answer ") {
+        let (id, rest) = split_token(rest)?;
+        let id: Value = serde_json::from_str(id).map_err(|e| format!("bad id {id}: {e}"))?;
+        let rest = rest.trim();
+        // `{json}` is short for `answered {json}`.
+        let result = if rest.starts_with('{') {
+            AskResult::parse(&format!("answered {rest}"))?
+        } else {
+            AskResult::parse(rest)?
+        };
+        return Ok(Event::Answer { conn, id, result });
+    }
     let words: Vec<&str> = s.split_whitespace().collect();
     let id = |w: &[&str]| -> Result<Value, String> {
         let id = w.join(" ");
@@ -1876,6 +2485,7 @@ mod tests {
             method: "subscriptions/listen".into(),
             version: Some(ProtocolVersion::V2026_07_28),
             filter: Some(filter),
+            caps: None,
         };
         r.awaiting.entry((1, key(&json!(1)))).or_default().push_back(a);
         r
@@ -1940,6 +2550,134 @@ mod tests {
             &json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}),
         );
         assert!(r.failures.iter().any(|f| f.contains("no `! log` asked for")), "{:?}", r.failures);
+    }
+
+    /// A runner whose connection 1 has an initialized 2025-11-25 session with these client
+    /// capabilities.
+    fn legacy(caps: Value) -> Runner {
+        let mut r = Runner::new(false);
+        r.start().unwrap();
+        if let Some(c) = r.conns.get_mut(&1) {
+            c.session = Some(ProtocolVersion::V2025_11_25);
+            c.initialized = true;
+            c.client_caps = Some(caps);
+        }
+        r
+    }
+
+    fn failed(r: &Runner, what: &str) -> bool {
+        r.failures.iter().any(|f| f.contains(what))
+    }
+
+    #[test]
+    fn server_requests_are_checked() {
+        let roots = json!({"jsonrpc":"2.0","id":1,"method":"roots/list","params":{}});
+        // Asked for and allowed: no reply is counted, nothing fails.
+        let mut r = legacy(json!({"roots": {}}));
+        r.ask_sends.extend([(1, "roots/list"), (1, "roots/list")]);
+        r.reply(1, &roots);
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        // The same id again while the client has not answered it.
+        r.reply(1, &roots);
+        assert!(failed(&r, "reusing id"), "{:?}", r.failures);
+        // Nobody asked.
+        let mut r = legacy(json!({"roots": {}}));
+        r.reply(1, &roots);
+        assert!(failed(&r, "no `! ask` asked for"), "{:?}", r.failures);
+        // A capability the client did not declare; URL mode with only form mode.
+        let mut r = legacy(json!({"elicitation": {}}));
+        r.ask_sends.extend([(1, "roots/list"), (1, "elicitation/create")]);
+        r.reply(1, &roots);
+        let url = json!({"jsonrpc":"2.0","id":2,"method":"elicitation/create","params":{
+            "mode":"url","message":"m","url":"https://example.com","elicitationId":"2"}});
+        r.reply(1, &url);
+        assert_eq!(
+            r.failures.iter().filter(|f| f.contains("may not be sent")).count(),
+            2,
+            "{:?}",
+            r.failures
+        );
+        // No initialized legacy session.
+        let mut r = Runner::new(false);
+        r.start().unwrap();
+        r.ask_sends.push_back((1, "roots/list"));
+        r.reply(1, &roots);
+        assert!(failed(&r, "no initialized legacy session"), "{:?}", r.failures);
+        // Schema: elicitation without requestedSchema.
+        let mut r = legacy(json!({"elicitation": {}}));
+        r.ask_sends.push_back((1, "elicitation/create"));
+        r.reply(1, &json!({"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"message":"m"}}));
+        assert!(failed(&r, "schema"), "{:?}", r.failures);
+    }
+
+    fn awaiting_call(r: &mut Runner, version: Option<ProtocolVersion>, caps: Value) {
+        let a = Awaiting { method: "tools/call".into(), version, filter: None, caps: Some(caps) };
+        r.awaiting.entry((1, key(&json!(1)))).or_default().push_back(a);
+    }
+
+    #[test]
+    fn input_required_is_checked() {
+        let modern = Some(ProtocolVersion::V2026_07_28);
+        let result = |extra: Value| {
+            let mut r = json!({"resultType": "input_required", "requestState": "s1"});
+            if let (Some(r), Some(extra)) = (r.as_object_mut(), extra.as_object()) {
+                r.extend(extra.clone());
+            }
+            json!({"jsonrpc": "2.0", "id": 1, "result": r})
+        };
+        // A good one is the reply, and its state is remembered.
+        let mut r = Runner::new(false);
+        r.start().unwrap();
+        awaiting_call(&mut r, modern, json!({"roots": {}}));
+        r.reply(1, &result(json!({"inputRequests": {"r": {"method": "roots/list"}}})));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        assert_eq!(r.states, ["s1"]);
+        assert!(r.awaiting.values().all(VecDeque::is_empty));
+        // Caching hints; a request the capabilities rule out.
+        let mut r = Runner::new(false);
+        r.start().unwrap();
+        awaiting_call(&mut r, modern, json!({}));
+        r.reply(1, &result(json!({"ttlMs": 5, "inputRequests": {"r": {"method": "roots/list"}}})));
+        assert!(failed(&r, "carrying ttlMs"), "{:?}", r.failures);
+        assert!(failed(&r, "may not be sent"), "{:?}", r.failures);
+        // On a legacy request.
+        let mut r = legacy(json!({}));
+        awaiting_call(&mut r, None, json!({}));
+        r.reply(1, &result(json!({})));
+        assert!(failed(&r, "answers a 2025-11-25 request"), "{:?}", r.failures);
+    }
+
+    #[test]
+    fn ask_lines() {
+        let reqs = parse_requests(
+            r#"a roots ; "b c" sample {"messages":[],"maxTokens":1};d elicit-url "https://example.com" "go""#,
+        )
+        .unwrap();
+        let keys: Vec<&str> = reqs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b c", "d"]);
+        assert!(parse_requests("a bogus").is_err());
+        assert!(parse_requests("a roots b roots").is_err());
+        assert!(
+            parse_requests(r#"a elicit {"type":"object","properties":{"x":{"type":"object"}}} "m""#).is_err()
+        );
+        let busy = AskResult::parse("error busy").unwrap();
+        let unsupported = AskResult::Error { kind: "unsupported", detail: r#"{"roots":{}}"#.into() };
+        assert!(unsupported.meets(&AskResult::parse("error unsupported").unwrap()));
+        assert!(unsupported.meets(&AskResult::parse(r#"error unsupported {"roots":{}}"#).unwrap()));
+        assert!(!unsupported.meets(&AskResult::parse(r#"error unsupported {"sampling":{}}"#).unwrap()));
+        assert!(!unsupported.meets(&busy));
+        assert!(AskResult::parse("error nope").is_err());
+        assert_eq!(parse_event(1, "answer 3 {\"k\": 1}").unwrap().to_string(), "= answer 3 {\"k\":1}");
+    }
+
+    #[test]
+    fn states_expand() {
+        let mut r = Runner::new(false);
+        assert!(r.expand("{{state}}").is_err());
+        r.states = vec!["s1".into(), "s2".into()];
+        assert_eq!(r.expand(r#""{{state}}-{{state 1}}" {{repeat 2 "x"}}"#).unwrap(), r#""s2-s1" xx"#);
+        assert!(r.expand("{{state 3}}").is_err());
+        assert!(r.expand("{{state").is_err());
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //!   `ListToolsResult`, `CallToolResult`, `DiscoverResult`, `ListResourcesResult`,
 //!   `ListResourceTemplatesResult`, `ReadResourceResult`, `ListPromptsResult`,
 //!   `GetPromptResult`, `CompleteResult`);
+//! - a server→client request (legacy sessions only) against `JSONRPCRequest` and the def its
+//!   method maps to (`ElicitRequest`, `CreateMessageRequest`, `ListRootsRequest`,
+//!   `PingRequest`); a method the version does not define (elicitation before 2025-06-18) is a
+//!   failure;
 //! - a notification against `JSONRPCNotification` and the def its method maps to
 //!   (`ResourceUpdatedNotification`, `ToolListChangedNotification`,
 //!   `ResourceListChangedNotification`, `PromptListChangedNotification`,
@@ -143,6 +147,28 @@ pub fn validate_notification(v: ProtocolVersion, frame: &Value) -> Result<(), St
     }
 }
 
+/// The def a server→client request's method maps to.
+pub fn request_def(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "elicitation/create" => "ElicitRequest",
+        "sampling/createMessage" => "CreateMessageRequest",
+        "roots/list" => "ListRootsRequest",
+        "ping" => "PingRequest",
+        _ => return None,
+    })
+}
+
+/// Validates a request the server sent the client under version `v`: the envelope, then the
+/// def of its method, which the version must define.
+pub fn validate_request(v: ProtocolVersion, frame: &Value) -> Result<(), String> {
+    validate_def(v, "JSONRPCRequest", frame)?;
+    let method = frame.get("method").and_then(Value::as_str).unwrap_or_default();
+    match request_def(method) {
+        Some(def) if has_def(v, def) => validate_def(v, def, frame),
+        _ => Err(format!("{method:?} is not a server request of {v}")),
+    }
+}
+
 /// 2026-07-28 names its errors: (code, def, whether the def is a whole response or only the
 /// error object).
 fn named_error(code: i64) -> Option<(&'static str, bool)> {
@@ -256,6 +282,23 @@ mod tests {
         let null_id = json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}});
         assert!(validate_response(v, None, &null_id).is_ok());
         assert!(validate_batch(ProtocolVersion::V2025_11_25, &json!([])).is_err());
+    }
+
+    #[test]
+    fn server_requests_by_method() {
+        let elicit = json!({"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{
+            "message":"Name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}});
+        assert!(validate_request(ProtocolVersion::V2025_06_18, &elicit).is_ok());
+        // Elicitation does not exist before 2025-06-18.
+        assert!(validate_request(ProtocolVersion::V2025_03_26, &elicit).is_err());
+        let no_schema =
+            json!({"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"x"}});
+        assert!(validate_request(ProtocolVersion::V2025_11_25, &no_schema).is_err());
+        let roots = json!({"jsonrpc":"2.0","id":2,"method":"roots/list","params":{}});
+        assert!(validate_request(ProtocolVersion::V2025_03_26, &roots).is_ok());
+        let sample =
+            json!({"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{"messages":[]}});
+        assert!(validate_request(ProtocolVersion::V2025_11_25, &sample).is_err(), "maxTokens is required");
     }
 
     #[test]
