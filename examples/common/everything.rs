@@ -22,9 +22,12 @@ pub(crate) struct Args {
     pub(crate) bench: bool,
     /// Serve Streamable HTTP on this address instead of stdio (`--http 127.0.0.1:3000`).
     pub(crate) http: Option<String>,
+    /// Raise the session, stream, seat and connection bounds to this (load and memory tests).
+    pub(crate) capacity: Option<usize>,
 }
 
-const USAGE: &str = "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR]\n\
+const USAGE: &str =
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--capacity N]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -32,7 +35,9 @@ const USAGE: &str = "usage: everything [--extra-tools N] [--role ROLE]... [--ben
     --bench           serve only the benchmark tools echo and add (as the bench peers do)\n\
     --http ADDR       serve Streamable HTTP on ADDR (e.g. 127.0.0.1:3000; port 0 picks one)\n\
     \x20                 at /mcp instead of stdio, and print `listening on http://HOST:PORT/mcp`\n\
-    \x20                 to stderr once bound; --role applies to stdio only";
+    \x20                 to stderr once bound; --role applies to stdio only\n\
+    --capacity N      allow N sessions, N held streams (all from one caller if need be) and\n\
+    \x20                 N connections instead of the defaults (for load and memory tests)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -45,7 +50,7 @@ impl Args {
 
 /// Parses `std::env::args`, or returns the message to print.
 pub(crate) fn parse_args() -> Result<Args, String> {
-    let mut args = Args { extra_tools: 0, roles: Vec::new(), bench: false, http: None };
+    let mut args = Args { extra_tools: 0, roles: Vec::new(), bench: false, http: None, capacity: None };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -59,11 +64,25 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 args.extra_tools =
                     n.parse().map_err(|_| format!("--extra-tools: {n:?} is not a number\n{USAGE}"))?;
             }
+            "--capacity" => {
+                let n = it.next().ok_or_else(|| format!("--capacity needs a number\n{USAGE}"))?;
+                args.capacity =
+                    Some(n.parse().map_err(|_| format!("--capacity: {n:?} is not a number\n{USAGE}"))?);
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
     Ok(args)
+}
+
+/// The HTTP transport options these arguments describe.
+pub(crate) fn http_options(args: &Args) -> mcp_proto::server::HttpOptions {
+    let mut opts = mcp_proto::server::HttpOptions::default();
+    if let Some(n) = args.capacity {
+        opts.max_connections(n);
+    }
+    opts
 }
 
 /// Tells whoever started the server where it listens, as the one line scripts and tests parse:
@@ -173,6 +192,14 @@ pub(crate) fn build(args: &Args) -> Server {
         );
     if !args.bench {
         builder = interactions(fixtures(builder));
+    }
+    if let Some(n) = args.capacity {
+        let limits = &mut builder.config_mut().limits;
+        limits
+            .max_sessions(n)
+            .max_connections(n.saturating_mul(2))
+            .max_streams(Some(n))
+            .max_streams_per_caller(Some(n));
     }
     for i in 0..args.extra_tools {
         let name = format!("extra_{i:04}");

@@ -15,7 +15,7 @@ fn main() {
         let served = smol::block_on(async {
             let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
             everything::announce(listener.local_addr()?);
-            mcp_smol::serve_http(listener, server, mcp_smol::HttpOptions::default()).await
+            mcp_smol::serve_http(listener, server, everything::http_options(&args)).await
         });
         if let Err(e) = served {
             tracing::error!(%e, "HTTP server failed");

@@ -16,7 +16,7 @@ async fn main() {
         let served = async {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             everything::announce(listener.local_addr()?);
-            mcp_tokio::serve_http(listener, server, mcp_tokio::HttpOptions::default()).await
+            mcp_tokio::serve_http(listener, server, everything::http_options(&args)).await
         };
         if let Err(e) = served.await {
             tracing::error!(%e, "HTTP server failed");
