@@ -480,20 +480,10 @@ impl<H: Clone> Engine<H> {
         headers: RouteHeaders<'_>,
         last_event_id: Option<&str>,
     ) -> HttpReply {
-        if let Some(v) = headers.protocol_version {
-            if ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()) {
-                // 2026-07-28 has no standalone stream; subscriptions/listen replaces it.
-                return HttpReply::Full {
-                    head: HttpHead { status: 405, headers: vec![("Allow", "POST".to_owned())] },
-                    body: Vec::new(),
-                };
-            }
-        }
-        let Some(sid) = headers.session_id else {
-            let err = RpcError::invalid_request("Mcp-Session-Id header is required");
-            return error_reply(400, None, &err);
+        let session = match self.legacy_session(req, headers) {
+            Ok(s) => s,
+            Err(reply) => return reply,
         };
-        let Some(session) = self.session_for(sid, &req.caller) else { return session_not_found() };
         if !admits(self.registry.gate.as_ref(), &req.caller) {
             return error_reply(403, None, &RpcError::invalid_request("forbidden"));
         }
@@ -561,21 +551,31 @@ impl<H: Clone> Engine<H> {
 
     fn http_delete(&mut self, now: Instant, req: &HttpRequest<'_>, headers: RouteHeaders<'_>) -> HttpReply {
         let _ = now;
+        match self.legacy_session(req, headers) {
+            Ok(session) => {
+                self.forget(session, CloseReason::Deleted);
+                full(200, Vec::new())
+            }
+            Err(reply) => reply,
+        }
+    }
+
+    /// The session a `GET` or `DELETE` names. Both exist only on the legacy wire: a 2026-07-28
+    /// client gets 405 (its streams are `subscriptions/listen`, and it has no session to end).
+    fn legacy_session(&self, req: &HttpRequest<'_>, headers: RouteHeaders<'_>) -> Result<ConnId, HttpReply> {
         if let Some(v) = headers.protocol_version {
             if ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()) {
-                return HttpReply::Full {
+                return Err(HttpReply::Full {
                     head: HttpHead { status: 405, headers: vec![("Allow", "POST".to_owned())] },
                     body: Vec::new(),
-                };
+                });
             }
         }
         let Some(sid) = headers.session_id else {
             let err = RpcError::invalid_request("Mcp-Session-Id header is required");
-            return error_reply(400, None, &err);
+            return Err(error_reply(400, None, &err));
         };
-        let Some(session) = self.session_for(sid, &req.caller) else { return session_not_found() };
-        self.forget(session, CloseReason::Deleted);
-        full(200, Vec::new())
+        self.session_for(sid, &req.caller).ok_or_else(session_not_found)
     }
 
     /// Makes room for one more held stream of `caller`, or says why not (429).
@@ -822,9 +822,12 @@ mod tests {
             caller: Caller,
         ) -> HttpReply {
             let mut all: Vec<(&str, &[u8])> = vec![("Host", b"localhost:3000")];
+            let own_accept = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept"));
             if method == "POST" {
                 all.push(("Content-Type", b"application/json"));
-                all.push(("Accept", b"application/json, text/event-stream"));
+                if !own_accept {
+                    all.push(("Accept", b"application/json, text/event-stream"));
+                }
             } else if method == "GET" {
                 all.push(("Accept", b"text/event-stream"));
             }
@@ -1208,6 +1211,39 @@ mod tests {
         rig.engine.close(rig.now, held[1]);
         rig.drain();
         assert_eq!(rig.engine.status().streams, 1);
+    }
+
+    #[test]
+    fn clients_that_list_sse_first_get_streams() {
+        let mut rig = Rig::new(|_| {});
+        let sid = rig.session();
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        let HttpReply::Pending(ex) =
+            rig.post(&[("Mcp-Session-Id", &sid), ("Accept", "text/event-stream, application/json")], list)
+        else {
+            panic!("expected a stream")
+        };
+        let outs = rig.drain();
+        assert!(matches!(outs.first(), Some(Output::Stream { conn, .. }) if *conn == ex));
+        let text = frames_text(&outs, ex);
+        assert!(text.contains("-0\nretry: 3000\ndata:\n\n"), "{text}");
+        assert!(text.contains("\"tools\":["), "{text}");
+        assert!(matches!(outs.last(), Some(Output::Close { conn, .. }) if *conn == ex));
+        // A client that takes only JSON never gets a stream, and loses what cannot precede the
+        // answer in JSON.
+        let meta = json!({"progressToken": 1});
+        let HttpReply::Pending(ex) = rig
+            .post(&[("Mcp-Session-Id", &sid), ("Accept", "application/json")], &call(3, "echo", Some(meta)))
+        else {
+            panic!("expected pending")
+        };
+        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+        rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
+        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("ok")))).unwrap();
+        let outs = rig.drain();
+        assert!(
+            matches!(outs.as_slice(), [Output::Respond { conn, head, .. }] if *conn == ex && head.status == 200)
+        );
     }
 
     #[test]
