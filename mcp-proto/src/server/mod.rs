@@ -520,6 +520,8 @@ impl Server {
             running_handlers: st.tasks.len(),
             in_flight: engine.in_flight,
             listens: engine.listens,
+            sessions: engine.sessions,
+            streams: engine.streams,
             shutting_down: engine.shutting_down,
         }
     }
@@ -807,6 +809,10 @@ pub struct Status {
     pub in_flight: usize,
     /// `subscriptions/listen` streams open.
     pub listens: usize,
+    /// Legacy HTTP sessions alive.
+    pub sessions: usize,
+    /// Held SSE streams (legacy `GET` streams and HTTP listen streams).
+    pub streams: usize,
     /// [`Server::shutdown`] has begun.
     pub shutting_down: bool,
 }
