@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interop check: the official MCP client SDKs (Python `mcp`, TypeScript
-# `@modelcontextprotocol/sdk`) against our stdio example servers.
+# `@modelcontextprotocol/sdk`) against our example servers, over stdio and over
+# Streamable HTTP.
 #
 # Usage: bash tests/interop/run.sh [TOKIO_BINARY [SMOL_BINARY]]
 #   defaults (relative to the repo root):
@@ -16,17 +17,30 @@
 #   INTEROP_NOTIFY_TIMEOUT  how long a client waits for an expected server
 #                    notification, seconds (default 5)
 #   INTEROP_MODERN=1 also run the Python client's 2026-07-28 (server/discover) session
+#   INTEROP_HTTP=0   skip the Streamable HTTP runs
 #   INTEROP_ADMIN=0  skip the admin pass (see below)
 #
-# Runs each client (Python, TypeScript) against each binary twice: once as an
-# anonymous caller (the gated admin_echo tool and test://admin-secret resource
-# must be hidden), and once more with the server started as `BINARY --role admin`
-# and the client given --admin (they must be visible and work).
+# Runs each client (Python, TypeScript) against each binary:
+#   stdio  the client spawns BINARY and talks over its stdin/stdout, as an
+#          anonymous caller (the gated admin_echo tool and test://admin-secret
+#          resource must be hidden);
+#   http   the client starts `BINARY --http 127.0.0.1:0`, reads the URL from the
+#          server's `listening on http://HOST:PORT/mcp` stderr line, connects with
+#          the SDK's Streamable HTTP client transport and kills the server at the
+#          end (HTTP callers are anonymous too);
+#   admin  stdio again, with the server started as `BINARY --role admin` and the
+#          client given --admin (the gated items must be visible and work);
+#          `--role` applies to stdio only, so there is no HTTP admin pass.
+# Every run checks the catalogue (tools, resources, templates, prompts,
+# completion), error handling, gating, progress, logging and list_changed /
+# resources/updated notifications, and the interactions: the client declares
+# sampling and elicitation and answers test_sampling's sampling/createMessage and
+# test_elicitation's elicitation/create through the SDK's handlers.
 #
 # Side effects: Python venv in target/interop/venv, npm packages in
 # tests/interop/ts/node_modules (both reused when up to date), logs in
-# target/interop/logs/. Exits non-zero if any of the 8 runs (4 with
-# INTEROP_ADMIN=0) fails.
+# target/interop/logs/. Exits non-zero if any of the 12 runs (8 with
+# INTEROP_ADMIN=0 or INTEROP_HTTP=0, 4 with both) fails.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -64,6 +78,7 @@ for spec in "tokio=$TOKIO_BIN" "smol=$SMOL_BIN"; do
 done
 
 mkdir -p "$WORK" "$LOGS"
+rm -f "$LOGS"/*.log # this run's logs only
 
 # ---- Python venv -------------------------------------------------------------
 if [[ -z "${PYTHON:-}" ]]; then
@@ -73,14 +88,14 @@ REQS="$INTEROP_DIR/python/requirements.txt"
 PY_STAMP="$VENV/.interop-requirements.sha256"
 want="$(sha "$REQS")"
 if [[ -x "$VENV/bin/python" && -f "$PY_STAMP" && "$(cat "$PY_STAMP")" == "$want" ]] \
-    && "$VENV/bin/python" -c 'import mcp, mcp.client.stdio' >/dev/null 2>&1; then
+    && "$VENV/bin/python" -c 'import mcp, mcp.client.stdio, mcp.client.streamable_http' >/dev/null 2>&1; then
     log "python: reusing venv $VENV ($("$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))'))"
 else
     log "python: creating venv $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV" || die "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"
     "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet -r "$REQS"
-    "$VENV/bin/python" -c 'import mcp, mcp.client.stdio'
+    "$VENV/bin/python" -c 'import mcp, mcp.client.stdio, mcp.client.streamable_http'
     printf '%s\n' "$want" >"$PY_STAMP"
     log "python: installed $("$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))')"
 fi
@@ -105,19 +120,22 @@ PY_ARGS=()
 declare -a RESULTS=()
 failures=0
 
-run_one() { # client-label binary-label binary-path role(anonymous|admin) client-command...
-    local client="$1" bname="$2" bpath="$3" role="$4"
+run_one() { # client-label binary-label binary-path mode(stdio|http|admin) client-command...
+    local client="$1" bname="$2" bpath="$3" mode="$4"
     shift 4
     local -a client_opts=() server_args=()
-    local suffix="" label="$client x $bname"
-    if [[ "$role" == admin ]]; then
-        client_opts=(--admin)
-        server_args=(--role admin)
-        suffix="-admin"
-        label="$label --role admin"
-    fi
-    local logf="$LOGS/$client-$bname$suffix.log" rc=0 start=$SECONDS summary
-    log "$client client vs $bname server ($bpath ${server_args[*]})"
+    local label="$client x $bname ($mode)"
+    case "$mode" in
+        http) client_opts=(--http) ;;
+        admin)
+            client_opts=(--admin)
+            server_args=(--role admin)
+            label="$client x $bname (stdio, --role admin)"
+            ;;
+    esac
+    local logf="$LOGS/$client-$bname-$mode.log" rc=0 start=$SECONDS summary
+    log "$client client vs $bname server, $mode ($bpath ${server_args[*]})"
+    # `timeout` signals its whole process group, so a server a client started dies with it.
     timeout --kill-after=10 "$RUN_TIMEOUT" "$@" "${client_opts[@]}" "$bpath" "${server_args[@]}" 2>&1 \
         | tee "$logf" || rc=$?
     summary="$(grep -E "^interop-(python|ts): [0-9]+ passed, [0-9]+ failed$" "$logf" | tail -n1 || true)"
@@ -133,14 +151,15 @@ run_one() { # client-label binary-label binary-path role(anonymous|admin) client
     fi
 }
 
-ROLES=(anonymous)
-[[ "${INTEROP_ADMIN:-1}" == "0" ]] || ROLES+=(admin)
+MODES=(stdio)
+[[ "${INTEROP_HTTP:-1}" == "0" ]] || MODES+=(http)
+[[ "${INTEROP_ADMIN:-1}" == "0" ]] || MODES+=(admin)
 
-for role in "${ROLES[@]}"; do
+for mode in "${MODES[@]}"; do
     for i in "${!BIN_NAMES[@]}"; do
-        run_one python "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$role" \
+        run_one python "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$mode" \
             "$VENV/bin/python" "$INTEROP_DIR/python/client.py" "${PY_ARGS[@]}"
-        run_one ts "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$role" \
+        run_one ts "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$mode" \
             node "$TS_DIR/client.mjs"
     done
 done

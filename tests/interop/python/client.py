@@ -1,26 +1,36 @@
 #!/usr/bin/env python3
-"""Interop check: the official Python MCP SDK client against one of our stdio servers.
+"""Interop check: the official Python MCP SDK client against one of our example servers.
 
 Usage:
-    python client.py [--modern] [--admin] [--timeout SECONDS] [--notify-timeout SECONDS]
-                     SERVER_COMMAND [SERVER_ARGS...]
+    python client.py [--http | --url URL] [--modern] [--admin] [--timeout SECONDS]
+                     [--notify-timeout SECONDS] [SERVER_COMMAND [SERVER_ARGS...]]
 
 e.g. python client.py target/release/examples/everything
      python client.py --admin target/release/examples/everything --role admin
+     python client.py --http target/release/examples/everything
+     python client.py --url http://127.0.0.1:3000/mcp
 
-The server is spawned with the SDK's `stdio_client` and driven through
-`ClientSession`, i.e. exactly the code path a real Python MCP host uses.
-One line is printed per check, then a summary line of the form
-`interop-python: N passed, M failed`. The exit status is 0 only if every
-check passed.
+By default the server is spawned with the SDK's `stdio_client`. With --http the
+client starts `SERVER_COMMAND [SERVER_ARGS...] --http 127.0.0.1:0` itself, reads
+the one line `listening on http://HOST:PORT/mcp` the server prints to stderr,
+connects with the SDK's Streamable HTTP client transport and kills the server at
+the end (that process only: a wrapper script must `exec` the server); with --url
+it connects to a server that is already running. Either way the session is
+driven through `ClientSession`, i.e. exactly the code path a real Python MCP host
+uses. One line is printed per check, then a summary line of the form
+`interop-python: N passed, M failed`. The exit status is 0 only if every check
+passed.
 
 Options (must come before the server command):
+    --http            Streamable HTTP: start the server on an ephemeral port (see above).
+    --url URL         Streamable HTTP to an already running server (no server command).
     --modern          after the legacy (initialize) session, also run the same
                       checks over a second session negotiated with
                       `server/discover` (protocol 2026-07-28). Needs mcp>=2.
-    --admin           the server was started with `--role admin`: expect the gated
-                      admin_echo tool and test://admin-secret resource to be visible
-                      and working (without it: expect them hidden).
+    --admin           the server's caller has the admin role (`--role admin`, stdio
+                      only): expect the gated admin_echo tool and
+                      test://admin-secret resource to be visible and working
+                      (without it: expect them hidden).
     --timeout SECS    per-step timeout (default 30; env INTEROP_TIMEOUT).
     --notify-timeout SECS
                       how long to wait for an expected server notification
@@ -29,7 +39,15 @@ Options (must come before the server command):
 Notification checks (resource subscription, tools/prompts list_changed,
 logging) use the SDK's hooks (`message_handler`, `logging_callback`) and wait
 for the notification with a bounded timeout; they are legacy-era only (the
-2026-07-28 era replaces resources/subscribe and logging/setLevel).
+2026-07-28 era replaces resources/subscribe and logging/setLevel). The progress
+check passes a `progress_callback` to `call_tool`.
+
+Interaction checks: the session is created with a `sampling_callback` and an
+`elicitation_callback`, so the SDK declares both capabilities. `test_sampling` and
+`test_elicitation` must make the server ask the client (sampling/createMessage,
+elicitation/create on the legacy era; an input_required result answered through
+`ClientSession.dispatch_input_request` and a retry on 2026-07-28), the callback
+must see what the tool was given, and the tool result must carry the answer.
 
 Written against mcp 2.x (pinned in requirements.txt) but kept compatible with
 mcp 1.x: results are compared in their wire (camelCase JSON) form.
@@ -38,10 +56,14 @@ mcp 1.x: results are compared in their wire (camelCase JSON) form.
 from __future__ import annotations
 
 import base64
+import builtins
 import os
+import re
+import subprocess
 import sys
 import warnings
-from typing import Any, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 
@@ -52,6 +74,11 @@ except ImportError:  # mcp 1.x
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp import types
+
+try:  # mcp >= 2 (yields read, write)
+    from mcp.client.streamable_http import streamable_http_client as _http_client
+except ImportError:  # mcp 1.x (yields read, write, get_session_id)
+    from mcp.client.streamable_http import streamablehttp_client as _http_client  # type: ignore[no-redef]
 
 try:  # mcp >= 2 flags the 2025-era subscribe / setLevel calls as deprecated
     from mcp.shared.exceptions import MCPDeprecationWarning as _DeprecationCategory
@@ -91,6 +118,9 @@ CHECKS = [
     "get_prompt_missing_argument",
     "complete_prompt_argument",
     "gated_items",
+    "progress_notifications",
+    "sampling",
+    "elicitation",
     "resource_subscribe_updated",
     "tool_list_changed",
     "prompt_list_changed",
@@ -111,6 +141,11 @@ PROMPTS = (
     "test_prompt_with_image",
 )
 LOG_STEPS = ["Tool execution started", "Tool processing data", "Tool execution completed"]
+# What the interaction checks send and what the client's callbacks answer.
+SAMPLE_PROMPT = "interop: name a colour"
+SAMPLE_ANSWER = "interop-sampled: teal"
+ELICIT_MESSAGE = "interop: who are you?"
+ELICIT_ANSWER = {"username": "interop-user", "email": "interop@example.com"}
 
 
 def checks_for(era: str) -> list[str]:
@@ -125,13 +160,16 @@ class Report:
     def __init__(self) -> None:
         self.passed = 0
         self.failed = 0
+        self.seen: set[str] = set()
 
     def ok(self, label: str, detail: str = "") -> None:
         self.passed += 1
+        self.seen.add(label)
         print(f"[{PREFIX}] PASS {label}" + (f": {detail}" if detail else ""), flush=True)
 
     def fail(self, label: str, detail: str) -> None:
         self.failed += 1
+        self.seen.add(label)
         print(f"[{PREFIX}] FAIL {label}: {detail}", flush=True)
 
     def note(self, text: str) -> None:
@@ -157,12 +195,17 @@ class Inbox:
 
     `message_handler` sees every surfaced server notification (mcp 1.x also
     hands it request responders, which are ignored); `logging_callback` sees
-    notifications/message params. Must be created inside the event loop.
+    notifications/message params, `progress_callback` one call's progress; the
+    sampling and elicitation callbacks answer the server's requests and record
+    their params. Must be created inside the event loop.
     """
 
     def __init__(self) -> None:
         self.notifications: list[tuple[str, dict[str, Any]]] = []
         self.logs: list[dict[str, Any]] = []
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.sampled: list[dict[str, Any]] = []
+        self.elicited: list[dict[str, Any]] = []
         self.stream_errors: list[Exception] = []
         self._arrived = anyio.Event()
 
@@ -186,6 +229,27 @@ class Inbox:
     async def logging_callback(self, params: Any) -> None:
         self.logs.append(wire(params))
         self._wake()
+
+    async def progress_callback(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append((progress, total, message))
+        self._wake()
+
+    async def sampling_callback(self, context: Any, params: Any) -> Any:
+        """Answers sampling/createMessage with SAMPLE_ANSWER, recording what was asked."""
+        self.sampled.append(wire(params))
+        self._wake()
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=SAMPLE_ANSWER),
+            model="interop-test-model",
+            stop_reason="endTurn",
+        )
+
+    async def elicitation_callback(self, context: Any, params: Any) -> Any:
+        """Accepts elicitation/create with ELICIT_ANSWER, recording what was asked."""
+        self.elicited.append(wire(params))
+        self._wake()
+        return types.ElicitResult(action="accept", content=dict(ELICIT_ANSWER))
 
     def count(self, method: str, pred: Callable[[dict[str, Any]], bool] = lambda _p: True) -> int:
         return sum(1 for m, p in self.notifications if m == method and pred(p))
@@ -550,7 +614,13 @@ async def run_checks(
             return {t["name"] for t in tools}
 
         if "test_dynamic_tool" in await names():
-            raise CheckFailed("test_dynamic_tool already listed before test_trigger_tool_change (fresh server)")
+            # Not a fresh server (--url, or an earlier session toggled it): toggle it away first,
+            # and let that change's notification arrive before counting.
+            before = inbox.count(method)
+            await session.call_tool("test_trigger_tool_change")
+            await inbox.wait_for(lambda: inbox.count(method) > before, notify_timeout)
+            if "test_dynamic_tool" in await names():
+                raise CheckFailed("test_dynamic_tool still listed after test_trigger_tool_change removed it")
         mark = inbox.count(method)
         res = wire(await session.call_tool("test_trigger_tool_change"))
         if res.get("isError"):
@@ -573,7 +643,13 @@ async def run_checks(
             return {p["name"] for p in prompts}
 
         if "test_dynamic_prompt" in await names():
-            raise CheckFailed("test_dynamic_prompt already listed before test_trigger_prompt_change (fresh server)")
+            # Not a fresh server (--url, or an earlier session toggled it): toggle it away first,
+            # and let that change's notification arrive before counting.
+            before = inbox.count(method)
+            await session.call_tool("test_trigger_prompt_change")
+            await inbox.wait_for(lambda: inbox.count(method) > before, notify_timeout)
+            if "test_dynamic_prompt" in await names():
+                raise CheckFailed("test_dynamic_prompt still listed after test_trigger_prompt_change removed it")
         mark = inbox.count(method)
         res = wire(await session.call_tool("test_trigger_prompt_change"))
         if res.get("isError"):
@@ -607,6 +683,92 @@ async def run_checks(
             raise CheckFailed(f"log data {data}, expected {LOG_STEPS}")
         return f"{len(logs)} info messages via logging_callback: {data}"
 
+    # --- progress --------------------------------------------------------------------
+    async def progress_notifications() -> str:
+        mark = len(inbox.progress)
+        res = wire(await session.call_tool("test_tool_with_progress", {}, progress_callback=inbox.progress_callback))
+        if res.get("isError"):
+            raise CheckFailed(f"test_tool_with_progress failed: {short(res)}")
+        # The SDK runs the callback as the notifications arrive, before the result; allow
+        # a short grace period anyway.
+        await inbox.wait_for(lambda: len(inbox.progress) - mark >= 3, notify_timeout)
+        got = inbox.progress[mark:]
+        if len(got) < 3:
+            raise CheckFailed(f"progress_callback saw {len(got)} notifications/progress, expected >= 3: {got}")
+        values = [p for p, _t, _m in got]
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise CheckFailed(f"progress values {values} are not strictly increasing")
+        totals = {t for _p, t, _m in got}
+        return f"{len(got)} notifications via progress_callback: progress {values}, total {sorted(totals, key=str)}"
+
+    # --- interactions (server -> client requests) -------------------------------------
+    async def call_answering(name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Calls a tool that asks the client something; returns the result and how it was asked.
+
+        Legacy era: the server sends a JSON-RPC request during the call and the SDK runs
+        our callback. 2026-07-28: the server answers with an input_required result, which
+        is fulfilled through the SDK's own dispatch (the same callbacks) and retried.
+        """
+        if era == "legacy":
+            return wire(await session.call_tool(name, arguments)), "server->client request"
+        from mcp.client.context import ClientRequestContext  # mcp >= 2, like --modern itself
+
+        result = await session.call_tool(name, arguments, allow_input_required=True)
+        rounds = 0
+        while isinstance(result, types.InputRequiredResult):
+            rounds += 1
+            if rounds > 10:
+                raise CheckFailed(f"{name}: still input_required after 10 rounds")
+            responses: dict[str, Any] = {}
+            for key, req in (result.input_requests or {}).items():
+                meta = req.params.meta if getattr(req, "params", None) is not None else None
+                ctx = ClientRequestContext(session=session, request_id=key, meta=meta)
+                answer = await session.dispatch_input_request(ctx, req)
+                if isinstance(answer, types.ErrorData):
+                    raise CheckFailed(f"{name}: dispatching input request {key!r} failed: {short(wire(answer))}")
+                responses[key] = answer
+            result = await session.call_tool(
+                name,
+                arguments,
+                input_responses=responses or None,
+                request_state=result.request_state,
+                allow_input_required=True,
+            )
+        return wire(result), f"input_required, {rounds} round(s)"
+
+    async def sampling() -> str:
+        mark = len(inbox.sampled)
+        res, how = await call_answering("test_sampling", {"prompt": SAMPLE_PROMPT})
+        asked = inbox.sampled[mark:]
+        if len(asked) != 1:
+            raise CheckFailed(f"sampling_callback ran {len(asked)} times, expected once: {short(asked)}")
+        msgs = asked[0].get("messages", [])
+        prompt = [m.get("content", {}).get("text") for m in msgs if m.get("role") == "user"]
+        if prompt != [SAMPLE_PROMPT]:
+            raise CheckFailed(f"sampling request messages {short(msgs)} do not carry the prompt {SAMPLE_PROMPT!r}")
+        got = expect_single_text(res, "test_sampling")
+        if SAMPLE_ANSWER not in got:
+            raise CheckFailed(f"test_sampling returned {got!r}, which lacks the client's answer {SAMPLE_ANSWER!r}")
+        return f"{how}; callback got prompt {SAMPLE_PROMPT!r} (maxTokens {asked[0].get('maxTokens')}); result {got!r}"
+
+    async def elicitation() -> str:
+        mark = len(inbox.elicited)
+        res, how = await call_answering("test_elicitation", {"message": ELICIT_MESSAGE})
+        asked = inbox.elicited[mark:]
+        if len(asked) != 1:
+            raise CheckFailed(f"elicitation_callback ran {len(asked)} times, expected once: {short(asked)}")
+        if asked[0].get("message") != ELICIT_MESSAGE:
+            raise CheckFailed(f"elicitation message {asked[0].get('message')!r}, expected {ELICIT_MESSAGE!r}")
+        schema = asked[0].get("requestedSchema", {})
+        fields = sorted((schema.get("properties") or {}).keys())
+        if fields != ["email", "username"] or sorted(schema.get("required", [])) != ["email", "username"]:
+            raise CheckFailed(f"requestedSchema {short(schema)} is not the required username/email form")
+        got = expect_single_text(res, "test_elicitation")
+        missing = [v for v in ("action=accept", *ELICIT_ANSWER.values()) if v not in got]
+        if missing:
+            raise CheckFailed(f"test_elicitation returned {got!r}, which lacks {missing}")
+        return f"{how}; callback got {ELICIT_MESSAGE!r} with fields {fields}; result {got!r}"
+
     await step("list_resources", list_resources)
     await step("read_static_text", read_static_text)
     await step("read_static_binary", read_static_binary)
@@ -616,6 +778,9 @@ async def run_checks(
     await step("get_prompt_missing_argument", get_prompt_missing_argument)
     await step("complete_prompt_argument", complete_prompt_argument)
     await step("gated_items", gated_items)
+    await step("progress_notifications", progress_notifications)
+    await step("sampling", sampling)
+    await step("elicitation", elicitation)
     if era == "legacy":
         await step("resource_subscribe_updated", resource_subscribe_updated)
         await step("tool_list_changed", tool_list_changed)
@@ -627,76 +792,227 @@ async def run_checks(
         report.note(f"{era}: transport exceptions surfaced to message_handler: {short(inbox.stream_errors)}")
 
 
+Connect = Callable[[], Any]  # () -> async context manager yielding (read, write)
+
+# The line the example servers print to stderr once their HTTP listener is bound.
+ANNOUNCE = re.compile(r"listening on (http://\S+)")
+
+
+def stdio_connect(params: StdioServerParameters) -> Connect:
+    return lambda: stdio_client(params)
+
+
+def http_connect(url: str) -> Connect:
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[tuple[Any, Any]]:
+        async with _http_client(url) as streams:  # (read, write[, get_session_id])
+            yield streams[0], streams[1]
+
+    return connect
+
+
+class ServerStartError(Exception):
+    pass
+
+
+@asynccontextmanager
+async def http_server(cmd: list[str], timeout: float, report: Report) -> AsyncIterator[str]:
+    """Runs `cmd --http 127.0.0.1:0`, yields the URL it announces, then kills it.
+
+    The server's other stderr lines are passed on to ours, prefixed `[server]`.
+    A server that exits by itself before the end is reported as a failed check.
+    """
+    argv = [*cmd, "--http", "127.0.0.1:0"]
+    try:
+        proc = await anyio.open_process(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+    except OSError as e:
+        raise ServerStartError(f"{' '.join(argv)} could not start: {e}") from e
+    found: dict[str, str] = {}
+    announced = anyio.Event()
+
+    async def pump() -> None:
+        buf = b""
+        assert proc.stderr is not None
+        try:
+            async for chunk in proc.stderr:
+                buf += chunk
+                while b"\n" in buf:
+                    raw, buf = buf.split(b"\n", 1)
+                    line = raw.decode(errors="replace")
+                    m = None if "url" in found else ANNOUNCE.search(line)
+                    if m:
+                        found["url"] = m.group(1)
+                        announced.set()
+                    print(f"[server] {line}", file=sys.stderr, flush=True)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        announced.set()  # EOF: the server is gone, announced or not
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            with anyio.move_on_after(timeout):
+                await announced.wait()
+            if "url" not in found:
+                with anyio.move_on_after(1):
+                    await proc.wait()
+                found["why"] = (
+                    f"did not print 'listening on http://...' within {timeout}s"
+                    if proc.returncode is None
+                    else f"ended before announcing its URL (exit status {proc.returncode})"
+                )
+                tg.cancel_scope.cancel()
+            else:
+                print(f"[{PREFIX}] server {' '.join(argv)} (pid {proc.pid}) listening on {found['url']}", flush=True)
+                try:
+                    yield found["url"]
+                finally:
+                    if proc.returncode is not None:
+                        report.fail("server", f"the HTTP server exited by itself (status {proc.returncode})")
+                    await stop(proc)
+    finally:
+        await stop(proc)
+    if "url" not in found:  # raised here, not inside the task group, so it is not wrapped
+        raise ServerStartError(f"{' '.join(argv)} {found.get('why')}")
+
+
+async def stop(proc: Any) -> None:
+    """SIGTERM, up to 5 s to exit, then SIGKILL."""
+    if proc.returncode is None:
+        try:
+            proc.terminate()
+        except ProcessLookupError:
+            pass
+        with anyio.move_on_after(5):
+            await proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    await proc.aclose()
+
+
 async def run_session(
-    params: StdioServerParameters, era: str, report: Report, timeout: float, admin: bool, notify_timeout: float
+    connect: Connect, era: str, report: Report, timeout: float, admin: bool, notify_timeout: float
 ) -> None:
     started = False
     try:
-        async with stdio_client(params) as (read, write):
+        async with connect() as (read, write):
             inbox = Inbox()
             async with ClientSession(
-                read, write, logging_callback=inbox.logging_callback, message_handler=inbox.message_handler
+                read,
+                write,
+                logging_callback=inbox.logging_callback,
+                message_handler=inbox.message_handler,
+                sampling_callback=inbox.sampling_callback,
+                elicitation_callback=inbox.elicitation_callback,
             ) as session:
                 started = True
                 await run_checks(session, era, report, timeout, inbox, admin, notify_timeout)
     except Exception as e:  # noqa: BLE001 - spawn failure or transport teardown error
         # Failures inside run_checks are already reported; this is the spawn
-        # or the transport itself failing.
+        # or the transport itself failing (checks it cut short are reported as not run).
         if started:
-            report.fail(f"{era}:transport", f"{type(e).__name__}: {e}")
+            report.fail(f"{era}:transport", describe_exc(e))
         else:
-            report.fail(f"{era}:connect", f"could not start the server: {type(e).__name__}: {e}")
-            for name in checks_for(era)[1:]:
-                report.fail(f"{era}:{name}", "not run (connect failed)")
+            report.fail(f"{era}:connect", f"could not connect: {describe_exc(e)}")
+        for name in checks_for(era):
+            if f"{era}:{name}" not in report.seen:
+                report.fail(f"{era}:{name}", "not run (transport failed)")
 
 
-def parse_args(argv: list[str]) -> tuple[bool, bool, float, float, list[str]]:
-    modern = False
-    admin = False
-    timeout = float(os.environ.get("INTEROP_TIMEOUT", "30"))
-    notify_timeout = float(os.environ.get("INTEROP_NOTIFY_TIMEOUT", "5"))
+def describe_exc(e: BaseException) -> str:
+    """`Type: message`, looking through the task groups' ExceptionGroup wrappers."""
+    group = getattr(builtins, "BaseExceptionGroup", ())  # Python >= 3.11
+    while isinstance(e, group) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    if isinstance(e, group):
+        return "; ".join(describe_exc(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
+class Options:
+    def __init__(self) -> None:
+        self.modern = False
+        self.admin = False
+        self.http = False
+        self.url: str | None = None
+        self.timeout = float(os.environ.get("INTEROP_TIMEOUT", "30"))
+        self.notify_timeout = float(os.environ.get("INTEROP_NOTIFY_TIMEOUT", "5"))
+        self.cmd: list[str] = []
+
+
+def parse_args(argv: list[str]) -> Options:
+    o = Options()
     i = 0
     while i < len(argv) and argv[i].startswith("--"):
         if argv[i] == "--modern":
-            modern = True
+            o.modern = True
         elif argv[i] == "--admin":
-            admin = True
+            o.admin = True
+        elif argv[i] == "--http":
+            o.http = True
+        elif argv[i] == "--url" and i + 1 < len(argv):
+            i += 1
+            o.url = argv[i]
         elif argv[i] == "--timeout" and i + 1 < len(argv):
             i += 1
-            timeout = float(argv[i])
+            o.timeout = float(argv[i])
         elif argv[i] == "--notify-timeout" and i + 1 < len(argv):
             i += 1
-            notify_timeout = float(argv[i])
+            o.notify_timeout = float(argv[i])
         elif argv[i] == "--":
             i += 1
             break
         else:
             sys.exit(f"{PREFIX}: unknown option {argv[i]!r}\n{__doc__}")
         i += 1
-    cmd = argv[i:]
-    if not cmd:
+    o.cmd = argv[i:]
+    if o.url is not None and (o.http or o.cmd):
+        sys.exit(f"{PREFIX}: --url takes no server command and excludes --http\n{__doc__}")
+    if o.url is None and not o.cmd:
         sys.exit(f"{PREFIX}: missing server command\n{__doc__}")
-    return modern, admin, timeout, notify_timeout, cmd
+    return o
 
 
 def main() -> int:
-    modern, admin, timeout, notify_timeout, cmd = parse_args(sys.argv[1:])
-    role = "admin" if admin else "anonymous"
-    print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, server: {' '.join(cmd)} (expecting {role} caller)", flush=True)
-    # The SDK hands the child only a small allow-list of environment variables
-    # (HOME, PATH, ...); pass ours through so RUST_LOG / RUST_BACKTRACE reach the server.
-    params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ))
+    o = parse_args(sys.argv[1:])
+    role = "admin" if o.admin else "anonymous"
+    transport = "stdio" if o.url is None and not o.http else "streamable HTTP"
+    server = o.url if o.url is not None else " ".join(o.cmd)
+    print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, {transport}, server: {server} (expecting {role} caller)",
+          flush=True)
     report = Report()
+    eras = ["legacy"]
+    if o.modern:
+        if hasattr(ClientSession, "discover"):
+            eras.append("modern")
+        else:
+            report.fail("modern:connect", f"mcp {SDK_VERSION} has no ClientSession.discover (needs mcp>=2)")
 
-    async def all_sessions() -> None:
-        await run_session(params, "legacy", report, timeout, admin, notify_timeout)
-        if modern:
-            if not hasattr(ClientSession, "discover"):
-                report.fail("modern:connect", f"mcp {SDK_VERSION} has no ClientSession.discover (needs mcp>=2)")
-            else:
-                await run_session(params, "modern", report, timeout, admin, notify_timeout)
+    async def sessions(connect: Connect) -> None:
+        for era in eras:
+            await run_session(connect, era, report, o.timeout, o.admin, o.notify_timeout)
 
-    anyio.run(all_sessions)
+    async def run() -> None:
+        if o.url is not None:
+            await sessions(http_connect(o.url))
+        elif o.http:
+            try:
+                async with http_server(o.cmd, o.timeout, report) as url:
+                    await sessions(http_connect(url))
+            except ServerStartError as e:
+                for era in eras:
+                    report.fail(f"{era}:connect", str(e))
+                    for name in checks_for(era)[1:]:
+                        report.fail(f"{era}:{name}", "not run (connect failed)")
+        else:
+            # The SDK hands the child only a small allow-list of environment variables
+            # (HOME, PATH, ...); pass ours through so RUST_LOG / RUST_BACKTRACE reach the server.
+            await sessions(stdio_connect(StdioServerParameters(command=o.cmd[0], args=o.cmd[1:], env=dict(os.environ))))
+
+    anyio.run(run)
     print(f"{PREFIX}: {report.passed} passed, {report.failed} failed", flush=True)
     return 0 if report.failed == 0 and report.passed > 0 else 1
 

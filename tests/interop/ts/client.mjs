@@ -1,26 +1,44 @@
 #!/usr/bin/env node
-// Interop check: the official TypeScript MCP SDK client against one of our stdio servers.
+// Interop check: the official TypeScript MCP SDK client against one of our example servers.
 //
 // Usage:
-//   node client.mjs [--admin] [--timeout SECONDS] [--notify-timeout SECONDS] SERVER_COMMAND [SERVER_ARGS...]
+//   node client.mjs [--http | --url URL] [--admin] [--timeout SECONDS] [--notify-timeout SECONDS]
+//                   [SERVER_COMMAND [SERVER_ARGS...]]
 //   e.g. node client.mjs ../../../target/release/examples/everything
 //        node client.mjs --admin ../../../target/release/examples/everything --role admin
+//        node client.mjs --http ../../../target/release/examples/everything
+//        node client.mjs --url http://127.0.0.1:3000/mcp
 //
-// Spawns the server with the SDK's StdioClientTransport and drives it through
-// `Client`, i.e. the code path a real TypeScript MCP host uses. Prints one line
-// per check and then `interop-ts: N passed, M failed`; exits 0 only if every
-// check passed. Per-step timeout: --timeout or env INTEROP_TIMEOUT (default 30 s).
+// By default the server is spawned with the SDK's StdioClientTransport. With --http the
+// client starts `SERVER_COMMAND [SERVER_ARGS...] --http 127.0.0.1:0` itself, reads the one
+// line `listening on http://HOST:PORT/mcp` the server prints to stderr, connects with the
+// SDK's StreamableHTTPClientTransport, ends the session with an HTTP DELETE and kills the
+// server at the end (that process only: a wrapper script must `exec` the server); with
+// --url it connects to a server that is already running. Either
+// way the session is driven through `Client`, i.e. the code path a real TypeScript MCP
+// host uses. Prints one line per check and then `interop-ts: N passed, M failed`; exits 0
+// only if every check passed. Per-step timeout: --timeout or env INTEROP_TIMEOUT (default 30 s).
 //
-// --admin: the server was started with `--role admin`, so the gated admin_echo
-// tool and test://admin-secret resource must be visible and work (without it
-// they must be hidden). Notification checks register handlers with
+// --admin: the server's caller has the admin role (`--role admin`, stdio only), so the
+// gated admin_echo tool and test://admin-secret resource must be visible and work
+// (without it they must be hidden). Notification checks register handlers with
 // client.setNotificationHandler(<SDK schema>, ...) and wait for the expected
-// notification at most --notify-timeout / env INTEROP_NOTIFY_TIMEOUT (default 5 s).
+// notification at most --notify-timeout / env INTEROP_NOTIFY_TIMEOUT (default 5 s); the
+// progress check passes `onprogress` to callTool.
+//
+// Interaction checks: the client declares the sampling and elicitation capabilities and
+// registers handlers for sampling/createMessage and elicitation/create; test_sampling and
+// test_elicitation must make the server ask (the handler sees what the tool was given)
+// and return the handler's answer in the tool result.
 
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
   LoggingMessageNotificationSchema,
   McpError,
   PromptListChangedNotificationSchema,
@@ -52,6 +70,9 @@ const CHECKS = [
   'get_prompt_missing_argument',
   'complete_prompt_argument',
   'gated_items',
+  'progress_notifications',
+  'sampling',
+  'elicitation',
   'resource_subscribe_updated',
   'tool_list_changed',
   'prompt_list_changed',
@@ -69,6 +90,13 @@ const PROMPTS = [
   'test_prompt_with_image',
 ];
 const LOG_STEPS = ['Tool execution started', 'Tool processing data', 'Tool execution completed'];
+// What the interaction checks send and what the client's handlers answer.
+const SAMPLE_PROMPT = 'interop: name a colour';
+const SAMPLE_ANSWER = 'interop-sampled: teal';
+const ELICIT_MESSAGE = 'interop: who are you?';
+const ELICIT_ANSWER = { username: 'interop-user', email: 'interop@example.com' };
+// The line the example servers print to stderr once their HTTP listener is bound.
+const ANNOUNCE = /listening on (http:\/\/\S+)/;
 
 let SDK_VERSION = 'unknown';
 try {
@@ -171,6 +199,8 @@ function parseArgs(argv) {
   let timeout = Number(process.env.INTEROP_TIMEOUT ?? '30');
   let notifyTimeout = Number(process.env.INTEROP_NOTIFY_TIMEOUT ?? '5');
   let admin = false;
+  let http = false;
+  let url;
   let i = 0;
   while (i < argv.length && argv[i].startsWith('--')) {
     if (argv[i] === '--timeout' && i + 1 < argv.length) {
@@ -179,6 +209,10 @@ function parseArgs(argv) {
       notifyTimeout = Number(argv[++i]);
     } else if (argv[i] === '--admin') {
       admin = true;
+    } else if (argv[i] === '--http') {
+      http = true;
+    } else if (argv[i] === '--url' && i + 1 < argv.length) {
+      url = argv[++i];
     } else if (argv[i] === '--') {
       i += 1;
       break;
@@ -189,13 +223,15 @@ function parseArgs(argv) {
     i += 1;
   }
   const cmd = argv.slice(i);
-  if (cmd.length === 0 || !(timeout > 0) || !(notifyTimeout > 0)) {
+  const badTarget = url === undefined ? cmd.length === 0 : http || cmd.length > 0;
+  if (badTarget || !(timeout > 0) || !(notifyTimeout > 0)) {
     console.error(
-      `${PREFIX}: usage: node client.mjs [--admin] [--timeout SECONDS] [--notify-timeout SECONDS] SERVER_COMMAND [ARGS...]`,
+      `${PREFIX}: usage: node client.mjs [--http | --url URL] [--admin] [--timeout SECONDS] ` +
+        '[--notify-timeout SECONDS] [SERVER_COMMAND [ARGS...]]  (--url takes no server command)',
     );
     process.exit(2);
   }
-  return { timeoutMs: timeout * 1000, notifyMs: notifyTimeout * 1000, admin, cmd };
+  return { timeoutMs: timeout * 1000, notifyMs: notifyTimeout * 1000, admin, http, url, cmd };
 }
 
 let childPid;
@@ -224,36 +260,135 @@ async function reap() {
   }
 }
 
-async function main() {
-  const { timeoutMs, notifyMs, admin, cmd } = parseArgs(process.argv.slice(2));
-  console.log(
-    `[${PREFIX}] @modelcontextprotocol/sdk ${SDK_VERSION}, node ${process.version}, server: ${cmd.join(' ')}` +
-      ` (expecting ${admin ? 'admin' : 'anonymous'} caller)`,
-  );
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-  // The SDK gives the child only an allow-list of env vars (HOME, PATH, ...);
-  // pass ours through so RUST_LOG / RUST_BACKTRACE reach the server.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined));
-  const transport = new StdioClientTransport({ command: cmd[0], args: cmd.slice(1), env, stderr: 'inherit' });
+// --http: the server this client started, as { child, exited: Promise<description> }.
+let httpServer;
+
+// Starts `cmd --http 127.0.0.1:0` and resolves to the URL it announces on stderr. The
+// server's other stderr lines are passed on to ours, prefixed `[server]`.
+function startHttpServer(cmd, timeoutMs) {
+  const argv = [...cmd.slice(1), '--http', '127.0.0.1:0'];
+  const shown = [cmd[0], ...argv].join(' ');
+  const child = spawn(cmd[0], argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const exited = new Promise((resolve) => {
+    child.once('error', (e) => resolve(`could not start: ${e.message}`));
+    child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit status ${code}`));
+  });
+  httpServer = { child, exited };
+  return new Promise((resolve, reject) => {
+    let url;
+    let buf = '';
+    const timer = setTimeout(
+      () => reject(new Error(`${shown} did not print 'listening on http://...' within ${timeoutMs / 1000}s`)),
+      timeoutMs,
+    );
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        process.stderr.write(`[server] ${line}\n`);
+        const m = url === undefined ? ANNOUNCE.exec(line) : null;
+        if (m) {
+          url = m[1];
+          clearTimeout(timer);
+          console.log(`[${PREFIX}] server ${shown} (pid ${child.pid}) listening on ${url}`);
+          resolve(url);
+        }
+      }
+    });
+    exited.then((how) => {
+      clearTimeout(timer);
+      reject(new Error(`${shown} ended before announcing its URL (${how})`));
+    });
+  });
+}
+
+// SIGTERM, up to 5 s to exit, then SIGKILL. A server that already exited by itself
+// (it should run until we stop it) is a failed check.
+async function stopHttpServer() {
+  if (httpServer === undefined) return;
+  const { child, exited } = httpServer;
+  httpServer = undefined;
+  const running = () => child.exitCode === null && child.signalCode === null && child.pid !== undefined;
+  if (!running()) {
+    if (child.pid !== undefined) fail('server', `the HTTP server exited by itself (${await exited})`);
+    return;
+  }
+  child.kill('SIGTERM');
+  const how = await Promise.race([exited, sleep(5000).then(() => undefined)]);
+  if (how === undefined) {
+    note(`HTTP server pid ${child.pid} ignored SIGTERM for 5 s; sending SIGKILL`);
+    child.kill('SIGKILL');
+    await exited;
+  }
+}
+
+async function main() {
+  const { timeoutMs, notifyMs, admin, http, url, cmd } = parseArgs(process.argv.slice(2));
+  const over = http || url !== undefined ? 'streamable HTTP' : 'stdio';
+  console.log(
+    `[${PREFIX}] @modelcontextprotocol/sdk ${SDK_VERSION}, node ${process.version}, ${over}, ` +
+      `server: ${url ?? cmd.join(' ')} (expecting ${admin ? 'admin' : 'anonymous'} caller)`,
+  );
+  const pending = [...CHECKS];
+  const done = (name) => pending.splice(pending.indexOf(name), 1);
+
+  let transport;
+  if (over === 'stdio') {
+    // The SDK gives the child only an allow-list of env vars (HOME, PATH, ...);
+    // pass ours through so RUST_LOG / RUST_BACKTRACE reach the server.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined));
+    transport = new StdioClientTransport({ command: cmd[0], args: cmd.slice(1), env, stderr: 'inherit' });
+    // Remember the child's pid: when connect() fails the SDK starts an
+    // un-awaited close() and forgets the process, which could then outlive us.
+    const start = transport.start.bind(transport);
+    transport.start = async () => {
+      await start();
+      childPid = transport.pid ?? undefined;
+    };
+  } else {
+    let target = url;
+    if (http) {
+      try {
+        target = await startHttpServer(cmd, timeoutMs);
+      } catch (e) {
+        done('connect');
+        fail('connect', e.message);
+        for (const name of pending) fail(name, 'not run (connect failed)');
+        return;
+      }
+    }
+    transport = new StreamableHTTPClientTransport(new URL(target));
+  }
 
   // Client does not expose the negotiated protocol version, so tap the raw
   // messages: Protocol.connect() chains to an onmessage set before connect().
+  // The same tap keeps the order of progress notifications and responses as the transport
+  // delivered them (see progress_notifications).
   let initializeResult;
+  const tapped = []; // { progress: params } | { response: id }
   transport.onmessage = (msg) => {
     if (msg && msg.id !== undefined && msg.result && typeof msg.result.protocolVersion === 'string') {
       initializeResult ??= msg.result;
     }
+    if (msg?.method === 'notifications/progress') tapped.push({ progress: msg.params });
+    else if (msg && msg.method === undefined && msg.id !== undefined) tapped.push({ response: msg.id });
   };
-  transport.onerror = (e) => console.error(`[${PREFIX}] transport error: ${e?.message ?? e}`);
-  // Remember the child's pid: when connect() fails the SDK starts an
-  // un-awaited close() and forgets the process, which could then outlive us.
-  const start = transport.start.bind(transport);
-  transport.start = async () => {
-    await start();
-    childPid = transport.pid ?? undefined;
+  // (once we close, the SDK aborting its own streams is not worth a line)
+  let closing = false;
+  transport.onerror = (e) => {
+    if (!closing) console.error(`[${PREFIX}] transport error: ${e?.message ?? e}`);
   };
 
-  const client = new Client({ name: 'mcp-interop-ts', version: '0.0.0' }, { capabilities: {} });
+  // Declaring sampling and elicitation (form mode) lets the server ask for them.
+  const client = new Client(
+    { name: 'mcp-interop-ts', version: '0.0.0' },
+    { capabilities: { sampling: {}, elicitation: {} } },
+  );
   const inbox = new Inbox();
   const logs = [];
   for (const schema of [
@@ -267,9 +402,22 @@ async function main() {
     logs.push(n.params);
     inbox.push(n);
   });
+  // Server -> client requests: record what was asked, answer with fixed values.
+  const asked = { sampling: [], elicitation: [] };
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+    asked.sampling.push(req.params);
+    return {
+      role: 'assistant',
+      content: { type: 'text', text: SAMPLE_ANSWER },
+      model: 'interop-test-model',
+      stopReason: 'endTurn',
+    };
+  });
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    asked.elicitation.push(req.params);
+    return { action: 'accept', content: { ...ELICIT_ANSWER } };
+  });
   const opts = { timeout: timeoutMs };
-  const pending = [...CHECKS];
-  const done = (name) => pending.splice(pending.indexOf(name), 1);
 
   // --- connect ---------------------------------------------------------------
   let negotiated;
@@ -539,6 +687,90 @@ async function main() {
     return `hidden from anonymous caller: not listed; ${readErr}; ${callErr}`;
   });
 
+  // --- progress ---------------------------------------------------------------------
+  await step('progress_notifications', async () => {
+    const got = [];
+    const mark = tapped.length;
+    const res = await client.callTool({ name: 'test_tool_with_progress', arguments: {} }, undefined, {
+      ...opts,
+      onprogress: (p) => got.push(p),
+    });
+    if (res.isError) throw new CheckFailed(`test_tool_with_progress failed: ${short(res)}`);
+    // What the server sent, in transport order: the SDK uses the request id as the token.
+    const wire = tapped.slice(mark);
+    const token = wire.find((e) => e.progress)?.progress.progressToken;
+    const answeredAt = wire.findIndex((e) => e.response !== undefined && e.response === token);
+    const sent = wire.filter((e, i) => e.progress?.progressToken === token && (answeredAt < 0 || i < answeredAt));
+    const late = wire.filter((e, i) => e.progress?.progressToken === token && answeredAt >= 0 && i > answeredAt);
+    if (late.length) throw new CheckFailed(`${late.length} notifications/progress arrived after the response: ${short(late)}`);
+    const values = sent.map((e) => e.progress.progress);
+    if (values.length < 3) {
+      throw new CheckFailed(`server sent ${values.length} notifications/progress before the response, expected >= 3: ${short(wire)}`);
+    }
+    if (values.some((v, i) => i > 0 && !(v > values[i - 1]))) {
+      throw new CheckFailed(`progress values ${short(values)} are not strictly increasing`);
+    }
+    const seen = got.map((p) => p.progress);
+    if (short(seen) !== short(values)) {
+      // SDK 1.32.2: _onresponse drops the progress handler at once, while notification
+      // handlers run a microtask later, so a final progress read in the same chunk as the
+      // response is lost (typescript-sdk#2580). That can only happen when both arrive in one
+      // read, i.e. on stdio; over HTTP each SSE event is delivered on its own.
+      const prefix = short(seen) === short(values.slice(0, seen.length));
+      if (over !== 'stdio' || !prefix || seen.length < 2) {
+        throw new CheckFailed(`onprogress saw progress ${short(seen)}, the server sent ${short(values)}`);
+      }
+      note(`progress_notifications: onprogress saw ${short(seen)} of ${short(values)}; the SDK dropped the ` +
+        'rest, which arrived with the response (typescript-sdk#2580)');
+    }
+    return `${values.length} notifications before the result, token ${short(token)}: progress ${short(values)}, ` +
+      `total ${short([...new Set(sent.map((e) => e.progress.total))])}; onprogress saw ${seen.length}`;
+  });
+
+  // --- interactions (server -> client requests) ----------------------------------------
+  await step('sampling', async () => {
+    const mark = asked.sampling.length;
+    const res = await client.callTool({ name: 'test_sampling', arguments: { prompt: SAMPLE_PROMPT } }, undefined, opts);
+    const got = asked.sampling.slice(mark);
+    if (got.length !== 1) {
+      throw new CheckFailed(`sampling/createMessage handler ran ${got.length} times, expected once: ${short(got)}`);
+    }
+    const prompt = (got[0].messages ?? []).filter((m) => m.role === 'user').map((m) => m.content?.text);
+    if (short(prompt) !== short([SAMPLE_PROMPT])) {
+      throw new CheckFailed(`sampling request messages ${short(got[0].messages)} do not carry the prompt ${short(SAMPLE_PROMPT)}`);
+    }
+    const text = expectSingleText(res, 'test_sampling');
+    if (!text.includes(SAMPLE_ANSWER)) {
+      throw new CheckFailed(`test_sampling returned ${short(text)}, which lacks the client's answer ${short(SAMPLE_ANSWER)}`);
+    }
+    return `handler got prompt ${short(SAMPLE_PROMPT)} (maxTokens ${got[0].maxTokens}); result ${short(text)}`;
+  });
+
+  await step('elicitation', async () => {
+    const mark = asked.elicitation.length;
+    const res = await client.callTool(
+      { name: 'test_elicitation', arguments: { message: ELICIT_MESSAGE } },
+      undefined,
+      opts,
+    );
+    const got = asked.elicitation.slice(mark);
+    if (got.length !== 1) {
+      throw new CheckFailed(`elicitation/create handler ran ${got.length} times, expected once: ${short(got)}`);
+    }
+    if (got[0].message !== ELICIT_MESSAGE) {
+      throw new CheckFailed(`elicitation message ${short(got[0].message)}, expected ${short(ELICIT_MESSAGE)}`);
+    }
+    const schema = got[0].requestedSchema ?? {};
+    const fields = Object.keys(schema.properties ?? {}).sort();
+    if (short(fields) !== short(['email', 'username']) || short([...(schema.required ?? [])].sort()) !== short(fields)) {
+      throw new CheckFailed(`requestedSchema ${short(schema)} is not the required username/email form`);
+    }
+    const text = expectSingleText(res, 'test_elicitation');
+    const missing = ['action=accept', ...Object.values(ELICIT_ANSWER)].filter((v) => !text.includes(v));
+    if (missing.length) throw new CheckFailed(`test_elicitation returned ${short(text)}, which lacks ${short(missing)}`);
+    return `handler got ${short(ELICIT_MESSAGE)} with fields ${short(fields)}; result ${short(text)}`;
+  });
+
   // --- notifications -----------------------------------------------------------------
   const noNotification = (what) =>
     new CheckFailed(`no ${what} within ${notifyMs / 1000}s; notifications seen: ${short(inbox.methods())}`);
@@ -561,7 +793,14 @@ async function main() {
     const method = 'notifications/tools/list_changed';
     const names = async () => new Set((await paginate(listTools, 'tools', 'tools/list')).map((t) => t.name));
     if ((await names()).has('test_dynamic_tool')) {
-      throw new CheckFailed('test_dynamic_tool already listed before test_trigger_tool_change (fresh server)');
+      // Not a fresh server (--url, or an earlier session toggled it): toggle it away first,
+      // and let that change's notification arrive before counting.
+      const before = inbox.count(method);
+      await client.callTool({ name: 'test_trigger_tool_change' }, undefined, opts);
+      await inbox.waitFor(() => inbox.count(method) > before, notifyMs);
+      if ((await names()).has('test_dynamic_tool')) {
+        throw new CheckFailed('test_dynamic_tool still listed after test_trigger_tool_change removed it');
+      }
     }
     const mark = inbox.count(method);
     const res = await client.callTool({ name: 'test_trigger_tool_change' }, undefined, opts);
@@ -582,7 +821,14 @@ async function main() {
     const method = 'notifications/prompts/list_changed';
     const names = async () => new Set((await paginate(listPrompts, 'prompts', 'prompts/list')).map((p) => p.name));
     if ((await names()).has('test_dynamic_prompt')) {
-      throw new CheckFailed('test_dynamic_prompt already listed before test_trigger_prompt_change (fresh server)');
+      // Not a fresh server (--url, or an earlier session toggled it): toggle it away first,
+      // and let that change's notification arrive before counting.
+      const before = inbox.count(method);
+      await client.callTool({ name: 'test_trigger_prompt_change' }, undefined, opts);
+      await inbox.waitFor(() => inbox.count(method) > before, notifyMs);
+      if ((await names()).has('test_dynamic_prompt')) {
+        throw new CheckFailed('test_dynamic_prompt still listed after test_trigger_prompt_change removed it');
+      }
     }
     const mark = inbox.count(method);
     const res = await client.callTool({ name: 'test_trigger_prompt_change' }, undefined, opts);
@@ -617,6 +863,9 @@ async function main() {
   });
 
   try {
+    // Streamable HTTP: end the session with DELETE, as a well-behaved host does.
+    if (transport instanceof StreamableHTTPClientTransport) await transport.terminateSession();
+    closing = true;
     await client.close();
   } catch (e) {
     fail('close', describe(e));
@@ -629,5 +878,6 @@ try {
   fail('unexpected', e?.stack ?? String(e));
 }
 await reap();
+await stopHttpServer();
 console.log(`${PREFIX}: ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 && passed > 0 ? 0 : 1);
