@@ -66,6 +66,9 @@ impl Runtime for TokioRuntime {
     }
 
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<()> {
+        // Made inside the runtime, the timer belongs to its driver, so the sleep may be awaited
+        // from any executor (a shutdown awaited under `smol::block_on`, say).
+        let _inside = self.handle.enter();
         Box::pin(tokio::time::sleep_until(deadline.into()))
     }
 

@@ -73,6 +73,118 @@ pub fn serve(shim: Shim, server: Server, opts: HttpOptions) -> SocketAddr {
     rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"))
 }
 
+/// [`serve`], and also reports what `serve_http` returned: the receiver gets its result once it
+/// returns (after [`Server::shutdown`] began). The runtime outlives that return, as an
+/// application's would while it awaits the shutdown, so connections already accepted and
+/// handlers still running carry on.
+pub fn serve_watched(
+    shim: Shim,
+    server: Server,
+    opts: HttpOptions,
+) -> (SocketAddr, std::sync::mpsc::Receiver<io::Result<()>>) {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name(format!("http-{shim:?}-watched"));
+    let spawned = match shim {
+        Shim::Tokio => thread.spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+            let served = rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = addr_tx.send(listener.local_addr()?);
+                mcp_tokio::serve_http(listener, server, opts).await
+            });
+            let _ = done_tx.send(served);
+            // The worker threads keep serving the spawned connections and handlers while `rt`
+            // lives: as long as the test process.
+            loop {
+                std::thread::park();
+            }
+        }),
+        Shim::Smol => thread.spawn(move || {
+            let served = smol::block_on(async move {
+                let listener = smol::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = addr_tx.send(listener.local_addr()?);
+                mcp_smol::serve_http(listener, server, opts).await
+            });
+            // smol's global executor keeps running the spawned tasks.
+            let _ = done_tx.send(served);
+        }),
+    };
+    let _thread = spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
+    let addr =
+        addr_rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"));
+    (addr, done_rx)
+}
+
+/// Runs `fut` to completion on a runtime of `shim`'s kind, from a thread outside any runtime:
+/// what a test calls the server's async API (such as [`Server::shutdown`]) with.
+pub fn block_on<T>(shim: Shim, fut: impl std::future::Future<Output = T>) -> T {
+    match shim {
+        Shim::Tokio => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("tokio runtime: {e}"))
+            .block_on(fut),
+        Shim::Smol => smol::block_on(fut),
+    }
+}
+
+/// The JSON of an SSE event's `data` (its `data:` lines joined), or `None` for an event
+/// without data (a comment) or with empty data (a priming event).
+pub fn event_data(event: &str) -> Option<Value> {
+    let data: Vec<&str> = event
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(|d| d.strip_prefix(' ').unwrap_or(d)))
+        .collect();
+    let data = data.join("\n");
+    if data.is_empty() {
+        return None;
+    }
+    serde_json::from_str(&data).ok()
+}
+
+/// A scenario's result: `Err` says what went wrong.
+pub type Outcome = Result<(), String>;
+
+/// Runs `scenario` on every shim and fails with every shim's failure.
+pub fn each(scenario: impl Fn(Shim) -> Outcome) {
+    let failures: Vec<String> =
+        SHIMS.iter().filter_map(|&shim| scenario(shim).err().map(|e| format!("{shim:?}: {e}"))).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `Ok` when `ok` holds, else `what()`.
+pub fn ensure(ok: bool, what: impl FnOnce() -> String) -> Outcome {
+    if ok {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// Polls `probe` every 10 ms until it returns `Some`, for conditions the server reaches
+/// asynchronously; fails after `within`.
+pub fn poll_until<T>(
+    what: &str,
+    within: Duration,
+    mut probe: impl FnMut() -> Result<Option<T>, String>,
+) -> Result<T, String> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = probe()? {
+            return Ok(found);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{what}: not within {within:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A request to send, built up header by header.
 #[derive(Debug, Clone)]
 pub struct Req {
@@ -196,6 +308,8 @@ impl Response {
 pub struct Client {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// Decoded SSE body bytes not yet returned as an event (see [`Client::event`]).
+    sse: Vec<u8>,
 }
 
 impl Client {
@@ -204,7 +318,7 @@ impl Client {
         let stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
         stream.set_read_timeout(Some(TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(Client { stream, buf: Vec::new() })
+        Ok(Client { stream, buf: Vec::new(), sse: Vec::new() })
     }
 
     /// Writes raw bytes.
@@ -221,6 +335,12 @@ impl Client {
     /// Reads a whole response (not an endless stream).
     pub fn response(&mut self) -> Result<Response, String> {
         let head = self.head()?;
+        let body = self.body(&head)?;
+        Ok(Response { head, body })
+    }
+
+    /// Reads the whole body that follows `head` (not an endless stream).
+    pub fn body(&mut self, head: &Head) -> Result<Vec<u8>, String> {
         let body = if head.chunked() {
             let mut body = Vec::new();
             while let Some(chunk) = self.chunk()? {
@@ -233,7 +353,7 @@ impl Client {
             self.fill(len)?;
             self.buf.drain(..len).collect()
         };
-        Ok(Response { head, body })
+        Ok(body)
     }
 
     /// Reads a response head.
@@ -280,6 +400,28 @@ impl Client {
         let chunk: Vec<u8> = self.buf.drain(..size).collect();
         self.buf.drain(..2);
         Ok(Some(chunk))
+    }
+
+    /// The next event of an SSE response body whose head was read: its lines (a comment such as
+    /// `: keep-alive` counts as an event), without the blank line that ends it. `None` once the
+    /// body has ended.
+    pub fn event(&mut self) -> Result<Option<String>, String> {
+        loop {
+            if let Some(end) = self.sse.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.sse.drain(..end + 2).take(end).collect();
+                return String::from_utf8(event).map(Some).map_err(|e| format!("event is not text: {e}"));
+            }
+            match self.chunk()? {
+                Some(chunk) => self.sse.extend_from_slice(&chunk),
+                None if self.sse.is_empty() => return Ok(None),
+                None => {
+                    return Err(format!(
+                        "the stream ended in the middle of an event: {:?}",
+                        String::from_utf8_lossy(&self.sse)
+                    ))
+                }
+            }
+        }
     }
 
     /// Whether the server closed the connection (end of file or reset) before `within`; `false`

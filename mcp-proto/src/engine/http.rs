@@ -89,6 +89,17 @@ pub(super) struct SessionState {
     replay: Option<ReplayBuffer>,
 }
 
+impl SessionState {
+    /// Its `GET` stream `conn` ended at `at`: holding a stream was activity, so idleness counts
+    /// from its end.
+    pub(super) fn stream_ended(&mut self, conn: ConnId, at: Instant) {
+        if self.get == Some(conn) {
+            self.get = None;
+            self.last_active = self.last_active.max(at);
+        }
+    }
+}
+
 pub(super) struct Exchange {
     /// The legacy session the request belongs to; `None` on the 2026-07-28 wire, where the
     /// exchange owns its calls.
@@ -375,8 +386,12 @@ impl<H: Clone> Engine<H> {
         let caller = c.caller.clone();
         let Transport::Session(s) = &mut c.transport else { return session_not_found() };
         s.last_active = now;
-        if minted.is_none() {
+        if minted.is_none() && !s.established {
             s.established = true;
+            // The handshake check was armed for the handshake timeout; an idle timeout shorter
+            // than that must not wait for it.
+            let idle = self.config.limits.session_idle;
+            self.http_timers.insert((now + idle, Timer::Session(session)));
         }
         let x = Exchange {
             session: Some(session),

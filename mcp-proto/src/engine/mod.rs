@@ -644,6 +644,30 @@ impl<H: Clone> Engine<H> {
         }
     }
 
+    /// Ends everything now, for a shutdown whose budget ran out: every call still in flight is
+    /// cancelled ([`Output::Cancel`]) and answered with `-32603` "server is shutting down"
+    /// (`data.reason: "shutting_down"`), then every connection, session and stream is closed
+    /// ([`CloseReason::Shutdown`]).
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn close_all(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
+        let calls: Vec<CallId> = self.calls.iter().map(|(k, _)| CallId(k)).collect();
+        for call in calls {
+            if let Some(c) = self.finish_call(call) {
+                self.out.push_back(Output::Cancel { call });
+                let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
+                    .with_data(serde_json::json!({ "reason": "shutting_down" }));
+                let bytes = encode_error(Some(&c.id), &err);
+                self.deliver(c, bytes);
+            }
+        }
+        let conns: Vec<ConnId> = self.conns.iter().map(|(k, _)| ConnId(k)).collect();
+        for conn in conns {
+            self.forget(conn, CloseReason::Shutdown);
+        }
+    }
+
     /// Connections open, calls in flight and listen streams open: an operator's view.
     pub fn status(&self) -> EngineStatus {
         let mut s = EngineStatus {
@@ -717,12 +741,11 @@ impl<H: Clone> Engine<H> {
                 self.sessions.remove(&s.id);
             }
             http::Transport::Standalone { session } => {
+                let clock = self.clock;
                 if let Some(http::Transport::Session(s)) =
                     self.conns.get_mut(session.0).map(|s| &mut s.transport)
                 {
-                    if s.get == Some(conn) {
-                        s.get = None;
-                    }
+                    s.stream_ended(conn, clock);
                 }
             }
             _ => {}

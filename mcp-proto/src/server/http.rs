@@ -21,7 +21,7 @@ use futures_util::stream::Stream;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use super::{BoxFuture, HttpItem, Runtime, Server};
+use super::{BoxFuture, Cut, HttpItem, HttpQueue, Runtime, Server};
 use crate::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
 use crate::jsonrpc::{encode_error, ErrorCode, RpcError};
 use crate::{Caller, ConnId, HttpRequest};
@@ -343,8 +343,11 @@ impl HttpService {
     {
         let opts = &self.inner.opts;
         let svc = self.clone();
-        let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+        let (cut, cut_off) = async_channel::bounded::<()>(1);
+        let cut = Cut(cut);
+        let service = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
             let svc = svc.clone();
+            req.extensions_mut().insert(cut.clone());
             async move { Ok::<_, Infallible>(svc.handle(req, Some(peer)).await) }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
@@ -355,10 +358,16 @@ impl HttpService {
             // hyper's own bound on the head is a backstop a little above ours, so that heads
             // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
             .max_buf_size(hyper_buf_size(opts.http.head_bytes()));
-        if let Err(e) = builder.serve_connection(io, service).await {
+        let conn = pin!(builder.serve_connection(io, service));
+        match select(conn, pin!(cut_off.recv())).await {
             // Timeouts, resets and malformed requests: the connection's business, not the
             // server's.
-            tracing::debug!(%peer, error = %e, "HTTP connection ended with an error");
+            Either::Left((Err(e), _)) => {
+                tracing::debug!(%peer, error = %e, "HTTP connection ended with an error")
+            }
+            Either::Left((Ok(()), _)) => {}
+            // Dropping the connection closes the socket, whatever it still had to write.
+            Either::Right(_) => tracing::debug!(%peer, "cut the connection of a reader that fell behind"),
         }
     }
 
@@ -408,8 +417,9 @@ impl HttpService {
         if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
         }
+        let cut = parts.extensions.get::<Cut>().cloned();
         let req = HttpRequest { head: &head, route, body: &body, caller };
-        match self.inner.server.http_exchange(req, &mut mint_session_id) {
+        match self.inner.server.http_exchange(req, &mut mint_session_id, cut) {
             Ok((head, body)) => response(head.status, &head.headers, McpBody::full(body)),
             Err((conn, queue)) => self.pending(conn, queue).await,
         }
@@ -432,7 +442,8 @@ impl HttpService {
 
     /// Waits for the engine's answer to a pending exchange: a JSON response, or an SSE head whose
     /// stream becomes the response body.
-    async fn pending(&self, conn: ConnId, queue: async_channel::Receiver<HttpItem>) -> Response<McpBody> {
+    async fn pending(&self, conn: ConnId, queue: HttpQueue) -> Response<McpBody> {
+        let HttpQueue { rx: queue, dropped } = queue;
         // Dropped before the exchange ends (the client went away): the engine is told.
         let mut guard = CloseGuard { server: self.inner.server.clone(), conn: Some(conn) };
         match queue.recv().await {
@@ -441,7 +452,7 @@ impl HttpService {
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Ok(HttpItem::Stream(head)) => {
-                let body = McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard } };
+                let body = McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard, dropped } };
                 response(head.status, &head.headers, body)
             }
             Ok(HttpItem::Frame(_)) => {
@@ -617,7 +628,11 @@ pub struct McpBody {
 
 enum Kind {
     Full(Option<Bytes>),
-    Stream { queue: Pin<Box<async_channel::Receiver<HttpItem>>>, guard: CloseGuard },
+    Stream {
+        queue: Pin<Box<async_channel::Receiver<HttpItem>>>,
+        guard: CloseGuard,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+    },
 }
 
 impl McpBody {
@@ -646,15 +661,15 @@ impl fmt::Debug for McpBody {
 
 impl Body for McpBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = StreamDropped;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Stream { queue, guard } => loop {
+            Kind::Stream { queue, guard, dropped } => loop {
                 match queue.as_mut().poll_next(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Some(HttpItem::Frame(bytes))) => {
@@ -666,6 +681,11 @@ impl Body for McpBody {
                         // The engine closed the stream (or dropped a subscriber that fell behind,
                         // and closed it): it has already forgotten the exchange.
                         guard.disarm();
+                        if dropped.load(std::sync::atomic::Ordering::Acquire) {
+                            // Ending it gracefully would wait for a peer that does not read to
+                            // take the rest; an error makes hyper cut the connection now.
+                            return Poll::Ready(Some(Err(StreamDropped)));
+                        }
                         return Poll::Ready(None);
                     }
                 }
@@ -684,6 +704,20 @@ impl Body for McpBody {
         }
     }
 }
+
+/// Why an SSE body ended in an error: its reader fell more than
+/// [`Limits::stream_queue_len`](crate::Limits::stream_queue_len) frames behind and was dropped.
+/// The connection is cut, which frees its place at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamDropped;
+
+impl fmt::Display for StreamDropped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the client fell behind its event stream and was dropped")
+    }
+}
+
+impl std::error::Error for StreamDropped {}
 
 /// A response with the engine's (or a refusal's) status and headers. A header that cannot be
 /// sent (never produced by this crate) is dropped and logged rather than failing the response.

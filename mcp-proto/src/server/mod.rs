@@ -30,7 +30,7 @@ pub use handler::{
 };
 pub use http::{
     ConnectionPermit, HttpOptions, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr,
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    StreamDropped, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
 };
 pub use stdio::{serve_lines, StdioEnd};
 
@@ -85,8 +85,23 @@ type Answers = Result<serde_json::Map<String, Value>, crate::AskError>;
 enum Sink {
     /// A line stream (stdio): each frame is one line.
     Lines(async_channel::Sender<Vec<u8>>),
-    /// An HTTP exchange or stream: the response head, then (for a stream) SSE bytes.
-    Http(async_channel::Sender<HttpItem>),
+    /// An HTTP exchange or stream: the response head, then (for a stream) SSE bytes. The flag
+    /// is raised when the reader fell behind and was dropped, so its body ends in an error and
+    /// the connection is cut, rather than waiting for a peer that does not read to take the rest.
+    Http(async_channel::Sender<HttpItem>, Arc<std::sync::atomic::AtomicBool>, Option<Cut>),
+}
+
+/// Cuts the HTTP connection an exchange arrived on. hyper stops polling a response body while
+/// the socket will not take more, so a reader that stopped reading never sees its body end:
+/// the connection itself has to go.
+#[derive(Clone, Debug)]
+pub(crate) struct Cut(pub(crate) async_channel::Sender<()>);
+
+/// The reading end of an HTTP exchange's queue.
+pub(crate) struct HttpQueue {
+    pub(crate) rx: async_channel::Receiver<HttpItem>,
+    /// Raised when the engine dropped this reader for falling behind.
+    pub(crate) dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// One item for an HTTP exchange's writer, in the order the engine produced them.
@@ -503,10 +518,8 @@ impl Server {
         let mut st = self.lock();
         let now = self.now();
         let cancelled = st.engine.status().in_flight;
-        let conns: Vec<ConnId> = st.sinks.keys().copied().collect();
-        for conn in conns {
-            st.engine.close(now, conn);
-        }
+        // Every connection, HTTP sessions (which own their calls but have no sink) included.
+        st.engine.close_all(now);
         self.pump(st);
         ShutdownReport { cancelled }
     }
@@ -556,7 +569,8 @@ impl Server {
         &self,
         req: HttpRequest<'_>,
         mint: &mut dyn FnMut() -> String,
-    ) -> Result<(HttpHead, Vec<u8>), (ConnId, async_channel::Receiver<HttpItem>)> {
+        cut: Option<Cut>,
+    ) -> Result<(HttpHead, Vec<u8>), (ConnId, HttpQueue)> {
         let mut st = self.lock();
         let now = self.now();
         let pending = match st.engine.handle_http(now, req, mint) {
@@ -564,8 +578,9 @@ impl Server {
             HttpReply::Pending(conn) => {
                 let cap = st.engine.config().limits.stream_queue_len().saturating_add(1);
                 let (tx, rx) = async_channel::bounded(cap);
-                st.sinks.insert(conn, Sink::Http(tx));
-                Err((conn, rx))
+                let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                st.sinks.insert(conn, Sink::Http(tx, dropped.clone(), cut));
+                Err((conn, HttpQueue { rx, dropped }))
             }
         };
         self.pump(st);
@@ -601,7 +616,7 @@ impl Server {
                     Output::Frame { conn, bytes } => {
                         let sent = match st.sinks.get(&conn) {
                             Some(Sink::Lines(tx)) => tx.try_send(bytes).is_ok(),
-                            Some(Sink::Http(tx)) => tx.try_send(HttpItem::Frame(bytes)).is_ok(),
+                            Some(Sink::Http(tx, ..)) => tx.try_send(HttpItem::Frame(bytes)).is_ok(),
                             None => true,
                         };
                         if !sent {
@@ -610,12 +625,12 @@ impl Server {
                     }
                     Output::Respond { conn, head, body } => {
                         // The exchange is over for the engine: nothing more comes for `conn`.
-                        if let Some(Sink::Http(tx)) = st.sinks.remove(&conn) {
+                        if let Some(Sink::Http(tx, ..)) = st.sinks.remove(&conn) {
                             let _ = tx.try_send(HttpItem::Respond(head, body));
                         }
                     }
                     Output::Stream { conn, head } => {
-                        if let Some(Sink::Http(tx)) = st.sinks.get(&conn) {
+                        if let Some(Sink::Http(tx, ..)) = st.sinks.get(&conn) {
                             if tx.try_send(HttpItem::Stream(head)).is_err() {
                                 overflowed.push(conn);
                             }
@@ -643,7 +658,12 @@ impl Server {
                 // A peer that does not read its replies loses its connection, not everyone's.
                 let now = self.now();
                 for conn in overflowed {
-                    st.sinks.remove(&conn);
+                    if let Some(Sink::Http(_, dropped, cut)) = st.sinks.remove(&conn) {
+                        dropped.store(true, std::sync::atomic::Ordering::Release);
+                        if let Some(Cut(cut)) = cut {
+                            let _ = cut.try_send(());
+                        }
+                    }
                     st.engine.close(now, conn);
                 }
                 continue;

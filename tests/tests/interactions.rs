@@ -1,0 +1,373 @@
+//! Asking the client for input (`RequestContext::ask_one`) through both shims: over Streamable
+//! HTTP on real loopback sockets (a legacy 2025-11-25 session, where the call's response turns
+//! into an SSE stream carrying `elicitation/create`; and the stateless 2026-07-28 wire, where the
+//! call answers `input_required` and is retried), and over a line-delimited stdio session.
+//!
+//! The stdio scenarios serve the session in-process with each shim's `serve_lines` over a Unix
+//! socket pair rather than through the `stdio-*` binaries of `tests/src/pipe.rs`: those serve the
+//! fixed replay tools, none of which asks, and a test must not change them. The byte path past
+//! the engine is the same one `serve_stdio` uses.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+
+use mcp_proto::interaction::InputRequest;
+use mcp_proto::server::{HttpOptions, Server, StdioEnd, ToolCall};
+use mcp_proto::{AskError, Caller, HandlerError, Tool, ToolOutput};
+use mcp_tests::http::{each, ensure, event_data, serve, Client, Req, Response, Shim, TIMEOUT};
+use serde_json::{json, Value};
+
+type Outcome = mcp_tests::http::Outcome;
+
+const LEGACY: &str = "2025-11-25";
+const MODERN: &str = "2026-07-28";
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// A server whose `ask` tool asks for a name (form-mode elicitation under key `k`) and greets
+/// it; when the client cannot be asked it says so instead of failing.
+fn server() -> Server {
+    let tool = Tool::new("ask", "Asks the user's name", json!({"type": "object"}));
+    Server::builder("interactions", "1.0.0")
+        .tool(tool, |call: ToolCall| async move {
+            let schema =
+                json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+            let request = InputRequest::elicit("What is your name?", schema)
+                .map_err(|e| HandlerError::private(e.to_string()))?;
+            if !call.ctx.can_ask(&request) {
+                return Ok::<_, HandlerError>(ToolOutput::text("cannot ask"));
+            }
+            let answer = match call.ctx.ask_one("k", request).await {
+                Ok(answer) => answer,
+                // 2026-07-28: the call was answered `input_required`; this run is over.
+                Err(AskError::Suspended) => return Err(HandlerError::Cancelled),
+                Err(e) => return Err(e.into()),
+            };
+            let name = answer["content"]["name"].as_str().unwrap_or("nobody").to_owned();
+            Ok(ToolOutput::text(format!("hello {name}")))
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+fn initialize(capabilities: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": capabilities,
+        "clientInfo": {"name": "interactions-test", "version": "1"}}})
+    .to_string()
+}
+
+const CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","arguments":{}}}"#;
+const ANSWER: &str = r#"{"action":"accept","content":{"name":"Ada"}}"#;
+
+fn answer() -> Value {
+    serde_json::from_str(ANSWER).unwrap_or_default()
+}
+
+fn expect_status(resp: &Response, status: u16, what: &str) -> Outcome {
+    ensure(resp.status() == status, || {
+        format!("{what}: expected {status}, got {} {}", resp.status(), String::from_utf8_lossy(&resp.body))
+    })
+}
+
+fn connect(addr: SocketAddr) -> Result<Client, String> {
+    Client::connect(addr).map_err(|e| format!("connect: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Legacy sessions over HTTP
+// ---------------------------------------------------------------------------------------------
+
+fn in_session(req: Req, sid: &str) -> Req {
+    req.header("Mcp-Session-Id", sid).header("MCP-Protocol-Version", LEGACY)
+}
+
+fn legacy_session(addr: SocketAddr, capabilities: &Value) -> Result<String, String> {
+    let resp = connect(addr)?.request(&Req::post(initialize(capabilities)))?;
+    expect_status(&resp, 200, "initialize")?;
+    let sid = resp.header("mcp-session-id").ok_or("initialize: no Mcp-Session-Id")?.to_owned();
+    expect_status(&connect(addr)?.request(&in_session(Req::post(INITIALIZED), &sid))?, 202, "initialized")?;
+    Ok(sid)
+}
+
+/// The next event of `client`'s stream that carries a message.
+fn next_message(client: &mut Client, what: &str) -> Result<Value, String> {
+    loop {
+        let event = client.event()?.ok_or_else(|| format!("{what}: the stream ended"))?;
+        if let Some(data) = event_data(&event) {
+            return Ok(data);
+        }
+    }
+}
+
+/// A 2025-11-25 session whose client declared form elicitation: the call's response becomes an
+/// SSE stream, priming event first, then `elicitation/create` with the server's own request id.
+/// The client POSTs its answer (202), and the same stream then carries the tool's result and
+/// ends.
+#[test]
+fn legacy_ask_streams_the_request_and_the_result() {
+    each(|shim| {
+        let addr = serve(shim, server(), HttpOptions::default());
+        let sid = legacy_session(addr, &json!({"elicitation": {}}))?;
+        let mut call = connect(addr)?;
+        call.send(&in_session(Req::post(CALL), &sid).to_bytes()).map_err(|e| e.to_string())?;
+        let head = call.head()?;
+        ensure(head.status == 200 && head.header("content-type") == Some("text/event-stream"), || {
+            format!("tools/call: {head:?}")
+        })?;
+        let priming = call.event()?.ok_or("the stream ended before its priming event")?;
+        let lines: Vec<&str> = priming.lines().collect();
+        ensure(
+            lines.len() == 3
+                && lines[0].starts_with("id: ")
+                && lines[1].starts_with("retry: ")
+                && lines[2] == "data:",
+            || format!("priming event: {priming:?}"),
+        )?;
+
+        let asked = next_message(&mut call, "elicitation/create")?;
+        ensure(
+            asked["method"] == "elicitation/create" && asked["params"]["message"] == "What is your name?",
+            || format!("the request: {asked}"),
+        )?;
+        ensure(asked["params"].get("mode").is_none(), || format!("form mode carries no mode: {asked}"))?;
+        let id = asked.get("id").filter(|id| id.is_number() || id.is_string());
+        let id = id.ok_or_else(|| format!("the request has no id: {asked}"))?;
+
+        let reply = json!({"jsonrpc": "2.0", "id": id, "result": answer()});
+        let resp = connect(addr)?.request(&in_session(Req::post(reply.to_string()), &sid))?;
+        expect_status(&resp, 202, "the client's answer")?;
+        ensure(resp.body.is_empty(), || "202 with a body".to_owned())?;
+
+        let result = next_message(&mut call, "the tool result")?;
+        ensure(
+            result
+                == json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "hello Ada"}]}}),
+            || format!("the tool result: {result}"),
+        )?;
+        ensure(call.event()?.is_none(), || "the stream went on after the result".to_owned())?;
+        // The connection carries the next request.
+        Ok(())
+    });
+}
+
+/// A client that cannot be asked (it declared no elicitation, or this request of its accepts
+/// only a JSON answer, which cannot carry a request) is seen to be so up front by the handler,
+/// and the call is answered with plain JSON, no stream.
+#[test]
+fn legacy_client_that_cannot_be_asked_is_not_asked() {
+    each(|shim| {
+        let addr = serve(shim, server(), HttpOptions::default());
+        let undeclared = legacy_session(addr, &json!({}))?;
+        let declared = legacy_session(addr, &json!({"elicitation": {}}))?;
+        let json_only = |req: Req| req.without("Accept").header("Accept", "application/json");
+        for (what, req) in [
+            ("no elicitation declared", in_session(Req::post(CALL), &undeclared)),
+            ("Accept: application/json only", json_only(in_session(Req::post(CALL), &declared))),
+        ] {
+            let resp = connect(addr)?.request(&req)?;
+            expect_status(&resp, 200, what)?;
+            ensure(resp.header("content-type") == Some("application/json"), || format!("{what}: not JSON"))?;
+            let reply = resp.json()?;
+            ensure(reply["result"]["content"][0]["text"] == "cannot ask", || format!("{what}: {reply}"))?;
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2026-07-28 over HTTP
+// ---------------------------------------------------------------------------------------------
+
+fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+           "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}})
+}
+
+/// A stateless `tools/call` of `ask` with the headers 2026-07-28 requires; `extra` goes into
+/// `params` (`inputResponses`, `requestState`).
+fn modern_call(id: u64, extra: Value) -> Req {
+    let mut params = json!({"name": "ask", "arguments": {}, "_meta": modern_meta()});
+    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    Req::post(body.to_string())
+        .header("MCP-Protocol-Version", MODERN)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "ask")
+}
+
+/// Checks an `input_required` result asking for the name under `k`; returns the state.
+fn expect_input_required(reply: &Value, id: u64) -> Result<String, String> {
+    let result = &reply["result"];
+    ensure(reply["id"] == id && result["resultType"] == "input_required", || {
+        format!("not input_required: {reply}")
+    })?;
+    let asked = &result["inputRequests"]["k"];
+    ensure(
+        asked["method"] == "elicitation/create"
+            && asked["params"]["message"] == "What is your name?"
+            && asked.get("id").is_none()
+            && asked.get("jsonrpc").is_none(),
+        || format!("inputRequests: {}", result["inputRequests"]),
+    )?;
+    result["requestState"].as_str().map(str::to_owned).ok_or_else(|| format!("no requestState: {reply}"))
+}
+
+/// The stateless wire: the call answers `input_required` (plain JSON, no stream, no session),
+/// the retry with `inputResponses` and the state completes it, and a tampered state is refused
+/// with `-32602` and HTTP 400 before anything runs.
+#[test]
+fn modern_ask_requires_input_then_completes_on_retry() {
+    each(|shim| {
+        let addr = serve(shim, server(), HttpOptions::default());
+        let mut client = connect(addr)?;
+        let resp = client.request(&modern_call(1, json!({})))?;
+        expect_status(&resp, 200, "the first round")?;
+        ensure(resp.header("content-type") == Some("application/json"), || {
+            "the first round: not JSON".to_owned()
+        })?;
+        ensure(resp.header("mcp-session-id").is_none(), || "2026 minted a session".to_owned())?;
+        let state = expect_input_required(&resp.json()?, 1)?;
+
+        let retry = json!({"inputResponses": {"k": answer()}, "requestState": state});
+        let resp = client.request(&modern_call(2, retry))?;
+        expect_status(&resp, 200, "the retry")?;
+        let reply = resp.json()?;
+        ensure(
+            reply["id"] == 2
+                && reply["result"]["resultType"] == "complete"
+                && reply["result"]["content"] == json!([{"type": "text", "text": "hello Ada"}]),
+            || format!("the retry: {reply}"),
+        )?;
+
+        // One character of the state changed: the seal no longer holds.
+        let mut tampered = state.clone().into_bytes();
+        let at = tampered.len() / 2;
+        tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(tampered).map_err(|e| e.to_string())?;
+        let retry = json!({"inputResponses": {"k": answer()}, "requestState": tampered});
+        let resp = client.request(&modern_call(3, retry))?;
+        expect_status(&resp, 400, "a tampered state")?;
+        let reply = resp.json()?;
+        ensure(reply["id"] == 3 && reply["error"]["code"] == -32602, || format!("a tampered state: {reply}"))
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdio
+// ---------------------------------------------------------------------------------------------
+
+/// The client's end of a line session served in-process by `shim`'s `serve_lines` over a Unix
+/// socket pair; the receiver gets how the session ended.
+struct Lines {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    ended: std::sync::mpsc::Receiver<std::io::Result<StdioEnd>>,
+}
+
+impl Lines {
+    fn serve(shim: Shim, server: Server) -> Result<Self, String> {
+        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        ours.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
+        theirs.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let (tx, ended) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new().name(format!("lines-{shim:?}"));
+        let spawned = match shim {
+            Shim::Tokio => thread.spawn(move || {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+                let end = rt.block_on(async move {
+                    let stream = tokio::net::UnixStream::from_std(theirs)?;
+                    let (input, output) = tokio::io::split(stream);
+                    mcp_tokio::serve_lines(&server, Caller::anonymous(), input, output).await
+                });
+                let _ = tx.send(end);
+            }),
+            Shim::Smol => thread.spawn(move || {
+                let end = smol::block_on(async move {
+                    let stream = smol::Async::new(theirs)?;
+                    let (input, output) = smol::io::split(stream);
+                    mcp_smol::serve_lines(&server, Caller::anonymous(), input, output).await
+                });
+                let _ = tx.send(end);
+            }),
+        };
+        spawned.map_err(|e| format!("server thread: {e}"))?;
+        let writer = ours.try_clone().map_err(|e| e.to_string())?;
+        Ok(Lines { reader: BufReader::new(ours), writer, ended })
+    }
+
+    fn send(&mut self, frame: &str) -> Outcome {
+        self.writer.write_all(format!("{frame}\n").as_bytes()).map_err(|e| format!("send: {e}"))
+    }
+
+    fn next(&mut self, what: &str) -> Result<Value, String> {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).map_err(|e| format!("{what}: read: {e}"))?;
+        ensure(n > 0, || format!("{what}: the session closed its output"))?;
+        serde_json::from_str(&line).map_err(|e| format!("{what}: not JSON ({e}): {line:?}"))
+    }
+
+    /// Ends input and checks the session ended cleanly.
+    fn finish(self) -> Outcome {
+        self.writer.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
+        let end = self.ended.recv_timeout(TIMEOUT).map_err(|e| format!("the session did not end: {e}"))?;
+        ensure(matches!(end, Ok(StdioEnd::EndOfInput)), || format!("the session ended with {end:?}"))
+    }
+}
+
+/// A legacy stdio session: `elicitation/create` goes out as a line with the server's own id,
+/// the answer line comes back, and the call is answered.
+#[test]
+fn stdio_legacy_ask_round_trip() {
+    each(|shim| {
+        let mut s = Lines::serve(shim, server())?;
+        s.send(&initialize(&json!({"elicitation": {}})))?;
+        let init = s.next("initialize")?;
+        ensure(init["result"]["protocolVersion"] == LEGACY, || format!("initialize: {init}"))?;
+        s.send(INITIALIZED)?;
+        s.send(CALL)?;
+        let asked = s.next("elicitation/create")?;
+        ensure(asked["method"] == "elicitation/create", || format!("the request: {asked}"))?;
+        let id = asked.get("id").cloned().ok_or_else(|| format!("the request has no id: {asked}"))?;
+        s.send(&json!({"jsonrpc": "2.0", "id": id, "result": answer()}).to_string())?;
+        let result = s.next("the tool result")?;
+        ensure(
+            result
+                == json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "hello Ada"}]}}),
+            || format!("the tool result: {result}"),
+        )?;
+        s.finish()
+    });
+}
+
+/// 2026-07-28 requests over stdio: `input_required`, then the retry completes.
+#[test]
+fn stdio_modern_ask_round_trip() {
+    each(|shim| {
+        let mut s = Lines::serve(shim, server())?;
+        let call = |id: u64, extra: Value| {
+            let mut params = json!({"name": "ask", "arguments": {}, "_meta": modern_meta()});
+            if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+                params.extend(extra);
+            }
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+        };
+        s.send(&call(1, json!({})))?;
+        let state = expect_input_required(&s.next("the first round")?, 1)?;
+        s.send(&call(2, json!({"inputResponses": {"k": answer()}, "requestState": state})))?;
+        let reply = s.next("the retry")?;
+        ensure(
+            reply["id"] == 2
+                && reply["result"]["resultType"] == "complete"
+                && reply["result"]["content"] == json!([{"type": "text", "text": "hello Ada"}]),
+            || format!("the retry: {reply}"),
+        )?;
+        s.finish()
+    });
+}
