@@ -4,6 +4,7 @@
 //!
 //! Everything here panics on a broken invariant: a panic is how libFuzzer learns of a finding.
 
+pub mod http_ops;
 pub mod ops;
 
 use std::collections::HashSet;
@@ -237,12 +238,20 @@ pub struct Checked {
     pub cursors: Vec<String>,
     /// `protocolVersion` of `initialize` results: the session this frame set up.
     pub sessions: Vec<String>,
+    /// Ids of server-to-client requests in the frame (only where [`check_message`] allows them).
+    pub requests: Vec<Value>,
 }
 
 /// Checks one emitted frame: valid JSON without repeated keys, within `ceiling` bytes, and
 /// shaped as JSON-RPC (a response has `"jsonrpc":"2.0"`, an `id` and exactly one of `result`
 /// and `error`; an error has an integer `code` and a string `message`).
 pub fn check_frame(bytes: &[u8], ceiling: usize) -> Checked {
+    check_message(bytes, ceiling, false)
+}
+
+/// [`check_frame`], except that with `requests_ok` a message with both `id` and `method` (a
+/// server-to-client request, as an HTTP stream may carry) is allowed and its id collected.
+pub fn check_message(bytes: &[u8], ceiling: usize, requests_ok: bool) -> Checked {
     assert!(
         bytes.len() <= ceiling,
         "emitted frame of {} bytes exceeds the {ceiling}-byte response ceiling: {}",
@@ -270,11 +279,16 @@ pub fn check_frame(bytes: &[u8], ceiling: usize) -> Checked {
         assert_eq!(m.get("jsonrpc"), Some(&json!("2.0")), "missing jsonrpc 2.0: {}", show());
         if m.contains_key("method") {
             assert!(m.get("method").is_some_and(Value::is_string), "non-string method: {}", show());
-            assert!(
-                !m.contains_key("id"),
-                "the engine sent a request, which nothing here answers: {}",
-                show()
-            );
+            if let Some(id) = m.get("id") {
+                assert!(requests_ok, "the engine sent a request, which nothing here answers: {}", show());
+                assert!(
+                    canon_id(id).is_some(),
+                    "a request id is neither a string nor an integer: {}",
+                    show()
+                );
+                checked.requests.push(id.clone());
+                continue;
+            }
             checked.notifications += 1;
             continue;
         }

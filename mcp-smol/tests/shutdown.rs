@@ -1,5 +1,5 @@
 //! Graceful shutdown on smol over real OS pipes: calls drain within the budget, the rest are
-//! cancelled, and the session ends.
+//! cancelled and answered with the shutdown refusal, and the session ends.
 
 use std::time::Duration;
 
@@ -56,6 +56,8 @@ fn calls_drain_or_are_cancelled_and_the_session_ends() {
         assert_eq!(report.cancelled, 1, "the 60 s call cannot finish within the budget");
         let done = lines.next().await.expect("a line").expect("the short call's reply");
         assert!(done.contains(r#""id":1"#) && done.contains("slept 20"), "{done}");
+        let cut = lines.next().await.expect("a line").expect("the long call's refusal");
+        assert!(cut.contains(r#""id":2"#) && cut.contains(r#""reason":"shutting_down""#), "{cut}");
         assert_eq!(session.await.expect("session"), StdioEnd::Closed);
         assert!(server.status().shutting_down);
     });

@@ -60,13 +60,15 @@ async fn calls_drain_or_are_cancelled_and_admission_stops() {
     let report = server.shutdown(Duration::from_millis(500)).await;
     assert_eq!(report.cancelled, 1, "the 60 s call cannot finish within the budget");
 
-    // The short call finished within the budget; the long one was cancelled and never answered.
+    // The short call finished within the budget; the long one was cancelled and answered with
+    // the shutdown refusal.
     let mut rest = Vec::new();
     while let Ok(Some(line)) = lines.next_line().await {
         rest.push(line);
     }
-    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert_eq!(rest.len(), 2, "{rest:?}");
     assert!(rest[0].contains(r#""id":1"#) && rest[0].contains("slept 20"), "{rest:?}");
+    assert!(rest[1].contains(r#""id":2"#) && rest[1].contains(r#""reason":"shutting_down""#), "{rest:?}");
     let end = session.await.unwrap().unwrap();
     assert_eq!(end, StdioEnd::Closed);
     assert!(server.status().shutting_down);

@@ -115,6 +115,8 @@ pub(super) struct Exchange {
     pub(super) modern: bool,
     /// Open the stream with a priming event (sessions at 2025-11-25 and later).
     prime: bool,
+    /// The id of the session this exchange's `initialize` made, for the response head.
+    minted: Option<String>,
     stream_no: u64,
     seq: u64,
 }
@@ -240,7 +242,8 @@ impl<H: Clone> Engine<H> {
         // everything else speaks (or tries to speak) the per-request 2026-07-28 wire.
         let modern = match headers.protocol_version {
             Some(v) => ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()),
-            None => headers.session_id.is_none() && method != Some("initialize") && has_meta_version,
+            // A 2026-07-28 request ignores a session id it carries, as the spec asks.
+            None => method != Some("initialize") && has_meta_version,
         };
         if modern {
             self.http_modern(now, req, accepts, frame)
@@ -278,6 +281,12 @@ impl<H: Clone> Engine<H> {
             return error_reply(503, id.as_ref(), &RpcError::new(ErrorCode::InternalError, "server is busy"));
         }
         let listen = method == Some("subscriptions/listen");
+        if listen && !accepts.sse {
+            let err = RpcError::invalid_request(
+                "subscriptions/listen answers with a stream: Accept text/event-stream",
+            );
+            return error_reply(406, id.as_ref(), &err);
+        }
         if listen && !self.shutting_down {
             if let Err(reply) = self.take_seat(now, &req.caller, id.as_ref()) {
                 return reply;
@@ -292,6 +301,7 @@ impl<H: Clone> Engine<H> {
             prefers_sse: accepts.prefers_sse && accepts.sse,
             modern: true,
             prime: false,
+            minted: None,
             stream_no: 0,
             seq: 0,
         };
@@ -352,6 +362,10 @@ impl<H: Clone> Engine<H> {
     ) -> HttpReply {
         let initialize = matches!(&frame, RawFrame::Single(env)
             if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
+        // The exchange (and, for initialize, the session) count against the connection bound.
+        if self.conns.len() + usize::from(initialize) >= self.config.limits.max_connections {
+            return error_reply(503, None, &RpcError::new(ErrorCode::InternalError, "server is busy"));
+        }
         let (session, minted) = match headers.session_id {
             Some(sid) => match self.session_for(sid, &req.caller) {
                 Some(s) => (s, None),
@@ -399,9 +413,11 @@ impl<H: Clone> Engine<H> {
             started: false,
             json_ok: accepts.json,
             sse_ok: accepts.sse,
-            prefers_sse: accepts.prefers_sse && accepts.sse,
+            // The session id rides on the response head, which JSON gives at once.
+            prefers_sse: accepts.prefers_sse && accepts.sse && minted.is_none(),
             modern: false,
             prime: version.is_some_and(|v| v >= ProtocolVersion::V2025_11_25),
+            minted: minted.clone(),
             stream_no: s.next_stream,
             seq: 0,
         };
@@ -415,6 +431,8 @@ impl<H: Clone> Engine<H> {
                 head.headers.push((crate::http::SESSION_ID_HEADER, id));
                 HttpReply::Full { head, body }
             }
+            // A client that takes only SSE: the stream's head carries the id.
+            pending @ HttpReply::Pending(_) if initialized => pending,
             other => {
                 // A failed initialize leaves no session behind.
                 self.drop_conn(session);
@@ -515,6 +533,9 @@ impl<H: Clone> Engine<H> {
         }
         if let Err(reply) = self.take_seat(now, &req.caller, None) {
             return reply;
+        }
+        if self.conns.len() >= self.config.limits.max_connections {
+            return error_reply(503, None, &RpcError::new(ErrorCode::InternalError, "server is busy"));
         }
         let caller = Arc::new(req.caller.clone());
         let conn = self.insert_conn(Transport::Standalone { session }, caller);
@@ -690,12 +711,21 @@ impl<H: Clone> Engine<H> {
     /// stream, and its keep-alive.
     fn start_stream(&mut self, ex: ConnId) {
         let retry = u64::try_from(self.config.limits.sse_retry.as_millis()).unwrap_or(u64::MAX);
+        let initialized = |conns: &Slab<Conn>, session: Option<ConnId>| {
+            session.and_then(|s| conns.get(s.0)).is_some_and(|c| c.session.is_some())
+        };
+        let Some(Transport::Exchange(x)) = self.conns.get(ex.0).map(|c| &c.transport) else { return };
+        let minted = x.minted.clone().filter(|_| initialized(&self.conns, x.session));
         let Some(Transport::Exchange(x)) = self.conns.get_mut(ex.0).map(|c| &mut c.transport) else { return };
         if x.started {
             return;
         }
         x.started = true;
-        self.out.push_back(Output::Stream { conn: ex, head: sse_head() });
+        let mut head = sse_head();
+        if let Some(id) = minted {
+            head.headers.push((crate::http::SESSION_ID_HEADER, id));
+        }
+        self.out.push_back(Output::Stream { conn: ex, head });
         if x.prime {
             let id = EventId { stream: x.stream_no, seq: 0 }.to_string();
             x.seq = 1;

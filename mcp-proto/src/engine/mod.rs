@@ -711,14 +711,17 @@ impl<H: Clone> Engine<H> {
             }
             self.out.push_back(Output::Cancel { call });
         }
+        // Exchanges waiting for calls that will never answer are ended, not left hanging.
+        for ex in orphaned {
+            self.unowe(ex);
+        }
         if let http::Transport::Session(s) = c.transport {
             if let Some(get) = s.get {
                 self.forget(get, reason);
             }
-        }
-        // Exchanges waiting for calls that will never answer are ended, not left hanging.
-        for ex in orphaned {
-            self.unowe(ex);
+            // A session has no transport of its own and its id was never handed to the shim:
+            // there is nothing to close.
+            return;
         }
         self.out.push_back(Output::Close { conn, reason });
     }
@@ -1093,8 +1096,17 @@ impl<H: Clone> Engine<H> {
             .and_then(|p| p.get("_meta"))
             .and_then(|m| m.as_object())
             .and_then(|m| m.get(META_PROTOCOL_VERSION));
-        // A 2026-07-28 HTTP exchange speaks nothing else, even when `_meta` forgot to say so.
-        let stateless = matches!(self.conns.get(conn.0).map(|c| &c.transport), Some(http::Transport::Exchange(x)) if x.modern);
+        // A 2026-07-28 HTTP exchange speaks nothing else, even when `_meta` forgot to say so; a
+        // legacy HTTP session speaks nothing else either (stdio may mix the two eras on one
+        // stream, but an HTTP session's streams, seats and expiry are legacy machinery).
+        let transport = self.conns.get(conn.0).map(|c| &c.transport);
+        let stateless = matches!(transport, Some(http::Transport::Exchange(x)) if x.modern);
+        if meta_version.is_some() && matches!(transport, Some(http::Transport::Session(_))) {
+            let err = RpcError::invalid_request(
+                "a 2026-07-28 request (with _meta protocolVersion) cannot be sent inside a legacy session",
+            );
+            return Answer::Now(encode_error(Some(&id), &err));
+        }
         let result = if meta_version.is_some() || stateless {
             self.modern(now, conn, &id, method, params, batch)
         } else {

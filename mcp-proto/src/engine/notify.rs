@@ -290,7 +290,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn notify_resource_updated(&mut self, now: Instant, uri: &str) {
-        let _ = now;
+        self.clock = self.clock.max(now);
         let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
         let max = self.config.limits.max_subscribed_uris;
         for key in keys {
@@ -577,7 +577,7 @@ impl<H: Clone> Engine<H> {
         logger: Option<&str>,
         data: Value,
     ) -> Result<(), Stale> {
-        let _ = now;
+        self.clock = self.clock.max(now);
         let c = self.calls.get(call.0).ok_or(Stale)?;
         let send = if c.version.is_modern() {
             c.log_level.is_some_and(|min| level >= min)

@@ -490,7 +490,8 @@ impl Server {
 
     /// Shuts down gracefully: new requests are refused ("server is shutting down"), listen
     /// streams end, connections close as their calls finish, and calls still running after
-    /// `budget` are cancelled. Returns what did not finish in time. Sessions being served by
+    /// `budget` are cancelled and answered with that same refusal (`-32603`,
+    /// `data.reason: "shutting_down"`). Returns what did not finish in time. Sessions being served by
     /// `serve_stdio` then end with [`StdioEnd::Closed`]; HTTP listeners stop accepting at once
     /// ([`HttpService::serve`] returns), and HTTP exchanges still open are closed with the rest.
     pub async fn shutdown(&self, budget: Duration) -> ShutdownReport {
