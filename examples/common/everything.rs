@@ -572,8 +572,13 @@ fn interactions(builder: ServerBuilder) -> ServerBuilder {
         .tool(
             Tool::new("test_input_required_result_request_state", "Asks for a confirmation; the state rides along", no_args()),
             |call: ToolCall| async move {
+                // What the first round learnt rides, sealed, in the requestState to the retry.
+                if call.ctx.carried_state().is_none() {
+                    call.ctx.carry_state("state-ok");
+                }
                 let answer = call.ctx.ask_one("confirm", request(InputRequest::elicit("Proceed?", form("ok", "boolean")))?).await?;
-                Ok::<_, HandlerError>(ToolOutput::text(format!("state-ok: confirmed={}", answer["content"]["ok"])))
+                let carried = call.ctx.carried_state().unwrap_or_else(|| "state-ok (one round)".to_owned());
+                Ok::<_, HandlerError>(ToolOutput::text(format!("{carried}: confirmed={}", answer["content"]["ok"])))
             },
         )
         .tool(

@@ -87,6 +87,9 @@ pub(super) struct CallInput {
     used: Map<String, Value>,
     /// Legacy: the ask in flight.
     asking: Option<Asking>,
+    /// What the handler carries into the next round's sealed state (2026-07-28); starts as
+    /// what the previous round's state carried.
+    carry: Option<String>,
 }
 
 #[derive(Debug)]
@@ -99,11 +102,13 @@ struct Asking {
 impl CallInput {
     pub(super) fn new(ctx: Ctx<'_>) -> Option<Box<Self>> {
         let mrtr = ctx.mrtr.map(|m| (m.clone(), ctx.client_caps.cloned().unwrap_or_default()));
+        let carry = mrtr.as_ref().and_then(|(m, _)| m.data.clone());
         Some(Box::new(Self {
             rounds: mrtr.as_ref().map_or(0, |(m, _)| m.round),
             mrtr,
             used: Map::new(),
             asking: None,
+            carry,
         }))
     }
 }
@@ -188,6 +193,25 @@ impl<H: Clone> Engine<H> {
         }
     }
 
+    /// What the handler of `call` carried from the previous round of this 2026-07-28 request
+    /// (see [`carry_state`](Self::carry_state)); `None` on the first round and on legacy
+    /// sessions, where the handler simply keeps running between asks.
+    pub fn carried_state(&self, call: CallId) -> Option<&str> {
+        self.calls.get(call.0)?.input.as_ref()?.carry.as_deref()
+    }
+
+    /// Sets what rides, sealed, in the `requestState` of the next `input_required` answer of
+    /// `call`, for the handler to read back with [`carried_state`](Self::carried_state) when
+    /// the client retries: small progress a stateless server has nowhere else to keep. The whole
+    /// state is bounded by [`MAX_STATE_BYTES`](crate::interaction::MAX_STATE_BYTES); past it the
+    /// ask fails the call with an internal error. The client can read it (it is signed, not
+    /// encrypted): carry no secrets.
+    pub fn carry_state(&mut self, call: CallId, data: Option<String>) -> Result<(), Stale> {
+        let input = self.calls.get_mut(call.0).ok_or(Stale)?.input.as_mut().ok_or(Stale)?;
+        input.carry = data;
+        Ok(())
+    }
+
     /// Whether [`ask`](Self::ask) could send `request` for `call` now: the client declared what
     /// it needs (in `initialize`, or in this 2026-07-28 request's `_meta`), and something can
     /// carry it. Lets a handler take another path instead of failing, as the spec allows.
@@ -252,7 +276,7 @@ impl<H: Clone> Engine<H> {
             }
             let mut answers = input.used.clone();
             answers.extend(got.clone());
-            Verdict::Ask(missing, RequestState { round: mrtr.round + 1, answers, data: mrtr.data.clone() })
+            Verdict::Ask(missing, RequestState { round: mrtr.round + 1, answers, data: input.carry.clone() })
         });
         for (k, v) in &got {
             input.used.insert(k.clone(), v.clone());
@@ -643,6 +667,20 @@ mod tests {
         };
         assert_eq!(first["user_name"], answer);
         assert!(matches!(rig.engine.ask(rig.now, call, vec![("age".into(), age)]), Ok(Asked::Answered(_))));
+    }
+
+    #[test]
+    fn handler_state_rides_in_the_sealed_state() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+        let call = inv.unwrap().ticket.call();
+        assert_eq!(rig.engine.carried_state(call), None);
+        rig.engine.carry_state(call, Some("step-1".into())).unwrap();
+        rig.engine.ask(rig.now, call, vec![("k".into(), name_form())]).unwrap_err();
+        let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+        let retry = modern(json!({"name": "ask", "requestState": state}));
+        let (_, inv) = rig.invoke(retry);
+        assert_eq!(rig.engine.carried_state(inv.unwrap().ticket.call()), Some("step-1"));
     }
 
     #[test]

@@ -98,6 +98,24 @@ impl RequestContext {
         self.call.is_some_and(|call| self.server.can_ask(call, request))
     }
 
+    /// What this handler carried from the previous round of a 2026-07-28 multi-round call (see
+    /// [`carry_state`](Self::carry_state)); `None` on the first round and on legacy sessions.
+    pub fn carried_state(&self) -> Option<String> {
+        self.call.and_then(|call| self.server.with_engine(|e, _| e.carried_state(call).map(str::to_owned)))
+    }
+
+    /// Carries `data` into the sealed `requestState` of this call's next `input_required`
+    /// answer, for the retry to read back with [`carried_state`](Self::carried_state): a
+    /// stateless server's memory between rounds, valid on any replica sharing the key ring.
+    /// Signed, not encrypted (the client can read it), and bounded (see
+    /// [`Engine::carry_state`](crate::Engine::carry_state)).
+    pub fn carry_state(&self, data: impl Into<String>) {
+        if let Some(call) = self.call {
+            let data = data.into();
+            let _ = self.server.with_engine(|e, _| e.carry_state(call, Some(data)));
+        }
+    }
+
     /// [`ask`](Self::ask) for one request: the answer under `key`.
     pub async fn ask_one(&self, key: &str, request: InputRequest) -> Result<Value, AskError> {
         let mut answers = self.ask(vec![(key.to_owned(), request)]).await?;
