@@ -43,6 +43,15 @@ pub fn test_server(shim: Shim) -> Server {
     built.unwrap_or_else(|e| panic!("the test tools are valid: {e}"))
 }
 
+/// A two-worker tokio runtime for a server thread of a test.
+pub fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"))
+}
+
 /// Serves `server` over HTTP on `shim`, on a loopback port of its own, from a thread that lives
 /// as long as the test process. Returns the address once the listener is bound.
 pub fn serve(shim: Shim, server: Server, opts: HttpOptions) -> SocketAddr {
@@ -50,11 +59,7 @@ pub fn serve(shim: Shim, server: Server, opts: HttpOptions) -> SocketAddr {
     let thread = std::thread::Builder::new().name(format!("http-{shim:?}"));
     let spawned = match shim {
         Shim::Tokio => thread.spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+            let rt = tokio_runtime();
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 let _ = tx.send(listener.local_addr()?);
@@ -87,11 +92,7 @@ pub fn serve_watched(
     let thread = std::thread::Builder::new().name(format!("http-{shim:?}-watched"));
     let spawned = match shim {
         Shim::Tokio => thread.spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+            let rt = tokio_runtime();
             let served = rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 let _ = addr_tx.send(listener.local_addr()?);

@@ -276,11 +276,7 @@ impl Lines {
         let thread = std::thread::Builder::new().name(format!("lines-{shim:?}"));
         let spawned = match shim {
             Shim::Tokio => thread.spawn(move || {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+                let rt = mcp_tests::http::tokio_runtime();
                 let end = rt.block_on(async move {
                     let stream = tokio::net::UnixStream::from_std(theirs)?;
                     let (input, output) = tokio::io::split(stream);
