@@ -24,10 +24,12 @@ pub(crate) struct Args {
     pub(crate) http: Option<String>,
     /// Raise the session, stream, seat and connection bounds to this (load and memory tests).
     pub(crate) capacity: Option<usize>,
+    /// Browser origins allowed besides the server's own (`--allow-origin http://localhost:6274`).
+    pub(crate) origins: Vec<String>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--capacity N]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -36,6 +38,8 @@ const USAGE: &str =
     --http ADDR       serve Streamable HTTP on ADDR (e.g. 127.0.0.1:3000; port 0 picks one)\n\
     \x20                 at /mcp instead of stdio, and print `listening on http://HOST:PORT/mcp`\n\
     \x20                 to stderr once bound; --role applies to stdio only\n\
+    --allow-origin O  also accept requests from the browser origin O (e.g. the MCP Inspector's\n\
+    \x20                 http://localhost:6274 when it connects directly, not via its proxy)\n\
     --capacity N      allow N sessions, N held streams (all from one caller if need be) and\n\
     \x20                 N connections instead of the defaults (for load and memory tests)";
 
@@ -50,7 +54,14 @@ impl Args {
 
 /// Parses `std::env::args`, or returns the message to print.
 pub(crate) fn parse_args() -> Result<Args, String> {
-    let mut args = Args { extra_tools: 0, roles: Vec::new(), bench: false, http: None, capacity: None };
+    let mut args = Args {
+        extra_tools: 0,
+        roles: Vec::new(),
+        bench: false,
+        http: None,
+        capacity: None,
+        origins: Vec::new(),
+    };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -64,6 +75,9 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 args.extra_tools =
                     n.parse().map_err(|_| format!("--extra-tools: {n:?} is not a number\n{USAGE}"))?;
             }
+            "--allow-origin" => args
+                .origins
+                .push(it.next().ok_or_else(|| format!("--allow-origin needs an origin\n{USAGE}"))?),
             "--capacity" => {
                 let n = it.next().ok_or_else(|| format!("--capacity needs a number\n{USAGE}"))?;
                 args.capacity =
@@ -81,6 +95,9 @@ pub(crate) fn http_options(args: &Args) -> mcp_proto::server::HttpOptions {
     let mut opts = mcp_proto::server::HttpOptions::default();
     if let Some(n) = args.capacity {
         opts.max_connections(n);
+    }
+    for origin in &args.origins {
+        opts.http_config().allow_origin(origin.clone());
     }
     opts
 }
