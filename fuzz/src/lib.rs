@@ -332,7 +332,7 @@ pub fn check_message(bytes: &[u8], ceiling: usize, requests_ok: bool) -> Checked
 pub fn answerable_ids(frame: &[u8], max_id_bytes: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(frame);
-    let ok = FrameProbe { out: &mut out }.deserialize(&mut de).is_ok() && de.end().is_ok();
+    let ok = FrameProbe { out: &mut out, member: false }.deserialize(&mut de).is_ok() && de.end().is_ok();
     if !ok {
         // Not JSON: answered with a parse error and a null id.
         return Vec::new();
@@ -366,8 +366,12 @@ impl Probe {
     }
 }
 
+/// Reads a frame's shape: a message, a batch of messages (one level: a batch member that is
+/// itself an array is just not a message), or anything else.
 struct FrameProbe<'a> {
     out: &'a mut Vec<Probe>,
+    /// Inside a batch, where another array is a member that is not a message.
+    member: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for FrameProbe<'_> {
@@ -380,58 +384,18 @@ impl<'de> DeserializeSeed<'de> for FrameProbe<'_> {
 impl<'de> Visitor<'de> for FrameProbe<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a frame")
+        f.write_str(if self.member { "a batch member" } else { "a frame" })
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
         self.out.push(probe_map(map)?);
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(ItemProbe { out: &mut *self.out })?.is_some() {}
-        Ok(())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-struct ItemProbe<'a> {
-    out: &'a mut Vec<Probe>,
-}
-
-impl<'de> DeserializeSeed<'de> for ItemProbe<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ItemProbe<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a batch member")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        self.out.push(probe_map(map)?);
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        if self.member {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+        } else {
+            while seq.next_element_seed(FrameProbe { out: &mut *self.out, member: true })?.is_some() {}
+        }
         Ok(())
     }
     fn visit_bool<E>(self, _: bool) -> Result<(), E> {

@@ -3,30 +3,15 @@
 
 use std::time::Duration;
 
-use mcp_smol::{Caller, Server, StdioEnd, Tool, ToolCall, ToolOutput};
-use serde_json::json;
+use mcp_smol::{Caller, StdioEnd};
 use smol::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use smol::stream::StreamExt;
 
-fn server() -> Server {
-    let schema = json!({"type": "object", "properties": {"ms": {"type": "integer"}}});
-    Server::builder("shutdown", "1.0.0")
-        .tool(Tool::new("sleep", "Sleeps for ms milliseconds", schema), |call: ToolCall| async move {
-            let ms = call.arguments.get("ms").and_then(|v| v.as_u64()).unwrap_or(0);
-            call.ctx.sleep(Duration::from_millis(ms)).await;
-            ToolOutput::text(format!("slept {ms}"))
-        })
-        .build()
-        .expect("valid server")
-}
+use mcp_smol as shim;
 
-const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-
-fn call(id: u32, ms: u64) -> String {
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}}}}}}"#
-    )
-}
+#[path = "../../tests/common/sleep_server.rs"]
+mod sleep_server;
+use sleep_server::{call, server, INIT};
 
 #[test]
 fn calls_drain_or_are_cancelled_and_the_session_ends() {

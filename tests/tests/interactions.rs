@@ -199,6 +199,16 @@ fn modern_call(id: u64, extra: Value) -> Req {
 }
 
 /// Checks an `input_required` result asking for the name under `k`; returns the state.
+/// The 2026-07-28 retry (request id 2) completed with the handler's greeting.
+fn expect_completed_retry(reply: &Value) -> Outcome {
+    ensure(
+        reply["id"] == 2
+            && reply["result"]["resultType"] == "complete"
+            && reply["result"]["content"] == json!([{"type": "text", "text": "hello Ada"}]),
+        || format!("the retry: {reply}"),
+    )
+}
+
 fn expect_input_required(reply: &Value, id: u64) -> Result<String, String> {
     let result = &reply["result"];
     ensure(reply["id"] == id && result["resultType"] == "input_required", || {
@@ -235,12 +245,7 @@ fn modern_ask_requires_input_then_completes_on_retry() {
         let resp = client.request(&modern_call(2, retry))?;
         expect_status(&resp, 200, "the retry")?;
         let reply = resp.json()?;
-        ensure(
-            reply["id"] == 2
-                && reply["result"]["resultType"] == "complete"
-                && reply["result"]["content"] == json!([{"type": "text", "text": "hello Ada"}]),
-            || format!("the retry: {reply}"),
-        )?;
+        expect_completed_retry(&reply)?;
 
         // One character of the state changed: the seal no longer holds.
         let mut tampered = state.clone().into_bytes();
@@ -358,12 +363,7 @@ fn stdio_modern_ask_round_trip() {
         let state = expect_input_required(&s.next("the first round")?, 1)?;
         s.send(&call(2, json!({"inputResponses": {"k": answer()}, "requestState": state})))?;
         let reply = s.next("the retry")?;
-        ensure(
-            reply["id"] == 2
-                && reply["result"]["resultType"] == "complete"
-                && reply["result"]["content"] == json!([{"type": "text", "text": "hello Ada"}]),
-            || format!("the retry: {reply}"),
-        )?;
+        expect_completed_retry(&reply)?;
         s.finish()
     });
 }

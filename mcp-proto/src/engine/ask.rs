@@ -272,7 +272,7 @@ impl<H: Clone> Engine<H> {
                 return Verdict::Fail(u.rpc_error());
             }
             if mrtr.round >= max_rounds {
-                return Verdict::Fail(interaction_limit(max_rounds));
+                return Verdict::Fail(interaction_limit(Some(max_rounds)));
             }
             let mut answers = input.used.clone();
             answers.extend(got.clone());
@@ -461,7 +461,7 @@ impl From<AskError> for HandlerError {
             AskError::Unsupported(u) => HandlerError::Public(u.rpc_error()),
             AskError::Rejected(e) => HandlerError::Public(e),
             AskError::Invalid(e) => HandlerError::Public(e.rpc_error()),
-            AskError::TooManyRounds => HandlerError::Public(interaction_limit_any()),
+            AskError::TooManyRounds => HandlerError::Public(interaction_limit(None)),
             AskError::Unreachable | AskError::Busy => HandlerError::Public(RpcError::new(
                 ErrorCode::InternalError,
                 "the client cannot be asked for input",
@@ -470,17 +470,11 @@ impl From<AskError> for HandlerError {
     }
 }
 
-fn interaction_limit_any() -> RpcError {
-    RpcError::new(ErrorCode::InvalidRequest, "interaction_limit: the call asked for input too many times")
+/// The `interaction_limit` failure, naming the bound when it is known.
+fn interaction_limit(max: Option<u32>) -> RpcError {
+    let times = max.map_or_else(|| "too many times".to_owned(), |m| format!("more than {m} times"));
+    RpcError::new(ErrorCode::InvalidRequest, format!("interaction_limit: the call asked for input {times}"))
         .with_data(serde_json::json!({ "reason": "interaction_limit" }))
-}
-
-fn interaction_limit(max: u32) -> RpcError {
-    RpcError::new(
-        ErrorCode::InvalidRequest,
-        format!("interaction_limit: the call asked for input more than {max} times"),
-    )
-    .with_data(serde_json::json!({ "reason": "interaction_limit" }))
 }
 
 #[cfg(test)]

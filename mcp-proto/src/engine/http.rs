@@ -211,7 +211,7 @@ impl<H: Clone> Engine<H> {
         match req.route {
             Route::Post { headers, accepts } => self.http_post(now, &req, headers, accepts, mint_session_id),
             Route::Get { headers, last_event_id } => self.http_get(now, &req, headers, last_event_id),
-            Route::Delete { headers } => self.http_delete(now, &req, headers),
+            Route::Delete { headers } => self.http_delete(&req, headers),
         }
     }
 
@@ -288,7 +288,7 @@ impl<H: Clone> Engine<H> {
             return error_reply(406, id.as_ref(), &err);
         }
         if listen && !self.shutting_down {
-            if let Err(reply) = self.take_seat(now, &req.caller, id.as_ref()) {
+            if let Err(reply) = self.take_seat(&req.caller, id.as_ref()) {
                 return reply;
             }
         }
@@ -400,13 +400,8 @@ impl<H: Clone> Engine<H> {
         let caller = c.caller.clone();
         let Transport::Session(s) = &mut c.transport else { return session_not_found() };
         s.last_active = now;
-        if minted.is_none() && !s.established {
-            s.established = true;
-            // The handshake check was armed for the handshake timeout; an idle timeout shorter
-            // than that must not wait for it.
-            let idle = self.config.limits.session_idle;
-            self.http_timers.insert((now + idle, Timer::Session(session)));
-        }
+        let established_now = minted.is_none() && !s.established;
+        s.established |= established_now;
         let x = Exchange {
             session: Some(session),
             owed: 1,
@@ -422,6 +417,11 @@ impl<H: Clone> Engine<H> {
             seq: 0,
         };
         s.next_stream += 1;
+        if established_now {
+            // The handshake check was armed for the handshake timeout; an idle timeout shorter
+            // than that must not wait for it.
+            self.arm(now, self.config.limits.session_idle, Timer::Session(session));
+        }
         let ex = self.insert_conn(Transport::Exchange(x), caller);
         let reply = self.run_exchange(now, session, ex, frame);
         let Some(id) = minted else { return reply };
@@ -502,7 +502,7 @@ impl<H: Clone> Engine<H> {
         };
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
         self.sessions.insert(id.clone(), conn);
-        self.http_timers.insert((now + limits.session_handshake, Timer::Session(conn)));
+        self.arm(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
     }
 
@@ -531,7 +531,7 @@ impl<H: Clone> Engine<H> {
         if let Some(old) = previous {
             self.forget(old, CloseReason::Replaced);
         }
-        if let Err(reply) = self.take_seat(now, &req.caller, None) {
+        if let Err(reply) = self.take_seat(&req.caller, None) {
             return reply;
         }
         if self.conns.len() >= self.config.limits.max_connections {
@@ -581,12 +581,11 @@ impl<H: Clone> Engine<H> {
         if !c.pending.is_empty() {
             self.dirty = true;
         }
-        self.http_timers.insert((now + keepalive, Timer::KeepAlive(conn)));
+        self.arm(now, keepalive, Timer::KeepAlive(conn));
         HttpReply::Pending(conn)
     }
 
-    fn http_delete(&mut self, now: Instant, req: &HttpRequest<'_>, headers: RouteHeaders<'_>) -> HttpReply {
-        let _ = now;
+    fn http_delete(&mut self, req: &HttpRequest<'_>, headers: RouteHeaders<'_>) -> HttpReply {
         match self.legacy_session(req, headers) {
             Ok(session) => {
                 self.forget(session, CloseReason::Deleted);
@@ -615,8 +614,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Makes room for one more held stream of `caller`, or says why not (429).
-    fn take_seat(&mut self, now: Instant, caller: &Caller, id: Option<&RequestId>) -> Result<(), HttpReply> {
-        let _ = now;
+    fn take_seat(&mut self, caller: &Caller, id: Option<&RequestId>) -> Result<(), HttpReply> {
         let limits = &self.config.limits;
         if limits.max_streams.is_some_and(|max| self.streams >= max) {
             let err = RpcError::invalid_request("too many open streams; try again later");
@@ -731,8 +729,7 @@ impl<H: Clone> Engine<H> {
             x.seq = 1;
             self.out.push_back(Output::Frame { conn: ex, bytes: sse::priming(&id, Some(retry)) });
         }
-        let at = self.clock + self.config.limits.keepalive;
-        self.http_timers.insert((at, Timer::KeepAlive(ex)));
+        self.arm(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
     }
 
     /// A reply `ex` waited for will never come (its call was cancelled or its session ended).
@@ -782,15 +779,23 @@ impl<H: Clone> Engine<H> {
             self.forget(conn, CloseReason::Expired);
             return;
         }
-        let next = if c.in_flight > 0 || s.get.is_some() {
-            now + idle
-        } else if s.last_active + idle <= now {
+        // Idleness counts from the last request, and not while a call or a stream is open.
+        let busy = c.in_flight > 0 || s.get.is_some();
+        let from = if busy { now } else { s.last_active };
+        if !busy && from.checked_add(idle).is_some_and(|due| due <= now) {
             self.forget(conn, CloseReason::Expired);
             return;
-        } else {
-            s.last_active + idle
-        };
-        self.http_timers.insert((next, Timer::Session(conn)));
+        }
+        self.arm(from, idle, Timer::Session(conn));
+    }
+
+    /// Arms `timer` for `after` past `from`. A delay too long for the clock to express never
+    /// fires (a `Duration::MAX` limit means "never"); a zero delay counts as 1 ms, so a timer
+    /// re-armed while timers are handled cannot fire again in the same `handle_timeout`.
+    fn arm(&mut self, from: Instant, after: Duration, timer: Timer) {
+        if let Some(at) = from.checked_add(after.max(Duration::from_millis(1))) {
+            self.http_timers.insert((at, timer));
+        }
     }
 
     fn keepalive(&mut self, now: Instant, conn: ConnId) {
@@ -808,7 +813,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         self.out.push_back(Output::Frame { conn, bytes: sse::comment("keep-alive") });
-        self.http_timers.insert((now + self.config.limits.keepalive, Timer::KeepAlive(conn)));
+        self.arm(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
     }
 }
 

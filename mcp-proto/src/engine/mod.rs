@@ -1484,7 +1484,8 @@ impl<H: Clone> Engine<H> {
         if conn.calls.contains_key(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
             return Err(RpcError::invalid_request("a request with this id is already in flight"));
         }
-        let deadline = self.config.call_timeout.map(|t| now + t);
+        // A timeout too long for the clock to express is no timeout.
+        let deadline = self.config.call_timeout.and_then(|t| now.checked_add(t));
         // Inside a batch, the call's reply takes the next slot (see `batch`).
         let batch = batch.map(|b| (b, self.batches.get(b).map_or(0, |x| x.parts.len())));
         let reply_to = self.reply_to.unwrap_or(ctx.conn);
