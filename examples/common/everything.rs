@@ -4,11 +4,11 @@
 
 use bigdecimal::BigDecimal;
 use mcp_proto::interaction::InputRequest;
-use mcp_proto::server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
 };
+use mcp_server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use serde_json::{json, Number, Value};
 use std::str::FromStr;
 
@@ -91,8 +91,8 @@ pub(crate) fn parse_args() -> Result<Args, String> {
 }
 
 /// The HTTP transport options these arguments describe.
-pub(crate) fn http_options(args: &Args) -> mcp_proto::server::HttpOptions {
-    let mut opts = mcp_proto::server::HttpOptions::default();
+pub(crate) fn http_options(args: &Args) -> mcp_server::HttpOptions {
+    let mut opts = mcp_server::HttpOptions::default();
     if let Some(n) = args.capacity {
         opts.max_connections(n);
     }

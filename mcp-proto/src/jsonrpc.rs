@@ -136,6 +136,11 @@ pub struct RpcError {
 }
 
 impl RpcError {
+    /// The whole JSON-RPC error response: `{"jsonrpc":"2.0","id":<id or null>,"error":{...}}`.
+    pub fn to_response(&self, id: Option<&RequestId>) -> Vec<u8> {
+        encode_error(id, self)
+    }
+
     /// An error without `data`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), data: None }

@@ -71,9 +71,6 @@ pub mod sse;
 pub mod stdio;
 mod version;
 
-#[cfg(feature = "server")]
-pub mod server;
-
 pub use caller::{Caller, Gate};
 pub use content::{
     Completion, Content, HandlerError, PromptMessage, PromptOutput, ResourceBody, ResourceContents,

@@ -1,7 +1,7 @@
 //! Serve an MCP server on smol.
 //!
-//! The protocol lives in [`mcp_proto`]; the handler API and the drivers live in its runtime-independent
-//! [`server`](mcp_proto::server) layer. This crate only supplies smol: the task spawner, the timer, the
+//! The protocol lives in [`mcp_proto`]; the handler API and the drivers live in the runtime-independent
+//! [`mcp_server`] layer. This crate only supplies smol: the task spawner, the timer, the
 //! clock, the standard streams and TCP sockets. `mcp-tokio` is its mirror image.
 //!
 //! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
@@ -29,17 +29,18 @@ use std::time::Instant;
 
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
-pub use mcp_proto::server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
-    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
-    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
-};
 pub use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
 };
+pub use mcp_server;
+pub use mcp_server::{
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
+    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
+    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+};
 
-use mcp_proto::server::{HttpRuntime, Listener};
+use mcp_server::{HttpRuntime, Listener};
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
 /// The smol [`Runtime`]: spawns on smol's global executor and sleeps on async-io timers.
@@ -82,7 +83,7 @@ where
     I: smol::io::AsyncRead + Unpin,
     O: smol::io::AsyncWrite + Unpin,
 {
-    mcp_proto::server::serve_lines(server, SmolRuntime, caller, input, output, DEFAULT_DRAIN).await
+    mcp_server::serve_lines(server, SmolRuntime, caller, input, output, DEFAULT_DRAIN).await
 }
 
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
@@ -122,10 +123,10 @@ impl Listener for TcpListener {
 }
 
 /// The MCP endpoint as a `tower_service::Service`, to mount in an existing hyper or tower
-/// application (see [`mcp_proto::server::McpService`] for what it does and does not enforce).
+/// application (see [`mcp_server::McpService`] for what it does and does not enforce).
 ///
 /// The client's address comes from a [`PeerAddr`] extension.
-pub type McpService = mcp_proto::server::McpService<SmolRuntime>;
+pub type McpService = mcp_server::McpService<SmolRuntime>;
 
 impl HttpRuntime for SmolRuntime {
     fn current() -> Self {

@@ -1,7 +1,7 @@
 //! Serve an MCP server on tokio.
 //!
-//! The protocol lives in [`mcp_proto`]; the handler API and the drivers live in its runtime-independent
-//! [`server`](mcp_proto::server) layer. This crate only supplies tokio: the task spawner, the timer, the
+//! The protocol lives in [`mcp_proto`]; the handler API and the drivers live in the runtime-independent
+//! [`mcp_server`] layer. This crate only supplies tokio: the task spawner, the timer, the
 //! clock, the standard streams and TCP sockets. `mcp-smol` is its mirror image.
 //!
 //! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
@@ -29,18 +29,19 @@ use std::time::Instant;
 
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
-pub use mcp_proto::server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
-    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
-    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
-};
 pub use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
 };
+pub use mcp_server;
+pub use mcp_server::{
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
+    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
+    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+};
 
 use hyper_util::rt::{TokioIo, TokioTimer};
-use mcp_proto::server::{HttpRuntime, Listener};
+use mcp_server::{HttpRuntime, Listener};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// The tokio [`Runtime`]: spawns on the current runtime and uses tokio's clock, so tests with
@@ -258,8 +259,7 @@ where
     O: tokio::io::AsyncWrite + Unpin,
 {
     let rt = TokioRuntime::current();
-    mcp_proto::server::serve_lines(server, rt, caller, input.compat(), output.compat_write(), DEFAULT_DRAIN)
-        .await
+    mcp_server::serve_lines(server, rt, caller, input.compat(), output.compat_write(), DEFAULT_DRAIN).await
 }
 
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
@@ -302,7 +302,7 @@ impl Listener for TcpListener {
 }
 
 /// The MCP endpoint as a `tower_service::Service`, to mount in an existing application (see
-/// [`mcp_proto::server::McpService`] for what it does and does not enforce):
+/// [`mcp_server::McpService`] for what it does and does not enforce):
 ///
 /// ```no_run
 /// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
@@ -317,8 +317,8 @@ impl Listener for TcpListener {
 ///
 /// The client's address comes from a [`PeerAddr`] extension or (feature `axum`, on by default)
 /// axum's `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info` records it.
-/// [`McpService::new`](mcp_proto::server::McpService::new) panics outside a tokio runtime.
-pub type McpService = mcp_proto::server::McpService<TokioRuntime>;
+/// [`McpService::new`](mcp_server::McpService::new) panics outside a tokio runtime.
+pub type McpService = mcp_server::McpService<TokioRuntime>;
 
 impl HttpRuntime for TokioRuntime {
     fn current() -> Self {

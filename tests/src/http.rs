@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use mcp_proto::server::{HttpOptions, Server};
+use mcp_server::{HttpOptions, Server};
 use serde_json::Value;
 
 use crate::stdio_server::{build, Options};

@@ -319,7 +319,6 @@ impl AskResult {
         match r {
             Ok(AskOutcome::Pending) => AskResult::Pending,
             Ok(AskOutcome::Answered(m)) => AskResult::Answered(Value::Object(m.clone()).to_string()),
-            Ok(_) => AskResult::Error { kind: "other", detail: format!("{r:?}") },
             Err(e) => ask_error(e),
         }
     }

@@ -16,8 +16,8 @@
 
 use std::time::Duration;
 
-use mcp_proto::server::{BoxFuture, Server, StdioEnd, ToolCall, ToolResult};
 use mcp_proto::{HandlerError, KeyRing, ToolOutput};
+use mcp_server::{BoxFuture, Server, StdioEnd, ToolCall, ToolResult};
 use serde_json::Value;
 
 use crate::tools::{all_tools, auto_reply, TestHandler};

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use mcp_proto::server::{HttpOptions, Server, ToolCall};
 use mcp_proto::{Gate, Limits, Resource, ResourceContents, SeatPolicy, Tool, ToolOutput};
+use mcp_server::{HttpOptions, Server, ToolCall};
 use mcp_tests::http::{
     each, ensure, event_data, poll_until, serve, serve_watched, Client, Req, Response, Shim, TIMEOUT,
 };
@@ -38,7 +38,7 @@ fn build(limits: impl FnOnce(&mut Limits), gate: Option<Gate>) -> Server {
     builder(limits, gate).build().unwrap_or_else(|e| panic!("the test server is valid: {e}"))
 }
 
-fn builder(limits: impl FnOnce(&mut Limits), gate: Option<Gate>) -> mcp_proto::server::ServerBuilder {
+fn builder(limits: impl FnOnce(&mut Limits), gate: Option<Gate>) -> mcp_server::ServerBuilder {
     let mut b = Server::builder("bounds", "1.0.0");
     limits(&mut b.config_mut().limits);
     let slow = Tool::new(

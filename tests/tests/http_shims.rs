@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use mcp_proto::server::{HttpOptions, Server};
+use mcp_server::{HttpOptions, Server};
 use mcp_tests::http::{serve, test_server, Client, Req, Response, Shim, SHIMS, TIMEOUT};
 use serde_json::{json, Value};
 

@@ -13,8 +13,8 @@ use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 
 use mcp_proto::interaction::InputRequest;
-use mcp_proto::server::{HttpOptions, Server, StdioEnd, ToolCall};
 use mcp_proto::{AskError, Caller, HandlerError, Tool, ToolOutput};
+use mcp_server::{HttpOptions, Server, StdioEnd, ToolCall};
 use mcp_tests::http::{each, ensure, event_data, serve, Client, Req, Response, Shim, TIMEOUT};
 use serde_json::{json, Value};
 

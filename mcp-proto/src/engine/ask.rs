@@ -57,7 +57,6 @@ impl std::error::Error for AskError {}
 
 /// What [`Engine::ask`] did.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum Asked {
     /// Every answer was already in hand (a 2026-07-28 retry): here they are, by key.
     Answered(Map<String, Value>),

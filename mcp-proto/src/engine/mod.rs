@@ -290,7 +290,6 @@ pub struct Invocation<H> {
 
 /// Something for the shim to do. See [`Engine::poll_output`].
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Output<H> {
     /// Write these bytes on `conn` (without a trailing newline; stdio adds one).
     Frame {

@@ -9,9 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::Server;
-use crate::interaction::InputRequest;
-use crate::AskError;
-use crate::{
+use mcp_proto::interaction::InputRequest;
+use mcp_proto::AskError;
+use mcp_proto::{
     CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
     ProtocolVersion, ResourceContents, Tool, ToolOutput,
 };
@@ -53,7 +53,7 @@ impl RequestContext {
     }
 
     /// Sends a log message to the client, if it asked for this level (see
-    /// [`Engine::log`](crate::Engine::log)); a no-op once the call has ended.
+    /// [`Engine::log`](mcp_proto::Engine::log)); a no-op once the call has ended.
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
         if let Some(call) = self.call {
             self.server.log(call, level, logger, data);
@@ -61,7 +61,7 @@ impl RequestContext {
     }
 
     /// Reports progress to the client, if it asked for progress (see
-    /// [`Engine::progress`](crate::Engine::progress) for the rules: increasing values, at most
+    /// [`Engine::progress`](mcp_proto::Engine::progress) for the rules: increasing values, at most
     /// one update per interval, nothing after the response). Returns what became of it.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> ProgressOutcome {
         let number = |v: f64| serde_json::Number::from_f64(v);
@@ -82,7 +82,7 @@ impl RequestContext {
     ///   with the answers, and then this same ask returns them at once. A handler must therefore
     ///   do nothing irreversible before its last ask.
     ///
-    /// At most [`Config::max_input_rounds`](crate::Config::max_input_rounds) asks per call
+    /// At most [`Config::max_input_rounds`](mcp_proto::Config::max_input_rounds) asks per call
     /// ([`AskError::TooManyRounds`] after that).
     pub async fn ask(&self, requests: Vec<(String, InputRequest)>) -> Result<Map<String, Value>, AskError> {
         match self.call {
@@ -92,7 +92,7 @@ impl RequestContext {
     }
 
     /// Whether [`ask`](Self::ask) could send `request` now (see
-    /// [`Engine::can_ask`](crate::Engine::can_ask)): `false` when the client did not declare the
+    /// [`Engine::can_ask`](mcp_proto::Engine::can_ask)): `false` when the client did not declare the
     /// capability, so the handler can take another path.
     pub fn can_ask(&self, request: &InputRequest) -> bool {
         self.call.is_some_and(|call| self.server.can_ask(call, request))
@@ -108,7 +108,7 @@ impl RequestContext {
     /// answer, for the retry to read back with [`carried_state`](Self::carried_state): a
     /// stateless server's memory between rounds, valid on any replica sharing the key ring.
     /// Signed, not encrypted (the client can read it), and bounded (see
-    /// [`Engine::carry_state`](crate::Engine::carry_state)).
+    /// [`Engine::carry_state`](mcp_proto::Engine::carry_state)).
     pub fn carry_state(&self, data: impl Into<String>) {
         if let Some(call) = self.call {
             let data = data.into();

@@ -22,9 +22,9 @@ use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
 use super::{BoxFuture, Cut, HttpItem, HttpQueue, Runtime, Server};
-use crate::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
-use crate::jsonrpc::{encode_error, ErrorCode, RpcError};
-use crate::{Caller, ConnId, HttpRequest};
+use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
+use mcp_proto::{Caller, ConnId, HttpRequest};
+use mcp_proto::{ErrorCode, RpcError};
 
 /// The default [`HttpOptions::header_read_timeout`]: 10 s.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,7 +43,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 ///
 /// ```
 /// # use std::time::Duration;
-/// let mut opts = mcp_proto::server::HttpOptions::default();
+/// let mut opts = mcp_server::HttpOptions::default();
 /// opts.header_read_timeout(Duration::from_secs(5)).max_connections(256);
 /// opts.http_config().allow_host("mcp.example.com");
 /// assert_eq!(opts.connection_limit(), 256);
@@ -188,9 +188,9 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 /// The MCP endpoint over HTTP: admits requests, feeds them to the server's engine and streams
 /// its answers back. Cheap to clone; every clone serves the same [`Server`].
 ///
-/// The engine decides everything protocol-level ([`Engine::handle_http`](crate::Engine::handle_http):
+/// The engine decides everything protocol-level ([`Engine::handle_http`](mcp_proto::Engine::handle_http):
 /// sessions, status codes, JSON or SSE, keep-alive comments); the pure request rules live in
-/// [`crate::http`]. What is left, and lives here once for both shims, is transport:
+/// [`mcp_proto::http`]. What is left, and lives here once for both shims, is transport:
 ///
 /// 1. build a [`RequestHead`] view of hyper's parsed head, refuse a non-loopback peer
 ///    ([`check_peer`]) and a bad head ([`check_head`]);
@@ -201,7 +201,7 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 /// 4. hand the request to the engine and answer what it says: at once, or through the exchange's
 ///    bounded queue (one JSON response, or an SSE head followed by ready-to-write bytes);
 /// 5. when the client goes away before the exchange ends, tell the engine
-///    ([`Engine::close`](crate::Engine::close)), which decides what that means for the calls
+///    ([`Engine::close`](mcp_proto::Engine::close)), which decides what that means for the calls
 ///    it was answering (for 2026-07-28, closing the response cancels the request).
 ///
 /// A shim supplies a [`Listener`] over its runtime's TCP listener (setting `TCP_NODELAY` on every
@@ -706,7 +706,7 @@ impl Body for McpBody {
 }
 
 /// Why an SSE body ended in an error: its reader fell more than
-/// [`Limits::stream_queue_len`](crate::Limits::stream_queue_len) frames behind and was dropped.
+/// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames behind and was dropped.
 /// The connection is cut, which frees its place at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamDropped;
@@ -752,7 +752,7 @@ fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
 /// A transport error of this layer's own (408, 503, ...), with a JSON-RPC error body like a
 /// refusal's.
 fn error_response(status: u16, message: &'static str) -> Response<McpBody> {
-    let body = encode_error(None, &RpcError::new(ErrorCode::InvalidRequest, message));
+    let body = RpcError::new(ErrorCode::InvalidRequest, message).to_response(None);
     response(status, &[("content-type", "application/json".to_owned())], McpBody::full(body))
 }
 
@@ -771,7 +771,7 @@ mod tests {
     fn session_ids_are_valid_and_distinct() {
         let a = mint_session_id();
         let b = mint_session_id();
-        assert!(crate::http::is_valid_session_id(&a), "{a}");
+        assert!(mcp_proto::http::is_valid_session_id(&a), "{a}");
         assert_eq!(a.len(), 43);
         assert_ne!(a, b);
     }

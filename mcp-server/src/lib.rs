@@ -1,4 +1,4 @@
-//! The runtime-independent application layer both shims share (feature `server`).
+//! The runtime-independent server layer both shims share.
 //!
 //! The [`Engine`] decides; this layer does what it asks, for any async runtime
 //! that implements [`Runtime`]: it keeps the engine behind one lock, routes frames to
@@ -36,7 +36,7 @@ pub use stdio::{serve_lines, StdioEnd};
 
 use handler::{completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn, HandlerKind};
 
-use crate::{
+use mcp_proto::{
     CallId, Caller, Completion, Config, ConnId, ConnKind, Engine, Gate, HandlerError, HttpHead, HttpReply,
     HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput,
     RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
@@ -79,7 +79,7 @@ struct State {
 }
 
 /// What an ask comes back with.
-type Answers = Result<serde_json::Map<String, Value>, crate::AskError>;
+type Answers = Result<serde_json::Map<String, Value>, mcp_proto::AskError>;
 
 /// Where a connection's output goes: a bounded queue read by its writer.
 enum Sink {
@@ -316,7 +316,7 @@ impl Server {
     }
 
     /// Applies a registry change and delivers what it caused.
-    fn registry<T>(&self, f: impl FnOnce(&mut crate::RegistryMut<'_, Handler>) -> T) -> T {
+    fn registry<T>(&self, f: impl FnOnce(&mut mcp_proto::RegistryMut<'_, Handler>) -> T) -> T {
         let mut st = self.lock();
         let t = f(&mut st.engine.registry_mut());
         self.pump(st);
@@ -397,13 +397,13 @@ impl Server {
         progress: serde_json::Number,
         total: Option<serde_json::Number>,
         message: Option<&str>,
-    ) -> crate::ProgressOutcome {
+    ) -> mcp_proto::ProgressOutcome {
         let mut st = self.lock();
         let now = self.now();
         let outcome = st.engine.progress(now, call, progress, total, message);
         self.pump(st);
         // Stale: the call already ended; nothing more goes out for it.
-        outcome.unwrap_or(crate::ProgressOutcome::NoToken)
+        outcome.unwrap_or(mcp_proto::ProgressOutcome::NoToken)
     }
 
     fn sleep(&self, duration: Duration) -> BoxFuture<()> {
@@ -413,26 +413,26 @@ impl Server {
         }
     }
 
-    fn can_ask(&self, call: CallId, request: &crate::interaction::InputRequest) -> bool {
+    fn can_ask(&self, call: CallId, request: &mcp_proto::interaction::InputRequest) -> bool {
         self.lock().engine.can_ask(call, request).is_ok()
     }
 
     async fn ask(
         &self,
         call: CallId,
-        requests: Vec<(String, crate::interaction::InputRequest)>,
-    ) -> Result<serde_json::Map<String, Value>, crate::AskError> {
+        requests: Vec<(String, mcp_proto::interaction::InputRequest)>,
+    ) -> Result<serde_json::Map<String, Value>, mcp_proto::AskError> {
         let rx = {
             let mut st = self.lock();
             let now = self.now();
             let asked = st.engine.ask(now, call, requests);
             let rx = match asked {
-                Ok(crate::Asked::Pending) => {
+                Ok(mcp_proto::Asked::Pending) => {
                     let (tx, rx) = async_channel::bounded(1);
                     st.asks.insert(call, tx);
                     Ok(rx)
                 }
-                Ok(crate::Asked::Answered(answers)) => Err(Ok(answers)),
+                Ok(mcp_proto::Asked::Answered(answers)) => Err(Ok(answers)),
                 Err(e) => Err(Err(e)),
             };
             self.pump(st);
@@ -440,7 +440,7 @@ impl Server {
         };
         match rx {
             // The sender goes when the call ends without answers (cancelled, timed out).
-            Ok(rx) => rx.recv().await.unwrap_or(Err(crate::AskError::Stale)),
+            Ok(rx) => rx.recv().await.unwrap_or(Err(mcp_proto::AskError::Stale)),
             Err(done) => done,
         }
     }
@@ -465,7 +465,7 @@ impl Server {
         let HandlerKind::Tool(f) = handler.0 else { return Err(HandlerError::Panicked) };
         let ctx = RequestContext {
             caller: Arc::new(caller),
-            version: crate::ProtocolVersion::V2026_07_28,
+            version: mcp_proto::ProtocolVersion::V2026_07_28,
             call: None,
             server: self.clone(),
         };
@@ -478,13 +478,13 @@ impl Server {
     }
 
     /// What `caller` is shown by the list methods, gates applied.
-    pub fn visible_to(&self, caller: &Caller) -> crate::Introspection {
+    pub fn visible_to(&self, caller: &Caller) -> mcp_proto::Introspection {
         self.lock().engine.visible_to(caller)
     }
 
     /// Everything registered, ignoring gates. **Never serve this to a remote caller**; see
-    /// [`Introspection`](crate::Introspection).
-    pub fn introspect(&self) -> crate::Introspection {
+    /// [`Introspection`](mcp_proto::Introspection).
+    pub fn introspect(&self) -> mcp_proto::Introspection {
         self.lock().engine.introspect()
     }
 
@@ -564,7 +564,7 @@ impl Server {
     }
 
     /// Hands one admitted HTTP request to the engine. A pending answer gets its queue (bounded by
-    /// [`Limits::stream_queue_len`](crate::Limits::stream_queue_len), plus the head) registered
+    /// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len), plus the head) registered
     /// before anything is pumped, so nothing the request causes can be lost.
     pub(crate) fn http_exchange(
         &self,
@@ -736,7 +736,7 @@ impl Server {
 
     /// Starts an invocation's handler; the future catches panics so one bad handler cannot take
     /// the connection down, and logs private failures, which the peer never sees.
-    fn run(&self, inv: Invocation<Handler>) -> (crate::Ticket, BoxFuture<Reply>) {
+    fn run(&self, inv: Invocation<Handler>) -> (mcp_proto::Ticket, BoxFuture<Reply>) {
         let Invocation { ticket, caller, version, request, handler, .. } = inv;
         let ctx = RequestContext { caller, version, call: Some(ticket.call()), server: self.clone() };
         let fut: BoxFuture<Reply> = match (handler.0, request) {

@@ -6,8 +6,8 @@ use std::time::Duration;
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{Runtime, Server};
-use crate::stdio::LineFramer;
-use crate::{Caller, CloseReason, ConnKind};
+use mcp_proto::stdio::LineFramer;
+use mcp_proto::{Caller, CloseReason, ConnKind};
 
 /// How a line session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
