@@ -235,9 +235,9 @@ pub(crate) fn eq_fold(a: &str, b: &str) -> bool {
 
 /// One JSON-RPC message as decoded, before any protocol rule is applied.
 #[derive(Debug, Default)]
-pub(crate) struct RawEnvelope<'a> {
+pub(crate) struct RawEnvelope {
     pub(crate) jsonrpc: Option<Value>,
-    pub(crate) id: Option<&'a RawValue>,
+    pub(crate) id: Option<Box<RawValue>>,
     pub(crate) method: Option<Value>,
     pub(crate) params: Option<Value>,
     pub(crate) result: Option<Value>,
@@ -257,17 +257,17 @@ pub(crate) struct RawEnvelope<'a> {
 // Frames are transient and moved once, so the size difference between variants costs nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub(crate) enum RawFrame<'a> {
-    Single(RawEnvelope<'a>),
-    Batch(Vec<RawFrameItem<'a>>),
+pub(crate) enum RawFrame {
+    Single(RawEnvelope),
+    Batch(Vec<RawFrameItem>),
     NotAnObject,
 }
 
 /// One member of a batch.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub(crate) enum RawFrameItem<'a> {
-    Message(RawEnvelope<'a>),
+pub(crate) enum RawFrameItem {
+    Message(RawEnvelope),
     NotAnObject,
 }
 
@@ -281,7 +281,7 @@ pub(crate) enum DecodeError {
 }
 
 /// Decodes a frame; see the module docs for what counts as a fault rather than an error.
-pub(crate) fn decode(bytes: &[u8], max_depth: usize) -> Result<RawFrame<'_>, DecodeError> {
+pub(crate) fn decode(bytes: &[u8], max_depth: usize) -> Result<RawFrame, DecodeError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let frame = FrameSeed { max_depth }.deserialize(&mut de).and_then(|f| de.end().map(|()| f));
     frame.map_err(|e| {
@@ -298,14 +298,14 @@ struct FrameSeed {
 }
 
 impl<'de> DeserializeSeed<'de> for FrameSeed {
-    type Value = RawFrame<'de>;
+    type Value = RawFrame;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for FrameSeed {
-    type Value = RawFrame<'de>;
+    type Value = RawFrame;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON-RPC message or batch")
     }
@@ -344,14 +344,14 @@ struct ItemSeed {
 }
 
 impl<'de> DeserializeSeed<'de> for ItemSeed {
-    type Value = RawFrameItem<'de>;
+    type Value = RawFrameItem;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for ItemSeed {
-    type Value = RawFrameItem<'de>;
+    type Value = RawFrameItem;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON-RPC message")
     }
@@ -391,7 +391,7 @@ struct EnvelopeVisitor {
 const ENVELOPE_KEYS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
 
 impl EnvelopeVisitor {
-    fn visit_map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<RawEnvelope<'de>, A::Error> {
+    fn visit_map<'de, A: MapAccess<'de>>(self, mut map: A) -> Result<RawEnvelope, A::Error> {
         let mut env = RawEnvelope::default();
         let mut ctx = Ctx::new(self.max_depth);
         // The envelope itself is level 1.
@@ -423,7 +423,7 @@ impl EnvelopeVisitor {
                 seen.push(key.clone());
             }
             match key.as_str() {
-                "id" if !repeated => env.id = Some(map.next_value::<&RawValue>()?),
+                "id" if !repeated => env.id = Some(map.next_value::<Box<RawValue>>()?),
                 "jsonrpc" | "method" | "result" | "error" if !repeated => {
                     let v = map.next_value_seed(Strict(&mut ctx))?;
                     match key.as_str() {
@@ -452,7 +452,7 @@ impl EnvelopeVisitor {
 mod tests {
     use super::*;
 
-    fn single(s: &str) -> RawEnvelope<'_> {
+    fn single(s: &str) -> RawEnvelope {
         match decode(s.as_bytes(), 64) {
             Ok(RawFrame::Single(e)) => e,
             other => panic!("not a single message: {other:?}"),

@@ -59,6 +59,7 @@ mod caller;
 mod content;
 mod cursor;
 mod engine;
+mod frame;
 pub mod http;
 pub mod interaction;
 mod items;
@@ -77,6 +78,7 @@ pub use content::{
     ResourceLink, Role, ToolOutput,
 };
 pub use cursor::KeyRing;
+pub use frame::Decoded;
 pub use engine::{
     AskError, Asked, CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus,
     FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation, Introspection, Invocation, LogLevel,

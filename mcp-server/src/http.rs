@@ -12,7 +12,7 @@ use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use bytes::{BufMut, Bytes};
@@ -21,7 +21,7 @@ use futures_util::stream::Stream;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use super::{BoxFuture, Cut, HttpItem, HttpQueue, Runtime, Server};
+use super::{BoxFuture, Cut, HttpItem, HttpQueue, Runtime, Server, State};
 use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
 use mcp_proto::{Caller, ConnId, HttpRequest};
 use mcp_proto::{ErrorCode, RpcError};
@@ -388,40 +388,48 @@ impl HttpService {
             }
         }
         let (parts, body) = req.into_parts();
-        let mut headers: Vec<(&str, &[u8])> =
-            parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes())).collect();
-        if parts.version >= http::Version::HTTP_2 && !parts.headers.contains_key(http::header::HOST) {
-            // HTTP/2 and later carry the host as `:authority`, which `http` keeps in the URI.
-            if let Some(authority) = parts.uri.authority() {
-                headers.push(("host", authority.as_str().as_bytes()));
-            }
-        }
-        let head = RequestHead {
-            method: parts.method.as_str(),
-            path: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
-            headers: &headers,
-        };
-        let route = match check_head(cfg, &head) {
-            Ok(route) => route,
+        let headers = head_lines(&parts);
+        let head = request_head(&parts, &headers);
+        let post = match check_head(cfg, &head) {
+            Ok(route) => matches!(route, Route::Post { .. }),
             Err(refusal) => return refused(&refusal),
         };
-        let body = match route {
-            Route::Post { .. } => match self.read_body(body).await {
-                Ok(bytes) => bytes,
+        let (body, decoded) = if post {
+            match self.read_body(body).await {
+                // Decoded here, on this request's task: a large body costs its sender only.
+                Ok(bytes) => {
+                    let decoded = self.inner.server.decode(&bytes);
+                    (bytes, Some(decoded))
+                }
                 Err(response) => return response,
-            },
+            }
+        } else {
             // A body on GET or DELETE means nothing; hyper drains or discards it.
-            _ => Vec::new(),
+            (Vec::new(), None)
         };
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
         if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
         }
         let cut = parts.extensions.get::<Cut>().cloned();
-        let req = HttpRequest { head: &head, route, body: &body, caller };
-        match self.inner.server.http_exchange(req, &mut mint_session_id, cut) {
-            Ok((head, body)) => response(head.status, &head.headers, McpBody::full(body)),
-            Err((conn, queue)) => self.pending(conn, queue).await,
+        let inner = self.inner.clone();
+        let answer = self
+            .inner
+            .server
+            .request(move |_: &Server, st: &mut State, now: Instant| {
+                let headers = head_lines(&parts);
+                let head = request_head(&parts, &headers);
+                // Checked above already; the route borrows the head, so it is made again here.
+                let route = check_head(&inner.opts.http, &head).map_err(|r: HttpRefusal| r.status)?;
+                let req = HttpRequest { head: &head, route, body: &body, caller };
+                Ok::<_, u16>(st.exchange(now, req, decoded, cut))
+            })
+            .await;
+        match answer {
+            Some(Ok(Ok((head, body)))) => response(head.status, &head.headers, McpBody::full(body)),
+            Some(Ok(Err((conn, queue)))) => self.pending(conn, queue).await,
+            Some(Err(_)) => error_response(500, "internal error"),
+            None => error_response(503, "server unavailable"),
         }
     }
 
@@ -562,7 +570,7 @@ fn hyper_buf_size(head_bytes: usize) -> usize {
 /// If the random source fails (it does not on any supported system once it has worked) the id
 /// is empty: no client can present an empty id (it is refused as malformed), so the session is
 /// unreachable rather than guessable, and the client initializes again.
-fn mint_session_id() -> String {
+pub(crate) fn mint_session_id() -> String {
     let mut bytes = [0u8; 32];
     match getrandom::fill(&mut bytes) {
         Ok(()) => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
@@ -611,7 +619,9 @@ impl CloseGuard {
 impl Drop for CloseGuard {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.server.with_engine(|engine, now| engine.close(now, conn));
+            self.server.submit(Box::new(move |_: &Server, st: &mut State, now: Instant| {
+                st.engine.close(now, conn);
+            }));
         }
     }
 }
@@ -754,6 +764,28 @@ fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
 fn error_response(status: u16, message: &'static str) -> Response<McpBody> {
     let body = RpcError::new(ErrorCode::InvalidRequest, message).to_response(None);
     response(status, &[("content-type", "application/json".to_owned())], McpBody::full(body))
+}
+
+/// Every header line of a request head, for [`RequestHead`]. HTTP/2 and later carry the host as
+/// `:authority`, which `http` keeps in the URI: it is passed on as `host`.
+fn head_lines(parts: &::http::request::Parts) -> Vec<(&str, &[u8])> {
+    let mut headers: Vec<(&str, &[u8])> =
+        parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes())).collect();
+    if parts.version >= ::http::Version::HTTP_2 && !parts.headers.contains_key(::http::header::HOST) {
+        if let Some(authority) = parts.uri.authority() {
+            headers.push(("host", authority.as_str().as_bytes()));
+        }
+    }
+    headers
+}
+
+/// The engine's view of a request head.
+fn request_head<'a>(parts: &'a ::http::request::Parts, headers: &'a [(&'a str, &'a [u8])]) -> RequestHead<'a> {
+    RequestHead {
+        method: parts.method.as_str(),
+        path: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+        headers,
+    }
 }
 
 /// Marks a response as the connection's last: sent when part of the request body was left

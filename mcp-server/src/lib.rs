@@ -12,14 +12,16 @@ mod handler;
 mod http;
 mod stdio;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use futures_util::future::{AbortHandle, Abortable};
+use futures_util::future::{AbortHandle, Abortable, Either};
 use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -37,7 +39,7 @@ pub use stdio::{serve_lines, StdioEnd};
 use handler::{completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn, HandlerKind};
 
 use mcp_proto::{
-    CallId, Caller, Completion, Config, ConnId, ConnKind, Engine, Gate, HandlerError, HttpHead, HttpReply,
+    CallId, Caller, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError, HttpHead, HttpReply,
     HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput,
     RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
 };
@@ -60,14 +62,39 @@ pub struct Server {
 }
 
 struct Shared {
+    /// The engine and what serves it. Only the driver works the engine on the hot path; the
+    /// synchronous operator calls (registry edits, status, a handler's progress and logs) lock
+    /// it briefly too, as quinn's connection handles lock the state their driver owns.
     state: Mutex<State>,
-    /// Rung when the engine's next deadline may have moved earlier.
-    timer_bell: (async_channel::Sender<()>, async_channel::Receiver<()>),
-    /// The runtime of the first connection; handlers and timers run there.
+    /// Frames and per-connection commands, in arrival order. Bounded, so a reader that sends
+    /// faster than the driver takes frames waits for it (back-pressure on its own connection).
+    inbox: (async_channel::Sender<Command>, async_channel::Receiver<Command>),
+    /// Handler completions, closes from drop guards and wake-ups: never refused (each is bounded
+    /// elsewhere: by the calls in flight, the connections open), and taken before the inbox, so
+    /// finishing work comes before admitting more.
+    control: (async_channel::Sender<Command>, async_channel::Receiver<Command>),
+    /// The engine's limits (fixed once built), for the work done before the driver: decoding.
+    limits: mcp_proto::Limits,
+    /// The runtime of the first connection; the driver and the handlers run there.
     rt: OnceLock<Arc<dyn Runtime>>,
     /// Never sent on: closed when shutdown begins, which wakes every accept loop.
     stop_accepting: (async_channel::Sender<()>, async_channel::Receiver<()>),
 }
+
+/// Work for the driver: runs with the engine in hand, at the time given.
+type Command = Box<dyn FnOnce(&Server, &mut State, Instant) + Send>;
+
+/// A command that only needs the engine.
+fn command(f: impl FnOnce(&mut Engine<Handler>, Instant) + Send + 'static) -> Command {
+    Box::new(move |_: &Server, st: &mut State, now: Instant| f(&mut st.engine, now))
+}
+
+/// Commands one wake of the driver takes before it lets other tasks run: bounded work per wake,
+/// as quinn's connection driver does.
+const DRIVER_BATCH: usize = 64;
+
+/// Frames waiting for the driver, over every connection, before readers wait.
+const INBOX_LEN: usize = 1024;
 
 struct State {
     engine: Engine<Handler>,
@@ -75,7 +102,64 @@ struct State {
     tasks: HashMap<CallId, AbortHandle>,
     /// Handlers waiting for the client's answers ([`RequestContext::ask`]).
     asks: HashMap<CallId, async_channel::Sender<Answers>>,
+    /// The deadline the driver sleeps until.
     armed: Option<Instant>,
+    /// Frames of line connections held back while their connection is at its in-flight limit,
+    /// in arrival order (see [`Server::send_line_frame`]).
+    parked: BTreeMap<ConnId, Parked>,
+}
+
+/// A line connection's frames waiting for room in the engine.
+struct Parked {
+    frames: VecDeque<Decoded>,
+    room: Arc<Room>,
+}
+
+/// How many of a line connection's frames wait in the driver, shared with its reader, which
+/// stops reading while too many do.
+pub(crate) struct Room {
+    parked: AtomicUsize,
+    /// Rung whenever a parked frame goes to the engine.
+    freed: (async_channel::Sender<()>, async_channel::Receiver<()>),
+}
+
+impl Room {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self { parked: AtomicUsize::new(0), freed: async_channel::bounded(1) })
+    }
+
+    /// Waits while `max` or more frames are parked.
+    pub(crate) async fn wait_below(&self, max: usize) {
+        while self.parked.load(AtomicOrdering::Acquire) >= max {
+            if self.freed.1.recv().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl State {
+    /// Hands one admitted HTTP request to the engine. A pending answer gets its queue (bounded by
+    /// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len), plus the head)
+    /// registered before the engine's output is drained, so nothing the request causes is lost.
+    fn exchange(
+        &mut self,
+        now: Instant,
+        req: HttpRequest<'_>,
+        decoded: Option<Decoded>,
+        cut: Option<Cut>,
+    ) -> Result<(HttpHead, Vec<u8>), (ConnId, HttpQueue)> {
+        match self.engine.handle_http_decoded(now, req, decoded, &mut http::mint_session_id) {
+            HttpReply::Full { head, body } => Ok((head, body)),
+            HttpReply::Pending(conn) => {
+                let cap = self.engine.config().limits.stream_queue_len().saturating_add(1);
+                let (tx, rx) = async_channel::bounded(cap);
+                let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                self.sinks.insert(conn, Sink::Http(tx, dropped.clone(), cut));
+                Err((conn, HttpQueue { rx, dropped }))
+            }
+        }
+    }
 }
 
 /// What an ask comes back with.
@@ -291,14 +375,17 @@ impl Server {
         }
         Server {
             shared: Arc::new(Shared {
+                limits: config.limits.clone(),
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
                     sinks: HashMap::new(),
                     tasks: HashMap::new(),
                     asks: HashMap::new(),
                     armed: None,
+                    parked: BTreeMap::new(),
                 }),
-                timer_bell: async_channel::bounded(1),
+                inbox: async_channel::bounded(INBOX_LEN),
+                control: async_channel::unbounded(),
                 rt: OnceLock::new(),
                 stop_accepting: async_channel::bounded(1),
             }),
@@ -319,7 +406,7 @@ impl Server {
     fn registry<T>(&self, f: impl FnOnce(&mut mcp_proto::RegistryMut<'_, Handler>) -> T) -> T {
         let mut st = self.lock();
         let t = f(&mut st.engine.registry_mut());
-        self.pump(st);
+        self.release(st);
         t
     }
 
@@ -388,7 +475,7 @@ impl Server {
         let mut st = self.lock();
         let now = self.now();
         st.engine.notify_resource_updated(now, uri);
-        self.pump(st);
+        self.release(st);
     }
 
     fn progress(
@@ -401,7 +488,7 @@ impl Server {
         let mut st = self.lock();
         let now = self.now();
         let outcome = st.engine.progress(now, call, progress, total, message);
-        self.pump(st);
+        self.release(st);
         // Stale: the call already ended; nothing more goes out for it.
         outcome.unwrap_or(mcp_proto::ProgressOutcome::NoToken)
     }
@@ -435,7 +522,7 @@ impl Server {
                 Ok(mcp_proto::Asked::Answered(answers)) => Err(Ok(answers)),
                 Err(e) => Err(Err(e)),
             };
-            self.pump(st);
+            self.release(st);
             rx
         };
         match rx {
@@ -450,7 +537,7 @@ impl Server {
         let now = self.now();
         // Stale: the call ended; a late log line has nowhere to go.
         let _ = st.engine.log(now, call, level, logger, data);
-        self.pump(st);
+        self.release(st);
     }
 
     /// Calls a tool in-process as `caller`, through the same gates (server-wide and the tool's)
@@ -500,7 +587,7 @@ impl Server {
             let mut st = self.lock();
             let now = self.now();
             st.engine.shutdown(now);
-            self.pump(st);
+            self.release(st);
             now + budget
         };
         loop {
@@ -521,7 +608,7 @@ impl Server {
         let cancelled = st.engine.status().in_flight;
         // Every connection, HTTP sessions (which own their calls but have no sink) included.
         st.engine.close_all(now);
-        self.pump(st);
+        self.release(st);
         ShutdownReport { cancelled }
     }
 
@@ -555,37 +642,100 @@ impl Server {
         Ok((conn, rx))
     }
 
-    /// Makes `rt` the server's runtime unless it already has one, and starts the engine's timer
-    /// on it. The first runtime wins: handlers and timers of every connection run there.
+    /// Makes `rt` the server's runtime unless it already has one, and starts the driver on it.
+    /// The first runtime wins: the driver and the handlers of every connection run there.
     pub(crate) fn attach<R: Runtime + Clone>(&self, rt: &R) {
         if self.shared.rt.set(Arc::new(rt.clone())).is_ok() {
-            rt.spawn(Box::pin(self.clone().timer()));
+            rt.spawn(Box::pin(self.clone().drive()));
         }
     }
 
-    /// Hands one admitted HTTP request to the engine. A pending answer gets its queue (bounded by
-    /// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len), plus the head) registered
-    /// before anything is pumped, so nothing the request causes can be lost.
-    pub(crate) fn http_exchange(
+    /// Queues `cmd` behind the frames already waiting, waiting while the inbox is full. Returns
+    /// false once the server is gone (never, while a `Server` is alive).
+    pub(crate) async fn send(&self, cmd: Command) -> bool {
+        self.shared.inbox.0.send(cmd).await.is_ok()
+    }
+
+    /// Queues `cmd` ahead of the frames waiting; never waits. For completions and for what must
+    /// happen from synchronous code (drop guards).
+    pub(crate) fn submit(&self, cmd: Command) {
+        // The receiver lives in `Shared`, beside this sender: the channel never closes.
+        let _ = self.shared.control.0.try_send(cmd);
+    }
+
+    /// Runs `f` on the driver, in order with the frames queued before it, and returns what it
+    /// returned. `None` only when the driver never runs it (the server is going away).
+    pub(crate) async fn request<T: Send + 'static>(
         &self,
-        req: HttpRequest<'_>,
-        mint: &mut dyn FnMut() -> String,
-        cut: Option<Cut>,
-    ) -> Result<(HttpHead, Vec<u8>), (ConnId, HttpQueue)> {
-        let mut st = self.lock();
-        let now = self.now();
-        let pending = match st.engine.handle_http(now, req, mint) {
-            HttpReply::Full { head, body } => Ok((head, body)),
-            HttpReply::Pending(conn) => {
-                let cap = st.engine.config().limits.stream_queue_len().saturating_add(1);
-                let (tx, rx) = async_channel::bounded(cap);
-                let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                st.sinks.insert(conn, Sink::Http(tx, dropped.clone(), cut));
-                Err((conn, HttpQueue { rx, dropped }))
+        f: impl FnOnce(&Server, &mut State, Instant) -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = async_channel::bounded(1);
+        let sent = self
+            .send(Box::new(move |server: &Server, st: &mut State, now: Instant| {
+                let _ = tx.try_send(f(server, st, now));
+            }))
+            .await;
+        if !sent {
+            return None;
+        }
+        rx.recv().await.ok()
+    }
+
+    /// Decodes a frame under the engine's limits, on the caller's task.
+    pub(crate) fn decode(&self, bytes: &[u8]) -> Decoded {
+        Decoded::new(&self.shared.limits, bytes)
+    }
+
+    /// The engine's limits.
+    pub(crate) fn limits(&self) -> &mcp_proto::Limits {
+        &self.shared.limits
+    }
+
+    /// Hands one decoded frame of line connection `conn` to the driver, behind the frames queued
+    /// before it. A pipelining client can send requests faster than handlers finish: rather
+    /// than have the engine refuse what is over the connection's in-flight limit, the driver
+    /// holds such frames back (in order) until calls finish, and the reader stops reading while
+    /// `room` says too many are held, so the client feels back-pressure, not errors.
+    pub(crate) async fn send_line_frame(&self, conn: ConnId, frame: Decoded, room: &Arc<Room>) {
+        let room = room.clone();
+        self.send(Box::new(move |_: &Server, st: &mut State, now: Instant| {
+            let full = st.engine.in_flight(conn) >= st.engine.config().limits.in_flight();
+            match st.parked.get_mut(&conn) {
+                Some(parked) => parked.frames.push_back(frame),
+                None if full => {
+                    let frames = VecDeque::from([frame]);
+                    st.parked.insert(conn, Parked { frames, room: room.clone() });
+                }
+                None => {
+                    st.engine.handle_decoded(now, conn, frame);
+                    return;
+                }
             }
-        };
-        self.pump(st);
-        pending
+            room.parked.fetch_add(1, AtomicOrdering::AcqRel);
+        }))
+        .await;
+    }
+
+    /// Hands parked frames to the engine while their connections have room.
+    fn unpark(&self, st: &mut State, now: Instant) {
+        let limit = st.engine.config().limits.in_flight();
+        let conns: Vec<ConnId> = st.parked.keys().copied().collect();
+        for conn in conns {
+            while st.engine.in_flight(conn) < limit {
+                let Some(parked) = st.parked.get_mut(&conn) else { break };
+                let Some(frame) = parked.frames.pop_front() else {
+                    st.parked.remove(&conn);
+                    break;
+                };
+                parked.room.parked.fetch_sub(1, AtomicOrdering::AcqRel);
+                let _ = parked.room.freed.0.try_send(());
+                st.engine.handle_decoded(now, conn, frame);
+                self.pump(st);
+            }
+            if st.parked.get(&conn).is_some_and(|p| p.frames.is_empty()) {
+                st.parked.remove(&conn);
+            }
+        }
     }
 
     /// Completes once [`shutdown`](Self::shutdown) has begun: listeners stop accepting then.
@@ -597,21 +747,88 @@ impl Server {
         }
     }
 
-    /// Runs `f` against the engine, then does everything it asked for.
+    /// Runs `f` against the engine at once, outside the driver (a synchronous operator call),
+    /// then does everything it asked for.
     pub(crate) fn with_engine<T>(&self, f: impl FnOnce(&mut Engine<Handler>, Instant) -> T) -> T {
         let mut st = self.lock();
         let now = self.now();
         let t = f(&mut st.engine, now);
-        self.pump(st);
+        self.release(st);
         t
     }
 
-    /// Drains the engine's output: frames to their queues, invocations run (inline when they
-    /// finish at once), cancellations to abort handles. Loops until the engine is quiet.
-    fn pump<'a>(&'a self, mut st: MutexGuard<'a, State>) {
+    /// Ends a synchronous call into the engine: drains what it caused, and wakes the driver when
+    /// the engine's next deadline moved earlier than the one the driver sleeps until.
+    fn release(&self, mut st: MutexGuard<'_, State>) {
+        self.pump(&mut st);
+        let next = st.engine.poll_timeout();
+        if next.is_some() && (st.armed.is_none() || next < st.armed) {
+            st.armed = next;
+            drop(st);
+            self.submit(Box::new(|_: &Server, _: &mut State, _: Instant| {}));
+        }
+    }
+
+    /// The driver: the one task that works the engine for the connections. It sleeps until a
+    /// command arrives or the engine's deadline passes, then takes up to [`DRIVER_BATCH`]
+    /// commands (completions first), draining the engine's output after each, and yields.
+    async fn drive(self) {
+        let Some(rt) = self.shared.rt.get().cloned() else { return };
+        let control = self.shared.control.1.clone();
+        let inbox = self.shared.inbox.1.clone();
         loop {
-            let mut invocations = Vec::new();
+            let armed = self.lock().armed;
+            let first = {
+                let (from_control, from_inbox) = (pin!(control.recv()), pin!(inbox.recv()));
+                let next = futures_util::future::select(from_control, from_inbox);
+                let woke = match armed {
+                    Some(deadline) => match futures_util::future::select(next, rt.sleep_until(deadline)).await {
+                        Either::Left((either, _)) => Some(either.factor_first().0),
+                        Either::Right(_) => None,
+                    },
+                    None => Some(next.await.factor_first().0),
+                };
+                match woke {
+                    Some(Ok(cmd)) => Some(cmd),
+                    // Both channels live in `Shared`, which this task holds: they never close.
+                    Some(Err(_)) => return,
+                    None => None,
+                }
+            };
+            {
+                let mut st = self.lock();
+                match first {
+                    Some(cmd) => {
+                        cmd(&self, &mut st, rt.now());
+                        self.pump(&mut st);
+                    }
+                    None => {
+                        st.armed = None;
+                        st.engine.handle_timeout(rt.now());
+                        self.pump(&mut st);
+                    }
+                }
+                for _ in 1..DRIVER_BATCH {
+                    let Ok(cmd) = control.try_recv().or_else(|_| inbox.try_recv()) else { break };
+                    cmd(&self, &mut st, rt.now());
+                    self.pump(&mut st);
+                }
+                if !st.parked.is_empty() {
+                    self.unpark(&mut st, rt.now());
+                }
+                st.armed = st.engine.poll_timeout();
+            }
+            // Let connection tasks and handlers run between batches.
+            futures_lite_yield().await;
+        }
+    }
+
+    /// Drains the engine's output: frames to their queues, invocations spawned as tasks,
+    /// cancellations to abort handles. Loops until the engine is quiet. Never runs a handler.
+    fn pump(&self, st: &mut State) {
+        loop {
             let mut overflowed = Vec::new();
+            let mut orphans = Vec::new();
             while let Some(out) = st.engine.poll_output() {
                 match out {
                     Output::Frame { conn, bytes } => {
@@ -637,7 +854,10 @@ impl Server {
                             }
                         }
                     }
-                    Output::Invoke(inv) => invocations.push(inv),
+                    Output::Invoke(inv) => match self.shared.rt.get() {
+                        Some(rt) => self.spawn_handler(st, rt.as_ref(), inv),
+                        None => orphans.push(inv.ticket),
+                    },
                     Output::Answer { call, answers } => {
                         if let Some(tx) = st.asks.remove(&call) {
                             let _ = tx.try_send(answers);
@@ -655,87 +875,52 @@ impl Server {
                     }
                 }
             }
-            if !overflowed.is_empty() {
-                // A peer that does not read its replies loses its connection, not everyone's.
-                let now = self.now();
-                for conn in overflowed {
-                    if let Some(Sink::Http(_, dropped, cut)) = st.sinks.remove(&conn) {
-                        dropped.store(true, std::sync::atomic::Ordering::Release);
-                        if let Some(Cut(cut)) = cut {
-                            let _ = cut.try_send(());
-                        }
-                    }
-                    st.engine.close(now, conn);
-                }
-                continue;
+            if overflowed.is_empty() && orphans.is_empty() {
+                break;
             }
-            let Some(rt) = self.shared.rt.get().filter(|_| !invocations.is_empty()) else { break };
-            drop(st);
-            let mut ready = Vec::new();
-            let mut pending = Vec::new();
-            for inv in invocations {
-                let call = inv.ticket.call();
-                let (ticket, mut fut) = self.run(inv);
-                match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                    Poll::Ready(reply) => ready.push((ticket, reply)),
-                    Poll::Pending => pending.push((call, ticket, fut)),
-                }
-            }
-            st = self.lock();
             let now = self.now();
-            for (ticket, reply) in ready {
-                // Stale: cancelled meanwhile, nothing to send.
-                let _ = st.engine.complete(now, ticket, reply);
-            }
-            for (call, ticket, fut) in pending {
-                let (handle, registration) = AbortHandle::new_pair();
-                st.tasks.insert(call, handle);
-                let server = self.clone();
-                let task = Abortable::new(
-                    async move {
-                        let reply = fut.await;
-                        let mut st = server.lock();
-                        st.tasks.remove(&call);
-                        let now = server.now();
-                        let _ = st.engine.complete(now, ticket, reply);
-                        server.pump(st);
-                    },
-                    registration,
-                );
-                rt.spawn(Box::pin(task.map(|_| ())));
-            }
-        }
-        let next = st.engine.poll_timeout();
-        if next.is_some() && (st.armed.is_none() || next < st.armed) {
-            st.armed = next;
-            let _ = self.shared.timer_bell.0.try_send(());
-        }
-    }
-
-    /// Sleeps until the engine's next deadline, re-arming whenever `pump` moves it earlier.
-    async fn timer(self) {
-        let bell = self.shared.timer_bell.1.clone();
-        loop {
-            let next = self.lock().armed;
-            let (Some(deadline), Some(rt)) = (next, self.shared.rt.get()) else {
-                if bell.recv().await.is_err() {
-                    return;
+            // A peer that does not read its replies loses its connection, not everyone's.
+            for conn in overflowed {
+                if let Some(Sink::Http(_, dropped, cut)) = st.sinks.remove(&conn) {
+                    dropped.store(true, std::sync::atomic::Ordering::Release);
+                    if let Some(Cut(cut)) = cut {
+                        let _ = cut.try_send(());
+                    }
                 }
-                continue;
-            };
-            let woke = futures_util::future::select(Box::pin(bell.recv()), rt.sleep_until(deadline)).await;
-            if let futures_util::future::Either::Right(_) = woke {
-                let mut st = self.lock();
-                let now = self.now();
-                st.engine.handle_timeout(now);
-                st.armed = None;
-                self.pump(st);
+                st.engine.close(now, conn);
+            }
+            // No runtime to run them on (nothing attached one): answered, not stranded.
+            for ticket in orphans {
+                let _ = st.engine.complete(now, ticket, Reply::Tool(Err(HandlerError::Panicked)));
             }
         }
     }
 
-    /// Starts an invocation's handler; the future catches panics so one bad handler cannot take
-    /// the connection down, and logs private failures, which the peer never sees.
+    /// Spawns an invocation's handler as its own task, abortable through `st.tasks`; its
+    /// completion comes back to the driver as a command.
+    fn spawn_handler(&self, st: &mut State, rt: &dyn Runtime, inv: Invocation<Handler>) {
+        let call = inv.ticket.call();
+        let (ticket, fut) = self.run(inv);
+        let (handle, registration) = AbortHandle::new_pair();
+        st.tasks.insert(call, handle);
+        let server = self.clone();
+        let task = Abortable::new(
+            async move {
+                let reply = fut.await;
+                server.submit(Box::new(move |_: &Server, st: &mut State, now: Instant| {
+                    st.tasks.remove(&call);
+                    // Stale: cancelled meanwhile, nothing to send.
+                    let _ = st.engine.complete(now, ticket, reply);
+                }));
+            },
+            registration,
+        );
+        rt.spawn(Box::pin(task.map(|_| ())));
+    }
+
+    /// Prepares an invocation's handler. Nothing of the handler runs here: the future starts it
+    /// when first polled, on its own task, and catches panics so one bad handler cannot take the
+    /// connection down; private failures are logged, never shown to the peer.
     fn run(&self, inv: Invocation<Handler>) -> (mcp_proto::Ticket, BoxFuture<Reply>) {
         let Invocation { ticket, caller, version, request, handler, .. } = inv;
         let ctx = RequestContext { caller, version, call: Some(ticket.call()), server: self.clone() };
@@ -765,6 +950,21 @@ impl Server {
     }
 }
 
+/// Gives other tasks a turn: pending once, waking itself at once.
+async fn futures_lite_yield() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
 /// The wall-clock time in unix milliseconds, which sealed request states expire by.
 #[allow(clippy::disallowed_methods)] // the server layer is the shim side: it may read the clock
 fn unix_ms() -> u64 {
@@ -781,11 +981,13 @@ fn clock() -> Instant {
 /// Runs a handler with panics caught and private failures logged.
 fn guarded<T: Send + 'static>(
     what: String,
-    start: impl FnOnce() -> BoxFuture<Result<T, HandlerError>>,
+    start: impl FnOnce() -> BoxFuture<Result<T, HandlerError>> + Send + 'static,
     wrap: fn(Result<T, HandlerError>) -> Reply,
 ) -> BoxFuture<Reply> {
-    let started = std::panic::catch_unwind(AssertUnwindSafe(start));
     Box::pin(async move {
+        // Called here, on the handler's task: even the synchronous part of a handler never
+        // runs on the driver.
+        let started = std::panic::catch_unwind(AssertUnwindSafe(start));
         let result = match started {
             Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
             Err(panic) => Err(panic),

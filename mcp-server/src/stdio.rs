@@ -1,11 +1,11 @@
 //! One session over a pair of byte streams of newline-delimited frames (stdio, or any pipe).
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{Runtime, Server};
+use super::{command, Room, Runtime, Server, State};
 use mcp_proto::stdio::LineFramer;
 use mcp_proto::{Caller, CloseReason, ConnKind};
 
@@ -28,6 +28,10 @@ pub enum StdioEnd {
     /// replies until the connection's queue was full.
     Closed,
 }
+
+/// Frames held back by the driver (the connection being at its in-flight limit) past which the
+/// reader stops reading.
+const PARKED_MAX: usize = 16;
 
 /// Largest single read; lines longer than this arrive over several reads.
 const READ_CHUNK: usize = 64 * 1024;
@@ -55,17 +59,14 @@ where
     let (conn, queue) = server
         .open(&rt, ConnKind::Stdio, caller)
         .map_err(|e| io::Error::other(format!("cannot open a connection: {e:?}")))?;
-    let (max_frame, queue_cap) = {
-        let st = server.lock();
-        let limits = &st.engine.config().limits;
-        (limits.frame_bytes(), limits.queued_frames())
-    };
+    let (max_frame, queue_cap) = (server.limits().frame_bytes(), server.limits().queued_frames());
     // Back-pressure: past this many queued replies the reader stops taking frames until the
     // writer has caught up, so a burst of requests can never overflow the connection's queue
     // (which would drop the connection).
     let high_water = (queue_cap / 2).max(1);
     let (drained_tx, drained_rx) = async_channel::bounded::<()>(1);
 
+    let room = Room::new();
     let read = async {
         let mut input = input;
         let mut framer = LineFramer::new(max_frame);
@@ -85,14 +86,18 @@ where
                 // A last line without its newline is still a frame.
                 let rest = framer.remainder().to_vec();
                 if !rest.iter().all(u8::is_ascii_whitespace) {
-                    server.with_engine(|e, now| e.handle_frame(now, conn, &rest));
+                    server.send_line_frame(conn, server.decode(&rest), &room).await;
                 }
                 break None;
             }
             while let Some(line) = framer.next_line() {
                 match line {
                     Ok(frame) => {
-                        server.with_engine(|e, now| e.handle_frame(now, conn, frame));
+                        // Decoded here, on this connection's task: a large or hostile frame
+                        // costs this reader, never the driver every connection shares.
+                        let decoded = server.decode(frame);
+                        server.send_line_frame(conn, decoded, &room).await;
+                        room.wait_below(PARKED_MAX).await;
                         while queue.len() >= high_water {
                             if drained_rx.recv().await.is_err() {
                                 break;
@@ -100,7 +105,10 @@ where
                         }
                     }
                     Err(too_long) => {
-                        server.with_engine(|e, now| e.handle_oversized_frame(now, conn, too_long.seen));
+                        let seen = too_long.seen;
+                        // After every frame before it, parked ones included.
+                        room.wait_below(1).await;
+                        server.send(command(move |e, now| e.handle_oversized_frame(now, conn, seen))).await;
                         return Some(CloseReason::FrameTooLarge);
                     }
                 }
@@ -139,7 +147,7 @@ where
         futures_util::future::Either::Right((written, _)) => {
             // The writer stops early only when the output failed or the server closed the
             // connection (its queue ended).
-            server.with_engine(|e, now| e.close(now, conn));
+            server.send(command(move |e, now| e.close(now, conn))).await;
             return Ok(if written { StdioEnd::Closed } else { StdioEnd::OutputClosed });
         }
     };
@@ -147,7 +155,9 @@ where
         return Ok(if write.await { StdioEnd::FrameTooLarge } else { StdioEnd::OutputClosed });
     }
 
-    server.with_engine(|e, now| e.close_input(now, conn));
+    // End of input comes after every frame that was read, parked ones included.
+    room.wait_below(1).await;
+    server.send(command(move |e, now| e.close_input(now, conn))).await;
     let deadline = rt.now() + drain;
     let finished = futures_util::future::select(write.as_mut(), rt.sleep_until(deadline)).await;
     match finished {
@@ -155,11 +165,14 @@ where
             Ok(if ok { StdioEnd::EndOfInput } else { StdioEnd::OutputClosed })
         }
         futures_util::future::Either::Right(_) => {
-            let cancelled = server.with_engine(|e, now| {
-                let n = e.in_flight(conn);
-                e.close(now, conn);
-                n
-            });
+            let cancelled = server
+                .request(move |_: &Server, st: &mut State, now: Instant| {
+                    let n = st.engine.in_flight(conn);
+                    st.engine.close(now, conn);
+                    n
+                })
+                .await
+                .unwrap_or(0);
             let ok = write.await;
             Ok(if ok { StdioEnd::Drained { cancelled } } else { StdioEnd::OutputClosed })
         }

@@ -396,8 +396,8 @@ impl<H: Clone> Engine<H> {
 
     /// A response from the client on `conn`: the answer to one of our requests, or nothing we
     /// asked (dropped, as JSON-RPC allows).
-    pub(super) fn response(&mut self, conn: ConnId, env: RawEnvelope<'_>) {
-        let Some(id) = env.id.and_then(|raw| raw.get().parse::<u64>().ok()) else { return };
+    pub(super) fn response(&mut self, conn: ConnId, env: RawEnvelope) {
+        let Some(id) = env.id.as_deref().and_then(|raw| raw.get().parse::<u64>().ok()) else { return };
         let Some((call, slot)) = self.outbound.remove(&(conn, id)) else { return };
         let Some(asking) =
             self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())

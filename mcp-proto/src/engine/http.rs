@@ -207,9 +207,32 @@ impl<H: Clone> Engine<H> {
         req: HttpRequest<'_>,
         mint_session_id: &mut dyn FnMut() -> String,
     ) -> HttpReply {
+        let decoded = match req.route {
+            Route::Post { .. } => Some(Decoded::new(&self.config.limits, req.body)),
+            _ => None,
+        };
+        self.handle_http_decoded(now, req, decoded, mint_session_id)
+    }
+
+    /// [`handle_http`](Self::handle_http) with the `POST` body decoded beforehand
+    /// ([`Decoded::new`] on the request's own task, so that parsing a large body holds up nobody
+    /// else); `req.body` is then not read. `decoded` is ignored for `GET` and `DELETE`, and a
+    /// `POST` without one is answered as if its body were empty.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn handle_http_decoded(
+        &mut self,
+        now: Instant,
+        req: HttpRequest<'_>,
+        decoded: Option<Decoded>,
+        mint_session_id: &mut dyn FnMut() -> String,
+    ) -> HttpReply {
         self.clock = self.clock.max(now);
         match req.route {
-            Route::Post { headers, accepts } => self.http_post(now, &req, headers, accepts, mint_session_id),
+            Route::Post { headers, accepts } => {
+                let decoded = decoded.unwrap_or_else(|| Decoded::new(&self.config.limits, b""));
+                self.http_post(now, &req, decoded, headers, accepts, mint_session_id)
+            }
             Route::Get { headers, last_event_id } => self.http_get(now, &req, headers, last_event_id),
             Route::Delete { headers } => self.http_delete(&req, headers),
         }
@@ -219,13 +242,23 @@ impl<H: Clone> Engine<H> {
         &mut self,
         now: Instant,
         req: &HttpRequest<'_>,
+        decoded: Decoded,
         headers: RouteHeaders<'_>,
         accepts: Accepts,
         mint: &mut dyn FnMut() -> String,
     ) -> HttpReply {
-        let frame = match json::decode(req.body, self.config.limits.max_depth) {
-            Ok(f) => f,
-            Err(e) => return error_reply(400, None, &decode_error(e)),
+        let frame = match decoded.frame {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => return error_reply(400, None, &decode_error(e)),
+            None => {
+                // The shim's body cap is the frame limit; a body past it was decoded elsewhere
+                // under other limits.
+                let err = RpcError::invalid_request(format!(
+                    "frame of {} bytes exceeds the {}-byte limit",
+                    decoded.len, self.config.limits.max_frame_bytes
+                ));
+                return error_reply(413, None, &err);
+            }
         };
         let (method, has_meta_version) = match &frame {
             RawFrame::Single(env) => (
@@ -257,7 +290,7 @@ impl<H: Clone> Engine<H> {
         now: Instant,
         req: &HttpRequest<'_>,
         accepts: Accepts,
-        frame: RawFrame<'_>,
+        frame: RawFrame,
     ) -> HttpReply {
         let env = match frame {
             RawFrame::Single(env) => env,
@@ -270,7 +303,7 @@ impl<H: Clone> Engine<H> {
                 return error_reply(400, None, &err);
             }
         };
-        let id = env.id.and_then(|raw| RequestId::from_json(raw.get()));
+        let id = env.id.as_deref().and_then(|raw| RequestId::from_json(raw.get()));
         let method = env.method.as_ref().and_then(Value::as_str);
         if let Some(method) = method {
             if let Err(mismatch) = self.check_headers(req, method, env.params.as_ref()) {
@@ -357,7 +390,7 @@ impl<H: Clone> Engine<H> {
         req: &HttpRequest<'_>,
         headers: RouteHeaders<'_>,
         accepts: Accepts,
-        frame: RawFrame<'_>,
+        frame: RawFrame,
         mint: &mut dyn FnMut() -> String,
     ) -> HttpReply {
         let initialize = matches!(&frame, RawFrame::Single(env)
@@ -442,7 +475,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Dispatches `frame` for `owner` with replies going to the exchange `ex`.
-    fn run_exchange(&mut self, now: Instant, owner: ConnId, ex: ConnId, frame: RawFrame<'_>) -> HttpReply {
+    fn run_exchange(&mut self, now: Instant, owner: ConnId, ex: ConnId, frame: RawFrame) -> HttpReply {
         self.reply_to = Some(ex);
         self.immediate = Some((ex, None));
         let outcome = self.dispatch(now, owner, frame);

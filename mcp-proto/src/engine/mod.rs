@@ -12,7 +12,8 @@ use crate::caller::{admits, Caller, Gate};
 use crate::content::{Completion, Content, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::cursor::{self, KeyRing};
 use crate::items::{Prompt, Resource, ResourceTemplate};
-use crate::json::{self, DecodeError, RawEnvelope, RawFrame, RawFrameItem};
+use crate::frame::Decoded;
+use crate::json::{DecodeError, RawEnvelope, RawFrame, RawFrameItem};
 use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
 use crate::limits::Limits;
 use crate::registry::{describe_errors, Registry, RegistryError, Tool};
@@ -772,28 +773,40 @@ impl<H: Clone> Engine<H> {
         self.forget(conn, CloseReason::FrameTooLarge);
     }
 
-    /// Handles one inbound frame (a stdio line, an HTTP body) from `conn`.
+    /// Handles one inbound frame (a stdio line, an HTTP body) from `conn`: [`Decoded::new`]
+    /// then [`handle_decoded`](Self::handle_decoded).
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) -> FrameOutcome {
+        if self.conns.get(conn.0).is_none() {
+            return FrameOutcome::UnknownConnection;
+        }
+        let decoded = Decoded::new(&self.config.limits, bytes);
+        self.handle_decoded(now, conn, decoded)
+    }
+
+    /// Handles one inbound frame from `conn` that was decoded beforehand (on the connection's
+    /// own task, say, so that the parse of a large frame holds up nobody else). The engine's
+    /// limits should be the ones the frame was decoded under ([`Config::limits`]).
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn handle_decoded(&mut self, now: Instant, conn: ConnId, decoded: Decoded) -> FrameOutcome {
         self.clock = self.clock.max(now);
         if self.conns.get(conn.0).is_none() {
             return FrameOutcome::UnknownConnection;
         }
-        let limits = &self.config.limits;
-        if bytes.len() > limits.max_frame_bytes {
-            let err = RpcError::invalid_request(format!(
-                "frame of {} bytes exceeds the {}-byte limit",
-                bytes.len(),
-                limits.max_frame_bytes
-            ));
-            self.emit(conn, encode_error(None, &err));
-            return FrameOutcome::Reply;
-        }
-        let frame = match json::decode(bytes, limits.max_depth) {
-            Ok(f) => f,
-            Err(e) => {
+        let frame = match decoded.frame {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
                 self.emit(conn, encode_error(None, &decode_error(e)));
+                return FrameOutcome::Reply;
+            }
+            None => {
+                let err = RpcError::invalid_request(format!(
+                    "frame of {} bytes exceeds the {}-byte limit",
+                    decoded.len, self.config.limits.max_frame_bytes
+                ));
+                self.emit(conn, encode_error(None, &err));
                 return FrameOutcome::Reply;
             }
         };
@@ -801,7 +814,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Answers a parsed frame from `conn`.
-    fn dispatch(&mut self, now: Instant, conn: ConnId, frame: RawFrame<'_>) -> FrameOutcome {
+    fn dispatch(&mut self, now: Instant, conn: ConnId, frame: RawFrame) -> FrameOutcome {
         match frame {
             RawFrame::Single(env) => match self.message(now, conn, env, None) {
                 Some(Answer::Now(bytes)) => {
@@ -824,7 +837,7 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    fn batch(&mut self, now: Instant, conn: ConnId, items: Vec<RawFrameItem<'_>>) -> FrameOutcome {
+    fn batch(&mut self, now: Instant, conn: ConnId, items: Vec<RawFrameItem>) -> FrameOutcome {
         let allowed = self
             .conns
             .get(conn.0)
@@ -931,7 +944,7 @@ impl<H: Clone> Engine<H> {
         &mut self,
         now: Instant,
         conn: ConnId,
-        env: RawEnvelope<'_>,
+        env: RawEnvelope,
         batch: Option<Key>,
     ) -> Option<Answer<H>> {
         let limits = &self.config.limits;
@@ -946,7 +959,7 @@ impl<H: Clone> Engine<H> {
         // A notification (a method, and nothing that could be an id) is never answered either,
         // even when malformed: nobody waits for it.
         let notification = env.id.is_none() && !env.id_like && env.method.is_some();
-        let id = match env.id {
+        let id = match env.id.as_deref() {
             _ if notification || env.id_ambiguous => None,
             None => None,
             Some(raw) if raw.get().len() > limits.max_id_bytes => {
