@@ -78,12 +78,12 @@ pub use content::{
     ResourceLink, Role, ToolOutput,
 };
 pub use cursor::KeyRing;
-pub use frame::Decoded;
 pub use engine::{
     AskError, Asked, CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus,
     FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation, Introspection, Invocation, LogLevel,
     OpenError, Output, ProgressOutcome, RegistryMut, Reply, Request, Stale, Ticket,
 };
+pub use frame::Decoded;
 pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};
 pub use limits::{Limits, SeatPolicy};

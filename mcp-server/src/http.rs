@@ -780,7 +780,10 @@ fn head_lines(parts: &::http::request::Parts) -> Vec<(&str, &[u8])> {
 }
 
 /// The engine's view of a request head.
-fn request_head<'a>(parts: &'a ::http::request::Parts, headers: &'a [(&'a str, &'a [u8])]) -> RequestHead<'a> {
+fn request_head<'a>(
+    parts: &'a ::http::request::Parts,
+    headers: &'a [(&'a str, &'a [u8])],
+) -> RequestHead<'a> {
     RequestHead {
         method: parts.method.as_str(),
         path: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),

@@ -1,22 +1,27 @@
 //! The runtime-independent server layer both shims share.
 //!
-//! The [`Engine`] decides; this layer does what it asks, for any async runtime
-//! that implements [`Runtime`]: it keeps the engine behind one lock, routes frames to
-//! per-connection bounded queues, runs handlers (a handler that is ready at once is answered
-//! inline, without spawning a task), aborts cancelled ones, turns panics into the generic
-//! internal error, and drives the engine's timer. `mcp-tokio` and `mcp-smol` only supply the
-//! runtime and the byte streams (stdio, TCP sockets), so the two read as mirror images and
-//! behave identically.
+//! The [`Engine`] decides; this layer does what it asks, for any async runtime that implements
+//! [`Runtime`]. Its shape is quinn's: one **driver** task owns the engine's hot path and is fed
+//! through channels. A connection's task decodes each frame itself ([`Decoded::new`], the strict
+//! parse with every check) and queues it for the driver, so a huge or hostile frame costs its
+//! sender only; the driver takes a bounded batch of commands per wake (handler completions
+//! before new frames), drains the engine's output after each (frames to per-connection bounded
+//! queues, cancellations to abort handles) and sleeps until the next command or the engine's
+//! next deadline. Every handler runs as its own task, started there, so not even its synchronous
+//! part runs on the driver or a connection; panics become the generic internal error. The
+//! synchronous operator calls (registry edits, status, a handler's progress and logs) lock the
+//! engine briefly, as quinn's handles do. `mcp-tokio` and `mcp-smol` only supply the runtime and
+//! the byte streams (stdio, TCP sockets), so the two read as mirror images and behave identically.
 
 mod handler;
 mod http;
 mod stdio;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -39,9 +44,9 @@ pub use stdio::{serve_lines, StdioEnd};
 use handler::{completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn, HandlerKind};
 
 use mcp_proto::{
-    CallId, Caller, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError, HttpHead, HttpReply,
-    HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput,
-    RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
+    CallId, Caller, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError, HttpHead,
+    HttpReply, HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt,
+    PromptOutput, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
 };
 
 /// What a shim supplies: spawning, sleeping and the clock.
@@ -782,10 +787,12 @@ impl Server {
                 let (from_control, from_inbox) = (pin!(control.recv()), pin!(inbox.recv()));
                 let next = futures_util::future::select(from_control, from_inbox);
                 let woke = match armed {
-                    Some(deadline) => match futures_util::future::select(next, rt.sleep_until(deadline)).await {
-                        Either::Left((either, _)) => Some(either.factor_first().0),
-                        Either::Right(_) => None,
-                    },
+                    Some(deadline) => {
+                        match futures_util::future::select(next, rt.sleep_until(deadline)).await {
+                            Either::Left((either, _)) => Some(either.factor_first().0),
+                            Either::Right(_) => None,
+                        }
+                    }
                     None => Some(next.await.factor_first().0),
                 };
                 match woke {
@@ -1026,7 +1033,7 @@ pub struct ShutdownReport {
 pub struct Status {
     /// Connections open.
     pub connections: usize,
-    /// Handlers running in the background (handlers that finished at once are not counted).
+    /// Handler tasks running.
     pub running_handlers: usize,
     /// Requests awaiting an answer.
     pub in_flight: usize,

@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use mcp_server::{HttpOptions, Server};
+use mcp_proto::{Tool, ToolOutput};
+use mcp_server::{HttpOptions, Server, ToolCall};
 use mcp_tests::http::{serve, test_server, Client, Req, Response, Shim, SHIMS, TIMEOUT};
 use serde_json::{json, Value};
 
@@ -400,5 +401,68 @@ fn request_stream_delivers_each_event_at_once() {
         ensure(client.chunk()?.is_none(), || "the stream went on after the response".to_owned())?;
         // The connection is still good for the next request.
         expect_status(&client.request(&Req::new("PUT", "/mcp"))?, 405, "after the stream")
+    });
+}
+
+/// No request waits on another: while one client's call sits in a handler that cannot finish
+/// and another client's body is only half sent, a third client's `tools/list` and `tools/call` are
+/// answered. Nothing here is timed: the held call cannot end before the test releases it, so
+/// the third client being served at all is the proof.
+#[test]
+fn a_stuck_request_delays_no_other_client() {
+    each(|shim| {
+        let (release, held) = async_channel::bounded::<()>(1);
+        let server = Server::builder("isolation", "1")
+            .tool(
+                Tool::new("hold", "Waits until the test releases it", json!({"type": "object"})),
+                move |_| {
+                    let held = held.clone();
+                    async move {
+                        let _ = held.recv().await;
+                        ToolOutput::text("released")
+                    }
+                },
+            )
+            .tool(Tool::new("echo", "Echoes", json!({"type": "object"})), |call: ToolCall| async move {
+                ToolOutput::text(call.arguments["text"].as_str().unwrap_or_default().to_owned())
+            })
+            .build()
+            .map_err(|e| e.to_string())?;
+        let addr = serve(shim, server.clone(), HttpOptions::default());
+
+        let mut holder = connect(addr)?;
+        let hold = modern(1, "tools/call", json!({"name": "hold", "arguments": {}}));
+        holder.send(&hold.to_bytes()).map_err(|e| e.to_string())?;
+        eventually("the held call is running", || server.status().in_flight == 1)?;
+
+        // Half of a 1 MiB body: its reader waits for the rest on its own task.
+        let mut half = connect(addr)?;
+        let big =
+            modern(2, "tools/call", json!({"name": "echo", "arguments": {"text": "x".repeat(1 << 20)}}));
+        let bytes = big.to_bytes();
+        half.send(&bytes[..bytes.len() / 2]).map_err(|e| e.to_string())?;
+
+        let mut other = connect(addr)?;
+        // 2026-07-28 has no `ping`; `tools/list` is its cheapest request.
+        let list = other.request(&modern(3, "tools/list", json!({})))?;
+        expect_status(&list, 200, "tools/list beside a held call")?;
+        ensure(list.json()?["result"]["tools"].is_array(), || "tools/list: no tools".to_owned())?;
+        let echo =
+            other.request(&modern(4, "tools/call", json!({"name": "echo", "arguments": {"text": "hi"}})))?;
+        ensure(echo.json()?["result"]["content"][0]["text"] == "hi", || {
+            "echo beside a held call".to_owned()
+        })?;
+        ensure(server.status().in_flight == 1, || "the held call ended on its own".to_owned())?;
+
+        // Both stuck requests still complete once unblocked.
+        half.send(&bytes[bytes.len() / 2..]).map_err(|e| e.to_string())?;
+        let resp = half.response()?;
+        ensure(
+            resp.json()?["result"]["content"][0]["text"].as_str().is_some_and(|t| t.len() == 1 << 20),
+            || "the half-sent call".to_owned(),
+        )?;
+        release.try_send(()).map_err(|e| e.to_string())?;
+        let resp = holder.response()?;
+        ensure(resp.json()?["result"]["content"][0]["text"] == "released", || "the held call".to_owned())
     });
 }
