@@ -8,6 +8,10 @@
 //!   The floor any JSON-RPC server pays; the engine's extra is strict decoding (repeated and
 //!   case-folded keys, exact numbers), schema validation, the in-flight table and the ticket.
 //! - `tools_list/engine`: one `tools/list` over ten registered tools (one page).
+//! - `tools_list_page/<n>/<start|middle|end>`: one `tools/list` page (the default page size)
+//!   of a catalogue of `n` tools (10,000 and 100,000), the first page, the page at the middle
+//!   and the last page, each from a cursor the engine handed out. Per element: one page
+//!   answered. Flat across positions and sizes when a page costs O(page size + log n).
 //!
 //! Runs short (`~3 s` per bench) so `cargo bench -p mcp-proto` stays under two minutes on a
 //! two-core machine; pass criterion flags after `--` for longer runs, e.g.
@@ -156,12 +160,71 @@ fn tools_list(c: &mut Criterion) {
     group.finish();
 }
 
+/// A `tools/list` request, from `cursor` when given.
+fn list_frame(cursor: Option<&str>) -> Vec<u8> {
+    match cursor {
+        None => TOOLS_LIST.as_bytes().to_vec(),
+        Some(c) => {
+            let c = Value::String(c.to_owned());
+            format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{{"cursor":{c}}}}}"#)
+                .into_bytes()
+        }
+    }
+}
+
+/// One request through the engine, draining its output: the response frame.
+fn answer(engine: &mut Engine<()>, conn: ConnId, now: Instant, frame: &[u8]) -> Vec<u8> {
+    engine.handle_frame(now, conn, frame);
+    let mut response = None;
+    while let Some(out) = engine.poll_output() {
+        if let Output::Frame { bytes, .. } = out {
+            response = Some(bytes);
+        }
+    }
+    response.expect("the request is answered")
+}
+
+fn tools_list_pages(c: &mut Criterion) {
+    let mut group = c.benchmark_group("tools_list_page");
+    group.throughput(Throughput::Elements(1));
+    for size in [10_000usize, 100_000] {
+        let (mut engine, conn, now) = setup(size - 1);
+        // Walk the whole list once, keeping the request of the first, middle and last pages.
+        let mut frames = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen = 0;
+        loop {
+            let frame = list_frame(cursor.as_deref());
+            let page: Value = serde_json::from_slice(&answer(&mut engine, conn, now, &frame)).expect("JSON");
+            let n = page.pointer("/result/tools").and_then(Value::as_array).map_or(0, Vec::len);
+            assert!(n > 0, "every page holds tools");
+            if seen == 0 || (seen < size / 2 && seen + n >= size / 2) {
+                frames.push(frame.clone());
+            }
+            seen += n;
+            cursor = page.pointer("/result/nextCursor").and_then(Value::as_str).map(str::to_owned);
+            if cursor.is_none() {
+                frames.push(frame);
+                break;
+            }
+        }
+        assert_eq!(seen, size, "the walk sees every tool once");
+        assert_eq!(frames.len(), 3, "first, middle and last pages");
+        for (at, frame) in ["start", "middle", "end"].into_iter().zip(&frames) {
+            group.bench_function(format!("{size}/{at}"), |b| {
+                b.iter(|| answer(&mut engine, conn, now, black_box(frame)))
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .sample_size(30);
-    targets = tools_call, tools_list
+    targets = tools_call, tools_list, tools_list_pages
 }
 criterion_main!(benches);

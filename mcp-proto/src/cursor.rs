@@ -1,15 +1,19 @@
 //! Opaque, signed pagination cursors.
 //!
-//! A cursor is `v1.<base64url payload>.<base64url HMAC-SHA256>`. The payload names the list
-//! method, the offset of the next page and a digest of the caller's identity, and nothing else
-//! (no total, no page size), so a cursor reveals nothing about what the caller cannot see and
-//! is useless to anyone else. Replicas that share a [`KeyRing`] accept each other's cursors.
+//! A cursor is `v1.<base64url payload>.<base64url HMAC-SHA256>`. The payload is
+//! `{"m":method,"c":caller tag,"k":last key}`: the list method, a keyed tag of the caller's
+//! identity ([`caller_digest`]) and the key (name or URI) of the last item of the page it
+//! follows, and nothing else (no total, no page size, no offset), so a cursor reveals nothing
+//! about what the caller cannot see and is useless to anyone else. The next page starts after
+//! that key in key order, which the registry's ordered maps find in O(log n), and a key that
+//! has since been removed still marks a place. Replicas that share a [`KeyRing`] accept each
+//! other's cursors.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -80,39 +84,88 @@ pub(crate) fn is_well_formed(token: &str) -> bool {
     URL_SAFE_NO_PAD.decode(payload).is_ok() && URL_SAFE_NO_PAD.decode(tag).is_ok_and(|t| t.len() == 32)
 }
 
-/// A short digest of a caller's identity, so a cursor is bound to the caller without carrying
-/// who they are.
-pub(crate) fn caller_digest(identity: &str) -> String {
-    let d = Sha256::digest(identity.as_bytes());
-    URL_SAFE_NO_PAD.encode(d.get(..12).unwrap_or(&d))
+/// Bytes of a caller tag: 96 bits, enough that nobody forges one by chance (the tag is
+/// inside a sealed payload anyway) while a cursor stays short.
+const CALLER_TAG_BYTES: usize = 12;
+
+/// The caller tag of `identity` under `key`: HMAC-SHA256 of `"caller\0" || identity`, cut to
+/// [`CALLER_TAG_BYTES`]. Keyed because identities are guessable (a user name, an IP address):
+/// a bare hash in a readable payload would give the caller away to a dictionary. The prefix
+/// keeps the tag from ever equalling a seal's MAC, whose payloads start with `{`.
+fn caller_mac(key: &[u8; 32], identity: &str) -> HmacSha256 {
+    let mut mac = KeyRing::mac(key, b"caller\0");
+    mac.update(identity.as_bytes());
+    mac
 }
 
-/// Makes the cursor for the page starting at `offset` of `method`.
-pub(crate) fn make(ring: &KeyRing, method: &str, caller: &str, offset: usize) -> String {
-    let payload = serde_json::json!({ "m": method, "c": caller_digest(caller), "o": offset });
+/// A caller tag under the ring's signing key, so a cursor or request state is bound to the
+/// caller without carrying who they are, not even as a hash.
+pub(crate) fn caller_digest(ring: &KeyRing, identity: &str) -> String {
+    let tag = caller_mac(ring.signing(), identity).finalize().into_bytes();
+    URL_SAFE_NO_PAD.encode(tag.get(..CALLER_TAG_BYTES).unwrap_or(&tag))
+}
+
+/// Whether `tag` is the caller tag of `identity` under any key of the ring, so a token sealed
+/// before a rotation still names its caller. Compared in constant time.
+pub(crate) fn caller_matches(ring: &KeyRing, tag: &str, identity: &str) -> bool {
+    let Ok(tag) = URL_SAFE_NO_PAD.decode(tag) else {
+        return false;
+    };
+    tag.len() == CALLER_TAG_BYTES
+        && ring.keys.iter().any(|k| caller_mac(k, identity).verify_truncated_left(&tag).is_ok())
+}
+
+/// The longest cursor that can carry a key of `max_key` bytes for `method`: `read` refuses a
+/// longer token before decoding it or computing a MAC.
+fn max_token_len(method: &str, max_key: usize) -> usize {
+    // `{"m":"","c":"","k":""}` around the method, the tag and the key, which JSON escaping
+    // can grow six-fold (`\u0000`).
+    let tag = CALLER_TAG_BYTES.div_ceil(3) * 4;
+    let payload =
+        22usize.saturating_add(method.len()).saturating_add(tag).saturating_add(max_key.saturating_mul(6));
+    // `v1.`, the base64url payload, `.`, the base64url 32-byte tag.
+    3usize.saturating_add(payload.saturating_mul(4).div_ceil(3)).saturating_add(1 + 43)
+}
+
+/// Makes the cursor for the page of `method` that follows the item keyed `last`.
+pub(crate) fn make(ring: &KeyRing, method: &str, caller: &str, last: &str) -> String {
+    let payload = serde_json::json!({ "m": method, "c": caller_digest(ring, caller), "k": last });
     ring.seal(payload.to_string().as_bytes())
 }
 
-/// Reads a cursor back: the offset, or `None` when it is malformed, tampered with, or made for
-/// another method or caller.
-pub(crate) fn read(ring: &KeyRing, token: &str, method: &str, caller: &str) -> Option<usize> {
-    let payload = ring.open(token)?;
-    let v: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-    if v.get("m")?.as_str()? != method || v.get("c")?.as_str()? != caller_digest(caller) {
+/// Reads a cursor back: the key the next page starts after, or `None` when it is malformed,
+/// tampered with, made for another method or caller, or carries a key longer than `max_key`
+/// bytes (the longest key the list can hold, so no genuine cursor does).
+pub(crate) fn read(
+    ring: &KeyRing,
+    token: &str,
+    method: &str,
+    caller: &str,
+    max_key: usize,
+) -> Option<String> {
+    if token.len() > max_token_len(method, max_key) {
         return None;
     }
-    usize::try_from(v.get("o")?.as_u64()?).ok()
+    let payload = ring.open(token)?;
+    let v: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+    if v.get("m")?.as_str()? != method || !caller_matches(ring, v.get("c")?.as_str()?, caller) {
+        return None;
+    }
+    let last = v.get("k")?.as_str()?;
+    (last.len() <= max_key).then(|| last.to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::Digest;
 
     #[test]
     fn round_trip_and_refusals() {
         let ring = KeyRing::new([7; 32]);
-        let c = make(&ring, "tools/list", "alice", 100);
-        assert_eq!(read(&ring, &c, "tools/list", "alice"), Some(100));
+        let c = make(&ring, "tools/list", "alice", "tool_9");
+        let read = |ring: &KeyRing, c: &str, method: &str, caller: &str| read(ring, c, method, caller, 128);
+        assert_eq!(read(&ring, &c, "tools/list", "alice").as_deref(), Some("tool_9"));
         assert_eq!(read(&ring, &c, "prompts/list", "alice"), None);
         assert_eq!(read(&ring, &c, "tools/list", "bob"), None);
         let mut t = c.clone();
@@ -121,6 +174,89 @@ mod tests {
         assert_eq!(read(&ring, "", "tools/list", "alice"), None);
         assert_eq!(read(&KeyRing::new([8; 32]), &c, "tools/list", "alice"), None);
         let rotated = KeyRing::new([8; 32]).with_verify_key([7; 32]);
-        assert_eq!(read(&rotated, &c, "tools/list", "alice"), Some(100));
+        assert_eq!(read(&rotated, &c, "tools/list", "alice").as_deref(), Some("tool_9"));
+        // The rotated ring's own cursors name the caller under its new signing key.
+        let fresh = make(&rotated, "tools/list", "alice", "tool_9");
+        assert_eq!(read(&rotated, &fresh, "tools/list", "alice").as_deref(), Some("tool_9"));
+        assert_eq!(read(&rotated, &fresh, "tools/list", "bob"), None);
+    }
+
+    #[test]
+    fn keys_are_bounded() {
+        let ring = KeyRing::new([7; 32]);
+        let at_bound = "k".repeat(128);
+        let c = make(&ring, "tools/list", "alice", &at_bound);
+        assert_eq!(read(&ring, &c, "tools/list", "alice", 128), Some(at_bound));
+        assert_eq!(read(&ring, &c, "tools/list", "alice", 127), None);
+        // The worst-case escaping of a key still fits the token bound.
+        let escaped = "\u{1}".repeat(64);
+        let c = make(&ring, "prompts/list", "", &escaped);
+        assert_eq!(read(&ring, &c, "prompts/list", "", 64), Some(escaped));
+        let long = format!("v1.{}", "A".repeat(max_token_len("tools/list", 128)));
+        assert_eq!(read(&ring, &long, "tools/list", "alice", 128), None);
+    }
+
+    /// The readable part of a token, decoded.
+    fn payload(token: &str) -> String {
+        let b64 = token.split('.').nth(1).unwrap_or_default();
+        String::from_utf8(URL_SAFE_NO_PAD.decode(b64).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn caller_tags_are_keyed() {
+        let bare = |identity: &str| {
+            let d = Sha256::digest(identity.as_bytes());
+            URL_SAFE_NO_PAD.encode(d.get(..12).unwrap())
+        };
+        assert_eq!(bare("127.0.0.1"), "EsoXtJryKJQ28wPg");
+        let (seven, eight) = (KeyRing::new([7; 32]), KeyRing::new([8; 32]));
+        for identity in ["127.0.0.1", "alice", ""] {
+            let c7 = make(&seven, "tools/list", identity, "t");
+            let c8 = make(&eight, "tools/list", identity, "t");
+            for c in [&c7, &c8] {
+                assert!(!payload(c).contains(&bare(identity)), "{identity}: {}", payload(c));
+                assert!(!payload(c).contains(&bare(identity)[..8]));
+            }
+            assert_ne!(payload(&c7), payload(&c8), "the tag depends on the key");
+            assert_eq!(payload(&c7).len(), payload(&c8).len());
+        }
+        assert_ne!(caller_digest(&seven, "alice"), caller_digest(&seven, "bob"));
+        let tag = caller_digest(&seven, "alice");
+        assert!(caller_matches(&seven, &tag, "alice"));
+        assert!(!caller_matches(&seven, &tag, "bob"));
+        assert!(!caller_matches(&eight, &tag, "alice"));
+        assert!(caller_matches(&eight.clone().with_verify_key([7; 32]), &tag, "alice"));
+        assert!(!caller_matches(&seven, &tag[..8], "alice"), "a shortened tag is not a tag");
+        assert!(!caller_matches(&seven, "", "alice"));
+        assert!(!caller_matches(&seven, "not base64!", "alice"));
+    }
+
+    #[test]
+    fn request_states_carry_keyed_caller_tags() {
+        use crate::interaction::{arguments_digest, open_state, seal_state, RequestState, StateBinding};
+        let bare = |identity: &str| {
+            let d = Sha256::digest(identity.as_bytes());
+            URL_SAFE_NO_PAD.encode(d.get(..12).unwrap())
+        };
+        let state = RequestState::default();
+        for identity in ["127.0.0.1", "alice"] {
+            let b = StateBinding {
+                caller: identity,
+                method: "tools/call",
+                arguments_digest: arguments_digest(None),
+            };
+            let s7 = seal_state(&KeyRing::new([7; 32]), &b, &state, 1000).unwrap();
+            let s8 = seal_state(&KeyRing::new([8; 32]), &b, &state, 1000).unwrap();
+            for s in [&s7, &s8] {
+                assert!(payload(s).contains("\"who\":"), "{}", payload(s));
+                assert!(!payload(s).contains(&bare(identity)), "{identity}: {}", payload(s));
+            }
+            assert_ne!(payload(&s7), payload(&s8), "the tag depends on the key");
+            // A state sealed before a rotation still names its caller.
+            let rotated = KeyRing::new([8; 32]).with_verify_key([7; 32]);
+            assert_eq!(open_state(&rotated, &s7, &b, 0), Ok(state.clone()));
+            let other = StateBinding { caller: "mallory", ..b };
+            assert!(open_state(&rotated, &s7, &other, 0).is_err());
+        }
     }
 }

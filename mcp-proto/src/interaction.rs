@@ -1207,7 +1207,7 @@ pub fn seal_state(
 ) -> Result<String, InteractionError> {
     let payload = json!({
         "p": STATE_PURPOSE,
-        "who": caller_digest(binding.caller),
+        "who": caller_digest(keys, binding.caller),
         "mth": binding.method,
         "arg": URL_SAFE_NO_PAD.encode(binding.arguments_digest),
         "exp": expires_at_ms,
@@ -1259,7 +1259,7 @@ pub fn open_state(
         Some(Value::String(d)) => Some(d.clone()),
         Some(_) => return Err(StateError::Malformed),
     };
-    if who != caller_digest(binding.caller) {
+    if !cursor::caller_matches(keys, who, binding.caller) {
         return Err(StateError::WrongCaller);
     }
     if method != binding.method {
@@ -2089,13 +2089,13 @@ mod tests {
         let r = ring();
         let b =
             StateBinding { caller: "alice", method: "tools/list", arguments_digest: arguments_digest(None) };
-        let cursor_token = cursor::make(&r, "tools/list", "alice", 100);
+        let cursor_token = cursor::make(&r, "tools/list", "alice", "t");
         assert_eq!(open_state(&r, &cursor_token, &b, NOW), Err(StateError::Malformed));
         let state_token = seal_state(&r, &b, &RequestState::default(), NOW + 1000).unwrap();
         for method in ["tools/list", "tools/call"] {
-            assert_eq!(cursor::read(&r, &state_token, method, "alice"), None);
+            assert_eq!(cursor::read(&r, &state_token, method, "alice", 128), None);
         }
-        assert_eq!(cursor::read(&r, &cursor_token, "tools/list", "alice"), Some(100));
+        assert_eq!(cursor::read(&r, &cursor_token, "tools/list", "alice", 128).as_deref(), Some("t"));
         assert!(open_state(&r, &state_token, &b, NOW).is_ok());
     }
 

@@ -184,7 +184,7 @@ impl fmt::Display for RegistryError {
 impl std::error::Error for RegistryError {}
 
 fn valid_tool_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
+    (1..=MAX_TOOL_NAME).contains(&name.len())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
@@ -299,12 +299,70 @@ listed!(ResourceEntry, resource);
 listed!(TemplateEntry, template);
 listed!(PromptEntry, prompt);
 
+/// The longest tool name [`valid_tool_name`] accepts, so the longest key a `tools/list` cursor
+/// ever carries.
+pub(crate) const MAX_TOOL_NAME: usize = 128;
+
+/// The items of one kind, by key (tool or prompt name, resource URI, URI template) in key
+/// order, the order lists page through. Reads go to the map; writes go through `insert` and
+/// `remove`, which keep the counts a list page needs in O(1) up to date.
+pub(crate) struct Catalogue<E> {
+    items: BTreeMap<String, E>,
+    /// How many items have a gate: a list is private (`cacheScope`) when any does, and a page
+    /// must learn that without walking the catalogue.
+    gated: usize,
+    /// The longest key ever inserted, removed ones included, so a cursor that names a removed
+    /// item still reads.
+    longest_key: usize,
+}
+
+impl<E> Default for Catalogue<E> {
+    fn default() -> Self {
+        Self { items: BTreeMap::new(), gated: 0, longest_key: 0 }
+    }
+}
+
+impl<E> std::ops::Deref for Catalogue<E> {
+    type Target = BTreeMap<String, E>;
+    fn deref(&self) -> &Self::Target {
+        &self.items
+    }
+}
+
+impl<E: Listed> Catalogue<E> {
+    /// Adds or replaces the item at `key`.
+    pub(crate) fn insert(&mut self, key: String, entry: E) -> Option<E> {
+        self.longest_key = self.longest_key.max(key.len());
+        self.gated += usize::from(entry.gate().is_some());
+        let old = self.items.insert(key, entry);
+        self.gated -= old.as_ref().map_or(0, |o| usize::from(o.gate().is_some()));
+        old
+    }
+
+    /// Removes the item at `key`.
+    pub(crate) fn remove(&mut self, key: &str) -> Option<E> {
+        let old = self.items.remove(key)?;
+        self.gated -= usize::from(old.gate().is_some());
+        Some(old)
+    }
+
+    /// Whether any item has a gate.
+    pub(crate) fn any_gated(&self) -> bool {
+        self.gated > 0
+    }
+
+    /// The longest key ever inserted, in bytes.
+    pub(crate) fn longest_key(&self) -> usize {
+        self.longest_key
+    }
+}
+
 /// Everything registered with an engine.
 pub(crate) struct Registry<H> {
-    pub(crate) tools: BTreeMap<String, ToolEntry<H>>,
-    pub(crate) resources: BTreeMap<String, ResourceEntry<H>>,
-    pub(crate) templates: BTreeMap<String, TemplateEntry<H>>,
-    pub(crate) prompts: BTreeMap<String, PromptEntry<H>>,
+    pub(crate) tools: Catalogue<ToolEntry<H>>,
+    pub(crate) resources: Catalogue<ResourceEntry<H>>,
+    pub(crate) templates: Catalogue<TemplateEntry<H>>,
+    pub(crate) prompts: Catalogue<PromptEntry<H>>,
     /// The server-wide gate over the data methods.
     pub(crate) gate: Option<Gate>,
 }
@@ -312,10 +370,10 @@ pub(crate) struct Registry<H> {
 impl<H> Default for Registry<H> {
     fn default() -> Self {
         Self {
-            tools: BTreeMap::new(),
-            resources: BTreeMap::new(),
-            templates: BTreeMap::new(),
-            prompts: BTreeMap::new(),
+            tools: Catalogue::default(),
+            resources: Catalogue::default(),
+            templates: Catalogue::default(),
+            prompts: Catalogue::default(),
             gate: None,
         }
     }
@@ -485,6 +543,23 @@ mod tests {
         assert!(e.listing(ProtocolVersion::V2025_06_18).contains("outputSchema"));
         assert!(!e.listing(ProtocolVersion::V2025_06_18).contains("icons"));
         assert!(e.listing(ProtocolVersion::V2025_11_25).contains("icons"));
+    }
+
+    #[test]
+    fn catalogues_count_gates_and_remember_the_longest_key() {
+        let mut r = Registry::<()>::default();
+        let schema = json!({"type": "object"});
+        r.add_tool(Tool::new("plain", "d", schema.clone()), ()).unwrap();
+        assert!(!r.tools.any_gated());
+        r.add_tool(Tool::new("gated_a", "d", schema.clone()).gate(Gate::role("x")), ()).unwrap();
+        r.add_tool(Tool::new("gated_b", "d", schema.clone()).gate(Gate::role("x")), ()).unwrap();
+        assert!(r.tools.any_gated());
+        assert!(r.remove_tool("gated_a").is_some());
+        assert!(r.tools.any_gated());
+        assert!(r.remove_tool("gated_b").is_some());
+        assert!(r.remove_tool("gated_b").is_none());
+        assert!(!r.tools.any_gated(), "no gated tool is left");
+        assert_eq!(r.tools.longest_key(), "gated_a".len(), "removed keys still count");
     }
 
     #[test]

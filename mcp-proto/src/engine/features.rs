@@ -1,6 +1,7 @@
 //! Lists, resources, prompts and completion.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +12,7 @@ use crate::caller::{admits, Caller};
 use crate::content::{Completion, ContentsWire, PromptOutputWire, ResourceContents};
 use crate::cursor;
 use crate::jsonrpc::{encode_result, ErrorCode, RpcError};
-use crate::registry::Listed;
+use crate::registry::{Catalogue, Listed};
 use crate::slab::Key;
 
 /// The most completion values a client is sent (the spec's bound).
@@ -94,36 +95,42 @@ impl<H: Clone> Engine<H> {
     }
 
     /// One page of a list, after gates: pages are cut from what the caller may see, so a hidden
-    /// item never shortens a page or shifts an offset.
-    pub(super) fn list_page<'a, T: Listed + 'a>(
+    /// item never shortens a page. A page starts after the key its cursor names, found in
+    /// O(log n), and costs O(page size + hidden items skipped): nothing before it is walked and
+    /// nothing past it is counted, only one item peeked to know whether a next page exists.
+    /// `max_key` is the longest key the catalogue can hold, which bounds what a cursor carries.
+    pub(super) fn list_page<T: Listed>(
         &self,
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
         method: &str,
         key: &str,
-        items: impl Iterator<Item = &'a T> + Clone,
+        items: &Catalogue<T>,
+        max_key: usize,
     ) -> Result<Vec<u8>, RpcError> {
-        let offset = self.page_bounds(ctx, method, params)?;
+        let after = self.page_bounds(ctx, method, params, max_key)?;
         let caller = self.caller(ctx.conn);
-        let private = ctx.private || items.clone().any(|t| t.gate().is_some());
+        let private = ctx.private || items.any_gated();
         let page = self.config.limits.page_size;
-        let mut visible =
-            items.filter(|t| t.visible_to(ctx.version) && admits(t.gate(), &caller)).skip(offset);
+        let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut visible = items
+            .range::<str, _>((start, Bound::Unbounded))
+            .filter(|(_, t)| t.visible_to(ctx.version) && admits(t.gate(), &caller));
         let mut body = String::with_capacity(256);
         body.push_str("{\"");
         body.push_str(key);
         body.push_str("\":[");
-        let mut n = 0;
-        for t in visible.by_ref().take(page) {
-            if n > 0 {
+        let mut last = None;
+        for (k, t) in visible.by_ref().take(page) {
+            if last.is_some() {
                 body.push(',');
             }
             body.push_str(t.listing(ctx.version));
-            n += 1;
+            last = Some(k);
         }
         body.push(']');
-        if visible.next().is_some() {
-            let next = cursor::make(&self.config.keys, method, caller.binding(), offset + n);
+        if let (Some(last), Some(_)) = (last, visible.next()) {
+            let next = cursor::make(&self.config.keys, method, caller.binding(), last);
             body.push_str(",\"nextCursor\":");
             body.push_str(&Value::String(next).to_string());
         }
@@ -148,7 +155,10 @@ impl<H: Clone> Engine<H> {
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.list_page(ctx, params, "resources/list", "resources", self.registry.resources.values())
+        let resources = &self.registry.resources;
+        // Registration refuses longer URIs, but a smaller limit may have come later.
+        let max_key = self.config.limits.max_uri_bytes.max(resources.longest_key());
+        self.list_page(ctx, params, "resources/list", "resources", resources, max_key)
     }
 
     pub(super) fn list_templates(
@@ -156,13 +166,11 @@ impl<H: Clone> Engine<H> {
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.list_page(
-            ctx,
-            params,
-            "resources/templates/list",
-            "resourceTemplates",
-            self.registry.templates.values(),
-        )
+        // Registration bounds neither URI templates nor prompt names: the longest registered is
+        // the longest a cursor of ours can carry.
+        let templates = &self.registry.templates;
+        let max_key = templates.longest_key();
+        self.list_page(ctx, params, "resources/templates/list", "resourceTemplates", templates, max_key)
     }
 
     pub(super) fn list_prompts(
@@ -170,7 +178,8 @@ impl<H: Clone> Engine<H> {
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.list_page(ctx, params, "prompts/list", "prompts", self.registry.prompts.values())
+        let prompts = &self.registry.prompts;
+        self.list_page(ctx, params, "prompts/list", "prompts", prompts, prompts.longest_key())
     }
 
     /// "Resource not found" as each version spells it.
@@ -443,5 +452,148 @@ impl<H: Clone> Engine<H> {
             }
         }
         Ok(entry.handler.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, ConnId, Output};
+    use super::*;
+    use crate::{ConnKind, Gate, Implementation, KeyRing, Tool};
+    use serde_json::json;
+
+    struct Rig {
+        engine: Engine<u32>,
+        conn: ConnId,
+        now: Instant,
+    }
+
+    impl Rig {
+        fn new(page: usize) -> Self {
+            let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32]));
+            config.limits.page_size(page);
+            #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+            let now = Instant::now();
+            let mut engine = Engine::new(config, now);
+            let conn = engine.open(now, ConnKind::Stdio, Caller::identified("alice")).unwrap();
+            let mut rig = Self { engine, conn, now };
+            rig.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}));
+            rig.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+            rig
+        }
+
+        /// Tool `name`, hidden from every caller without the `admin` role when `hidden`.
+        fn add(&mut self, name: &str, hidden: bool) {
+            let mut tool = Tool::new(name, "d", json!({"type": "object"}));
+            if hidden {
+                tool = tool.gate(Gate::role("admin"));
+            }
+            self.engine.registry_mut().add_tool(tool, 0).unwrap();
+        }
+
+        /// Sends a frame and returns the response to it (notifications are dropped).
+        fn send(&mut self, frame: &Value) -> Option<Value> {
+            self.engine.handle_frame(self.now, self.conn, frame.to_string().as_bytes());
+            let mut response = None;
+            while let Some(out) = self.engine.poll_output() {
+                if let Output::Frame { bytes, .. } = out {
+                    let v: Value = serde_json::from_slice(&bytes).unwrap();
+                    if v.get("id").is_some() {
+                        response = Some(v);
+                    }
+                }
+            }
+            response
+        }
+
+        /// One `tools/list` page: the names on it and the next cursor.
+        fn page(&mut self, cursor: Option<&str>) -> (Vec<String>, Option<String>) {
+            let params = cursor.map_or(json!({}), |c| json!({ "cursor": c }));
+            let r = self
+                .send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}))
+                .unwrap();
+            let result = r.get("result").unwrap_or_else(|| panic!("not a result: {r}"));
+            let names = result["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect();
+            (names, result.get("nextCursor").and_then(Value::as_str).map(str::to_owned))
+        }
+    }
+
+    #[test]
+    fn a_walk_sees_each_visible_tool_once_while_the_catalogue_changes() {
+        let page = 40;
+        let mut rig = Rig::new(page);
+        let name = |i: usize| format!("t{i:05}");
+        for i in 0..1200 {
+            rig.add(&name(i), i % 2 == 1);
+        }
+        // What the walk must show: the visible tools, changed as the walk goes on below.
+        let mut expected: std::collections::BTreeSet<String> = (0..1200).step_by(2).map(name).collect();
+        let mut seen: Vec<String> = Vec::new();
+        let mut cursor = None;
+        let mut pages = 0;
+        loop {
+            let (names, next) = rig.page(cursor.as_deref());
+            pages += 1;
+            assert!(names.len() <= page);
+            seen.extend(names.iter().cloned());
+            let Some(next) = next else {
+                break;
+            };
+            assert_eq!(names.len(), page, "only the last page is short");
+            let last = names.last().unwrap().clone();
+            let n: usize = last[1..].parse().unwrap();
+            // The item the cursor names goes away: the walk goes on after where it was.
+            assert!(rig.engine.registry_mut().remove_tool(&last).is_some());
+            // A visible tool ahead goes away and is never shown; one behind is already shown.
+            let ahead = name(n + 10);
+            if rig.engine.registry_mut().remove_tool(&ahead).is_some() {
+                expected.remove(&ahead);
+            }
+            assert!(rig.engine.registry_mut().remove_tool(&name(n - 2)).is_some());
+            // New tools: visible ahead (shown in order), visible behind (missed, as in any
+            // walk), hidden ahead (never shown).
+            let new_ahead = format!("{}_new", name(n + 3));
+            rig.add(&new_ahead, false);
+            expected.insert(new_ahead);
+            rig.add(&format!("{}_new", name(n - 3)), false);
+            rig.add(&format!("{}_hidden", name(n + 5)), true);
+            cursor = Some(next);
+        }
+        assert!(pages > 10, "{pages} pages");
+        assert_eq!(seen, expected.into_iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_full_last_page_has_no_next_cursor() {
+        let mut rig = Rig::new(3);
+        for i in 0..12 {
+            rig.add(&format!("t{i:02}"), i % 2 == 1);
+        }
+        let (first, next) = rig.page(None);
+        assert_eq!(first, ["t00", "t02", "t04"]);
+        // Exactly one page's worth of visible tools remains, then only hidden ones.
+        let (last, next) = rig.page(next.as_deref());
+        assert_eq!(last, ["t06", "t08", "t10"]);
+        assert_eq!(next, None);
+    }
+
+    #[test]
+    fn cursors_survive_the_removal_of_everything_after_them() {
+        let mut rig = Rig::new(2);
+        for i in 0..5 {
+            rig.add(&format!("t{i}"), false);
+        }
+        let (_, next) = rig.page(None);
+        // The cursor's own item too; `t0` stays so that tools are still offered.
+        for i in 1..5 {
+            assert!(rig.engine.registry_mut().remove_tool(&format!("t{i}")).is_some());
+        }
+        assert_eq!(rig.page(next.as_deref()), (vec![], None));
     }
 }

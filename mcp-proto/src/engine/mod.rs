@@ -1387,17 +1387,21 @@ impl<H: Clone> Engine<H> {
         }
     }
 
+    /// Where a list page starts: `None` for the first page, else the key its cursor names
+    /// (at most `max_key` bytes), after which the page begins.
     fn page_bounds(
         &self,
         ctx: Ctx<'_>,
         method: &str,
         params: Option<&Map<String, Value>>,
-    ) -> Result<usize, RpcError> {
+        max_key: usize,
+    ) -> Result<Option<String>, RpcError> {
         match params.and_then(|p| p.get("cursor")) {
-            None | Some(Value::Null) => Ok(0),
+            None | Some(Value::Null) => Ok(None),
             Some(Value::String(c)) => {
                 let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
-                cursor::read(&self.config.keys, c, method, caller.binding())
+                cursor::read(&self.config.keys, c, method, caller.binding(), max_key)
+                    .map(Some)
                     .ok_or_else(|| RpcError::invalid_params("invalid cursor"))
             }
             Some(_) => Err(RpcError::invalid_params("invalid cursor")),
@@ -1405,7 +1409,8 @@ impl<H: Clone> Engine<H> {
     }
 
     fn list_tools(&self, ctx: Ctx<'_>, params: Option<&Map<String, Value>>) -> Result<Vec<u8>, RpcError> {
-        self.list_page(ctx, params, "tools/list", "tools", self.registry.tools.values())
+        let tools = &self.registry.tools;
+        self.list_page(ctx, params, "tools/list", "tools", tools, crate::registry::MAX_TOOL_NAME)
     }
 
     fn call_tool(
