@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use base64::Engine as _;
 use bytes::{BufMut, Bytes};
 use futures_util::future::{select, Either};
 use futures_util::stream::Stream;
@@ -419,7 +418,7 @@ impl HttpService {
         }
         let cut = parts.extensions.get::<Cut>().cloned();
         let req = HttpRequest { head: &head, route, body: &body, caller };
-        match self.inner.server.http_exchange(req, &mut mint_session_id, cut) {
+        match self.inner.server.http_exchange(req, cut) {
             Ok((head, body)) => response(head.status, &head.headers, McpBody::full(body)),
             Err((conn, queue)) => self.pending(conn, queue).await,
         }
@@ -554,23 +553,6 @@ where
 /// minimum of 8 KiB.
 fn hyper_buf_size(head_bytes: usize) -> usize {
     head_bytes.saturating_add(16 * 1024).max(8 * 1024)
-}
-
-/// A fresh `Mcp-Session-Id`: 32 bytes from the operating system's secure random source,
-/// base64url without padding (43 visible ASCII characters).
-///
-/// If the random source fails (it does not on any supported system once it has worked) the id
-/// is empty: no client can present an empty id (it is refused as malformed), so the session is
-/// unreachable rather than guessable, and the client initializes again.
-fn mint_session_id() -> String {
-    let mut bytes = [0u8; 32];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot draw a random session id");
-            String::new()
-        }
-    }
 }
 
 enum BodyError {
@@ -766,15 +748,6 @@ fn closing(mut resp: Response<McpBody>) -> Response<McpBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn session_ids_are_valid_and_distinct() {
-        let a = mint_session_id();
-        let b = mint_session_id();
-        assert!(crate::http::is_valid_session_id(&a), "{a}");
-        assert_eq!(a.len(), 43);
-        assert_ne!(a, b);
-    }
 
     #[test]
     fn accept_errors() {

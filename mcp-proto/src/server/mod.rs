@@ -256,7 +256,8 @@ impl ServerBuilder {
         let server = Server::from_config(self.config);
         {
             let mut st = server.lock();
-            let mut reg = st.engine.registry_mut();
+            let now = server.now();
+            let mut reg = st.engine.registry_mut(now);
             for item in self.items {
                 match item {
                     Item::Tool(t, h) => reg.add_tool(t, h),
@@ -289,6 +290,15 @@ impl Server {
         if config.unix_ms_at_start == 0 {
             config.unix_ms_at_start = unix_ms();
         }
+        if config.seed.is_none() {
+            let mut seed = [0u8; 32];
+            // Without a seed the engine refuses to mint session ids (legacy `initialize` gets
+            // 500): unreachable sessions rather than guessable ones.
+            match getrandom::fill(&mut seed) {
+                Ok(()) => config.seed = Some(crate::Seed(seed)),
+                Err(e) => tracing::error!(error = %e, "cannot draw a random entropy seed"),
+            }
+        }
         Server {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -318,7 +328,8 @@ impl Server {
     /// Applies a registry change and delivers what it caused.
     fn registry<T>(&self, f: impl FnOnce(&mut crate::RegistryMut<'_, Handler>) -> T) -> T {
         let mut st = self.lock();
-        let t = f(&mut st.engine.registry_mut());
+        let now = self.now();
+        let t = f(&mut st.engine.registry_mut(now));
         self.pump(st);
         t
     }
@@ -569,12 +580,11 @@ impl Server {
     pub(crate) fn http_exchange(
         &self,
         req: HttpRequest<'_>,
-        mint: &mut dyn FnMut() -> String,
         cut: Option<Cut>,
     ) -> Result<(HttpHead, Vec<u8>), (ConnId, HttpQueue)> {
         let mut st = self.lock();
         let now = self.now();
-        let pending = match st.engine.handle_http(now, req, mint) {
+        let pending = match st.engine.handle_http(now, req) {
             HttpReply::Full { head, body } => Ok((head, body)),
             HttpReply::Pending(conn) => {
                 let cap = st.engine.config().limits.stream_queue_len().saturating_add(1);
