@@ -26,6 +26,8 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
+#[cfg(test)]
+mod determinism;
 mod features;
 mod http;
 mod notify;
