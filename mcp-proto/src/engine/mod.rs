@@ -805,8 +805,8 @@ impl<H: Clone> Engine<H> {
         s
     }
 
-    /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`]) and the
-    /// engine emits [`Output::Close`].
+    /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`], in
+    /// [`CallId`] order, whatever ids the peer chose) and the engine emits [`Output::Close`].
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn close(&mut self, now: Instant, conn: ConnId) {
