@@ -10,8 +10,9 @@
 //! Every input is one method call taking the current time (`handle_frame`, `complete`,
 //! `handle_timeout`, `close`, `close_input`, `registry_mut`, ...); after each, drain
 //! [`Engine::poll_output`] until it returns `None`, then ask [`Engine::poll_timeout`] when to
-//! wake up next. Debug builds panic on an input made before the previous one's output was
-//! drained: answer invocations after the drain, not inside it.
+//! wake up next. Debug builds panic on an input made while notifications an earlier input
+//! raised are still waiting for that drain (see [`Engine::registry_mut`]); answering
+//! invocations after the drain, as below, is always safe.
 //!
 //! The engine is deterministic: the same configuration (keys and [`Config::seed`] included),
 //! inputs and times give the same output, byte for byte and in the same order.

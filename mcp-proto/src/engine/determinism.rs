@@ -307,11 +307,41 @@ fn no_seed_no_session() {
 #[test]
 #[cfg(debug_assertions)]
 #[should_panic(expected = "before poll_output returned None")]
-fn an_input_before_the_output_is_drained_panics_in_debug_builds() {
+fn an_input_while_notifications_wait_for_the_drain_panics_in_debug_builds() {
     #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
     let origin = Instant::now();
     let mut sim = Sim::new(1, origin);
-    let conn = sim.engine.open(origin, ConnKind::Stdio, Caller::anonymous()).unwrap();
-    sim.engine.handle_frame(origin, conn, INIT.as_bytes());
-    sim.engine.handle_frame(origin, conn, INITIALIZED.as_bytes());
+    sim.open();
+    let tool = Tool::new("extra", "Extra", json!({"type": "object"}));
+    sim.engine.registry_mut(origin).add_tool(tool, 2).unwrap();
+    // Drained now, the list_changed would go out before the ping's answer; drained after, it
+    // would follow it: the order would depend on the shim's schedule.
+    let conn = sim.conns[0];
+    sim.engine.handle_frame(origin, conn, br#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
+}
+
+#[test]
+fn answers_may_be_given_before_the_drain() {
+    // Output without pending notifications is a FIFO: answering two calls in a row, then
+    // draining, gives what draining between them gives.
+    #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+    let origin = Instant::now();
+    let run = |drain_between: bool| -> Vec<String> {
+        let mut sim = Sim::new(1, origin);
+        sim.open();
+        let conn = sim.conns[0];
+        sim.call(conn);
+        sim.call(conn);
+        let tickets: Vec<Ticket> = sim.pending.drain(..).collect();
+        assert_eq!(tickets.len(), 2);
+        for t in tickets {
+            sim.engine.complete(origin, t, Reply::Tool(Ok(ToolOutput::text("x")))).unwrap();
+            if drain_between {
+                sim.drain();
+            }
+        }
+        sim.drain();
+        sim.log
+    };
+    assert_eq!(run(true), run(false));
 }

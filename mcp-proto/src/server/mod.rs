@@ -285,7 +285,8 @@ impl Server {
         ServerBuilder { config, keys_set: false, items: Vec::new() }
     }
 
-    /// A server from a complete configuration.
+    /// A server from a complete configuration. Unless it sets [`Config::seed`], the seed is
+    /// drawn from the operating system's random source.
     pub fn from_config(mut config: Config) -> Self {
         if config.unix_ms_at_start == 0 {
             config.unix_ms_at_start = unix_ms();
