@@ -345,3 +345,28 @@ fn answers_may_be_given_before_the_drain() {
     };
     assert_eq!(run(true), run(false));
 }
+
+#[test]
+#[cfg(debug_assertions)]
+fn the_drop_warner_arms_only_while_the_call_is_in_flight() {
+    use std::sync::atomic::Ordering::Relaxed;
+    #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+    let origin = Instant::now();
+    let mut sim = Sim::new(1, origin);
+    sim.open();
+    let conn = sim.conns[0];
+    sim.call(conn);
+    sim.call(conn);
+    let second = sim.pending.pop().unwrap();
+    let first = sim.pending.pop().unwrap();
+    let (a, b) = (first.live.clone(), second.live.clone());
+    assert!(a.load(Relaxed) && b.load(Relaxed), "a ticket of a call in flight must warn when dropped");
+    // Answered: consumed. Cancelled by a close: the engine forgot the call, so a drop is silent.
+    sim.engine.complete(origin, first, Reply::Tool(Ok(ToolOutput::text("x")))).unwrap();
+    sim.drain();
+    assert!(!a.load(Relaxed));
+    sim.engine.close(origin, conn);
+    sim.drain();
+    assert!(!b.load(Relaxed), "the ticket of a cancelled call still warns");
+    drop(second);
+}
