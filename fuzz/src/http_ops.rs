@@ -706,7 +706,7 @@ fn region_tool() -> Tool {
 fn engine(evict: bool) -> Engine<()> {
     let mut engine = Engine::new(config(limits(evict), Some(CALL_TIMEOUT)), base_time());
     register(&mut engine, 2);
-    engine.registry_mut().add_tool(region_tool(), ()).expect("region");
+    engine.registry_mut(base_time()).add_tool(region_tool(), ()).expect("region");
     engine
 }
 
@@ -769,6 +769,8 @@ struct Conn {
     responses: usize,
     /// Its stream's head carried a new session's id (an SSE-only `initialize`).
     head_session: bool,
+    /// Its request was an `initialize` without a session: the only request that makes one.
+    mints: bool,
     /// Stream number and last sequence number of its event ids.
     ids: Option<(u64, u64)>,
     /// A single `tools/call`'s params, for retries after `input_required`.
@@ -803,9 +805,8 @@ struct Sim<'e> {
     conns: Vec<Conn>,
     by_id: HashMap<ConnId, usize>,
     calls: Vec<Call>,
-    /// Every id `mint` returned this run, with the caller it was minted for.
+    /// Every session id the engine handed out this run, with the caller it was minted for.
     minted: Vec<(String, CallerSpec)>,
-    next_sid: u32,
     /// Live sessions as the harness can tell: made by `Full` replies, ended by `Close`s of
     /// connections no reply named.
     sessions: usize,
@@ -838,7 +839,6 @@ impl<'e> Sim<'e> {
             by_id: HashMap::new(),
             calls: Vec::new(),
             minted: Vec::new(),
-            next_sid: 0,
             sessions: 0,
             closed_unknown: HashSet::new(),
             outbound: Vec::new(),
@@ -884,7 +884,7 @@ impl<'e> Sim<'e> {
             }
             Op::Gate(on) => {
                 self.gated = *on;
-                self.engine.registry_mut().set_gate(on.then(mcp_proto::Gate::identified));
+                self.engine.registry_mut(self.now).set_gate(on.then(mcp_proto::Gate::identified));
                 self.drain();
             }
             Op::Shutdown => {
@@ -906,6 +906,16 @@ impl<'e> Sim<'e> {
 
     // -----------------------------------------------------------------------------------------
     // Requests
+
+    /// A response head carried the id of a session the engine just made (from its seed).
+    fn minted_now(&mut self, sid: &str, initialize_without_session: bool, caller: CallerSpec) {
+        assert!(initialize_without_session, "a session id was minted for something else than initialize");
+        assert!(!self.shut, "a session was made after shutdown");
+        assert!(mcp_proto::http::is_valid_session_id(sid), "an invalid session id {sid:?}");
+        assert!(!self.minted.iter().any(|(m, _)| m == sid), "a session id was minted twice: {sid}");
+        // Kept whole (one per op at most): connections and server requests index it.
+        self.minted.push((sid.to_owned(), caller));
+    }
 
     fn request(&mut self, spec: &HttpSpec) {
         let (body, single, hint) = self.body(&spec.body);
@@ -973,25 +983,8 @@ impl<'e> Sim<'e> {
             }
             _ => (false, true, false, false),
         };
-        let mut minted = None;
-        let mut sid = self.next_sid;
-        let reply = {
-            let mut mint = || {
-                sid += 1;
-                let id = format!("sid-{sid}");
-                minted = Some(id.clone());
-                id
-            };
-            let req = HttpRequest { head: &head, route, body, caller: caller.caller() };
-            self.engine.handle_http(self.now, req, &mut mint)
-        };
-        self.next_sid = sid;
-        if let Some(id) = &minted {
-            assert!(initialize_without_session, "a session id was minted for something else than initialize");
-            assert!(!self.shut, "a session was made after shutdown");
-            // Kept whole (one per op at most): connections and server requests index it.
-            self.minted.push((id.clone(), caller));
-        }
+        let req = HttpRequest { head: &head, route, body, caller: caller.caller() };
+        let reply = self.engine.handle_http(self.now, req);
         match reply {
             HttpReply::Full { head, body } => {
                 trace(|| {
@@ -1000,7 +993,7 @@ impl<'e> Sim<'e> {
                 self.report.full.push(head.status);
                 let sid = header(&head, "Mcp-Session-Id");
                 if let Some(sid) = sid {
-                    assert_eq!(Some(sid), minted.as_deref(), "a Full reply names a session it did not make");
+                    self.minted_now(sid, initialize_without_session, caller);
                     self.sessions += 1;
                     self.report.sessions += 1;
                 }
@@ -1029,6 +1022,7 @@ impl<'e> Sim<'e> {
                     sse_ok,
                     closing: false,
                     head_session: false,
+                    mints: initialize_without_session,
                     responses: 0,
                     ids: None,
                     params,
@@ -1375,10 +1369,8 @@ impl<'e> Sim<'e> {
                     self.report.streams += 1;
                     // A client that takes only SSE gets its new session's id on the stream's head.
                     if let Some(sid) = header(&head, "Mcp-Session-Id") {
-                        assert!(
-                            self.minted.iter().any(|(m, _)| m == sid),
-                            "a stream's head names a session nobody minted"
-                        );
+                        let (mints, caller) = (c.mints, c.caller);
+                        self.minted_now(sid, mints, caller);
                         self.conns[ci].head_session = true;
                         self.sessions += 1;
                         self.report.sessions += 1;
@@ -1690,9 +1682,9 @@ impl<'e> Sim<'e> {
     fn toggle_tool(&mut self) {
         if self.tool_removed {
             let t = Tool::new("t0", "filler", json!({"type": "object"}));
-            self.engine.registry_mut().add_tool(t, ()).expect("re-adding t0");
+            self.engine.registry_mut(self.now).add_tool(t, ()).expect("re-adding t0");
         } else {
-            assert!(self.engine.registry_mut().remove_tool("t0").is_some(), "t0 is registered");
+            assert!(self.engine.registry_mut(self.now).remove_tool("t0").is_some(), "t0 is registered");
         }
         self.tool_removed = !self.tool_removed;
     }
@@ -1773,7 +1765,7 @@ impl<'e> Sim<'e> {
             self.drain();
         }
         if self.gated {
-            self.engine.registry_mut().set_gate(None);
+            self.engine.registry_mut(self.now).set_gate(None);
             self.drain();
         }
         assert!(self.engine.poll_output().is_none(), "output left at the end");

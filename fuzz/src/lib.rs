@@ -28,9 +28,11 @@ pub fn base_time() -> Instant {
     *BASE.get_or_init(Instant::now)
 }
 
-/// A configuration with a fixed MAC key (cursors are reproducible) and the given limits.
+/// A configuration with a fixed MAC key and entropy seed (cursors and session ids are
+/// reproducible) and the given limits.
 pub fn config(limits: Limits, call_timeout: Option<Duration>) -> Config {
     let mut c = Config::new(Implementation::new("fuzz", "0.0.0"), KeyRing::new([0x5a; 32]));
+    c.seed = Some(mcp_proto::Seed([0xa5; 32]));
     c.limits = limits;
     c.call_timeout = call_timeout;
     c
@@ -42,7 +44,7 @@ pub const TOOLS: [&str; 4] = ["echo", "structured", "big", "array_out"];
 /// Registers the tools, a static resource, a template and a prompt, plus `fillers` extra tools
 /// so that `tools/list` spans several pages when the page size is small.
 pub fn register(engine: &mut Engine<()>, fillers: usize) {
-    let mut r = engine.registry_mut();
+    let mut r = engine.registry_mut(base_time());
     let echo = json!({
         "type": "object",
         "properties": {"text": {"type": "string"}, "fail": {"type": "string"}},

@@ -687,9 +687,9 @@ impl<'e> Sim<'e> {
     fn toggle_tool(&mut self) {
         if self.filler_removed {
             let t = Tool::new("t0", "filler", json!({"type": "object"}));
-            self.engine.registry_mut().add_tool(t, ()).expect("re-adding t0");
+            self.engine.registry_mut(self.now).add_tool(t, ()).expect("re-adding t0");
         } else {
-            assert!(self.engine.registry_mut().remove_tool("t0").is_some());
+            assert!(self.engine.registry_mut(self.now).remove_tool("t0").is_some());
         }
         self.filler_removed = !self.filler_removed;
         self.drain(4 * MAX_CONNECTIONS + 4);

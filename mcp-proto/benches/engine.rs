@@ -61,7 +61,10 @@ fn setup(extra: usize) -> (Engine<()>, ConnId, Instant) {
         "required": ["text"],
         "additionalProperties": false
     });
-    engine.registry_mut().add_tool(Tool::new("echo", "Echoes its text", echo), ()).expect("echo registers");
+    engine
+        .registry_mut(now)
+        .add_tool(Tool::new("echo", "Echoes its text", echo), ())
+        .expect("echo registers");
     for i in 0..extra {
         let schema = json!({
             "type": "object",
@@ -74,7 +77,7 @@ fn setup(extra: usize) -> (Engine<()>, ConnId, Instant) {
         });
         let tool = Tool::new(format!("tool_{i}"), format!("Tool number {i}, which does a thing"), schema)
             .title(format!("Tool {i}"));
-        engine.registry_mut().add_tool(tool, ()).expect("tool registers");
+        engine.registry_mut(now).add_tool(tool, ()).expect("tool registers");
     }
     let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).expect("connection opens");
     for frame in [INITIALIZE, INITIALIZED] {

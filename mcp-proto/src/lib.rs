@@ -7,9 +7,15 @@
 //!
 //! # The run loop
 //!
-//! Every input is one method call (`handle_frame`, `complete`, `handle_timeout`, `close`,
-//! `close_input`); after each, drain [`Engine::poll_output`] until it returns `None`, then ask
-//! [`Engine::poll_timeout`] when to wake up next:
+//! Every input is one method call taking the current time (`handle_frame`, `complete`,
+//! `handle_timeout`, `close`, `close_input`, `registry_mut`, ...); after each, drain
+//! [`Engine::poll_output`] until it returns `None`, then ask [`Engine::poll_timeout`] when to
+//! wake up next. Debug builds panic on an input made while notifications an earlier input
+//! raised are still waiting for that drain (see [`Engine::registry_mut`]); answering
+//! invocations after the drain, as below, is always safe.
+//!
+//! The engine is deterministic: the same configuration (keys and [`Config::seed`] included),
+//! inputs and times give the same output, byte for byte and in the same order.
 //!
 //! ```
 //! use std::time::Instant;
@@ -19,7 +25,7 @@
 //! let mut engine: Engine<&'static str> =
 //!     Engine::new(Config::new(Implementation::new("demo", "1.0.0"), KeyRing::new([7; 32])), now);
 //! let schema = serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}});
-//! engine.registry_mut().add_tool(Tool::new("echo", "Echoes text", schema), "echo").unwrap();
+//! engine.registry_mut(now).add_tool(Tool::new("echo", "Echoes text", schema), "echo").unwrap();
 //! let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
 //!
 //! let frames = [
@@ -28,19 +34,22 @@
 //!     r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
 //! ];
 //! let mut written = Vec::new();
+//! let mut invoked = Vec::new();
 //! for frame in frames {
 //!     engine.handle_frame(now, conn, frame.as_bytes());
-//!     while let Some(out) = engine.poll_output() {
-//!         match out {
-//!             Output::Frame { bytes, .. } => written.push(String::from_utf8(bytes).unwrap()),
-//!             Output::Invoke(inv) => {
+//!     loop {
+//!         while let Some(out) = engine.poll_output() {
+//!             match out {
+//!                 Output::Frame { bytes, .. } => written.push(String::from_utf8(bytes).unwrap()),
 //!                 // A real shim spawns the handler (`inv.handler`) and completes later.
-//!                 let Request::CallTool { arguments, .. } = &inv.request else { unreachable!() };
-//!                 let text = arguments["text"].as_str().unwrap_or_default().to_owned();
-//!                 engine.complete(now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(text)))).unwrap();
+//!                 Output::Invoke(inv) => invoked.push(inv),
+//!                 _ => {}
 //!             }
-//!             _ => {}
 //!         }
+//!         let Some(inv) = invoked.pop() else { break };
+//!         let Request::CallTool { arguments, .. } = &inv.request else { unreachable!() };
+//!         let text = arguments["text"].as_str().unwrap_or_default().to_owned();
+//!         engine.complete(now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(text)))).unwrap();
 //!     }
 //! }
 //! assert_eq!(written[1], r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"hi"}]}}"#);
@@ -81,7 +90,7 @@ pub use cursor::KeyRing;
 pub use engine::{
     AskError, Asked, CallId, CloseReason, CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus,
     FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation, Introspection, Invocation, LogLevel,
-    OpenError, Output, ProgressOutcome, RegistryMut, Reply, Request, Stale, Ticket,
+    OpenError, Output, ProgressOutcome, RegistryMut, Reply, Request, Seed, Stale, Ticket,
 };
 pub use frame::Decoded;
 pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};

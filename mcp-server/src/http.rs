@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use bytes::{BufMut, Bytes};
 use futures_util::future::{select, Either};
 use futures_util::stream::Stream;
@@ -564,23 +563,6 @@ fn hyper_buf_size(head_bytes: usize) -> usize {
     head_bytes.saturating_add(16 * 1024).max(8 * 1024)
 }
 
-/// A fresh `Mcp-Session-Id`: 32 bytes from the operating system's secure random source,
-/// base64url without padding (43 visible ASCII characters).
-///
-/// If the random source fails (it does not on any supported system once it has worked) the id
-/// is empty: no client can present an empty id (it is refused as malformed), so the session is
-/// unreachable rather than guessable, and the client initializes again.
-pub(crate) fn mint_session_id() -> String {
-    let mut bytes = [0u8; 32];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot draw a random session id");
-            String::new()
-        }
-    }
-}
-
 enum BodyError {
     TooLarge(HttpRefusal),
     Broken,
@@ -801,15 +783,6 @@ fn closing(mut resp: Response<McpBody>) -> Response<McpBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn session_ids_are_valid_and_distinct() {
-        let a = mint_session_id();
-        let b = mint_session_id();
-        assert!(mcp_proto::http::is_valid_session_id(&a), "{a}");
-        assert_eq!(a.len(), 43);
-        assert_ne!(a, b);
-    }
 
     #[test]
     fn accept_errors() {

@@ -154,7 +154,7 @@ impl State {
         decoded: Option<Decoded>,
         cut: Option<Cut>,
     ) -> Result<(HttpHead, Vec<u8>), (ConnId, HttpQueue)> {
-        match self.engine.handle_http_decoded(now, req, decoded, &mut http::mint_session_id) {
+        match self.engine.handle_http_decoded(now, req, decoded) {
             HttpReply::Full { head, body } => Ok((head, body)),
             HttpReply::Pending(conn) => {
                 let cap = self.engine.config().limits.stream_queue_len().saturating_add(1);
@@ -345,7 +345,8 @@ impl ServerBuilder {
         let server = Server::from_config(self.config);
         {
             let mut st = server.lock();
-            let mut reg = st.engine.registry_mut();
+            let now = server.now();
+            let mut reg = st.engine.registry_mut(now);
             for item in self.items {
                 match item {
                     Item::Tool(t, h) => reg.add_tool(t, h),
@@ -373,10 +374,20 @@ impl Server {
         ServerBuilder { config, keys_set: false, items: Vec::new() }
     }
 
-    /// A server from a complete configuration.
+    /// A server from a complete configuration. Unless it sets [`Config::seed`], the seed is
+    /// drawn from the operating system's random source.
     pub fn from_config(mut config: Config) -> Self {
         if config.unix_ms_at_start == 0 {
             config.unix_ms_at_start = unix_ms();
+        }
+        if config.seed.is_none() {
+            let mut seed = [0u8; 32];
+            // Without a seed the engine refuses to mint session ids (legacy `initialize` gets
+            // 500): unreachable sessions rather than guessable ones.
+            match getrandom::fill(&mut seed) {
+                Ok(()) => config.seed = Some(mcp_proto::Seed(seed)),
+                Err(e) => tracing::error!(error = %e, "cannot draw a random entropy seed"),
+            }
         }
         Server {
             shared: Arc::new(Shared {
@@ -410,7 +421,8 @@ impl Server {
     /// Applies a registry change and delivers what it caused.
     fn registry<T>(&self, f: impl FnOnce(&mut mcp_proto::RegistryMut<'_, Handler>) -> T) -> T {
         let mut st = self.lock();
-        let t = f(&mut st.engine.registry_mut());
+        let now = self.now();
+        let t = f(&mut st.engine.registry_mut(now));
         self.release(st);
         t
     }

@@ -164,8 +164,8 @@ use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
     AskError, Asked as AskOutcome, CallId, Caller, CloseReason, Completion, CompletionRef, Config, ConnId,
     ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, Implementation, KeyRing, Limits, LogLevel,
-    Output, PromptMessage, PromptOutput, ProtocolVersion, Reply, Request, ResourceContents, ResourceLink,
-    RpcError, Ticket, ToolOutput,
+    Output, PromptMessage, PromptOutput, ProtocolVersion, RegistryMut, Reply, Request, ResourceContents,
+    ResourceLink, RpcError, Ticket, ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -612,6 +612,8 @@ struct Runner {
     now: Instant,
     auto: bool,
     held: Vec<Held>,
+    /// Auto answers, given once the output is drained (the engine takes no input before).
+    answers: Vec<(Ticket, Reply, String)>,
     invocations: usize,
     candidates: Vec<Candidate>,
     observed: VecDeque<Event>,
@@ -658,6 +660,7 @@ impl Runner {
             now: epoch(),
             auto: false,
             held: Vec::new(),
+            answers: Vec::new(),
             invocations: 0,
             candidates: Vec::new(),
             observed: VecDeque::new(),
@@ -971,17 +974,19 @@ impl Runner {
                     ["none"] => None,
                     _ => return Err("`! server-gate role <role>` / `identified` / `none`".into()),
                 };
-                self.engine_mut()?.registry_mut().set_gate(gate);
+                self.engine_mut()?.registry_mut(now).set_gate(gate);
                 Ok(())
             }
             "register" | "unregister" => {
                 let (kind, names) = rest.split_once(' ').ok_or("`! register <kind> NAME...`")?;
                 let engine = self.engine.as_mut().ok_or("no engine")?;
+                // One input for the whole line, as one registry edit.
+                let mut r = engine.registry_mut(now);
                 for n in names.split_whitespace() {
                     if name == "register" {
-                        register(engine, kind, n)?;
+                        register(&mut r, kind, n)?;
                     } else {
-                        unregister(engine, kind, n)?;
+                        unregister(&mut r, kind, n)?;
                     }
                 }
                 Ok(())
@@ -1080,7 +1085,7 @@ impl Runner {
             [("tool", tools), ("resource", resources), ("template", templates), ("prompt", prompts)]
         {
             for name in list {
-                register(&mut engine, kind, &name)?;
+                register(&mut engine.registry_mut(self.now), kind, &name)?;
             }
         }
         let conn = engine
@@ -1152,11 +1157,23 @@ impl Runner {
         self.failures.push(format!("line {}: invariant: {msg}", self.cause));
     }
 
-    /// Drains `poll_output`, completing auto invocations as they come.
+    /// Drains `poll_output`, then completes the auto invocations it held, until neither leaves
+    /// anything.
     fn drain(&mut self) -> Result<(), String> {
         loop {
             let Some(engine) = self.engine.as_mut() else { return Ok(()) };
-            let Some(out) = engine.poll_output() else { return Ok(()) };
+            let Some(out) = engine.poll_output() else {
+                if self.answers.is_empty() {
+                    return Ok(());
+                }
+                // One at a time: each completion is an input, whose output is drained first.
+                let (ticket, reply, what) = self.answers.remove(0);
+                let now = self.now;
+                if engine.complete(now, ticket, reply).is_err() {
+                    return Err(format!("auto completion of {what} was Stale"));
+                }
+                continue;
+            };
             match out {
                 Output::Frame { conn, bytes, .. } => {
                     let Some(n) = self.number(conn) else {
@@ -1278,10 +1295,7 @@ impl Runner {
         if self.auto {
             if let Some(reply) = auto(handler, &held.asked) {
                 self.held.push(held);
-                let now = self.now;
-                if self.engine_mut()?.complete(now, inv.ticket, reply).is_err() {
-                    return Err(format!("auto completion of {method} {name} was Stale"));
-                }
+                self.answers.push((inv.ticket, reply, format!("{method} {name}")));
                 return Ok(());
             }
         }
@@ -1965,8 +1979,7 @@ struct Plan {
 }
 
 /// Registers the test item `name` of `kind` (a fixture, or a plain extra item).
-fn register(engine: &mut Engine<Fixture>, kind: &str, name: &str) -> Result<(), String> {
-    let mut r = engine.registry_mut();
+fn register(r: &mut RegistryMut<'_, Fixture>, kind: &str, name: &str) -> Result<(), String> {
     let result = match kind {
         "tool" => {
             let found = all_tools().into_iter().chain(gated_tools()).find(|(t, _)| t.name() == name);
@@ -2003,8 +2016,7 @@ fn register(engine: &mut Engine<Fixture>, kind: &str, name: &str) -> Result<(), 
     result.map_err(|e| format!("registering {kind} {name}: {e}"))
 }
 
-fn unregister(engine: &mut Engine<Fixture>, kind: &str, name: &str) -> Result<(), String> {
-    let mut r = engine.registry_mut();
+fn unregister(r: &mut RegistryMut<'_, Fixture>, kind: &str, name: &str) -> Result<(), String> {
     let found = match kind {
         "tool" => r.remove_tool(name).is_some(),
         "resource" => r.remove_resource(name).is_some(),

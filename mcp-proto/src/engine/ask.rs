@@ -183,7 +183,7 @@ impl<H: Clone> Engine<H> {
         call: CallId,
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Asked, AskError> {
-        self.clock = self.clock.max(now);
+        self.input(now);
         let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
         if c.version.is_modern() {
             self.ask_modern(now, call, requests)
@@ -493,7 +493,10 @@ mod tests {
             #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
             let now = Instant::now();
             let mut engine = Engine::new(config, now);
-            engine.registry_mut().add_tool(Tool::new("ask", "Asks", json!({"type": "object"})), 1).unwrap();
+            engine
+                .registry_mut(now)
+                .add_tool(Tool::new("ask", "Asks", json!({"type": "object"})), 1)
+                .unwrap();
             let conn = engine.open(now, ConnKind::Stdio, caller).unwrap();
             Self { engine, conn, now }
         }

@@ -489,11 +489,22 @@ mod tests {
             if hidden {
                 tool = tool.gate(Gate::role("admin"));
             }
-            self.engine.registry_mut().add_tool(tool, 0).unwrap();
+            self.engine.registry_mut(self.now).add_tool(tool, 0).unwrap();
+            while self.engine.poll_output().is_some() {}
+        }
+
+        /// Removes tool `name`; whether it was there.
+        fn remove(&mut self, name: &str) -> bool {
+            let removed = self.engine.registry_mut(self.now).remove_tool(name).is_some();
+            while self.engine.poll_output().is_some() {}
+            removed
         }
 
         /// Sends a frame and returns the response to it (notifications are dropped).
         fn send(&mut self, frame: &Value) -> Option<Value> {
+            // Whatever registry edits since the last frame raised (list_changed) is drained
+            // first, as the run loop asks.
+            while self.engine.poll_output().is_some() {}
             self.engine.handle_frame(self.now, self.conn, frame.to_string().as_bytes());
             let mut response = None;
             while let Some(out) = self.engine.poll_output() {
@@ -549,13 +560,13 @@ mod tests {
             let last = names.last().unwrap().clone();
             let n: usize = last[1..].parse().unwrap();
             // The item the cursor names goes away: the walk goes on after where it was.
-            assert!(rig.engine.registry_mut().remove_tool(&last).is_some());
+            assert!(rig.remove(&last));
             // A visible tool ahead goes away and is never shown; one behind is already shown.
             let ahead = name(n + 10);
-            if rig.engine.registry_mut().remove_tool(&ahead).is_some() {
+            if rig.remove(&ahead) {
                 expected.remove(&ahead);
             }
-            assert!(rig.engine.registry_mut().remove_tool(&name(n - 2)).is_some());
+            assert!(rig.remove(&name(n - 2)));
             // New tools: visible ahead (shown in order), visible behind (missed, as in any
             // walk), hidden ahead (never shown).
             let new_ahead = format!("{}_new", name(n + 3));
@@ -592,7 +603,7 @@ mod tests {
         let (_, next) = rig.page(None);
         // The cursor's own item too; `t0` stays so that tools are still offered.
         for i in 1..5 {
-            assert!(rig.engine.registry_mut().remove_tool(&format!("t{i}")).is_some());
+            assert!(rig.remove(&format!("t{i}")));
         }
         assert_eq!(rig.page(next.as_deref()), (vec![], None));
     }

@@ -194,24 +194,19 @@ fn status_of(modern: bool, bytes: &[u8]) -> u16 {
 
 impl<H: Clone> Engine<H> {
     /// Answers one Streamable HTTP request: legacy sessions (2025-03-26 to 2025-11-25, keyed by
-    /// `Mcp-Session-Id`, minted by `mint_session_id` on `initialize`) and the stateless
-    /// 2026-07-28 wire, on the same endpoint.
+    /// `Mcp-Session-Id`, minted on `initialize`) and the stateless 2026-07-28 wire, on the same
+    /// endpoint.
     ///
-    /// `mint_session_id` must return a fresh, unguessable id of visible ASCII (see
-    /// [`crate::http::is_valid_session_id`]); shims draw it from the OS's randomness.
+    /// Session ids are derived from [`Config::seed`] (see [`Seed`]); without a seed a legacy
+    /// `initialize` is answered with 500.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
-    pub fn handle_http(
-        &mut self,
-        now: Instant,
-        req: HttpRequest<'_>,
-        mint_session_id: &mut dyn FnMut() -> String,
-    ) -> HttpReply {
+    pub fn handle_http(&mut self, now: Instant, req: HttpRequest<'_>) -> HttpReply {
         let decoded = match req.route {
             Route::Post { .. } => Some(Decoded::new(&self.config.limits, req.body)),
             _ => None,
         };
-        self.handle_http_decoded(now, req, decoded, mint_session_id)
+        self.handle_http_decoded(now, req, decoded)
     }
 
     /// [`handle_http`](Self::handle_http) with the `POST` body decoded beforehand
@@ -225,13 +220,12 @@ impl<H: Clone> Engine<H> {
         now: Instant,
         req: HttpRequest<'_>,
         decoded: Option<Decoded>,
-        mint_session_id: &mut dyn FnMut() -> String,
     ) -> HttpReply {
-        self.clock = self.clock.max(now);
+        self.input(now);
         match req.route {
             Route::Post { headers, accepts } => {
                 let decoded = decoded.unwrap_or_else(|| Decoded::new(&self.config.limits, b""));
-                self.http_post(now, &req, decoded, headers, accepts, mint_session_id)
+                self.http_post(now, &req, decoded, headers, accepts)
             }
             Route::Get { headers, last_event_id } => self.http_get(now, &req, headers, last_event_id),
             Route::Delete { headers } => self.http_delete(&req, headers),
@@ -245,7 +239,6 @@ impl<H: Clone> Engine<H> {
         decoded: Decoded,
         headers: RouteHeaders<'_>,
         accepts: Accepts,
-        mint: &mut dyn FnMut() -> String,
     ) -> HttpReply {
         let frame = match decoded.frame {
             Some(Ok(f)) => f,
@@ -281,7 +274,7 @@ impl<H: Clone> Engine<H> {
         if modern {
             self.http_modern(now, req, accepts, frame)
         } else {
-            self.http_legacy(now, req, headers, accepts, frame, mint)
+            self.http_legacy(now, req, headers, accepts, frame)
         }
     }
 
@@ -391,7 +384,6 @@ impl<H: Clone> Engine<H> {
         headers: RouteHeaders<'_>,
         accepts: Accepts,
         frame: RawFrame,
-        mint: &mut dyn FnMut() -> String,
     ) -> HttpReply {
         let initialize = matches!(&frame, RawFrame::Single(env)
             if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
@@ -404,7 +396,7 @@ impl<H: Clone> Engine<H> {
                 Some(s) => (s, None),
                 None => return session_not_found(),
             },
-            None if initialize => match self.new_session(now, &req.caller, mint) {
+            None if initialize => match self.new_session(now, &req.caller) {
                 Ok(made) => made,
                 Err(reply) => return reply,
             },
@@ -504,12 +496,7 @@ impl<H: Clone> Engine<H> {
         self.conns.get(conn.0).filter(|c| c.caller.binding() == caller.binding()).map(|_| conn)
     }
 
-    fn new_session(
-        &mut self,
-        now: Instant,
-        caller: &Caller,
-        mint: &mut dyn FnMut() -> String,
-    ) -> Result<(ConnId, Option<String>), HttpReply> {
+    fn new_session(&mut self, now: Instant, caller: &Caller) -> Result<(ConnId, Option<String>), HttpReply> {
         let limits = self.config.limits.clone();
         if self.shutting_down {
             let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
@@ -520,10 +507,10 @@ impl<H: Clone> Engine<H> {
             let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
             return Err(error_reply(503, None, &err));
         }
-        let id = mint();
-        if !crate::http::is_valid_session_id(&id) || self.sessions.contains_key(&id) {
-            return Err(error_reply(500, None, &RpcError::internal()));
-        }
+        // Without a seed there is no id that cannot be guessed; with one, a repeat would take
+        // 2^128 ids to be likely, but a repeat must still never join two clients' sessions.
+        let id = self.mint_session_id().filter(|id| !self.sessions.contains_key(id));
+        let Some(id) = id else { return Err(error_reply(500, None, &RpcError::internal())) };
         let state = SessionState {
             id: id.clone(),
             last_active: now,
@@ -537,6 +524,21 @@ impl<H: Clone> Engine<H> {
         self.sessions.insert(id.clone(), conn);
         self.arm(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
+    }
+
+    /// The next session id: HMAC-SHA256 keyed with [`Config::seed`] over a domain label and a
+    /// counter, so ids are unguessable while the seed is secret, never repeat for one engine, and
+    /// are the same for the same seed and inputs. Base64url without padding: 43 characters of
+    /// the `Mcp-Session-Id` alphabet (visible ASCII, see [`crate::http::is_valid_session_id`]).
+    fn mint_session_id(&mut self) -> Option<String> {
+        use base64::Engine as _;
+        use hmac::{Hmac, Mac};
+        let seed = self.config.seed.as_ref()?;
+        let mut mac = <Hmac<sha2::Sha256> as hmac::digest::KeyInit>::new_from_slice(&seed.0).ok()?;
+        mac.update(b"mcp-proto/session-id/v1");
+        mac.update(&self.sessions_minted.to_be_bytes());
+        self.sessions_minted = self.sessions_minted.wrapping_add(1);
+        Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
     }
 
     fn http_get(
@@ -860,7 +862,6 @@ mod tests {
     struct Rig {
         engine: Engine<u32>,
         now: Instant,
-        minted: u32,
     }
 
     struct Resp {
@@ -889,12 +890,13 @@ mod tests {
         fn new(limits: impl FnOnce(&mut Limits)) -> Self {
             let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
             limits(&mut config.limits);
+            config.seed = Some(Seed([9; 32]));
             #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
             let now = Instant::now();
             let mut engine = Engine::new(config, now);
             let tool = Tool::new("echo", "Echoes", json!({"type": "object"}));
-            engine.registry_mut().add_tool(tool, 1).unwrap();
-            Self { engine, now, minted: 0 }
+            engine.registry_mut(now).add_tool(tool, 1).unwrap();
+            Self { engine, now }
         }
 
         fn request(
@@ -917,13 +919,8 @@ mod tests {
             all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
             let head = RequestHead { method, path: "/mcp", headers: &all };
             let route = check_head(&HttpConfig::default(), &head).unwrap();
-            let minted = &mut self.minted;
-            let mut mint = || {
-                *minted += 1;
-                format!("session-{minted}")
-            };
             let req = HttpRequest { head: &head, route, body: body.as_bytes(), caller };
-            self.engine.handle_http(self.now, req, &mut mint)
+            self.engine.handle_http(self.now, req)
         }
 
         fn post(&mut self, headers: &[(&'static str, &str)], body: &str) -> HttpReply {
@@ -1051,8 +1048,9 @@ mod tests {
         };
         let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
         rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
+        let mut outs = rig.drain();
         rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
-        let outs = rig.drain();
+        outs.extend(rig.drain());
         assert!(
             matches!(outs.first(), Some(Output::Stream { conn, head }) if *conn == ex && head.status == 200)
         );
@@ -1106,7 +1104,10 @@ mod tests {
         let mut rig = Rig::new(|_| {});
         let sid = rig.session();
         // A change while no stream is open is kept for the stream.
-        rig.engine.registry_mut().add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2).unwrap();
+        rig.engine
+            .registry_mut(rig.now)
+            .add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2)
+            .unwrap();
         rig.drain();
         let HttpReply::Pending(get) =
             rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous())
@@ -1121,7 +1122,7 @@ mod tests {
             "id: 0-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
         ));
         assert_eq!(rig.engine.status().streams, 1);
-        rig.engine.registry_mut().remove_tool("two");
+        rig.engine.registry_mut(rig.now).remove_tool("two");
         let text = frames_text(&rig.drain(), get);
         assert!(text.starts_with("id: 0-2\n"), "{text}");
         // The client reconnects having seen 0-1: it is replayed 0-2, and the old stream closes.
@@ -1148,7 +1149,7 @@ mod tests {
         // Keep-alives re-check the gate: a revoked caller's stream closes.
         rig.advance(Duration::from_secs(15));
         assert!(frames_text(&rig.drain(), again).contains(": keep-alive"));
-        rig.engine.registry_mut().set_gate(Some(Gate::identified()));
+        rig.engine.registry_mut(rig.now).set_gate(Some(Gate::identified()));
         rig.drain();
         rig.advance(Duration::from_secs(15));
         let outs = rig.drain();
@@ -1277,7 +1278,10 @@ mod tests {
         }
         let r = Rig::full(modern_post(&mut rig, &[], &listen));
         assert_eq!(r.status, 429);
-        rig.engine.registry_mut().add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2).unwrap();
+        rig.engine
+            .registry_mut(rig.now)
+            .add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2)
+            .unwrap();
         let outs = rig.drain();
         for ex in &held {
             assert!(frames_text(&outs, *ex).contains("notifications/tools/list_changed"));

@@ -27,6 +27,8 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
+#[cfg(test)]
+mod determinism;
 mod features;
 mod http;
 mod notify;
@@ -107,6 +109,30 @@ pub struct Config {
     /// Most rounds of input one call may ask for (2026-07-28 `input_required` retries, legacy
     /// server→client requests). Default 10; the next ask fails with `interaction_limit`.
     pub max_input_rounds: u32,
+    /// The engine's only entropy: legacy HTTP session ids are derived from it (see [`Seed`]).
+    /// The shim draws it from the OS's randomness once, at construction (the server layer does
+    /// when this is `None`); a fixed seed makes runs reproducible, for tests and fuzzing. Default
+    /// `None`: the engine cannot mint session ids, and a legacy HTTP `initialize` is answered
+    /// with 500 rather than with a guessable id.
+    pub seed: Option<Seed>,
+}
+
+/// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
+/// unguessable, since each id is a keyed PRF (HMAC-SHA256) of the seed and a counter.
+/// `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seed(pub [u8; 32]);
+
+impl std::fmt::Debug for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Seed(..)")
+    }
+}
+
+impl From<[u8; 32]> for Seed {
+    fn from(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
 }
 
 impl Config {
@@ -122,6 +148,7 @@ impl Config {
             unix_ms_at_start: 0,
             state_ttl: Duration::from_millis(crate::interaction::DEFAULT_STATE_TTL_MS),
             max_input_rounds: crate::interaction::DEFAULT_MAX_ROUNDS,
+            seed: None,
         }
     }
 }
@@ -137,16 +164,78 @@ pub struct CallId(Key);
 
 /// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
 /// twice.
+///
+/// Pass every ticket to [`Engine::complete`], even after [`Output::Cancel`] (it is then
+/// [`Stale`]), or give it up with [`abandon`](Self::abandon). Dropping the ticket of a call that
+/// is still in flight leaks the call: it holds an in-flight slot until its connection closes or
+/// [`Config::call_timeout`] fires.
+///
+/// Debug builds warn on such a drop (a drop warner, as quinn's `IncomingImproperDropWarner`).
+/// The warning is an `eprintln!`, not a panic: a ticket lives inside a handler's future, and an
+/// executor tearing down its tasks drops them from wherever it is (a panic there aborts the
+/// process or is swallowed by the executor), and the engine has no logging dependency. It fires
+/// only for calls still in flight, so tickets of cancelled or timed-out calls drop silently.
 #[must_use = "a call stays in flight until its ticket is passed to Engine::complete"]
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Ticket {
     call: CallId,
+    #[cfg(debug_assertions)]
+    live: Arc<std::sync::atomic::AtomicBool>,
 }
+
+impl PartialEq for Ticket {
+    fn eq(&self, other: &Self) -> bool {
+        self.call == other.call
+    }
+}
+
+impl Eq for Ticket {}
 
 impl Ticket {
     /// The call this ticket answers.
     pub fn call(&self) -> CallId {
         self.call
+    }
+
+    /// Gives up the right to answer without a drop warning. The engine is not told: the call
+    /// stays in flight until it is cancelled, times out or its connection closes. For harnesses
+    /// that model handlers which never return.
+    pub fn abandon(self) {
+        self.settle();
+    }
+
+    /// Disarms the drop warner.
+    fn settle(self) -> CallId {
+        #[cfg(debug_assertions)]
+        self.live.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.call
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.live.load(std::sync::atomic::Ordering::Relaxed) && !std::thread::panicking() {
+            eprintln!(
+                "mcp_proto::Ticket of {:?} dropped while its call is in flight: pass it to \
+                 Engine::complete or Ticket::abandon (the call holds an in-flight slot until its \
+                 connection closes or it times out)",
+                self.call
+            );
+        }
+    }
+}
+
+/// The engine's half of a ticket's drop warner: marks the call finished when the engine drops
+/// its record of it (answered, cancelled, timed out, closed, or the engine itself dropped).
+#[cfg(debug_assertions)]
+#[derive(Debug)]
+struct Live(Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(debug_assertions)]
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -418,6 +507,8 @@ struct Call {
     progress: Option<notify::Progress>,
     /// What the handler may ask the client for, and what it was answered.
     input: Option<Box<ask::CallInput>>,
+    #[cfg(debug_assertions)]
+    live: Live,
 }
 
 /// What a call's reply must be.
@@ -506,9 +597,14 @@ pub struct Engine<H> {
     next_outbound: u64,
     /// The `now` the engine was made with, the origin of [`Config::unix_ms_at_start`].
     started: Instant,
-    /// The latest `now` the engine was given, for timers armed where no `now` is passed in
-    /// (a stream that starts while notifications are flushed).
+    /// The latest `now` an input gave (every input records it, see `input`). Only for work done
+    /// where no input is being handled, so it is always the `now` of the input that caused it:
+    /// a keep-alive armed by a stream that starts while [`Engine::poll_output`] flushes
+    /// notifications, and the end of a session's `GET` stream closed deep inside another
+    /// input's teardown.
     clock: Instant,
+    /// Legacy HTTP session ids minted so far: the counter of the session-id PRF.
+    sessions_minted: u64,
 }
 
 impl<H: Clone> Engine<H> {
@@ -538,7 +634,30 @@ impl<H: Clone> Engine<H> {
             next_outbound: 1,
             started: now,
             clock: now,
+            sessions_minted: 0,
         }
+    }
+
+    /// Every input starts here: it records `now` and, in debug builds, checks that the output of
+    /// earlier inputs was drained where it matters.
+    ///
+    /// Output is a function of the inputs alone when the shim drains
+    /// [`poll_output`](Self::poll_output) until `None` after each input. Most output is a FIFO,
+    /// so taking it a little later changes nothing (the server layer answers several ready
+    /// handlers in a row before draining, and may). Notifications are the exception: they are
+    /// generated when the queue runs empty, from the state at that moment, so an input made
+    /// while some are still pending would coalesce with them, reorder them or suppress them.
+    /// Debug builds panic on exactly that (as quinn and str0m do on API misuse: tests and
+    /// fuzzing find it); a release build carries on, with output that then depends on when the
+    /// shim drained. A warning would be read by nobody; the panic cannot fire in a shim that
+    /// follows the run loop.
+    fn input(&mut self, now: Instant) {
+        debug_assert!(
+            !self.dirty,
+            "mcp_proto::Engine: an input arrived before poll_output returned None after an input \
+             that raised notifications"
+        );
+        self.clock = self.clock.max(now);
     }
 
     /// The configuration.
@@ -546,14 +665,19 @@ impl<H: Clone> Engine<H> {
         &self.config
     }
 
-    /// Registers and unregisters tools.
-    pub fn registry_mut(&mut self) -> RegistryMut<'_, H> {
+    /// Registers and unregisters items: one input, however many edits are made through the
+    /// view. Edits raise `list_changed` notifications, which may start streams and arm their
+    /// timers, so they take the current time like every other input.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output) once the view is dropped.
+    pub fn registry_mut(&mut self, now: Instant) -> RegistryMut<'_, H> {
+        self.input(now);
         RegistryMut { engine: self }
     }
 
     /// Opens a connection for `caller`.
     pub fn open(&mut self, now: Instant, kind: ConnKind, caller: Caller) -> Result<ConnId, OpenError> {
-        let _ = now;
+        self.input(now);
         if self.shutting_down {
             return Err(OpenError::ShuttingDown);
         }
@@ -589,7 +713,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn close_input(&mut self, now: Instant, conn: ConnId) {
-        let _ = now;
+        self.input(now);
         let Some(c) = self.conns.get_mut(conn.0) else { return };
         c.draining = true;
         // Nobody is left to read a listen stream: end them rather than wait for them.
@@ -607,7 +731,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn shutdown(&mut self, now: Instant) {
-        let _ = now;
+        self.input(now);
         self.shutting_down = true;
         let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
         for key in keys {
@@ -651,7 +775,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn close_all(&mut self, now: Instant) {
-        self.clock = self.clock.max(now);
+        self.input(now);
         let calls: Vec<CallId> = self.calls.iter().map(|(k, _)| CallId(k)).collect();
         for call in calls {
             if let Some(c) = self.finish_call(call) {
@@ -685,19 +809,23 @@ impl<H: Clone> Engine<H> {
         s
     }
 
-    /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`]) and the
-    /// engine emits [`Output::Close`].
+    /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`], in
+    /// [`CallId`] order, whatever ids the peer chose) and the engine emits [`Output::Close`].
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn close(&mut self, now: Instant, conn: ConnId) {
-        let _ = now;
+        self.input(now);
         self.forget(conn, CloseReason::Closed);
     }
 
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
         let Some(c) = self.drop_conn(conn) else { return };
         let mut orphaned = Vec::new();
-        for call in c.calls.into_values() {
+        // `calls` is keyed by peer-chosen ids, so its order is a hash order: cancel in call
+        // order instead, so the output depends on the inputs alone.
+        let mut calls: Vec<CallId> = c.calls.into_values().collect();
+        calls.sort_unstable();
+        for call in calls {
             if let Some(k) = self.calls.remove(call.0) {
                 if let Some(d) = k.deadline {
                     self.deadlines.remove(&(d, call));
@@ -762,7 +890,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_oversized_frame(&mut self, now: Instant, conn: ConnId, seen: usize) {
-        let _ = now;
+        self.input(now);
         if self.conns.get(conn.0).is_none() {
             return;
         }
@@ -778,9 +906,6 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_frame(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) -> FrameOutcome {
-        if self.conns.get(conn.0).is_none() {
-            return FrameOutcome::UnknownConnection;
-        }
         let decoded = Decoded::new(&self.config.limits, bytes);
         self.handle_decoded(now, conn, decoded)
     }
@@ -791,7 +916,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_decoded(&mut self, now: Instant, conn: ConnId, decoded: Decoded) -> FrameOutcome {
-        self.clock = self.clock.max(now);
+        self.input(now);
         if self.conns.get(conn.0).is_none() {
             return FrameOutcome::UnknownConnection;
         }
@@ -1474,8 +1599,13 @@ impl<H: Clone> Engine<H> {
         handler: H,
     ) -> Result<Answer<H>, RpcError> {
         let call = self.admit(now, ctx, kind, batch)?;
+        let ticket = Ticket {
+            call,
+            #[cfg(debug_assertions)]
+            live: self.calls.get(call.0).map(|c| c.live.0.clone()).unwrap_or_default(),
+        };
         Ok(Answer::Later(Invocation {
-            ticket: Ticket { call },
+            ticket,
             conn: ctx.conn,
             caller: self.caller(ctx.conn),
             version: ctx.version,
@@ -1518,6 +1648,8 @@ impl<H: Clone> Engine<H> {
             private: ctx.private,
             progress: ctx.progress.cloned().map(notify::Progress::new),
             input: ask::CallInput::new(ctx),
+            #[cfg(debug_assertions)]
+            live: Live(Arc::new(true.into())),
         }));
         conn.calls.insert(ctx.id.clone(), call);
         conn.in_flight += 1;
@@ -1533,8 +1665,8 @@ impl<H: Clone> Engine<H> {
     /// connection closed); that is a normal race and nothing is sent. Follow with
     /// [`poll_output`](Self::poll_output).
     pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<(), Stale> {
-        self.clock = self.clock.max(now);
-        let call = self.finish_call(ticket.call).ok_or(Stale)?;
+        self.input(now);
+        let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
         let bytes = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
             (Reply::Resource(Ok(contents)), CallKind::Resource(uri)) => {
@@ -1656,7 +1788,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.clock = self.clock.max(now);
+        self.input(now);
         while let Some(&(d, call)) = self.deadlines.first() {
             if d > now {
                 break;

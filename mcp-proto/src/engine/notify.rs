@@ -290,7 +290,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn notify_resource_updated(&mut self, now: Instant, uri: &str) {
-        self.clock = self.clock.max(now);
+        self.input(now);
         let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
         let max = self.config.limits.max_subscribed_uris;
         for key in keys {
@@ -527,7 +527,7 @@ impl<H: Clone> Engine<H> {
         total: Option<serde_json::Number>,
         message: Option<&str>,
     ) -> Result<ProgressOutcome, Stale> {
-        self.clock = self.clock.max(now);
+        self.input(now);
         let interval = self.config.limits.progress_interval;
         let max = self.config.limits.max_progress_bytes;
         let c = self.calls.get_mut(call.0).ok_or(Stale)?;
@@ -577,7 +577,7 @@ impl<H: Clone> Engine<H> {
         logger: Option<&str>,
         data: Value,
     ) -> Result<(), Stale> {
-        self.clock = self.clock.max(now);
+        self.input(now);
         let c = self.calls.get(call.0).ok_or(Stale)?;
         let send = if c.version.is_modern() {
             c.log_level.is_some_and(|min| level >= min)
