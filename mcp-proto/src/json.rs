@@ -8,7 +8,8 @@
 //! the frame is still read, so that a request with a bad `params` can be answered with its own id
 //! and a syntax error later in the frame still wins as `-32700`.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -180,35 +181,58 @@ impl<'de> Visitor<'de> for Strict<'_> {
 }
 
 /// Detects repeated and case-folded keys of one object: a linear scan while the object is small,
-/// a set of folded keys once it is not (so a hostile 100k-key object costs O(n), not O(n²)).
+/// a map from folded key to the key as written once it is not, so that every key costs O(1)
+/// amortised work and a hostile object of 100k keys (or of 50k case-folded pairs) costs O(n).
 #[derive(Default)]
 pub(crate) struct KeySet {
-    folded: Option<HashSet<String>>,
+    /// Folded key -> the admitted key it came from, once the object passes [`LINEAR_SCAN_MAX`].
+    /// Admitted keys never fold onto each other, so each folded key names exactly one of them,
+    /// the one a scan of the object would have found.
+    folded: Option<HashMap<String, String>>,
 }
 
+/// Keys of one object checked by comparing against each other before switching to the map:
+/// below this, a scan is cheaper than folding and hashing every key.
 const LINEAR_SCAN_MAX: usize = 16;
+
+// Keys looked at by `KeySet::admit` on this thread: a test tells linear from quadratic work by
+// this count rather than by a clock.
+#[cfg(test)]
+thread_local! {
+    static KEY_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one key looked at (a comparison in a scan, or one probe of the folded map).
+fn step() {
+    #[cfg(test)]
+    KEY_STEPS.with(|c| c.set(c.get() + 1));
+}
 
 impl KeySet {
     pub(crate) fn admit(&mut self, key: &str, obj: &Map<String, Value>) -> Result<(), Fault> {
         if obj.contains_key(key) {
             return Err(Fault::DuplicateKey(key.to_owned()));
         }
-        if let Some(set) = &mut self.folded {
-            let f = fold(key);
-            if set.contains(&f) {
-                let other = obj.keys().find(|k| eq_fold(k, key)).cloned().unwrap_or_default();
-                return Err(Fault::CaseFoldedKey(other, key.to_owned()));
-            }
-            set.insert(f);
-            return Ok(());
+        if let Some(map) = &mut self.folded {
+            step();
+            return match map.entry(fold(key)) {
+                Entry::Occupied(other) => Err(Fault::CaseFoldedKey(other.get().clone(), key.to_owned())),
+                Entry::Vacant(slot) => {
+                    slot.insert(key.to_owned());
+                    Ok(())
+                }
+            };
         }
-        if let Some(other) = obj.keys().find(|k| eq_fold(k, key)) {
+        if let Some(other) = obj.keys().find(|k| {
+            step();
+            eq_fold(k, key)
+        }) {
             return Err(Fault::CaseFoldedKey(other.clone(), key.to_owned()));
         }
         if obj.len() + 1 >= LINEAR_SCAN_MAX {
-            let mut set: HashSet<String> = obj.keys().map(|k| fold(k)).collect();
-            set.insert(fold(key));
-            self.folded = Some(set);
+            let mut map: HashMap<String, String> = obj.keys().map(|k| (fold(k), k.clone())).collect();
+            map.insert(fold(key), key.to_owned());
+            self.folded = Some(map);
         }
         Ok(())
     }
@@ -494,7 +518,62 @@ mod tests {
             s.push_str(&format!("\"k{i}\":{i},"));
         }
         s.push_str("\"K57\":0}}");
-        assert!(matches!(single(&s).fault, Some((Fault::CaseFoldedKey(..), true))));
+        let fault = single(&s).fault;
+        // The key named is the one written earlier, exactly as written, as a scan would name it.
+        assert_eq!(fault, Some((Fault::CaseFoldedKey("k57".into(), "K57".into()), true)));
+        let message = fault.map(|(f, _)| f.to_string());
+        assert_eq!(message.as_deref(), Some(r#"keys "k57" and "K57" differ only by case"#));
+        // Past the scan, non-ASCII folds still meet: the Kelvin sign onto k.
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        for i in 0..40 {
+            s.push_str(&format!("\"x{i}\":{i},"));
+        }
+        s.push_str("\"\\u212a\":1,\"Z\":2,\"k\":3,\"x3\":4}}");
+        assert_eq!(single(&s).fault, Some((Fault::CaseFoldedKey("\u{212A}".into(), "k".into()), true)));
+    }
+
+    #[test]
+    fn distinct_keys_cost_a_bounded_number_of_steps_per_key() {
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        let keys = 100_000u64;
+        for i in 0..keys {
+            s.push_str(&format!("\"key{i}\":0,"));
+        }
+        s.push_str("\"KEY99999\":0}}");
+        KEY_STEPS.with(|c| c.set(0));
+        let e = single(&s);
+        let steps = KEY_STEPS.with(std::cell::Cell::get);
+        assert_eq!(e.fault, Some((Fault::CaseFoldedKey("key99999".into(), "KEY99999".into()), true)));
+        let bound = keys + (LINEAR_SCAN_MAX * LINEAR_SCAN_MAX) as u64;
+        assert!(steps <= bound, "{steps} key steps for {keys} keys (bound {bound})");
+    }
+
+    /// `"K00000":0,"k00000":0,...` inside `params`, about `bytes` long; returns the frame and
+    /// how many keys it has.
+    fn folded_pairs(bytes: usize) -> (String, u64) {
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        let mut keys = 0;
+        let mut i = 0u32;
+        while s.len() < bytes {
+            s.push_str(&format!("\"K{i:06}\":0,\"k{i:06}\":0,"));
+            keys += 2;
+            i += 1;
+        }
+        s.push_str("\"end\":0}}");
+        (s, keys + 1)
+    }
+
+    #[test]
+    fn folded_pairs_cost_a_bounded_number_of_steps_per_key() {
+        let (frame, keys) = folded_pairs(1 << 20);
+        KEY_STEPS.with(|c| c.set(0));
+        let e = single(&frame);
+        let steps = KEY_STEPS.with(std::cell::Cell::get);
+        // The first pair already collides; every later one is refused the same way.
+        assert_eq!(e.fault, Some((Fault::CaseFoldedKey("K000000".into(), "k000000".into()), true)));
+        // At most LINEAR_SCAN_MAX comparisons for each of the first keys, then one probe per key.
+        let bound = keys + (LINEAR_SCAN_MAX * LINEAR_SCAN_MAX) as u64;
+        assert!(steps <= bound, "{steps} key steps for {keys} keys (bound {bound})");
     }
 
     #[test]
