@@ -8,7 +8,9 @@
 //! the frame is still read, so that a request with a bad `params` can be answered with its own id
 //! and a syntax error later in the frame still wins as `-32700`.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -170,7 +172,11 @@ impl<'de> Visitor<'de> for Strict<'_> {
                 Ok(()) => {
                     obj.insert(k, value);
                 }
-                Err(fault) => ctx.record(fault),
+                Err(clash) => {
+                    if ctx.fault.is_none() {
+                        ctx.record(clash.to_fault());
+                    }
+                }
             }
             key = map.next_key::<String>()?;
         }
@@ -180,47 +186,121 @@ impl<'de> Visitor<'de> for Strict<'_> {
 }
 
 /// Detects repeated and case-folded keys of one object: a linear scan while the object is small,
-/// a set of folded keys once it is not (so a hostile 100k-key object costs O(n), not O(n²)).
+/// maps once it is not, so that every key costs O(1) amortised work and a hostile object of 100k
+/// keys (or of 50k case-folded pairs) costs O(n).
+///
+/// Admitted keys never fold onto each other, so a folded key names at most one admitted key: the
+/// object's own key when that is already folded (`"name"`), else the entry of `unfolded`
+/// (`"Name"`). That one is named as the other key of a [`Fault::CaseFoldedKey`], as a scan of the
+/// object would name it.
 #[derive(Default)]
 pub(crate) struct KeySet {
-    folded: Option<HashSet<String>>,
+    /// Folded key -> admitted key, for the admitted keys that are not their own fold; `None` until
+    /// the object passes [`LINEAR_SCAN_MAX`] keys. Keys already folded (most keys) cost no entry.
+    unfolded: Option<HashMap<String, String>>,
 }
 
+/// Keys of one object checked by comparing each against the others before switching to the map:
+/// below this, a scan is cheaper than folding and hashing every key.
 const LINEAR_SCAN_MAX: usize = 16;
 
-impl KeySet {
-    pub(crate) fn admit(&mut self, key: &str, obj: &Map<String, Value>) -> Result<(), Fault> {
-        if obj.contains_key(key) {
-            return Err(Fault::DuplicateKey(key.to_owned()));
+// Keys looked at by `KeySet::admit` on this thread: a test tells linear from quadratic work by
+// this count rather than by a clock.
+#[cfg(test)]
+thread_local! {
+    static KEY_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one key looked at (a comparison in a scan, or one look-up of a folded key).
+fn step() {
+    #[cfg(test)]
+    KEY_STEPS.with(|c| c.set(c.get() + 1));
+}
+
+/// A key [`KeySet::admit`] refused, borrowed: most are never reported (only a parse's first
+/// fault is), so the owned [`Fault`] is built only for the one that is.
+#[derive(Debug)]
+pub(crate) enum Clash<'a> {
+    /// The same key twice.
+    Duplicate(&'a str),
+    /// The admitted key, then the refused one, that fold onto each other.
+    Folded(Cow<'a, str>, &'a str),
+}
+
+impl Clash<'_> {
+    pub(crate) fn to_fault(&self) -> Fault {
+        match self {
+            Clash::Duplicate(k) => Fault::DuplicateKey((*k).to_owned()),
+            Clash::Folded(other, k) => Fault::CaseFoldedKey(other.clone().into_owned(), (*k).to_owned()),
         }
-        if let Some(set) = &mut self.folded {
-            let f = fold(key);
-            if set.contains(&f) {
-                let other = obj.keys().find(|k| eq_fold(k, key)).cloned().unwrap_or_default();
-                return Err(Fault::CaseFoldedKey(other, key.to_owned()));
+    }
+}
+
+impl KeySet {
+    pub(crate) fn admit<'a>(
+        &'a mut self,
+        key: &'a str,
+        obj: &'a Map<String, Value>,
+    ) -> Result<(), Clash<'a>> {
+        if obj.contains_key(key) {
+            return Err(Clash::Duplicate(key));
+        }
+        if self.unfolded.is_none() && obj.len() < LINEAR_SCAN_MAX {
+            if let Some(other) = obj.keys().find(|k| {
+                step();
+                eq_fold(k, key)
+            }) {
+                return Err(Clash::Folded(Cow::Borrowed(other), key));
             }
-            set.insert(f);
             return Ok(());
         }
-        if let Some(other) = obj.keys().find(|k| eq_fold(k, key)) {
-            return Err(Fault::CaseFoldedKey(other.clone(), key.to_owned()));
+        let unfolded = self.unfolded.get_or_insert_with(|| {
+            obj.keys()
+                .filter_map(|k| match fold(k) {
+                    Cow::Owned(f) => Some((f, k.clone())),
+                    Cow::Borrowed(_) => None,
+                })
+                .collect()
+        });
+        step();
+        match fold(key) {
+            Cow::Borrowed(_) => match unfolded.get(key) {
+                Some(other) => Err(Clash::Folded(Cow::Borrowed(other), key)),
+                None => Ok(()),
+            },
+            Cow::Owned(folded) => {
+                if obj.contains_key(&folded) {
+                    return Err(Clash::Folded(Cow::Owned(folded), key));
+                }
+                match unfolded.entry(folded) {
+                    Entry::Occupied(other) => Err(Clash::Folded(Cow::Borrowed(other.into_mut()), key)),
+                    Entry::Vacant(slot) => {
+                        slot.insert(key.to_owned());
+                        Ok(())
+                    }
+                }
+            }
         }
-        if obj.len() + 1 >= LINEAR_SCAN_MAX {
-            let mut set: HashSet<String> = obj.keys().map(|k| fold(k)).collect();
-            set.insert(fold(key));
-            self.folded = Some(set);
-        }
-        Ok(())
     }
 }
 
 /// Simple case folding: ASCII by table, the rest by `char::to_lowercase`, which covers the
-/// Unicode letters whose folds matter for keys (including the Kelvin sign onto `k`).
-pub(crate) fn fold(s: &str) -> String {
+/// Unicode letters whose folds matter for keys (including the Kelvin sign onto `k`). Borrowed
+/// when `s` is its own fold, which is what lets most keys be checked without allocating.
+pub(crate) fn fold(s: &str) -> Cow<'_, str> {
     if s.is_ascii() {
-        s.to_ascii_lowercase()
+        if s.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(s.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(s)
+        }
     } else {
-        s.chars().flat_map(char::to_lowercase).collect()
+        let folded: String = s.chars().flat_map(char::to_lowercase).collect();
+        if folded == s {
+            Cow::Borrowed(s)
+        } else {
+            Cow::Owned(folded)
+        }
     }
 }
 
@@ -494,7 +574,76 @@ mod tests {
             s.push_str(&format!("\"k{i}\":{i},"));
         }
         s.push_str("\"K57\":0}}");
-        assert!(matches!(single(&s).fault, Some((Fault::CaseFoldedKey(..), true))));
+        let fault = single(&s).fault;
+        // The key named is the one written earlier, exactly as written, as a scan would name it.
+        assert_eq!(fault, Some((Fault::CaseFoldedKey("k57".into(), "K57".into()), true)));
+        let message = fault.map(|(f, _)| f.to_string());
+        assert_eq!(message.as_deref(), Some(r#"keys "k57" and "K57" differ only by case"#));
+        // Past the scan, non-ASCII folds still meet: the Kelvin sign onto k.
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        for i in 0..40 {
+            s.push_str(&format!("\"x{i}\":{i},"));
+        }
+        s.push_str("\"\\u212a\":1,\"Z\":2,\"k\":3,\"x3\":4}}");
+        assert_eq!(single(&s).fault, Some((Fault::CaseFoldedKey("\u{212A}".into(), "k".into()), true)));
+        // Past the scan, an earlier key that is not its own fold is named too, whichever form
+        // the later key has.
+        for (earlier, later) in [("Name", "name"), ("Name", "NAME"), ("name", "NAME")] {
+            let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+            for i in 0..20 {
+                s.push_str(&format!("\"x{i}\":{i},"));
+            }
+            s.push_str(&format!("\"{earlier}\":1,\"{later}\":2}}}}"));
+            assert_eq!(
+                single(&s).fault,
+                Some((Fault::CaseFoldedKey(earlier.into(), later.into()), true)),
+                "{earlier} then {later}"
+            );
+        }
+    }
+
+    #[test]
+    fn distinct_keys_cost_a_bounded_number_of_steps_per_key() {
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        let keys = 100_000u64;
+        for i in 0..keys {
+            s.push_str(&format!("\"key{i}\":0,"));
+        }
+        s.push_str("\"KEY99999\":0}}");
+        KEY_STEPS.with(|c| c.set(0));
+        let e = single(&s);
+        let steps = KEY_STEPS.with(std::cell::Cell::get);
+        assert_eq!(e.fault, Some((Fault::CaseFoldedKey("key99999".into(), "KEY99999".into()), true)));
+        let bound = keys + (LINEAR_SCAN_MAX * LINEAR_SCAN_MAX) as u64;
+        assert!(steps <= bound, "{steps} key steps for {keys} keys (bound {bound})");
+    }
+
+    /// `"K00000":0,"k00000":0,...` inside `params`, about `bytes` long; returns the frame and
+    /// how many keys it has.
+    fn folded_pairs(bytes: usize) -> (String, u64) {
+        let mut s = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"#);
+        let mut keys = 0;
+        let mut i = 0u32;
+        while s.len() < bytes {
+            s.push_str(&format!("\"K{i:06}\":0,\"k{i:06}\":0,"));
+            keys += 2;
+            i += 1;
+        }
+        s.push_str("\"end\":0}}");
+        (s, keys + 1)
+    }
+
+    #[test]
+    fn folded_pairs_cost_a_bounded_number_of_steps_per_key() {
+        let (frame, keys) = folded_pairs(1 << 20);
+        KEY_STEPS.with(|c| c.set(0));
+        let e = single(&frame);
+        let steps = KEY_STEPS.with(std::cell::Cell::get);
+        // The first pair already collides; every later one is refused the same way.
+        assert_eq!(e.fault, Some((Fault::CaseFoldedKey("K000000".into(), "k000000".into()), true)));
+        // At most LINEAR_SCAN_MAX comparisons for each of the first keys, then one probe per key.
+        let bound = keys + (LINEAR_SCAN_MAX * LINEAR_SCAN_MAX) as u64;
+        assert!(steps <= bound, "{steps} key steps for {keys} keys (bound {bound})");
     }
 
     #[test]
