@@ -58,11 +58,12 @@ fn setup() -> (Engine<()>, ConnId, Instant) {
         "required": ["text"],
         "additionalProperties": false
     });
-    let mut registry = engine.registry_mut();
+    let mut registry = engine.registry_mut(now);
     registry.add_tool(Tool::new("echo", "Echoes its text", echo), ()).expect("echo registers");
     registry
         .add_tool(Tool::new("sink", "Takes anything", json!({"type": "object"})), ())
         .expect("sink registers");
+    while engine.poll_output().is_some() {}
     let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).expect("connection opens");
     for frame in [INITIALIZE, INITIALIZED] {
         engine.handle_frame(now, conn, frame.as_bytes());
