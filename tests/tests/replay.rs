@@ -1,9 +1,7 @@
-//! Runs every transcript in `tests/transcripts/` against a bare engine.
+//! The replay runner's own tests (every transcript in `tests/transcripts/` runs as its own test
+//! in `transcripts.rs`).
 //!
-//! A transcript marked `! known-bug` documents an engine bug: it is expected to fail and is
-//! reported, not counted as a failure; once it passes the suite fails until the marker goes.
-//!
-//! Beside the transcripts, `gated_items_do_not_leak_to_refused_callers` drives two runs with
+//! `gated_items_do_not_leak_to_refused_callers` drives two runs with
 //! [`Live`] (one with gated items, one without), walking every list page through the cursors
 //! the engine hands out, and compares everything a refused caller receives byte for byte.
 //!
@@ -11,52 +9,10 @@
 //! one; check every line against the spec before keeping it):
 //! `REPLAY_RECORD=tests/transcripts/ping.txt cargo test -p mcp-tests --test replay record -- --ignored --nocapture`
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mcp_tests::replay::{self, Live};
 use serde_json::Value;
-
-fn transcripts() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("transcripts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    files
-}
-
-#[test]
-fn every_transcript() {
-    let files = transcripts();
-    assert!(files.len() >= 25, "only {} transcripts found", files.len());
-    let mut failed = Vec::new();
-    let mut known = Vec::new();
-    for path in &files {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let source = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let report = replay::run(&source);
-        match (&report.known_bug, report.passed()) {
-            (None, true) => {}
-            (None, false) => failed.push(format!("── {name}\n{report}")),
-            (Some(bug), false) => known.push(format!("── {name} (known engine bug: {bug})\n{report}")),
-            (Some(bug), true) => failed.push(format!(
-                "── {name} passes but is marked `! known-bug {bug}`: the bug is fixed, remove the marker"
-            )),
-        }
-    }
-    if !known.is_empty() {
-        eprintln!("{} transcript(s) document known engine bugs:\n{}", known.len(), known.join("\n"));
-    }
-    assert!(
-        failed.is_empty(),
-        "{} of {} transcripts failed:\n{}",
-        failed.len(),
-        files.len(),
-        failed.join("\n")
-    );
-}
 
 const PING: &str = r#"
 > {"jsonrpc":"2.0","id":1,"method":"ping"}
