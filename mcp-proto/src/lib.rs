@@ -7,16 +7,34 @@
 //!
 //! # The run loop
 //!
-//! Every input is one method call taking the current time (`handle_frame`, `complete`,
-//! `handle_timeout`, `close`, `close_input`, `registry_mut`, ...); after each, drain
-//! [`Engine::poll_output`] until it returns `None`, then ask [`Engine::poll_timeout`] when to
-//! wake up next. Debug builds panic on an input made while notifications an earlier input
-//! raised are still waiting for that drain (see [`Engine::registry_mut`]); answering
-//! invocations after the drain, as below, is always safe.
+//! Mutate, then drain. Every input is one method call taking the current time:
 //!
-//! The engine is deterministic: the same configuration (keys and [`Config::seed`] included),
-//! inputs and times give the same output, byte for byte and in the same order.
+//! | input | when |
+//! |---|---|
+//! | [`Engine::open`] | a connection (stdio session) starts |
+//! | [`Engine::handle_frame`], or [`Decoded::new`] then [`Engine::handle_decoded`] | a frame arrived (decode on the connection's own thread or task, so a huge frame holds up nobody else) |
+//! | [`Engine::handle_oversized_frame`] | a stdio line over the frame limit arrived |
+//! | [`Engine::handle_http`], or [`Engine::handle_http_decoded`] | an HTTP request passed [`http::check_head`] |
+//! | [`Engine::complete`] | a handler finished: hand back its [`Ticket`] with the reply |
+//! | [`Engine::handle_timeout`] | the deadline [`Engine::poll_timeout`] gave has passed |
+//! | [`Engine::close_input`], [`Engine::close`] | a connection's input ended; a connection is gone |
+//! | [`Engine::registry_mut`], [`Engine::notify_resource_updated`] | the application changed what it serves |
+//! | [`Engine::progress`], [`Engine::log`], [`Engine::ask`] | a running handler reports progress, logs, asks the client |
+//! | [`Engine::shutdown`], [`Engine::close_all`] | the server stops |
 //!
+//! After each input, drain [`Engine::poll_output`] until it returns `None` (frames to write,
+//! handlers to run, calls to cancel, connections to close), then call [`Engine::poll_timeout`]
+//! and arrange to call [`Engine::handle_timeout`] at that instant (or sooner: an early call is
+//! harmless). The deadline only moves after an input, so asking once per drained input is
+//! enough. Debug builds panic on an input made while notifications an earlier input raised are
+//! still waiting for that drain (see [`Engine::registry_mut`]); answering invocations after the
+//! drain, as below, is always safe.
+//!
+//! The same inputs (bytes, times, [`Config::keys`], [`Config::seed`]) always give the same
+//! output bytes in the same order: a test can pin the engine's behaviour byte for byte.
+//!
+//! The repository README ("Driving the engine from your own event loop") shows the same loop
+//! as a program; `mcp-server` is a complete driver for async runtimes.
 //! ```
 //! use std::time::Instant;
 //! use mcp_proto::{Caller, Config, ConnKind, Engine, Implementation, KeyRing, Output, Reply, Request, Tool, ToolOutput};
