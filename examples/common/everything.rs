@@ -241,15 +241,15 @@ pub(crate) fn build(args: &Args) -> Server {
         .typed_tool("echo", "Echoes back the given text", |a: EchoArgs, _: ToolCall| async move {
             ToolOutput::text(a.text)
         })
-        .typed_tool(
+        // Arithmetic on big decimals is CPU work: it runs on the blocking pool, off the threads
+        // that serve the connections.
+        .blocking_typed_tool(
             "add",
             "Adds two numbers exactly and returns the sum as text; each number may have at most 1,000 \
              significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the extremes)",
-            |a: AddArgs, _| async move {
-                match add(&a.a, &a.b) {
-                    Ok(sum) => ToolOutput::text(sum),
-                    Err(e) => ToolOutput::error(e),
-                }
+            |a: AddArgs, _: ToolCall| match add(&a.a, &a.b) {
+                Ok(sum) => ToolOutput::text(sum),
+                Err(e) => ToolOutput::error(e),
             },
         );
     if !args.bench {

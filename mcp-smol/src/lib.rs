@@ -61,6 +61,11 @@ impl Runtime for SmolRuntime {
     fn now(&self) -> Instant {
         Instant::now()
     }
+
+    /// On smol's blocking pool (`smol::unblock`, at most 500 threads by default).
+    fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
+        Box::pin(smol::unblock(f))
+    }
 }
 
 /// Serves one session on stdin/stdout until stdin ends, for an anonymous caller. Only protocol

@@ -76,6 +76,15 @@ impl Runtime for TokioRuntime {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
     }
+
+    /// On tokio's blocking pool (`spawn_blocking`, at most 512 threads by default).
+    fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
+        let task = self.handle.spawn_blocking(f);
+        Box::pin(async move {
+            // A panic is reported through the caller's own channel; the join error adds nothing.
+            let _ = task.await;
+        })
+    }
 }
 
 /// Serves one session on stdin/stdout until stdin ends, for an anonymous caller. Only protocol
