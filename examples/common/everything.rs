@@ -108,6 +108,15 @@ pub(crate) fn announce(addr: std::net::SocketAddr) {
     eprintln!("listening on http://{addr}/mcp");
 }
 
+/// How long calls in flight may run on after SIGINT or SIGTERM before they are cancelled, and
+/// the longest the process then waits for its connections to close: 10 s.
+pub(crate) const SHUTDOWN_BUDGET: std::time::Duration = mcp_server::DEFAULT_DRAIN;
+
+/// Reports a shutdown on a signal, on stderr.
+pub(crate) fn stopped(cancelled: usize) {
+    tracing::info!(cancelled, "stopped on a signal");
+}
+
 /// Logs go to stderr: stdout carries only protocol bytes.
 pub(crate) fn init_logging() {
     tracing_subscriber::fmt()
