@@ -108,6 +108,15 @@ pub(crate) fn announce(addr: std::net::SocketAddr) {
     eprintln!("listening on http://{addr}/mcp");
 }
 
+/// How long calls in flight may run on after SIGINT or SIGTERM before they are cancelled, and
+/// the longest the process then waits for its connections to close: 10 s.
+pub(crate) const SHUTDOWN_BUDGET: std::time::Duration = mcp_server::DEFAULT_DRAIN;
+
+/// Reports a shutdown on a signal, on stderr.
+pub(crate) fn stopped(cancelled: usize) {
+    tracing::info!(cancelled, "stopped on a signal");
+}
+
 /// Logs go to stderr: stdout carries only protocol bytes.
 pub(crate) fn init_logging() {
     tracing_subscriber::fmt()
@@ -127,10 +136,51 @@ struct EchoArgs {
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct AddArgs {
-    /// First addend.
+    /// First addend: at most 1,000 significant digits, none beyond 10^±10,000.
     a: Number,
-    /// Second addend.
+    /// Second addend: at most 1,000 significant digits, none beyond 10^±10,000.
     b: Number,
+}
+
+/// Significant digits an addend of `add` may have. Default 1,000; more is refused as a tool error.
+const ADD_MAX_DIGITS: u64 = 1_000;
+/// How far from the units any digit of an addend may be: an exponent of at most 10,000 either
+/// way (1e10000 and 1e-10000 are the extremes). Past it, a tool error. An exact sum has a digit
+/// for every power of ten between its addends' extremes, so this bounds a sum to ~20,000 digits;
+/// unbounded, `{"a":1e9000000000,"b":1}` would ask for nine billion.
+const ADD_MAX_EXPONENT: i64 = 10_000;
+
+/// What `add` says about an addend out of bounds.
+fn add_bounds() -> String {
+    format!(
+        "each addend may have at most {ADD_MAX_DIGITS} significant digits, none beyond 10^±{ADD_MAX_EXPONENT}"
+    )
+}
+
+/// Checks an addend against [`ADD_MAX_DIGITS`] and [`ADD_MAX_EXPONENT`] from its text alone
+/// (JSON number syntax, as the client wrote it), before anything is allocated for its value.
+fn check_addend(n: &Number) -> Result<(), String> {
+    let text = n.to_string();
+    let out = || format!("{text} is out of bounds: {}", add_bounds());
+    let unsigned = text.strip_prefix('-').unwrap_or(&text);
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    // An exponent that does not fit an i64 is far out of bounds anyway.
+    let exponent: i64 = exponent.parse().map_err(|_| out())?;
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let written = u64::try_from(int.len().saturating_add(frac.len())).map_err(|_| out())?;
+    let leading_zeros = int.bytes().chain(frac.bytes()).take_while(|&b| b == b'0').count();
+    let significant = written.saturating_sub(u64::try_from(leading_zeros).map_err(|_| out())?);
+    if significant > ADD_MAX_DIGITS {
+        return Err(out());
+    }
+    // The power of ten of the last digit written, and of the first significant one. Zeros
+    // count too: `0.000…0` with a million zeros is exact to a millionth decimal place.
+    let last = exponent.checked_sub(i64::try_from(frac.len()).map_err(|_| out())?).ok_or_else(out)?;
+    let first = last.saturating_add(i64::try_from(significant).map_err(|_| out())?.saturating_sub(1));
+    if last < -ADD_MAX_EXPONENT || first > ADD_MAX_EXPONENT {
+        return Err(out());
+    }
+    Ok(())
 }
 
 /// A 1×1 PNG.
@@ -140,7 +190,10 @@ const PNG: &str =
 const WAV: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
 
 /// Exact decimal sum: the arguments keep every digit the client sent, so no f64 rounding here.
+/// Addends out of bounds ([`check_addend`]) are refused before any arithmetic.
 fn add(a: &Number, b: &Number) -> Result<String, String> {
+    check_addend(a)?;
+    check_addend(b)?;
     let parse =
         |n: &Number| BigDecimal::from_str(&n.to_string()).map_err(|e| format!("{n} is not a number: {e}"));
     Ok((parse(a)? + parse(b)?).normalized().to_plain_string())
@@ -197,14 +250,15 @@ pub(crate) fn build(args: &Args) -> Server {
         .typed_tool("echo", "Echoes back the given text", |a: EchoArgs, _: ToolCall| async move {
             ToolOutput::text(a.text)
         })
-        .typed_tool(
+        // Arithmetic on big decimals is CPU work: it runs on the blocking pool, off the threads
+        // that serve the connections.
+        .blocking_typed_tool(
             "add",
-            "Adds two numbers exactly and returns the sum as text",
-            |a: AddArgs, _| async move {
-                match add(&a.a, &a.b) {
-                    Ok(sum) => ToolOutput::text(sum),
-                    Err(e) => ToolOutput::error(e),
-                }
+            "Adds two numbers exactly and returns the sum as text; each number may have at most 1,000 \
+             significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the extremes)",
+            |a: AddArgs, _: ToolCall| match add(&a.a, &a.b) {
+                Ok(sum) => ToolOutput::text(sum),
+                Err(e) => ToolOutput::error(e),
             },
         );
     if !args.bench {
@@ -681,5 +735,31 @@ mod tests {
         assert_eq!(super::add(&n("1"), &n("2")).unwrap(), "3");
         assert_eq!(super::add(&n("9007199254740993"), &n("1")).unwrap(), "9007199254740994");
         assert_eq!(super::add(&n("0.1"), &n("0.2")).unwrap(), "0.3");
+        assert_eq!(super::add(&n("1e10000"), &n("-1e10000")).unwrap(), "0");
+        assert_eq!(super::add(&n("1e-10000"), &n("0")).unwrap(), format!("0.{}1", "0".repeat(9999)));
+        let digits = "9".repeat(1000);
+        assert!(super::add(&n(&digits), &n("1")).is_ok());
+    }
+
+    #[test]
+    fn addends_out_of_bounds_are_refused_unread() {
+        use std::str::FromStr;
+        let n = |s: &str| serde_json::Number::from_str(s).unwrap();
+        for bad in [
+            "1e9000000000".to_owned(),
+            "1e99999999999999999999".to_owned(),
+            "1e10001".to_owned(),
+            "1e-10001".to_owned(),
+            "-12.5E10000".to_owned(),
+            "1".repeat(1001),
+            format!("0.{}", "0".repeat(10_001)),
+            format!("0.{}1", "0".repeat(10_000)),
+        ] {
+            let err = super::add(&n(&bad), &n("1")).unwrap_err();
+            assert!(err.contains("out of bounds") && err.contains("1000 significant digits"), "{bad}: {err}");
+            assert!(super::add(&n("1"), &n(&bad)).is_err(), "{bad} as b");
+        }
+        // Leading zeros are not significant.
+        assert!(super::add(&n(&format!("0.{}1", "0".repeat(2000))), &n("1")).is_ok());
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -269,6 +270,83 @@ where
                 Err(e) => Ok(ToolOutput::error(format!("invalid arguments: {e}"))),
             }
         }
+    })
+}
+
+/// Wraps a blocking tool closure: each call runs on the server runtime's blocking pool
+/// ([`Runtime::spawn_blocking`](crate::Runtime::spawn_blocking)), never on a task thread.
+pub(crate) fn blocking_tool_fn<F, R>(f: F) -> Handler
+where
+    F: Fn(ToolCall) -> R + Send + Sync + 'static,
+    R: IntoToolResult + 'static,
+{
+    let f = Arc::new(f);
+    tool_fn(move |call: ToolCall| {
+        let f = f.clone();
+        let server = call.ctx.server.clone();
+        async move { run_blocking(&server, move || f(call).into_tool_result()).await }
+    })
+}
+
+/// [`blocking_tool_fn`] for a typed tool: the arguments are deserialized on the blocking pool
+/// too, as [`typed_tool_fn`] does on the handler's task.
+pub(crate) fn blocking_typed_tool_fn<A, F, R>(f: F) -> Handler
+where
+    A: DeserializeOwned + 'static,
+    F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
+    R: IntoToolResult + 'static,
+{
+    blocking_tool_fn(move |mut call: ToolCall| {
+        let args = std::mem::take(&mut call.arguments);
+        match serde_json::from_value::<A>(Value::Object(args)) {
+            Ok(a) => f(a, call).into_tool_result(),
+            // As for an async typed tool: a tool-level failure the model can fix.
+            Err(e) => Ok(ToolOutput::error(format!("invalid arguments: {e}"))),
+        }
+    })
+}
+
+/// Runs `f` on the blocking pool of `server`'s runtime (on a thread of its own when no runtime
+/// is attached yet: an in-process call) and waits for what it returns. Dropping the future
+/// (the call was cancelled) drops the answer; `f` itself runs to its end, since a blocking
+/// closure cannot be interrupted. A panic in `f` is raised again here, on the handler's task,
+/// where it is caught and logged like an async handler's.
+async fn run_blocking<T: Send + 'static>(
+    server: &Server,
+    f: impl FnOnce() -> Result<T, HandlerError> + Send + 'static,
+) -> Result<T, HandlerError> {
+    let (tx, rx) = async_channel::bounded(1);
+    let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+        let _ = tx.try_send(std::panic::catch_unwind(AssertUnwindSafe(f)));
+    });
+    let done = match server.shared.rt.get() {
+        Some(rt) => rt.spawn_blocking(job),
+        None => on_thread(job),
+    };
+    done.await;
+    match rx.recv().await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        // The job was dropped unrun: its runtime is shutting down, or no thread could be made.
+        Err(_) => Err(HandlerError::Panicked),
+    }
+}
+
+/// Runs `f` on a new thread and completes when it returned: the blocking pool of a runtime
+/// that has none (the default of [`Runtime::spawn_blocking`](crate::Runtime::spawn_blocking)).
+/// If no thread can be made, `f` is dropped unrun and this completes at once.
+pub(crate) fn on_thread(f: Box<dyn FnOnce() + Send>) -> BoxFuture<()> {
+    let (tx, rx) = async_channel::bounded::<()>(1);
+    let spawned = std::thread::Builder::new().name("mcp-blocking".into()).spawn(move || {
+        f();
+        let _ = tx.try_send(());
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start a thread for a blocking handler");
+    }
+    Box::pin(async move {
+        // Closed without a message when the thread could not start or `f` panicked.
+        let _ = rx.recv().await;
     })
 }
 

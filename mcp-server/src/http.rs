@@ -193,8 +193,13 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 ///
 /// 1. build a [`RequestHead`] view of hyper's parsed head, refuse a non-loopback peer
 ///    ([`check_peer`]) and a bad head ([`check_head`]);
-/// 2. read a `POST` body, at most [`HttpConfig::body_bytes`] (413 as soon as more arrives, without
-///    reading the rest) and within [`HttpOptions::body_read_timeout`] (408);
+/// 2. read a `POST` body, at most [`HttpConfig::body_bytes`] and within
+///    [`HttpOptions::body_read_timeout`] (408). A body over the bound (declared, or found while
+///    reading) is refused with 413 and `Connection: close`, after the rest of it is read and
+///    dropped (at most 16 MiB more, for at most 5 s; past either the connection is closed
+///    unread), so that a client that writes its whole body before reading sees the 413 rather
+///    than a reset. A client that sent `Expect: 100-continue` is refused before it sends the
+///    body;
 /// 3. resolve the [`Caller`] (a `Caller` the application's middleware put in the request's
 ///    extensions, else anonymous; its `peer` is the client's IP address unless already set);
 /// 4. hand the request to the engine and answer what it says: at once, or through the exchange's
@@ -391,6 +396,12 @@ impl HttpService {
         let head = request_head(&parts, &headers);
         let post = match check_head(cfg, &head) {
             Ok(route) => matches!(route, Route::Post { .. }),
+            // A declared length over the bound. Reading the body of a client that waits for
+            // `100 Continue` would invite the upload the 413 refuses: it is told at once.
+            Err(refusal) if refusal.status == 413 && !parts.headers.contains_key(http::header::EXPECT) => {
+                self.discard(pin!(body)).await;
+                return closing(refused(&refusal));
+            }
             Err(refusal) => return refused(&refusal),
         };
         let (body, decoded) = if post {
@@ -436,15 +447,46 @@ impl HttpService {
     async fn read_body<B: Body>(&self, body: B) -> Result<Vec<u8>, Response<McpBody>> {
         let rt = &self.inner.rt;
         let deadline = rt.now() + self.inner.opts.body_read_timeout;
-        let read = pin!(read_capped(body, &self.inner.opts.http));
-        match select(read, rt.sleep_until(deadline)).await {
-            Either::Left((Ok(bytes), _)) => Ok(bytes),
-            Either::Left((Err(BodyError::TooLarge(refusal)), _)) => Err(closing(refused(&refusal))),
-            Either::Left((Err(BodyError::Broken), _)) => {
+        let mut body = pin!(body);
+        let outcome = {
+            let read = pin!(read_capped(body.as_mut(), &self.inner.opts.http));
+            match select(read, rt.sleep_until(deadline)).await {
+                Either::Left((outcome, _)) => Some(outcome),
+                Either::Right(_) => None,
+            }
+        };
+        match outcome {
+            Some(Ok(bytes)) => Ok(bytes),
+            Some(Err(BodyError::TooLarge(refusal))) => {
+                self.discard(body).await;
+                Err(closing(refused(&refusal)))
+            }
+            Some(Err(BodyError::Broken)) => {
                 Err(closing(error_response(400, "malformed or interrupted request body")))
             }
-            Either::Right(_) => Err(closing(error_response(408, "request body timed out"))),
+            None => Err(closing(error_response(408, "request body timed out"))),
         }
+    }
+
+    /// Reads and drops what is left of a body refused with 413, before the refusal is sent and
+    /// the connection closed. Most clients write their whole body before they read anything;
+    /// a socket closed with unread bytes in it is reset by the kernel, and the reset destroys
+    /// the response the client has not read yet, so it would see a broken pipe instead of its
+    /// 413. Bounded: at most [`DISCARD_BYTES`] more bytes, for at most [`DISCARD_TIME`]; past
+    /// either the connection is closed with the rest unread, and such a client sees the reset.
+    async fn discard<B: Body>(&self, mut body: Pin<&mut B>) {
+        let rt = &self.inner.rt;
+        let deadline = rt.now() + DISCARD_TIME;
+        let drain = async {
+            let mut left = DISCARD_BYTES;
+            while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+                let Ok(frame) = frame else { return };
+                let Ok(data) = frame.into_data() else { continue };
+                let Some(rest) = left.checked_sub(bytes::Buf::remaining(&data)) else { return };
+                left = rest;
+            }
+        };
+        select(pin!(drain), rt.sleep_until(deadline)).await;
     }
 
     /// Waits for the engine's answer to a pending exchange: a JSON response, or an SSE head whose
@@ -568,9 +610,17 @@ enum BodyError {
     Broken,
 }
 
-/// Reads `body` to its end, refusing it as soon as it grows past the configured bound.
-async fn read_capped<B: Body>(body: B, cfg: &HttpConfig) -> Result<Vec<u8>, BodyError> {
-    let mut body = pin!(body);
+/// Bytes of a body refused with 413 that are read and dropped so that the refusal reaches the
+/// client (see `HttpService::discard`): 16 MiB. Past it the connection is closed unread.
+const DISCARD_BYTES: usize = 16 * 1024 * 1024;
+
+/// How long a body refused with 413 is read and dropped at most: 5 s. Past it the connection
+/// is closed unread.
+const DISCARD_TIME: Duration = Duration::from_secs(5);
+
+/// Reads `body` to its end, refusing it as soon as it grows past the configured bound; the rest
+/// of a refused body is left in `body`.
+async fn read_capped<B: Body>(mut body: Pin<&mut B>, cfg: &HttpConfig) -> Result<Vec<u8>, BodyError> {
     // A declared length was already checked against the bound; start with a modest buffer either
     // way, so a client that declares much and sends little costs little.
     let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);

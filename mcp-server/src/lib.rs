@@ -41,7 +41,10 @@ pub use http::{
 };
 pub use stdio::{serve_lines, StdioEnd};
 
-use handler::{completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn, HandlerKind};
+use handler::{
+    blocking_tool_fn, blocking_typed_tool_fn, completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn,
+    HandlerKind,
+};
 
 use mcp_proto::{
     CallId, Caller, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError, HttpHead,
@@ -58,6 +61,14 @@ pub trait Runtime: Send + Sync + 'static {
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<()>;
     /// The current time.
     fn now(&self) -> Instant;
+    /// Runs `f`, which may block or compute for long, off the threads that run tasks (on the
+    /// runtime's blocking pool), and completes once it returned. Dropping what this returns
+    /// does not stop `f`: a blocking closure cannot be interrupted.
+    ///
+    /// The default runs `f` on a new thread, for runtimes without a blocking pool.
+    fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
+        handler::on_thread(f)
+    }
 }
 
 /// An MCP server: an engine, its handlers, and the connections it serves. Cheap to clone.
@@ -285,6 +296,37 @@ impl ServerBuilder {
         self
     }
 
+    /// Adds a tool served by a blocking closure, for handlers that compute for long or block
+    /// (file or database I/O through a synchronous API): each call runs on the runtime's
+    /// blocking pool ([`Runtime::spawn_blocking`]: tokio's `spawn_blocking`, smol's `unblock`),
+    /// so no handler can hold up the threads that serve the connections. An async tool that
+    /// blocks starves them instead: smol's executor has one thread by default.
+    ///
+    /// Cancellation (by the client, a timeout, or [`Server::shutdown`]) answers the call at
+    /// once and drops whatever `f` returns later; `f` itself cannot be interrupted and runs to
+    /// its end. Bound the work a call can ask for in `f`'s arguments.
+    pub fn blocking_tool<F, R>(mut self, tool: Tool, f: F) -> Self
+    where
+        F: Fn(ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(Item::Tool(tool, blocking_tool_fn(f)));
+        self
+    }
+
+    /// [`blocking_tool`](Self::blocking_tool) with typed arguments, as
+    /// [`typed_tool`](Self::typed_tool): the input schema is derived from `A`, and `f`
+    /// receives the arguments deserialized (on the blocking pool too).
+    pub fn blocking_typed_tool<A, F, R>(mut self, name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(Item::Tool(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
+        self
+    }
+
     /// Adds a resource read by an async closure.
     pub fn resource<F, Fut>(mut self, resource: Resource, f: F) -> Self
     where
@@ -452,6 +494,16 @@ impl Server {
     {
         let tool = typed_tool::<A>(name, description);
         self.registry(|r| r.add_tool(tool, typed_tool_fn(f)))
+    }
+
+    /// Registers a tool served by a blocking closure, at any time (see
+    /// [`ServerBuilder::blocking_tool`]).
+    pub fn add_blocking_tool<F, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
+    where
+        F: Fn(ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.registry(|r| r.add_tool(tool, blocking_tool_fn(f)))
     }
 
     /// Unregisters a tool; whether it was registered.

@@ -11,19 +11,28 @@ fn main() {
     });
     everything::init_logging();
     let server = everything::build(&args);
+    // SIGINT or SIGTERM (unix): refuse new work, let calls in flight finish (for up to the
+    // budget) and answer them, then exit 0.
+    let stop = smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), everything::SHUTDOWN_BUDGET));
     if let Some(addr) = &args.http {
         let served = smol::block_on(async {
             let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
             everything::announce(listener.local_addr()?);
-            mcp_smol::serve_http(listener, server, everything::http_options(&args)).await
+            // Returns once the shutdown began; `stop` ends when it is over.
+            mcp_smol::serve_http(listener, server, everything::http_options(&args)).await?;
+            stop.await
         });
-        if let Err(e) = served {
-            tracing::error!(%e, "HTTP server failed");
-            eprintln!("everything-smol: {addr}: {e}");
-            std::process::exit(1)
+        match served {
+            Ok(report) => everything::stopped(report.cancelled),
+            Err(e) => {
+                tracing::error!(%e, "HTTP server failed");
+                eprintln!("everything-smol: {addr}: {e}");
+                std::process::exit(1)
+            }
         }
         return;
     }
+    // The session ends by itself at end of input, or once a signal's shutdown answered its calls.
     match smol::block_on(mcp_smol::serve_stdio_as(&server, args.caller())) {
         Ok(end) => tracing::info!(?end, "stdio session ended"),
         Err(e) => {

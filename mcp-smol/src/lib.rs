@@ -5,7 +5,8 @@
 //! clock, the standard streams and TCP sockets. `mcp-tokio` is its mirror image.
 //!
 //! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
-//! endpoint in a tower/hyper application with [`McpService`].
+//! endpoint in a tower/hyper application with [`McpService`]. Stop gracefully on SIGINT or
+//! SIGTERM with [`shutdown_on_signal`] (unix).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -25,7 +26,10 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
@@ -60,6 +64,11 @@ impl Runtime for SmolRuntime {
 
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    /// On smol's blocking pool (`smol::unblock`, at most 500 threads by default).
+    fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
+        Box::pin(smol::unblock(f))
     }
 }
 
@@ -112,14 +121,156 @@ pub async fn serve_http(
 struct TcpListener(smol::net::TcpListener);
 
 impl Listener for TcpListener {
-    type Io = FuturesIo<smol::net::TcpStream>;
+    type Io = Counted<FuturesIo<smol::net::TcpStream>>;
 
     async fn accept(&self) -> io::Result<(Self::Io, SocketAddr)> {
         let (stream, peer) = self.0.accept().await?;
         // Only fails on a socket that is already dead, which the first read will report.
         let _ = stream.set_nodelay(true);
-        Ok((FuturesIo::new(stream), peer))
+        Ok((Counted::new(FuturesIo::new(stream)), peer))
     }
+}
+
+/// Connections [`serve_http`] accepted in this process that are still open: what
+/// [`shutdown_on_signal`] waits for, so the last answers reach their clients before it returns.
+static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// An accepted connection, counted in [`OPEN_CONNECTIONS`] until it is dropped (closed).
+struct Counted<T> {
+    io: T,
+}
+
+impl<T> Counted<T> {
+    fn new(io: T) -> Self {
+        OPEN_CONNECTIONS.fetch_add(1, AtomicOrdering::AcqRel);
+        Self { io }
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        OPEN_CONNECTIONS.fetch_sub(1, AtomicOrdering::AcqRel);
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Counted<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Counted<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+}
+
+/// The signals that ask the process to stop: SIGINT (Ctrl-C) and SIGTERM, on unix.
+#[cfg(unix)]
+struct StopSignals(async_signal::Signals);
+
+#[cfg(unix)]
+impl StopSignals {
+    fn new() -> io::Result<Self> {
+        async_signal::Signals::new([async_signal::Signal::Int, async_signal::Signal::Term]).map(Self)
+    }
+
+    async fn next(&mut self) -> io::Result<()> {
+        use smol::stream::StreamExt;
+        match self.0.next().await {
+            Some(received) => received.map(drop),
+            None => Err(io::Error::other("the signal stream ended")),
+        }
+    }
+}
+
+/// Elsewhere no signal is watched: [`StopSignals::next`] never completes.
+#[cfg(not(unix))]
+struct StopSignals;
+
+#[cfg(not(unix))]
+impl StopSignals {
+    fn new() -> io::Result<Self> {
+        Ok(Self)
+    }
+
+    async fn next(&mut self) -> io::Result<()> {
+        std::future::pending().await
+    }
+}
+
+/// Completes when the process is asked to stop: on SIGINT (Ctrl-C) or SIGTERM. Unix only:
+/// on other targets it never completes (stop the server with [`Server::shutdown`] there). Fails
+/// when the handlers cannot be installed.
+pub async fn shutdown_signal() -> io::Result<()> {
+    StopSignals::new()?.next().await
+}
+
+/// Shuts `server` down gracefully when the process is asked to stop ([`shutdown_signal`]; unix
+/// only, never elsewhere): new requests are refused, calls in flight get up to `budget` to
+/// finish and their answers are sent ([`Server::shutdown`]), then this waits for the
+/// connections [`serve_http`] accepted to close, until `budget` (counted from the signal) runs
+/// out or a second signal comes. Returns what did not finish; the caller then returns from
+/// `main`, and the process exits 0.
+///
+/// Start it before serving; `serve_http` returns as soon as the shutdown begins, so await this
+/// after it (a stdio session ends by itself once its calls are answered):
+///
+/// ```no_run
+/// # async fn demo(server: mcp_smol::Server) -> std::io::Result<()> {
+/// use std::time::Duration;
+/// let stop = smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
+/// let listener = smol::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// mcp_smol::serve_http(listener, server, mcp_smol::HttpOptions::default()).await?;
+/// let report = stop.await?;
+/// eprintln!("stopped; {} call(s) cancelled", report.cancelled);
+/// # Ok(()) }
+/// ```
+pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<ShutdownReport> {
+    let mut signals = StopSignals::new()?;
+    signals.next().await?;
+    let deadline = Instant::now() + budget;
+    let report = server.shutdown(budget).await;
+    // The answers are queued when `shutdown` returns; their connections write them, then
+    // close as their clients hang up. A keep-alive client that stays connected holds this until
+    // the budget runs out; a second signal cuts the wait short.
+    let closed = async {
+        while OPEN_CONNECTIONS.load(AtomicOrdering::Acquire) > 0 {
+            smol::Timer::after(Duration::from_millis(10)).await;
+        }
+    };
+    let timeout = async {
+        smol::Timer::at(deadline).await;
+    };
+    let again = async {
+        let _ = signals.next().await;
+    };
+    smol::future::or(closed, smol::future::or(timeout, again)).await;
+    Ok(report)
 }
 
 /// The MCP endpoint as a `tower_service::Service`, to mount in an existing hyper or tower
@@ -146,7 +297,7 @@ mod tests {
             let addr = listener.0.local_addr().expect("address");
             let client = smol::spawn(smol::net::TcpStream::connect(addr));
             let (io, peer) = listener.accept().await.expect("accept");
-            assert!(io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
+            assert!(io.io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
             let client = client.await.expect("connect");
             assert_eq!(peer, client.local_addr().expect("client address"));
         });

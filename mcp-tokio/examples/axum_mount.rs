@@ -85,6 +85,20 @@ async fn main() -> std::io::Result<()> {
     let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:3000".to_owned());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     eprintln!("listening on http://{}/mcp", listener.local_addr()?);
+    let server = server();
+    // On SIGINT or SIGTERM the MCP server stops taking work and answers the calls in flight (for
+    // up to 10 s); axum then stops accepting and closes its connections as they go idle.
+    let stop = {
+        let server = server.clone();
+        async move {
+            if let Err(e) = mcp_tokio::shutdown_on_signal(server, mcp_tokio::DEFAULT_DRAIN).await {
+                eprintln!("axum_mount: cannot watch for signals: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
     // `ConnectInfo` tells the MCP endpoint the client's address (for the loopback-only rule).
-    axum::serve(listener, app(server()).into_make_service_with_connect_info::<SocketAddr>()).await
+    axum::serve(listener, app(server).into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(stop)
+        .await
 }

@@ -5,7 +5,8 @@
 //! clock, the standard streams and TCP sockets. `mcp-smol` is its mirror image.
 //!
 //! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
-//! endpoint in an axum (or any tower/hyper) application with [`McpService`].
+//! endpoint in an axum (or any tower/hyper) application with [`McpService`]. Stop gracefully on
+//! SIGINT or SIGTERM with [`shutdown_on_signal`].
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -25,7 +26,10 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
@@ -75,6 +79,15 @@ impl Runtime for TokioRuntime {
 
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
+    }
+
+    /// On tokio's blocking pool (`spawn_blocking`, at most 512 threads by default).
+    fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
+        let task = self.handle.spawn_blocking(f);
+        Box::pin(async move {
+            // A panic is reported through the caller's own channel; the join error adds nothing.
+            let _ = task.await;
+        })
     }
 }
 
@@ -291,14 +304,137 @@ pub async fn serve_http(
 struct TcpListener(tokio::net::TcpListener);
 
 impl Listener for TcpListener {
-    type Io = TokioIo<tokio::net::TcpStream>;
+    type Io = Counted<TokioIo<tokio::net::TcpStream>>;
 
     async fn accept(&self) -> io::Result<(Self::Io, SocketAddr)> {
         let (stream, peer) = self.0.accept().await?;
         // Only fails on a socket that is already dead, which the first read will report.
         let _ = stream.set_nodelay(true);
-        Ok((TokioIo::new(stream), peer))
+        Ok((Counted::new(TokioIo::new(stream)), peer))
     }
+}
+
+/// Connections [`serve_http`] accepted in this process that are still open: what
+/// [`shutdown_on_signal`] waits for, so the last answers reach their clients before it returns.
+static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// An accepted connection, counted in [`OPEN_CONNECTIONS`] until it is dropped (closed).
+struct Counted<T> {
+    io: T,
+}
+
+impl<T> Counted<T> {
+    fn new(io: T) -> Self {
+        OPEN_CONNECTIONS.fetch_add(1, AtomicOrdering::AcqRel);
+        Self { io }
+    }
+}
+
+impl<T> Drop for Counted<T> {
+    fn drop(&mut self) {
+        OPEN_CONNECTIONS.fetch_sub(1, AtomicOrdering::AcqRel);
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Counted<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Counted<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+}
+
+/// Completes when the process is asked to stop: on SIGINT (Ctrl-C) or SIGTERM on unix, on
+/// Ctrl-C elsewhere. Fails when the handlers cannot be installed.
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub async fn shutdown_signal() -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok(())
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
+}
+
+/// Shuts `server` down gracefully when the process is asked to stop ([`shutdown_signal`]): new
+/// requests are refused, calls in flight get up to `budget` to finish and their answers are
+/// sent ([`Server::shutdown`]), then this waits for the connections [`serve_http`] accepted to
+/// close, until `budget` (counted from the signal) runs out or a second signal comes. Returns
+/// what did not finish; the caller then returns from `main`, and the process exits 0.
+///
+/// Start it before serving; `serve_http` returns as soon as the shutdown begins, so await this
+/// after it (a stdio session ends by itself once its calls are answered):
+///
+/// ```no_run
+/// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
+/// use std::time::Duration;
+/// let stop = tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// mcp_tokio::serve_http(listener, server, mcp_tokio::HttpOptions::default()).await?;
+/// let report = stop.await.map_err(std::io::Error::other)??;
+/// eprintln!("stopped; {} call(s) cancelled", report.cancelled);
+/// # Ok(()) }
+/// ```
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<ShutdownReport> {
+    shutdown_signal().await?;
+    let deadline = tokio::time::Instant::now() + budget;
+    let report = server.shutdown(budget).await;
+    // The answers are queued when `shutdown` returns; their connections write them, then
+    // close as their clients hang up. A keep-alive client that stays connected holds this until
+    // the budget runs out; a second signal cuts the wait short.
+    let closed = async {
+        while OPEN_CONNECTIONS.load(AtomicOrdering::Acquire) > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        () = closed => {}
+        () = tokio::time::sleep_until(deadline) => {}
+        _ = shutdown_signal() => {}
+    }
+    Ok(report)
 }
 
 /// The MCP endpoint as a `tower_service::Service`, to mount in an existing application (see
@@ -342,7 +478,7 @@ mod tests {
         let addr = listener.0.local_addr().expect("address");
         let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
         let (io, peer) = listener.accept().await.expect("accept");
-        assert!(io.inner().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
+        assert!(io.io.inner().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
         let client = client.await.expect("join").expect("connect");
         assert_eq!(peer, client.local_addr().expect("client address"));
     }

@@ -318,6 +318,8 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> io::Result<Self> {
         let stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
         stream.set_read_timeout(Some(TIMEOUT))?;
+        // A server that stops reading would otherwise leave a large write blocked for good.
+        stream.set_write_timeout(Some(TIMEOUT))?;
         stream.set_nodelay(true)?;
         Ok(Client { stream, buf: Vec::new(), sse: Vec::new() })
     }
@@ -443,6 +445,26 @@ impl Client {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return true,
+            }
+        }
+    }
+
+    /// `Ok` when the server closes the connection cleanly (end of file, no bytes before it)
+    /// within `within`; otherwise what happened instead: a reset, bytes, or nothing.
+    pub fn clean_close_within(&mut self, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        let mut scratch = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!("still open after {within:?}"));
+            }
+            self.stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return Ok(()),
+                Ok(n) => return Err(format!("{n} more bytes instead of the end")),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("no clean close: {e}")),
             }
         }
     }

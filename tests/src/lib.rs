@@ -9,8 +9,10 @@
 //!   `stdio-smol` binaries;
 //! - [`pipe`]: drives those binaries over real stdio pipes (transcripts and shim behaviour tests);
 //! - [`http`]: serves the same tools over real loopback HTTP on either runtime, and a small
-//!   HTTP/1.1 client that can also misbehave.
+//!   HTTP/1.1 client that can also misbehave;
+//! - [`examples`]: where the demo servers' binaries are, for tests that run them.
 
+pub mod examples;
 pub mod http;
 pub mod pipe;
 pub mod replay;

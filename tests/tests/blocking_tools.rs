@@ -1,0 +1,164 @@
+//! Blocking tools (`ServerBuilder::blocking_tool`) run on the runtime's blocking pool, so calls
+//! that block do not starve the connections: on both runtimes, over real sockets, while four
+//! calls sit blocked in their closures (more than tokio's two test workers and smol's single
+//! executor thread), other clients are answered. A cancelled call is answered at once even
+//! though its closure cannot be interrupted. Nothing here is timed: the blocked closures cannot
+//! return before the test opens their gate, so the other client being served at all is the proof.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use mcp_proto::{Tool, ToolOutput};
+use mcp_server::{HttpOptions, Server, ToolCall};
+use mcp_tests::http::{each, ensure, poll_until, serve, Client, Req, TIMEOUT};
+use serde_json::{json, Value};
+
+/// Calls held at once: more than the threads that run tasks on either runtime under test.
+const HELD: u64 = 4;
+
+/// A gate the blocked closures wait at (a plain std `Condvar`: they block their thread).
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+    /// Closures that reached the gate.
+    waiting: AtomicUsize,
+}
+
+impl Gate {
+    /// Blocks until the gate opens (or, so that a failing test still ends, for [`TIMEOUT`]).
+    fn pass(&self) -> bool {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let (open, _) =
+            self.opened.wait_timeout_while(open, TIMEOUT, |open| !*open).unwrap_or_else(|p| p.into_inner());
+        *open
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.opened.notify_all();
+    }
+}
+
+fn modern(id: u64, method: &str, mut params: Value) -> Req {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let req =
+        Req::post(body.to_string()).header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method);
+    match name {
+        Some(name) => req.header("Mcp-Name", &name),
+        None => req,
+    }
+}
+
+fn connect(addr: std::net::SocketAddr) -> Result<Client, String> {
+    Client::connect(addr).map_err(|e| format!("connect: {e}"))
+}
+
+#[test]
+fn blocked_calls_starve_no_other_client() {
+    each(|shim| {
+        let gate = Arc::new(Gate::default());
+        let held = gate.clone();
+        let server = Server::builder("blocking", "1")
+            .blocking_tool(
+                Tool::new(
+                    "hold",
+                    "Blocks its thread until the test opens the gate",
+                    json!({"type": "object"}),
+                ),
+                move |_: ToolCall| {
+                    if held.pass() {
+                        ToolOutput::text("released")
+                    } else {
+                        ToolOutput::error("the gate never opened")
+                    }
+                },
+            )
+            .tool(Tool::new("echo", "Echoes", json!({"type": "object"})), |call: ToolCall| async move {
+                ToolOutput::text(call.arguments["text"].as_str().unwrap_or_default().to_owned())
+            })
+            .build()
+            .map_err(|e| e.to_string())?;
+        let addr = serve(shim, server.clone(), HttpOptions::default());
+
+        let mut holders = Vec::new();
+        for id in 1..=HELD {
+            let mut holder = connect(addr)?;
+            let hold = modern(id, "tools/call", json!({"name": "hold", "arguments": {}}));
+            holder.send(&hold.to_bytes()).map_err(|e| e.to_string())?;
+            holders.push(holder);
+        }
+        poll_until("every held call blocks its thread", TIMEOUT, || {
+            Ok((gate.waiting.load(Ordering::SeqCst) == HELD as usize).then_some(()))
+        })?;
+
+        let mut other = connect(addr)?;
+        let list = other.request(&modern(10, "tools/list", json!({})))?;
+        ensure(list.json()?["result"]["tools"].is_array(), || "tools/list beside blocked calls".to_owned())?;
+        let echo =
+            other.request(&modern(11, "tools/call", json!({"name": "echo", "arguments": {"text": "hi"}})))?;
+        ensure(echo.json()?["result"]["content"][0]["text"] == "hi", || {
+            "echo beside blocked calls".to_owned()
+        })?;
+
+        // A client that goes away cancels its call (2026-07-28): the engine forgets it at once,
+        // though its closure is still blocked, and its late answer goes nowhere.
+        drop(holders.remove(0));
+        poll_until("the abandoned call is cancelled", TIMEOUT, || {
+            Ok((server.status().in_flight == HELD as usize - 1).then_some(()))
+        })?;
+        ensure(gate.waiting.load(Ordering::SeqCst) == HELD as usize, || {
+            "a closure returned early".to_owned()
+        })?;
+
+        gate.open();
+        for mut holder in holders {
+            let resp = holder.response()?;
+            ensure(resp.json()?["result"]["content"][0]["text"] == "released", || {
+                format!("a held call: {}", String::from_utf8_lossy(&resp.body))
+            })?;
+        }
+        poll_until("nothing is left running", Duration::from_secs(5), || {
+            let status = server.status();
+            Ok((status.in_flight == 0 && status.running_handlers == 0).then_some(()))
+        })
+    });
+}
+
+/// A panic in a blocking closure is the generic internal error, as in an async handler, and
+/// the typed flavour deserializes its arguments before calling the closure.
+#[test]
+fn blocking_panics_and_typed_arguments() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Twice {
+        n: u32,
+    }
+    each(|shim| {
+        let server = Server::builder("blocking", "1")
+            .blocking_tool(
+                Tool::new("panic", "Panics", json!({"type": "object"})),
+                |_: ToolCall| -> ToolOutput { panic!("a blocking handler panicked") },
+            )
+            .blocking_typed_tool("twice", "Doubles n", |a: Twice, _: ToolCall| {
+                ToolOutput::text((u64::from(a.n) * 2).to_string())
+            })
+            .build()
+            .map_err(|e| e.to_string())?;
+        let addr = serve(shim, server, HttpOptions::default());
+        let mut client = connect(addr)?;
+        let resp = client.request(&modern(1, "tools/call", json!({"name": "panic", "arguments": {}})))?;
+        let reply = resp.json()?;
+        ensure(reply["error"]["code"] == -32603, || format!("panic: {reply}"))?;
+        let resp =
+            client.request(&modern(2, "tools/call", json!({"name": "twice", "arguments": {"n": 21}})))?;
+        let reply = resp.json()?;
+        ensure(reply["result"]["content"][0]["text"] == "42", || format!("twice: {reply}"))
+    });
+}
