@@ -253,6 +253,7 @@ pub struct ConnectionPermit {
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
         self.inner.open.fetch_sub(1, Ordering::AcqRel);
+        self.inner.server.shared.http_connections.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -289,7 +290,10 @@ impl HttpService {
             .open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
             .ok()
-            .map(|_| ConnectionPermit { inner: self.inner.clone() })
+            .map(|_| {
+                self.inner.server.shared.http_connections.fetch_add(1, Ordering::AcqRel);
+                ConnectionPermit { inner: self.inner.clone() }
+            })
     }
 
     /// Accepts connections from `listener` and serves each on a task of its own, until the
@@ -316,7 +320,8 @@ impl HttpService {
                 Err(e) => {
                     if let Some(wait) = accept_backoff(&e) {
                         tracing::warn!(error = %e, "accept failed; retrying in {wait:?}");
-                        self.inner.rt.sleep_until(self.inner.rt.now() + wait).await;
+                        crate::sleep_until(self.inner.rt.as_ref(), self.inner.rt.now().checked_add(wait))
+                            .await;
                     }
                     continue;
                 }
@@ -446,11 +451,11 @@ impl HttpService {
     /// Reads a `POST` body within the size and time bounds.
     async fn read_body<B: Body>(&self, body: B) -> Result<Vec<u8>, Response<McpBody>> {
         let rt = &self.inner.rt;
-        let deadline = rt.now() + self.inner.opts.body_read_timeout;
+        let deadline = rt.now().checked_add(self.inner.opts.body_read_timeout);
         let mut body = pin!(body);
         let outcome = {
             let read = pin!(read_capped(body.as_mut(), &self.inner.opts.http));
-            match select(read, rt.sleep_until(deadline)).await {
+            match select(read, crate::sleep_until(rt.as_ref(), deadline)).await {
                 Either::Left((outcome, _)) => Some(outcome),
                 Either::Right(_) => None,
             }
@@ -476,7 +481,7 @@ impl HttpService {
     /// either the connection is closed with the rest unread, and such a client sees the reset.
     async fn discard<B: Body>(&self, mut body: Pin<&mut B>) {
         let rt = &self.inner.rt;
-        let deadline = rt.now() + DISCARD_TIME;
+        let deadline = rt.now().checked_add(DISCARD_TIME);
         let drain = async {
             let mut left = DISCARD_BYTES;
             while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
@@ -486,7 +491,7 @@ impl HttpService {
                 left = rest;
             }
         };
-        select(pin!(drain), rt.sleep_until(deadline)).await;
+        select(pin!(drain), crate::sleep_until(rt.as_ref(), deadline)).await;
     }
 
     /// Waits for the engine's answer to a pending exchange: a JSON response, or an SSE head whose

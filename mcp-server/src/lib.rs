@@ -89,6 +89,9 @@ struct Shared {
     /// elsewhere: by the calls in flight, the connections open), and taken before the inbox, so
     /// finishing work comes before admitting more.
     control: (async_channel::Sender<Command>, async_channel::Receiver<Command>),
+    /// Connections [`HttpService::serve`] accepted for this server that are still open: what
+    /// [`Server::shutdown_and_close`] waits for.
+    http_connections: AtomicUsize,
     /// The engine's limits (fixed once built), for the work done before the driver: decoding.
     limits: mcp_proto::Limits,
     /// The runtime of the first connection; the driver and the handlers run there.
@@ -434,6 +437,7 @@ impl Server {
         Server {
             shared: Arc::new(Shared {
                 limits: config.limits.clone(),
+                http_connections: AtomicUsize::new(0),
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
                     sinks: HashMap::new(),
@@ -564,7 +568,7 @@ impl Server {
 
     fn sleep(&self, duration: Duration) -> BoxFuture<()> {
         match self.shared.rt.get() {
-            Some(rt) => rt.sleep_until(rt.now() + duration),
+            Some(rt) => sleep_until(rt.as_ref(), rt.now().checked_add(duration)),
             None => Box::pin(std::future::ready(())),
         }
     }
@@ -657,7 +661,8 @@ impl Server {
             let now = self.now();
             st.engine.shutdown(now);
             self.release(st);
-            now + budget
+            // Past what `Instant` can hold (`Duration::MAX`): no deadline, wait for every call.
+            now.checked_add(budget)
         };
         loop {
             let in_flight = self.lock().engine.status().in_flight;
@@ -666,11 +671,12 @@ impl Server {
             }
             let Some(rt) = self.shared.rt.get() else { break };
             let now = rt.now();
-            if now >= deadline {
+            if deadline.is_some_and(|d| now >= d) {
                 break;
             }
             // Polled rather than signalled: shutdown is rare and the budget coarse.
-            rt.sleep_until((now + Duration::from_millis(10)).min(deadline)).await;
+            let tick = now.checked_add(Duration::from_millis(10)).unwrap_or(now);
+            rt.sleep_until(deadline.map_or(tick, |d| tick.min(d))).await;
         }
         let mut st = self.lock();
         let now = self.now();
@@ -679,6 +685,33 @@ impl Server {
         st.engine.close_all(now);
         self.release(st);
         ShutdownReport { cancelled }
+    }
+
+    /// [`shutdown`](Self::shutdown), then waits for the HTTP connections
+    /// [`HttpService::serve`] accepted to close, so the last answers reach their clients before
+    /// the process exits: at most what is left of `budget`, and no longer than `cut_short`
+    /// (a second signal, say) takes. A keep-alive client that stays connected holds this until
+    /// then.
+    pub async fn shutdown_and_close(
+        &self,
+        budget: Duration,
+        cut_short: impl Future<Output = ()>,
+    ) -> ShutdownReport {
+        let started = self.now();
+        let report = self.shutdown(budget).await;
+        let Some(rt) = self.shared.rt.get().cloned() else { return report };
+        let deadline = started.checked_add(budget);
+        let closed = async {
+            while self.shared.http_connections.load(AtomicOrdering::Acquire) > 0 {
+                if deadline.is_some_and(|d| rt.now() >= d) {
+                    return;
+                }
+                // Polled rather than signalled: this runs once, at exit.
+                sleep_until(rt.as_ref(), rt.now().checked_add(Duration::from_millis(10))).await;
+            }
+        };
+        futures_util::future::select(pin!(closed), pin!(cut_short)).await;
+        report
     }
 
     /// Connections open and handlers running: an operator's view.
@@ -1034,6 +1067,15 @@ async fn futures_lite_yield() {
         }
     })
     .await;
+}
+
+/// Sleeps until `deadline`, or forever when there is none (a duration too long for `Instant`,
+/// such as `Duration::MAX`, means "never").
+pub(crate) fn sleep_until(rt: &dyn Runtime, deadline: Option<Instant>) -> BoxFuture<()> {
+    match deadline {
+        Some(deadline) => rt.sleep_until(deadline),
+        None => Box::pin(std::future::pending()),
+    }
 }
 
 /// The wall-clock time in unix milliseconds, which sealed request states expire by.

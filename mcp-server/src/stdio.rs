@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{command, Room, Runtime, Server, State};
+use super::{command, sleep_until, Room, Runtime, Server, State};
 use mcp_proto::stdio::LineFramer;
 use mcp_proto::{Caller, CloseReason, ConnKind};
 
@@ -158,8 +158,9 @@ where
     // End of input comes after every frame that was read, parked ones included.
     room.wait_below(1).await;
     server.send(command(move |e, now| e.close_input(now, conn))).await;
-    let deadline = rt.now() + drain;
-    let finished = futures_util::future::select(write.as_mut(), rt.sleep_until(deadline)).await;
+    // `Duration::MAX` (or anything past what `Instant` holds) waits for every call.
+    let deadline = rt.now().checked_add(drain);
+    let finished = futures_util::future::select(write.as_mut(), sleep_until(&rt, deadline)).await;
     match finished {
         futures_util::future::Either::Left((ok, _)) => {
             Ok(if ok { StdioEnd::EndOfInput } else { StdioEnd::OutputClosed })

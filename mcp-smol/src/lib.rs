@@ -26,9 +26,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 pub use mcp_proto;
@@ -121,71 +118,13 @@ pub async fn serve_http(
 struct TcpListener(smol::net::TcpListener);
 
 impl Listener for TcpListener {
-    type Io = Counted<FuturesIo<smol::net::TcpStream>>;
+    type Io = FuturesIo<smol::net::TcpStream>;
 
     async fn accept(&self) -> io::Result<(Self::Io, SocketAddr)> {
         let (stream, peer) = self.0.accept().await?;
         // Only fails on a socket that is already dead, which the first read will report.
         let _ = stream.set_nodelay(true);
-        Ok((Counted::new(FuturesIo::new(stream)), peer))
-    }
-}
-
-/// Connections [`serve_http`] accepted in this process that are still open: what
-/// [`shutdown_on_signal`] waits for, so the last answers reach their clients before it returns.
-static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
-
-/// An accepted connection, counted in [`OPEN_CONNECTIONS`] until it is dropped (closed).
-struct Counted<T> {
-    io: T,
-}
-
-impl<T> Counted<T> {
-    fn new(io: T) -> Self {
-        OPEN_CONNECTIONS.fetch_add(1, AtomicOrdering::AcqRel);
-        Self { io }
-    }
-}
-
-impl<T> Drop for Counted<T> {
-    fn drop(&mut self) {
-        OPEN_CONNECTIONS.fetch_sub(1, AtomicOrdering::AcqRel);
-    }
-}
-
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Counted<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Counted<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        Ok((FuturesIo::new(stream), peer))
     }
 }
 
@@ -253,23 +192,11 @@ pub async fn shutdown_signal() -> io::Result<()> {
 pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<ShutdownReport> {
     let mut signals = StopSignals::new()?;
     signals.next().await?;
-    let deadline = Instant::now() + budget;
-    let report = server.shutdown(budget).await;
-    // The answers are queued when `shutdown` returns; their connections write them, then
-    // close as their clients hang up. A keep-alive client that stays connected holds this until
-    // the budget runs out; a second signal cuts the wait short.
-    let closed = async {
-        while OPEN_CONNECTIONS.load(AtomicOrdering::Acquire) > 0 {
-            smol::Timer::after(Duration::from_millis(10)).await;
-        }
-    };
-    let timeout = async {
-        smol::Timer::at(deadline).await;
-    };
+    // A second signal cuts the wait for connections to close short.
     let again = async {
         let _ = signals.next().await;
     };
-    smol::future::or(closed, smol::future::or(timeout, again)).await;
+    let report = server.shutdown_and_close(budget, again).await;
     Ok(report)
 }
 
@@ -297,7 +224,7 @@ mod tests {
             let addr = listener.0.local_addr().expect("address");
             let client = smol::spawn(smol::net::TcpStream::connect(addr));
             let (io, peer) = listener.accept().await.expect("accept");
-            assert!(io.io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
+            assert!(io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
             let client = client.await.expect("connect");
             assert_eq!(peer, client.local_addr().expect("client address"));
         });

@@ -26,9 +26,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 pub use mcp_proto;
@@ -304,71 +301,13 @@ pub async fn serve_http(
 struct TcpListener(tokio::net::TcpListener);
 
 impl Listener for TcpListener {
-    type Io = Counted<TokioIo<tokio::net::TcpStream>>;
+    type Io = TokioIo<tokio::net::TcpStream>;
 
     async fn accept(&self) -> io::Result<(Self::Io, SocketAddr)> {
         let (stream, peer) = self.0.accept().await?;
         // Only fails on a socket that is already dead, which the first read will report.
         let _ = stream.set_nodelay(true);
-        Ok((Counted::new(TokioIo::new(stream)), peer))
-    }
-}
-
-/// Connections [`serve_http`] accepted in this process that are still open: what
-/// [`shutdown_on_signal`] waits for, so the last answers reach their clients before it returns.
-static OPEN_CONNECTIONS: AtomicUsize = AtomicUsize::new(0);
-
-/// An accepted connection, counted in [`OPEN_CONNECTIONS`] until it is dropped (closed).
-struct Counted<T> {
-    io: T,
-}
-
-impl<T> Counted<T> {
-    fn new(io: T) -> Self {
-        OPEN_CONNECTIONS.fetch_add(1, AtomicOrdering::AcqRel);
-        Self { io }
-    }
-}
-
-impl<T> Drop for Counted<T> {
-    fn drop(&mut self) {
-        OPEN_CONNECTIONS.fetch_sub(1, AtomicOrdering::AcqRel);
-    }
-}
-
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for Counted<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Counted<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        Ok((TokioIo::new(stream), peer))
     }
 }
 
@@ -419,21 +358,11 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// Outside a tokio runtime.
 pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<ShutdownReport> {
     shutdown_signal().await?;
-    let deadline = tokio::time::Instant::now() + budget;
-    let report = server.shutdown(budget).await;
-    // The answers are queued when `shutdown` returns; their connections write them, then
-    // close as their clients hang up. A keep-alive client that stays connected holds this until
-    // the budget runs out; a second signal cuts the wait short.
-    let closed = async {
-        while OPEN_CONNECTIONS.load(AtomicOrdering::Acquire) > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    // A second signal cuts the wait for connections to close short.
+    let again = async {
+        let _ = shutdown_signal().await;
     };
-    tokio::select! {
-        () = closed => {}
-        () = tokio::time::sleep_until(deadline) => {}
-        _ = shutdown_signal() => {}
-    }
+    let report = server.shutdown_and_close(budget, again).await;
     Ok(report)
 }
 
@@ -478,7 +407,7 @@ mod tests {
         let addr = listener.0.local_addr().expect("address");
         let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
         let (io, peer) = listener.accept().await.expect("accept");
-        assert!(io.io.inner().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
+        assert!(io.inner().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
         let client = client.await.expect("join").expect("connect");
         assert_eq!(peer, client.local_addr().expect("client address"));
     }
