@@ -7,7 +7,10 @@
 //! sender only; the driver takes a bounded batch of commands per wake (handler completions
 //! before new frames), drains the engine's output after each (frames to per-connection bounded
 //! queues, cancellations to abort handles) and sleeps until the next command or the engine's
-//! next deadline. Every handler runs as its own task, started there, so not even its synchronous
+//! next deadline. When nothing is queued and the engine is free this instant, the task that
+//! brings a command runs it at once instead (never waiting for the engine: it takes it only if
+//! no one holds it), which spares a quiet server the hop to the driver. Every handler runs as
+//! its own task, started there, so not even its synchronous
 //! part runs on the driver or a connection; panics become the generic internal error. The
 //! synchronous operator calls (registry edits, status, a handler's progress and logs) lock the
 //! engine briefly, as quinn's handles do. `mcp-tokio` and `mcp-smol` only supply the runtime and
@@ -89,6 +92,9 @@ struct Shared {
     /// elsewhere: by the calls in flight, the connections open), and taken before the inbox, so
     /// finishing work comes before admitting more.
     control: (async_channel::Sender<Command>, async_channel::Receiver<Command>),
+    /// Commands queued for the driver or in its hands, not yet run: while there are any, new
+    /// commands queue behind them rather than run inline (see [`Server::run_inline`]).
+    queued: AtomicUsize,
     /// Connections [`HttpService::serve`] accepted for this server that are still open: what
     /// [`Server::shutdown_and_close`] waits for.
     http_connections: AtomicUsize,
@@ -438,6 +444,7 @@ impl Server {
             shared: Arc::new(Shared {
                 limits: config.limits.clone(),
                 http_connections: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
                     sinks: HashMap::new(),
@@ -755,14 +762,62 @@ impl Server {
     /// Queues `cmd` behind the frames already waiting, waiting while the inbox is full. Returns
     /// false once the server is gone (never, while a `Server` is alive).
     pub(crate) async fn send(&self, cmd: Command) -> bool {
-        self.shared.inbox.0.send(cmd).await.is_ok()
+        let Err(cmd) = self.run_inline(cmd) else { return true };
+        self.shared.queued.fetch_add(1, AtomicOrdering::AcqRel);
+        if self.shared.inbox.0.send(cmd).await.is_ok() {
+            return true;
+        }
+        self.shared.queued.fetch_sub(1, AtomicOrdering::AcqRel);
+        false
     }
 
     /// Queues `cmd` ahead of the frames waiting; never waits. For completions and for what must
     /// happen from synchronous code (drop guards).
     pub(crate) fn submit(&self, cmd: Command) {
+        if let Err(cmd) = self.run_inline(cmd) {
+            self.enqueue_control(cmd);
+        }
+    }
+
+    fn enqueue_control(&self, cmd: Command) {
+        self.shared.queued.fetch_add(1, AtomicOrdering::AcqRel);
         // The receiver lives in `Shared`, beside this sender: the channel never closes.
         let _ = self.shared.control.0.try_send(cmd);
+    }
+
+    /// Wakes the driver so it looks at the engine's deadline again.
+    fn wake_driver(&self) {
+        self.enqueue_control(Box::new(|_: &Server, _: &mut State, _: Instant| {}));
+    }
+
+    /// Runs `cmd` at once on the calling task when that delays nobody and reorders nothing:
+    /// when no command is queued or in the driver's hands, and the engine is free this instant
+    /// (never waited for). Otherwise hands it back, to be queued. This spares the hop to the
+    /// driver when the server is quiet (the latency of one request alone), while a busy server
+    /// is worked by the driver in batches; either way the work done is bounded engine work,
+    /// never a handler and never a decode.
+    fn run_inline(&self, cmd: Command) -> Result<(), Command> {
+        if self.shared.queued.load(AtomicOrdering::Acquire) != 0 {
+            return Err(cmd);
+        }
+        let Ok(mut st) = self.shared.state.try_lock() else { return Err(cmd) };
+        // Checked again with the engine in hand: whatever was queued meanwhile goes first.
+        if self.shared.queued.load(AtomicOrdering::Acquire) != 0 {
+            return Err(cmd);
+        }
+        let now = self.now();
+        cmd(self, &mut st, now);
+        self.pump(&mut st);
+        if !st.parked.is_empty() {
+            self.unpark(&mut st, now);
+        }
+        let next = st.engine.poll_timeout();
+        if next.is_some() && (st.armed.is_none() || next < st.armed) {
+            st.armed = next;
+            drop(st);
+            self.wake_driver();
+        }
+        Ok(())
     }
 
     /// Runs `f` on the driver, in order with the frames queued before it, and returns what it
@@ -867,7 +922,7 @@ impl Server {
         if next.is_some() && (st.armed.is_none() || next < st.armed) {
             st.armed = next;
             drop(st);
-            self.submit(Box::new(|_: &Server, _: &mut State, _: Instant| {}));
+            self.wake_driver();
         }
     }
 
@@ -905,6 +960,7 @@ impl Server {
                     Some(cmd) => {
                         cmd(&self, &mut st, rt.now());
                         self.pump(&mut st);
+                        self.shared.queued.fetch_sub(1, AtomicOrdering::AcqRel);
                     }
                     None => {
                         st.armed = None;
@@ -916,6 +972,7 @@ impl Server {
                     let Ok(cmd) = control.try_recv().or_else(|_| inbox.try_recv()) else { break };
                     cmd(&self, &mut st, rt.now());
                     self.pump(&mut st);
+                    self.shared.queued.fetch_sub(1, AtomicOrdering::AcqRel);
                 }
                 if !st.parked.is_empty() {
                     self.unpark(&mut st, rt.now());
