@@ -514,3 +514,21 @@ impl Client {
         }
     }
 }
+
+/// A stateless 2026-07-28 `POST` of `method` with `params` (its `_meta` filled in with the
+/// version and no client capabilities) and the headers that version requires (`Mcp-Name` from
+/// `params.name`, when there is one).
+pub fn modern(id: u64, method: &str, mut params: Value) -> Req {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let name = params["name"].as_str().map(str::to_owned);
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let req =
+        Req::post(body.to_string()).header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method);
+    match name {
+        Some(name) => req.header("Mcp-Name", &name),
+        None => req,
+    }
+}

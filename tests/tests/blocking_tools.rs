@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use mcp_proto::{Tool, ToolOutput};
 use mcp_server::{HttpOptions, Server, ToolCall};
-use mcp_tests::http::{each, ensure, poll_until, serve, Client, Req, TIMEOUT};
-use serde_json::{json, Value};
+use mcp_tests::http::{each, ensure, modern, poll_until, serve, Client, TIMEOUT};
+use serde_json::json;
 
 /// Calls held at once: more than the threads that run tasks on either runtime under test.
 const HELD: u64 = 4;
@@ -39,21 +39,6 @@ impl Gate {
     fn open(&self) {
         *self.open.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.opened.notify_all();
-    }
-}
-
-fn modern(id: u64, method: &str, mut params: Value) -> Req {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}
-    });
-    let name = params["name"].as_str().map(str::to_owned);
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let req =
-        Req::post(body.to_string()).header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method);
-    match name {
-        Some(name) => req.header("Mcp-Name", &name),
-        None => req,
     }
 }
 

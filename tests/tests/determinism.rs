@@ -6,20 +6,9 @@
 //! from iterating one (cancellations of a connection closed with calls in flight did) differs
 //! between the two runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mcp_tests::replay;
-
-fn transcripts() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("transcripts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    files
-}
 
 /// Inputs no transcript of the corpus has: connections closed (and shut down) with many calls in
 /// flight under peer-chosen ids, whose cancellations must come in one order. Only the inputs
@@ -69,7 +58,7 @@ fn corpus_run(files: &[PathBuf]) -> Vec<(String, String)> {
 
 #[test]
 fn the_corpus_replays_identically_twice() {
-    let files = transcripts();
+    let files = replay::transcript_files();
     assert!(files.len() >= 25, "only {} transcripts found", files.len());
     let first = corpus_run(&files);
     let second = corpus_run(&files);

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use mcp_proto::{Tool, ToolOutput};
 use mcp_server::{HttpOptions, Server, ToolCall};
-use mcp_tests::http::{serve, test_server, Client, Req, Response, Shim, SHIMS, TIMEOUT};
-use serde_json::{json, Value};
+use mcp_tests::http::{modern, serve, test_server, Client, Req, Response, Shim, SHIMS, TIMEOUT};
+use serde_json::json;
 
 type Outcome = Result<(), String>;
 
@@ -74,21 +74,6 @@ fn eventually(what: &str, mut probe: impl FnMut() -> bool) -> Outcome {
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"http-test","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-
-fn modern(id: u64, method: &str, mut params: Value) -> Req {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}
-    });
-    let name = params["name"].as_str().map(str::to_owned);
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let req =
-        Req::post(body.to_string()).header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method);
-    match name {
-        Some(name) => req.header("Mcp-Name", &name),
-        None => req,
-    }
-}
 
 #[test]
 fn transport_refusals() {

@@ -3,8 +3,6 @@
 //! `! tools`) is replayed against the `stdio-tokio` and `stdio-smol` binaries; the selection
 //! rules are [`mcp_tests::pipe::script`]'s, and each run prints what it ran and what it skipped.
 
-use std::path::{Path, PathBuf};
-
 use mcp_tests::pipe;
 
 const TOKIO: &str = env!("CARGO_BIN_EXE_stdio-tokio");
@@ -14,14 +12,7 @@ const SMOL: &str = env!("CARGO_BIN_EXE_stdio-smol");
 const AT_LEAST: usize = 30;
 
 fn transcripts() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("transcripts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    files
+    mcp_tests::replay::transcript_files()
         .into_iter()
         .map(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

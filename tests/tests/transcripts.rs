@@ -5,21 +5,10 @@
 //! reported as ignored (with the failure printed); once it passes, the test fails until the
 //! marker goes. See `tests/README.md` for the format and how to record one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use mcp_tests::replay;
-
-fn transcripts() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("transcripts");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    files
-}
 
 fn run(path: &Path) -> Result<(), Failed> {
     let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -40,7 +29,7 @@ fn run(path: &Path) -> Result<(), Failed> {
 
 fn main() {
     let args = Arguments::from_args();
-    let files = transcripts();
+    let files = replay::transcript_files();
     assert!(files.len() >= 25, "only {} transcripts found", files.len());
     let trials = files
         .into_iter()
