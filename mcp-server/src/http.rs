@@ -266,7 +266,16 @@ impl fmt::Debug for Inner {
 impl HttpService {
     /// An endpoint for `server` on runtime `rt`. The server's handlers and timers run on the
     /// first runtime any connection or endpoint brought it.
-    pub fn new<R: Runtime + Clone>(server: Server, rt: R, opts: HttpOptions) -> Self {
+    ///
+    /// A body is never read past the server's own frame limit
+    /// ([`Limits::max_frame_bytes`](mcp_proto::Limits::max_frame_bytes)), whatever
+    /// [`HttpConfig::max_body_bytes`] says: the engine would refuse such a frame anyway, so it is
+    /// refused (413) from its `Content-Length`, before it is read.
+    pub fn new<R: Runtime + Clone>(server: Server, rt: R, mut opts: HttpOptions) -> Self {
+        let frame = server.limits().frame_bytes();
+        if opts.http.body_bytes() > frame {
+            opts.http.max_body_bytes(frame);
+        }
         server.attach(&rt);
         let rt: Arc<dyn Runtime> = Arc::new(rt);
         Self { inner: Arc::new(Inner { server, rt, opts, open: AtomicUsize::new(0) }) }

@@ -766,3 +766,24 @@ fn shutdown_awaited_from_another_executor() {
         expect_status(&resp, 200, "the call in flight")
     });
 }
+
+/// The HTTP body cap follows the server's own frame limit, not the default one: a body over
+/// `max_frame_bytes` is refused with 413 from its `Content-Length`, before a byte of it is sent
+/// (the client here never sends it; reading it would wait out the body timeout instead).
+#[test]
+fn body_cap_follows_the_servers_frame_limit() {
+    each(|shim| {
+        let server = build(
+            |l| {
+                l.max_frame_bytes(1024);
+            },
+            None,
+        );
+        let addr = serve(shim, server, HttpOptions::default());
+        let mut client = connect(addr)?;
+        let head = Req::post(Vec::new()).without("Content-Length").header("Content-Length", "4096");
+        client.send(&head.to_bytes()).map_err(|e| e.to_string())?;
+        let resp = client.response()?;
+        expect_status(&resp, 413, "a 4 KiB body under a 1 KiB frame limit")
+    });
+}
