@@ -128,15 +128,6 @@ impl Exchange {
     }
 }
 
-/// What the HTTP layer waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Timer {
-    /// Expire a session (handshake or idle).
-    Session(ConnId),
-    /// Re-check a held stream's caller and write a keep-alive comment.
-    KeepAlive(ConnId),
-}
-
 fn json_head(status: u16) -> HttpHead {
     HttpHead { status, headers: vec![("Content-Type", "application/json".to_owned())] }
 }
@@ -445,7 +436,7 @@ impl<H: Clone> Engine<H> {
         if established_now {
             // The handshake check was armed for the handshake timeout; an idle timeout shorter
             // than that must not wait for it.
-            self.arm(now, self.config.limits.session_idle, Timer::Session(session));
+            self.timers.arm_after(now, self.config.limits.session_idle, Timer::Session(session));
         }
         let ex = self.insert_conn(Transport::Exchange(x), caller);
         let reply = self.run_exchange(now, session, ex, frame);
@@ -522,7 +513,7 @@ impl<H: Clone> Engine<H> {
         };
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
         self.sessions.insert(id.clone(), conn);
-        self.arm(now, limits.session_handshake, Timer::Session(conn));
+        self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
     }
 
@@ -616,7 +607,7 @@ impl<H: Clone> Engine<H> {
         if !c.pending.is_empty() {
             self.dirty = true;
         }
-        self.arm(now, keepalive, Timer::KeepAlive(conn));
+        self.timers.arm_after(now, keepalive, Timer::KeepAlive(conn));
         HttpReply::Pending(conn)
     }
 
@@ -764,7 +755,7 @@ impl<H: Clone> Engine<H> {
             x.seq = 1;
             self.out.push_back(Output::Frame { conn: ex, bytes: sse::priming(&id, Some(retry)) });
         }
-        self.arm(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
+        self.timers.arm_after(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
     }
 
     /// A reply `ex` waited for will never come (its call was cancelled or its session ended).
@@ -792,21 +783,7 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// Session expiry and stream keep-alives due at `now`.
-    pub(super) fn http_timeout(&mut self, now: Instant) {
-        while let Some(&(at, timer)) = self.http_timers.first() {
-            if at > now {
-                break;
-            }
-            self.http_timers.remove(&(at, timer));
-            match timer {
-                Timer::Session(conn) => self.session_timer(now, conn),
-                Timer::KeepAlive(conn) => self.keepalive(now, conn),
-            }
-        }
-    }
-
-    fn session_timer(&mut self, now: Instant, conn: ConnId) {
+    pub(super) fn session_timer(&mut self, now: Instant, conn: ConnId) {
         let idle = self.config.limits.session_idle;
         let Some(c) = self.conns.get(conn.0) else { return };
         let Transport::Session(s) = &c.transport else { return };
@@ -821,19 +798,10 @@ impl<H: Clone> Engine<H> {
             self.forget(conn, CloseReason::Expired);
             return;
         }
-        self.arm(from, idle, Timer::Session(conn));
+        self.timers.arm_after(from, idle, Timer::Session(conn));
     }
 
-    /// Arms `timer` for `after` past `from`. A delay too long for the clock to express never
-    /// fires (a `Duration::MAX` limit means "never"); a zero delay counts as 1 ms, so a timer
-    /// re-armed while timers are handled cannot fire again in the same `handle_timeout`.
-    fn arm(&mut self, from: Instant, after: Duration, timer: Timer) {
-        if let Some(at) = from.checked_add(after.max(Duration::from_millis(1))) {
-            self.http_timers.insert((at, timer));
-        }
-    }
-
-    fn keepalive(&mut self, now: Instant, conn: ConnId) {
+    pub(super) fn keepalive(&mut self, now: Instant, conn: ConnId) {
         let Some(c) = self.conns.get(conn.0) else { return };
         let held = match &c.transport {
             Transport::Exchange(x) => x.started,
@@ -848,7 +816,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         self.out.push_back(Output::Frame { conn, bytes: sse::comment("keep-alive") });
-        self.arm(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
+        self.timers.arm_after(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
     }
 }
 

@@ -1,6 +1,6 @@
 //! The protocol state machine.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,7 @@ mod determinism;
 mod features;
 mod http;
 mod notify;
+mod timers;
 
 pub use ask::{AskError, Asked};
 
@@ -39,6 +40,7 @@ pub use http::{HttpHead, HttpReply, HttpRequest};
 
 pub use features::Introspection;
 pub use notify::{LogLevel, ProgressOutcome};
+use timers::Timer;
 
 /// `Implementation`: the server's name and version as peers see them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -566,7 +568,8 @@ pub struct Engine<H> {
     conns: Slab<Conn>,
     calls: Slab<Call>,
     batches: Slab<Batch>,
-    deadlines: BTreeSet<(Instant, CallId)>,
+    /// Every deadline: call timeouts, session expiry, keep-alives.
+    timers: timers::Timers,
     out: VecDeque<Output<H>>,
     /// Draining connections whose last call just finished, closed once its answer is queued.
     pending_close: Vec<ConnId>,
@@ -585,8 +588,6 @@ pub struct Engine<H> {
     /// While an HTTP request is dispatched: its exchange, and its response if it completed
     /// before `handle_http` returned (answered without a round trip through the output queue).
     immediate: Option<(ConnId, Option<http::Ready>)>,
-    /// Session expiry and stream keep-alive times.
-    http_timers: BTreeSet<(Instant, http::Timer)>,
     /// Held streams by caller binding, oldest first.
     seats: HashMap<String, VecDeque<ConnId>>,
     /// Held streams over all callers.
@@ -617,7 +618,7 @@ impl<H: Clone> Engine<H> {
             conns: Slab::default(),
             calls: Slab::default(),
             batches: Slab::default(),
-            deadlines: BTreeSet::new(),
+            timers: timers::Timers::default(),
             out: VecDeque::new(),
             pending_close: Vec::new(),
             shutting_down: false,
@@ -627,7 +628,6 @@ impl<H: Clone> Engine<H> {
             sessions: HashMap::new(),
             reply_to: None,
             immediate: None,
-            http_timers: BTreeSet::new(),
             seats: HashMap::new(),
             streams: 0,
             outbound: HashMap::new(),
@@ -828,7 +828,7 @@ impl<H: Clone> Engine<H> {
         for call in calls {
             if let Some(k) = self.calls.remove(call.0) {
                 if let Some(d) = k.deadline {
-                    self.deadlines.remove(&(d, call));
+                    self.timers.disarm(d, Timer::Call(call));
                 }
                 if let Some((b, _)) = k.batch {
                     self.batches.remove(b);
@@ -1201,7 +1201,7 @@ impl<H: Clone> Engine<H> {
         let c = self.calls.remove(call.0)?;
         self.forget_asks(&c);
         if let Some(d) = c.deadline {
-            self.deadlines.remove(&(d, call));
+            self.timers.disarm(d, Timer::Call(call));
         }
         if let Some(conn) = self.conns.get_mut(c.conn.0) {
             conn.calls.remove(&c.id);
@@ -1654,7 +1654,7 @@ impl<H: Clone> Engine<H> {
         conn.calls.insert(ctx.id.clone(), call);
         conn.in_flight += 1;
         if let Some(d) = deadline {
-            self.deadlines.insert((d, call));
+            self.timers.arm(d, Timer::Call(call));
         }
         Ok(call)
     }
@@ -1775,12 +1775,7 @@ impl<H: Clone> Engine<H> {
     /// Ask again after every call that may add a deadline: [`handle_frame`](Self::handle_frame)
     /// and [`handle_timeout`](Self::handle_timeout).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let call = self.deadlines.first().map(|(d, _)| *d);
-        let http = self.http_timers.first().map(|(d, _)| *d);
-        match (call, http) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.timers.next()
     }
 
     /// Expires every deadline at or before `now`: a timed-out call is cancelled
@@ -1789,19 +1784,24 @@ impl<H: Clone> Engine<H> {
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.input(now);
-        while let Some(&(d, call)) = self.deadlines.first() {
-            if d > now {
-                break;
-            }
-            self.deadlines.remove(&(d, call));
-            if let Some(c) = self.finish_call(call) {
-                self.out.push_back(Output::Cancel { call });
-                let err = RpcError::new(ErrorCode::InternalError, "request timed out");
-                let bytes = encode_error(Some(&c.id), &err);
-                self.deliver(c, bytes);
+        let due: Vec<Timer> = self.timers.expired(now).collect();
+        for timer in due {
+            match timer {
+                Timer::Call(call) => self.call_timeout(call),
+                Timer::Session(conn) => self.session_timer(now, conn),
+                Timer::KeepAlive(conn) => self.keepalive(now, conn),
             }
         }
-        self.http_timeout(now);
+    }
+
+    /// `call` ran past [`Config::call_timeout`]: stop it and answer that it timed out.
+    fn call_timeout(&mut self, call: CallId) {
+        if let Some(c) = self.finish_call(call) {
+            self.out.push_back(Output::Cancel { call });
+            let err = RpcError::new(ErrorCode::InternalError, "request timed out");
+            let bytes = encode_error(Some(&c.id), &err);
+            self.deliver(c, bytes);
+        }
     }
 }
 
