@@ -12,6 +12,7 @@
 //! (`subscriptions/listen`): the response turns into SSE at the first such message, so a plain
 //! call pays for no event framing.
 
+use super::sessions::Room;
 use super::*;
 use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
 use crate::sse::{self, EventId, ReplayBuffer};
@@ -482,7 +483,7 @@ impl<H: Clone> Engine<H> {
     }
 
     fn session_for(&self, sid: &str, caller: &Caller) -> Option<ConnId> {
-        let conn = *self.sessions.get(sid)?;
+        let conn = self.sessions.get(sid)?;
         // A session is its creator's: another caller holding the id learns nothing from it.
         self.conns.get(conn.0).filter(|c| c.caller.binding() == caller.binding()).map(|_| conn)
     }
@@ -498,9 +499,8 @@ impl<H: Clone> Engine<H> {
             let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
             return Err(error_reply(503, None, &err));
         }
-        // Without a seed there is no id that cannot be guessed; with one, a repeat would take
-        // 2^128 ids to be likely, but a repeat must still never join two clients' sessions.
-        let id = self.mint_session_id().filter(|id| !self.sessions.contains_key(id));
+        // Without a seed there is no id that cannot be guessed.
+        let id = self.sessions.mint(self.config.seed.as_ref());
         let Some(id) = id else { return Err(error_reply(500, None, &RpcError::internal())) };
         let state = SessionState {
             id: id.clone(),
@@ -515,21 +515,6 @@ impl<H: Clone> Engine<H> {
         self.sessions.insert(id.clone(), conn);
         self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
-    }
-
-    /// The next session id: HMAC-SHA256 keyed with [`Config::seed`] over a domain label and a
-    /// counter, so ids are unguessable while the seed is secret, never repeat for one engine, and
-    /// are the same for the same seed and inputs. Base64url without padding: 43 characters of
-    /// the `Mcp-Session-Id` alphabet (visible ASCII, see [`crate::http::is_valid_session_id`]).
-    fn mint_session_id(&mut self) -> Option<String> {
-        use base64::Engine as _;
-        use hmac::{Hmac, Mac};
-        let seed = self.config.seed.as_ref()?;
-        let mut mac = <Hmac<sha2::Sha256> as hmac::digest::KeyInit>::new_from_slice(&seed.0).ok()?;
-        mac.update(b"mcp-proto/session-id/v1");
-        mac.update(&self.sessions_minted.to_be_bytes());
-        self.sessions_minted = self.sessions_minted.wrapping_add(1);
-        Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
     }
 
     fn http_get(
@@ -641,28 +626,13 @@ impl<H: Clone> Engine<H> {
 
     /// Makes room for one more held stream of `caller`, or says why not (429).
     fn take_seat(&mut self, caller: &Caller, id: Option<&RequestId>) -> Result<(), HttpReply> {
-        let limits = &self.config.limits;
-        if limits.max_streams.is_some_and(|max| self.streams >= max) {
-            let err = RpcError::invalid_request("too many open streams; try again later");
-            return Err(error_reply(429, id, &err));
+        loop {
+            match self.sessions.room(caller.binding(), &self.config.limits) {
+                Room::Free => return Ok(()),
+                Room::Evict(oldest) => self.forget(oldest, CloseReason::Evicted),
+                Room::Refused(msg) => return Err(error_reply(429, id, &RpcError::invalid_request(msg))),
+            }
         }
-        let Some(per) = limits.max_streams_per_caller else { return Ok(()) };
-        let policy = limits.seat_policy;
-        let binding = caller.binding();
-        let held = self.seats.get(binding).map_or(0, VecDeque::len);
-        if held < per {
-            return Ok(());
-        }
-        if per == 0 || policy == crate::limits::SeatPolicy::Refuse {
-            let err =
-                RpcError::invalid_request(format!("too many open streams for this caller (limit {per})"));
-            return Err(error_reply(429, id, &err));
-        }
-        while self.seats.get(binding).map_or(0, VecDeque::len) >= per {
-            let Some(oldest) = self.seats.get(binding).and_then(|q| q.front().copied()) else { break };
-            self.forget(oldest, CloseReason::Evicted);
-        }
-        Ok(())
     }
 
     fn seat(&mut self, conn: ConnId) {
@@ -671,8 +641,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         c.seated = true;
-        self.seats.entry(c.caller.binding().to_owned()).or_default().push_back(conn);
-        self.streams += 1;
+        self.sessions.seat(c.caller.binding(), conn);
     }
 
     /// Sends `bytes` to `to` as its transport requires. `reply` marks the answer to a request,

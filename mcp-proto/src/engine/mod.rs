@@ -32,6 +32,7 @@ mod determinism;
 mod features;
 mod http;
 mod notify;
+mod sessions;
 mod timers;
 
 pub use ask::{AskError, Asked};
@@ -581,17 +582,13 @@ pub struct Engine<H> {
     subs: notify::Subscriptions,
     /// Some connection has pending notifications.
     dirty: bool,
-    /// Legacy HTTP sessions by `Mcp-Session-Id`.
-    sessions: HashMap<String, ConnId>,
+    /// Legacy HTTP sessions by id, and stream seats.
+    sessions: sessions::Sessions,
     /// While an HTTP request is dispatched: the exchange its replies go to.
     reply_to: Option<ConnId>,
     /// While an HTTP request is dispatched: its exchange, and its response if it completed
     /// before `handle_http` returned (answered without a round trip through the output queue).
     immediate: Option<(ConnId, Option<http::Ready>)>,
-    /// Held streams by caller binding, oldest first.
-    seats: HashMap<String, VecDeque<ConnId>>,
-    /// Held streams over all callers.
-    streams: usize,
     /// Server→client requests awaiting the client's response: (owner, id) → (call, slot).
     outbound: HashMap<(ConnId, u64), (CallId, usize)>,
     /// The id of the next server→client request.
@@ -604,8 +601,6 @@ pub struct Engine<H> {
     /// notifications, and the end of a session's `GET` stream closed deep inside another
     /// input's teardown.
     clock: Instant,
-    /// Legacy HTTP session ids minted so far: the counter of the session-id PRF.
-    sessions_minted: u64,
 }
 
 impl<H: Clone> Engine<H> {
@@ -625,16 +620,13 @@ impl<H: Clone> Engine<H> {
             server_info_modern,
             subs: notify::Subscriptions::default(),
             dirty: false,
-            sessions: HashMap::new(),
+            sessions: sessions::Sessions::default(),
             reply_to: None,
             immediate: None,
-            seats: HashMap::new(),
-            streams: 0,
             outbound: HashMap::new(),
             next_outbound: 1,
             started: now,
             clock: now,
-            sessions_minted: 0,
         }
     }
 
@@ -800,7 +792,7 @@ impl<H: Clone> Engine<H> {
             listens: 0,
             shutting_down: self.shutting_down,
             sessions: self.sessions.len(),
-            streams: self.streams,
+            streams: self.sessions.streams(),
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.in_flight;
@@ -859,13 +851,7 @@ impl<H: Clone> Engine<H> {
         let c = self.conns.remove(conn.0)?;
         self.subs.conn_closed(c.caller.binding());
         if c.seated {
-            self.streams = self.streams.saturating_sub(1);
-            if let Some(q) = self.seats.get_mut(c.caller.binding()) {
-                q.retain(|s| *s != conn);
-                if q.is_empty() {
-                    self.seats.remove(c.caller.binding());
-                }
-            }
+            self.sessions.unseat(c.caller.binding(), conn);
         }
         match &c.transport {
             http::Transport::Session(s) => {
