@@ -184,7 +184,7 @@ impl<H: Clone> Engine<H> {
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Asked, AskError> {
         self.input(now);
-        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get(call).ok_or(AskError::Stale)?;
         if c.version.is_modern() {
             self.ask_modern(now, call, requests)
         } else {
@@ -196,7 +196,7 @@ impl<H: Clone> Engine<H> {
     /// (see [`carry_state`](Self::carry_state)); `None` on the first round and on legacy
     /// sessions, where the handler simply keeps running between asks.
     pub fn carried_state(&self, call: CallId) -> Option<&str> {
-        self.calls.get(call.0)?.input.as_ref()?.carry.as_deref()
+        self.calls.get(call)?.input.as_ref()?.carry.as_deref()
     }
 
     /// Sets what rides, sealed, in the `requestState` of the next `input_required` answer of
@@ -206,7 +206,7 @@ impl<H: Clone> Engine<H> {
     /// ask fails the call with an internal error. The client can read it (it is signed, not
     /// encrypted): carry no secrets.
     pub fn carry_state(&mut self, call: CallId, data: Option<String>) -> Result<(), Stale> {
-        let input = self.calls.get_mut(call.0).ok_or(Stale)?.input.as_mut().ok_or(Stale)?;
+        let input = self.calls.get_mut(call).ok_or(Stale)?.input.as_mut().ok_or(Stale)?;
         input.carry = data;
         Ok(())
     }
@@ -215,7 +215,7 @@ impl<H: Clone> Engine<H> {
     /// it needs (in `initialize`, or in this 2026-07-28 request's `_meta`), and something can
     /// carry it. Lets a handler take another path instead of failing, as the spec allows.
     pub fn can_ask(&self, call: CallId, request: &InputRequest) -> Result<(), AskError> {
-        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get(call).ok_or(AskError::Stale)?;
         if c.version.is_modern() {
             let caps = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).map(|(_, caps)| caps);
             return request
@@ -242,7 +242,7 @@ impl<H: Clone> Engine<H> {
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Asked, AskError> {
         let max_rounds = self.config.max_input_rounds;
-        let c = self.calls.get_mut(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get_mut(call).ok_or(AskError::Stale)?;
         let version = c.version;
         let input = c.input.as_mut().ok_or(AskError::Unreachable)?;
         let Some((mrtr, caps)) = input.mrtr.as_ref() else { return Err(AskError::Unreachable) };
@@ -291,7 +291,7 @@ impl<H: Clone> Engine<H> {
                 Err(err) => err,
             },
         };
-        let id = self.calls.get(call.0).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
+        let id = self.calls.get(call).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
         self.end_call(call, encode_error(Some(&id), &fail));
         Err(AskError::Suspended)
     }
@@ -305,7 +305,7 @@ impl<H: Clone> Engine<H> {
         missing: Vec<(String, InputRequest)>,
         state: &RequestState,
     ) -> Result<Vec<u8>, RpcError> {
-        let c = self.calls.get(call.0).ok_or_else(RpcError::internal)?;
+        let c = self.calls.get(call).ok_or_else(RpcError::internal)?;
         let (mrtr, _) = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).ok_or_else(RpcError::internal)?;
         let caller = self.caller(c.conn);
         let binding =
@@ -338,7 +338,7 @@ impl<H: Clone> Engine<H> {
 
     fn ask_legacy(&mut self, call: CallId, requests: Vec<(String, InputRequest)>) -> Result<Asked, AskError> {
         let max_rounds = self.config.max_input_rounds;
-        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get(call).ok_or(AskError::Stale)?;
         let (owner, reply_to, version) = (c.conn, c.reply_to, c.version);
         // Before `notifications/initialized` a server sends the client nothing but pings.
         let caps = match self.conns.get(owner.0).and_then(|o| o.session.as_ref()) {
@@ -375,7 +375,7 @@ impl<H: Clone> Engine<H> {
             slots.push((id, key, req));
         }
         let remaining = slots.len();
-        if let Some(input) = self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()) {
+        if let Some(input) = self.calls.get_mut(call).and_then(|c| c.input.as_mut()) {
             input.rounds += 1;
             input.asking = Some(Asking { slots, answers: Map::new(), remaining });
         }
@@ -400,7 +400,7 @@ impl<H: Clone> Engine<H> {
         let Some(id) = env.id.as_deref().and_then(|raw| raw.get().parse::<u64>().ok()) else { return };
         let Some((call, slot)) = self.outbound.remove(&(conn, id)) else { return };
         let Some(asking) =
-            self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())
+            self.calls.get_mut(call).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())
         else {
             return;
         };
@@ -426,13 +426,13 @@ impl<H: Clone> Engine<H> {
 
     /// Resumes the handler once every answer is in, or at the first failure.
     fn settle(&mut self, call: CallId, outcome: Result<(), AskError>) {
-        let Some(input) = self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()) else { return };
+        let Some(input) = self.calls.get_mut(call).and_then(|c| c.input.as_mut()) else { return };
         let Some(asking) = input.asking.as_ref() else { return };
         if outcome.is_ok() && asking.remaining > 0 {
             return;
         }
         let Some(asking) = input.asking.take() else { return };
-        let Some(owner) = self.calls.get(call.0).map(|c| c.conn) else { return };
+        let Some(owner) = self.calls.get(call).map(|c| c.conn) else { return };
         for (id, _, _) in &asking.slots {
             self.outbound.remove(&(owner, *id));
         }

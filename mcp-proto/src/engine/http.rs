@@ -761,7 +761,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         // Idleness counts from the last request, and not while a call or a stream is open.
-        let busy = c.in_flight > 0 || s.get.is_some();
+        let busy = c.calls.in_flight() > 0 || s.get.is_some();
         let from = if busy { now } else { s.last_active };
         if !busy && from.checked_add(idle).is_some_and(|due| due <= now) {
             self.forget(conn, CloseReason::Expired);

@@ -27,6 +27,7 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
+mod calls;
 #[cfg(test)]
 mod determinism;
 mod features;
@@ -39,6 +40,7 @@ pub use ask::{AskError, Asked};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
 
+use calls::{Call, CallKind, Calls, ConnCalls};
 pub use features::Introspection;
 pub use notify::{LogLevel, ProgressOutcome};
 use timers::Timer;
@@ -481,58 +483,12 @@ struct Conn {
     seated: bool,
     caller: Arc<Caller>,
     session: Option<Session>,
-    /// Requests awaiting an answer, by id, for duplicate detection and cancellation.
-    calls: HashMap<RequestId, CallId>,
-    /// Requests counted against the in-flight limit (calls plus pending batch members).
-    in_flight: usize,
+    /// Requests awaiting an answer.
+    calls: ConnCalls,
     draining: bool,
     listens: Vec<Listen>,
     /// Notifications owed to this connection, coalesced.
     pending: notify::Pending,
-}
-
-struct Call {
-    /// The connection whose request this is: it owns the id and the session state.
-    conn: ConnId,
-    /// Where the call's frames go: `conn` itself, or the HTTP exchange that carried it.
-    reply_to: ConnId,
-    id: RequestId,
-    version: ProtocolVersion,
-    kind: CallKind,
-    /// The batch this call belongs to, and its slot in the batch's reply.
-    batch: Option<(Key, usize)>,
-    deadline: Option<Instant>,
-    /// The modern request's `_meta` logLevel: logs below it (or all, when absent) are not sent.
-    log_level: Option<LogLevel>,
-    /// A gate shaped what this call may see (2026: `cacheScope: "private"`).
-    private: bool,
-    /// Where progress goes, if the request asked for it.
-    progress: Option<notify::Progress>,
-    /// What the handler may ask the client for, and what it was answered.
-    input: Option<Box<ask::CallInput>>,
-    #[cfg(debug_assertions)]
-    live: Live,
-}
-
-/// What a call's reply must be.
-#[derive(Debug)]
-enum CallKind {
-    Tool(String),
-    Resource(String),
-    Prompt,
-    Complete,
-}
-
-struct Batch {
-    /// Where the batch's reply goes.
-    reply_to: ConnId,
-    pending: usize,
-    /// One slot per member that is answered, in request order: replies come back in the order
-    /// of the requests whatever order handlers finish in, so a batch reply is deterministic.
-    parts: Vec<Option<Vec<u8>>>,
-    /// Its members are still being read: a member cancelled by a later member of the same
-    /// batch must not complete the batch before the rest are answered.
-    open: bool,
 }
 
 /// How one request will be answered.
@@ -567,8 +523,8 @@ pub struct Engine<H> {
     config: Config,
     registry: Registry<H>,
     conns: Slab<Conn>,
-    calls: Slab<Call>,
-    batches: Slab<Batch>,
+    /// Calls in flight and batches awaiting replies.
+    calls: Calls,
     /// Every deadline: call timeouts, session expiry, keep-alives.
     timers: timers::Timers,
     out: VecDeque<Output<H>>,
@@ -611,8 +567,7 @@ impl<H: Clone> Engine<H> {
             config,
             registry: Registry::default(),
             conns: Slab::default(),
-            calls: Slab::default(),
-            batches: Slab::default(),
+            calls: Calls::default(),
             timers: timers::Timers::default(),
             out: VecDeque::new(),
             pending_close: Vec::new(),
@@ -687,8 +642,7 @@ impl<H: Clone> Engine<H> {
             seated: false,
             caller,
             session: None,
-            calls: HashMap::new(),
-            in_flight: 0,
+            calls: ConnCalls::default(),
             draining: false,
             listens: Vec::new(),
             pending: notify::Pending::default(),
@@ -697,7 +651,7 @@ impl<H: Clone> Engine<H> {
 
     /// Number of requests of `conn` awaiting an answer.
     pub fn in_flight(&self, conn: ConnId) -> usize {
-        self.conns.get(conn.0).map_or(0, |c| c.in_flight)
+        self.conns.get(conn.0).map_or(0, |c| c.calls.in_flight())
     }
 
     /// The peer will send nothing more on `conn`. Once every call it made is answered the
@@ -710,7 +664,7 @@ impl<H: Clone> Engine<H> {
         c.draining = true;
         // Nobody is left to read a listen stream: end them rather than wait for them.
         c.listens.clear();
-        if c.in_flight == 0 {
+        if c.calls.in_flight() == 0 {
             self.forget(conn, CloseReason::EndOfInput);
         }
     }
@@ -740,7 +694,7 @@ impl<H: Clone> Engine<H> {
             }
             c.draining = true;
             let listens = std::mem::take(&mut c.listens);
-            let idle = c.in_flight == 0;
+            let idle = c.calls.in_flight() == 0;
             for listen in listens {
                 // SubscriptionsListenResult: the graceful end of a listen stream.
                 let mut r = Map::new();
@@ -768,7 +722,7 @@ impl<H: Clone> Engine<H> {
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn close_all(&mut self, now: Instant) {
         self.input(now);
-        let calls: Vec<CallId> = self.calls.iter().map(|(k, _)| CallId(k)).collect();
+        let calls = self.calls.ids();
         for call in calls {
             if let Some(c) = self.finish_call(call) {
                 self.out.push_back(Output::Cancel { call });
@@ -795,7 +749,7 @@ impl<H: Clone> Engine<H> {
             streams: self.sessions.streams(),
         };
         for (_, c) in self.conns.iter() {
-            s.in_flight += c.in_flight;
+            s.in_flight += c.calls.in_flight();
             s.listens += c.listens.len();
         }
         s
@@ -813,21 +767,11 @@ impl<H: Clone> Engine<H> {
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
         let Some(c) = self.drop_conn(conn) else { return };
         let mut orphaned = Vec::new();
-        // `calls` is keyed by peer-chosen ids, so its order is a hash order: cancel in call
-        // order instead, so the output depends on the inputs alone.
-        let mut calls: Vec<CallId> = c.calls.into_values().collect();
-        calls.sort_unstable();
-        for call in calls {
-            if let Some(k) = self.calls.remove(call.0) {
-                if let Some(d) = k.deadline {
-                    self.timers.disarm(d, Timer::Call(call));
-                }
-                if let Some((b, _)) = k.batch {
-                    self.batches.remove(b);
-                }
-                if k.reply_to != conn {
-                    orphaned.push(k.reply_to);
-                }
+        // Cancelled in call order, not in the peer-chosen ids' hash order, so the output depends
+        // on the inputs alone.
+        for (call, reply_to) in self.calls.drop_all(c.calls, &mut self.timers) {
+            if let Some(to) = reply_to.filter(|to| *to != conn) {
+                orphaned.push(to);
             }
             self.out.push_back(Output::Cancel { call });
         }
@@ -972,7 +916,7 @@ impl<H: Clone> Engine<H> {
             return FrameOutcome::Reply;
         }
         let reply_to = self.reply_to.unwrap_or(conn);
-        let batch = self.batches.insert(Batch { reply_to, pending: 0, parts: Vec::new(), open: true });
+        let batch = self.calls.open_batch(reply_to);
         let mut invocations = Vec::new();
         for item in items {
             let answer = match item {
@@ -983,34 +927,21 @@ impl<H: Clone> Engine<H> {
                 ))),
             };
             match answer {
-                Some(Answer::Now(bytes)) => {
-                    if let Some(b) = self.batches.get_mut(batch) {
-                        b.parts.push(Some(bytes));
-                    }
-                }
+                Some(Answer::Now(bytes)) => self.calls.answered(batch, bytes),
                 Some(Answer::Later(inv)) => {
                     // `admit` gave the call this slot: the next one.
-                    if let Some(b) = self.batches.get_mut(batch) {
-                        b.pending += 1;
-                        b.parts.push(None);
-                    }
+                    self.calls.awaits(batch);
                     invocations.push(inv);
                 }
                 None | Some(Answer::Open) => {}
             }
         }
-        let Some(b) = self.batches.get_mut(batch) else { return FrameOutcome::NoReply };
-        b.open = false;
-        let outcome = if b.pending == 0 && b.parts.iter().all(Option::is_none) {
-            self.batches.remove(batch);
-            FrameOutcome::NoReply
-        } else {
-            FrameOutcome::Reply
-        };
+        let Some(replies) = self.calls.close_batch(batch) else { return FrameOutcome::NoReply };
+        let outcome = if replies { FrameOutcome::Reply } else { FrameOutcome::NoReply };
         // A member cancelled by a later member is already answered (not at all): it never runs,
         // so the shim hears of neither an invocation nor its cancellation.
         let (live, dropped): (Vec<_>, Vec<_>) =
-            invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call.0).is_some());
+            invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call).is_some());
         if !dropped.is_empty() {
             let dropped: Vec<CallId> = dropped.iter().map(|inv| inv.ticket.call).collect();
             self.out.retain(|o| !matches!(o, Output::Cancel { call } if dropped.contains(call)));
@@ -1021,26 +952,9 @@ impl<H: Clone> Engine<H> {
     }
 
     fn flush_batch(&mut self, batch: Key) {
-        let done = self.batches.get(batch).is_some_and(|b| b.pending == 0 && !b.open);
-        if !done {
-            return;
+        if let Some((to, bytes)) = self.calls.flush(batch) {
+            self.send(to, bytes, true);
         }
-        let Some(b) = self.batches.remove(batch) else { return };
-        // Slots left empty belong to members cancelled before they were answered.
-        let parts: Vec<Vec<u8>> = b.parts.into_iter().flatten().collect();
-        if parts.is_empty() {
-            return;
-        }
-        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 1);
-        bytes.push(b'[');
-        for (i, p) in parts.iter().enumerate() {
-            if i > 0 {
-                bytes.push(b',');
-            }
-            bytes.extend_from_slice(p);
-        }
-        bytes.push(b']');
-        self.send(b.reply_to, bytes, true);
     }
 
     /// Sends the reply to a request read from `conn` (or from the HTTP exchange being
@@ -1152,7 +1066,7 @@ impl<H: Clone> Engine<H> {
                 let Some(id) = serde_json::to_string(raw).ok().and_then(|s| RequestId::from_json(&s)) else {
                     return;
                 };
-                let call = self.conns.get(conn.0).and_then(|c| c.calls.get(&id)).copied();
+                let call = self.conns.get(conn.0).and_then(|c| c.calls.get(&id));
                 match call {
                     Some(call) => self.cancel(now, call),
                     None => {
@@ -1168,11 +1082,9 @@ impl<H: Clone> Engine<H> {
     /// Ends a call without an answer (the peer cancelled it).
     fn cancel(&mut self, _now: Instant, call: CallId) {
         if let Some(c) = self.finish_call(call) {
-            match c.batch {
+            match c.batch() {
                 Some((b, _)) => {
-                    if let Some(batch) = self.batches.get_mut(b) {
-                        batch.pending = batch.pending.saturating_sub(1);
-                    }
+                    self.calls.settle(b, None);
                     self.flush_batch(b);
                 }
                 None => self.unowe(c.reply_to),
@@ -1184,15 +1096,11 @@ impl<H: Clone> Engine<H> {
 
     /// Removes a call from every index and releases its in-flight slot.
     fn finish_call(&mut self, call: CallId) -> Option<Call> {
-        let c = self.calls.remove(call.0)?;
+        let c = self.calls.finish(call, &mut self.timers)?;
         self.forget_asks(&c);
-        if let Some(d) = c.deadline {
-            self.timers.disarm(d, Timer::Call(call));
-        }
         if let Some(conn) = self.conns.get_mut(c.conn.0) {
-            conn.calls.remove(&c.id);
-            conn.in_flight = conn.in_flight.saturating_sub(1);
-            if conn.draining && conn.in_flight == 0 {
+            conn.calls.release(&c.id);
+            if conn.draining && conn.calls.in_flight() == 0 {
                 // The caller queues this call's answer first; `close_drained` then closes.
                 self.pending_close.push(c.conn);
             }
@@ -1588,7 +1496,7 @@ impl<H: Clone> Engine<H> {
         let ticket = Ticket {
             call,
             #[cfg(debug_assertions)]
-            live: self.calls.get(call.0).map(|c| c.live.0.clone()).unwrap_or_default(),
+            live: self.calls.get(call).map(|c| c.live.0.clone()).unwrap_or_default(),
         };
         Ok(Answer::Later(Invocation {
             ticket,
@@ -1611,38 +1519,11 @@ impl<H: Clone> Engine<H> {
     ) -> Result<CallId, RpcError> {
         let max = self.config.limits.max_in_flight;
         let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
-        if conn.in_flight >= max {
-            return Err(RpcError::invalid_request(format!("too many requests in flight (limit {max})")));
-        }
-        if conn.calls.contains_key(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
-            return Err(RpcError::invalid_request("a request with this id is already in flight"));
-        }
+        let listening = conn.listens.iter().any(|l| &l.id == ctx.id);
         // A timeout too long for the clock to express is no timeout.
         let deadline = self.config.call_timeout.and_then(|t| now.checked_add(t));
-        // Inside a batch, the call's reply takes the next slot (see `batch`).
-        let batch = batch.map(|b| (b, self.batches.get(b).map_or(0, |x| x.parts.len())));
-        let reply_to = self.reply_to.unwrap_or(ctx.conn);
-        let call = CallId(self.calls.insert(Call {
-            conn: ctx.conn,
-            reply_to,
-            id: ctx.id.clone(),
-            version: ctx.version,
-            kind,
-            batch,
-            deadline,
-            log_level: ctx.log_level,
-            private: ctx.private,
-            progress: ctx.progress.cloned().map(notify::Progress::new),
-            input: ask::CallInput::new(ctx),
-            #[cfg(debug_assertions)]
-            live: Live(Arc::new(true.into())),
-        }));
-        conn.calls.insert(ctx.id.clone(), call);
-        conn.in_flight += 1;
-        if let Some(d) = deadline {
-            self.timers.arm(d, Timer::Call(call));
-        }
-        Ok(call)
+        let call = Call::new(ctx, self.reply_to.unwrap_or(ctx.conn), kind, deadline);
+        self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)
     }
 
     /// Answers the call of `ticket` with `reply`.
@@ -1680,14 +1561,9 @@ impl<H: Clone> Engine<H> {
     }
 
     fn deliver(&mut self, call: Call, bytes: Vec<u8>) {
-        match call.batch {
+        match call.batch() {
             Some((b, slot)) => {
-                if let Some(batch) = self.batches.get_mut(b) {
-                    if let Some(part) = batch.parts.get_mut(slot) {
-                        *part = Some(bytes);
-                    }
-                    batch.pending = batch.pending.saturating_sub(1);
-                }
+                self.calls.settle(b, Some((slot, bytes)));
                 self.flush_batch(b);
             }
             None => self.send(call.reply_to, bytes, true),
@@ -1697,7 +1573,7 @@ impl<H: Clone> Engine<H> {
 
     fn close_drained(&mut self) {
         while let Some(conn) = self.pending_close.pop() {
-            let drained = self.conns.get(conn.0).is_some_and(|c| c.draining && c.in_flight == 0);
+            let drained = self.conns.get(conn.0).is_some_and(|c| c.draining && c.calls.in_flight() == 0);
             if drained {
                 let reason = if self.shutting_down { CloseReason::Shutdown } else { CloseReason::EndOfInput };
                 self.forget(conn, reason);

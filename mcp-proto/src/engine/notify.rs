@@ -477,7 +477,7 @@ impl<H: Clone> Engine<H> {
                 "too many open listen streams (limit {max_listens})"
             )));
         }
-        if conn.calls.contains_key(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
+        if conn.calls.holds(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
             return Err(RpcError::invalid_request("a request with this id is already in flight"));
         }
         let mut honoured = Map::new();
@@ -530,7 +530,7 @@ impl<H: Clone> Engine<H> {
         self.input(now);
         let interval = self.config.limits.progress_interval;
         let max = self.config.limits.max_progress_bytes;
-        let c = self.calls.get_mut(call.0).ok_or(Stale)?;
+        let c = self.calls.get_mut(call).ok_or(Stale)?;
         let Some(p) = c.progress.as_mut() else { return Ok(ProgressOutcome::NoToken) };
         let value = progress.as_f64().unwrap_or(f64::NAN);
         if let Some((at, last)) = p.last {
@@ -578,7 +578,7 @@ impl<H: Clone> Engine<H> {
         data: Value,
     ) -> Result<(), Stale> {
         self.input(now);
-        let c = self.calls.get(call.0).ok_or(Stale)?;
+        let c = self.calls.get(call).ok_or(Stale)?;
         let send = if c.version.is_modern() {
             c.log_level.is_some_and(|min| level >= min)
         } else {
