@@ -582,16 +582,10 @@ impl<H: Clone> Engine<H> {
             replay.push(s.get_seq - 1, event.clone());
             self.out.push_back(Output::Frame { conn, bytes: event });
         }
-        if !resumed {
-            // The gap cannot be filled: every list may have changed, so say so and let the client
-            // re-list.
-            for (flag, on) in c.pending.lists.iter_mut().zip(offered) {
-                *flag |= on;
-            }
-        }
-        if !c.pending.is_empty() {
-            self.dirty = true;
-        }
+        // A gap that cannot be filled: every list may have changed, so say so and let the
+        // client re-list.
+        let lost = if resumed { [false; 3] } else { offered };
+        self.notes.stream_opened(&mut c.pending, lost);
         self.timers.arm_after(now, keepalive, Timer::KeepAlive(conn));
         HttpReply::Pending(conn)
     }

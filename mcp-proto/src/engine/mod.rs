@@ -34,6 +34,7 @@ mod features;
 mod http;
 mod notify;
 mod sessions;
+mod subscriptions;
 mod timers;
 
 pub use ask::{AskError, Asked};
@@ -474,7 +475,7 @@ struct Session {
 /// A `subscriptions/listen` stream open on a connection (2026-07-28).
 struct Listen {
     id: RequestId,
-    filter: notify::Filter,
+    filter: subscriptions::Filter,
 }
 
 struct Conn {
@@ -488,7 +489,7 @@ struct Conn {
     draining: bool,
     listens: Vec<Listen>,
     /// Notifications owed to this connection, coalesced.
-    pending: notify::Pending,
+    pending: subscriptions::Pending,
 }
 
 /// How one request will be answered.
@@ -534,10 +535,8 @@ pub struct Engine<H> {
     shutting_down: bool,
     /// `_meta.serverInfo` of modern results, serialised once.
     server_info_modern: Value,
-    /// Legacy resource subscriptions.
-    subs: notify::Subscriptions,
-    /// Some connection has pending notifications.
-    dirty: bool,
+    /// Subscriptions, and whether notifications are owed.
+    notes: subscriptions::Notifications,
     /// Legacy HTTP sessions by id, and stream seats.
     sessions: sessions::Sessions,
     /// While an HTTP request is dispatched: the exchange its replies go to.
@@ -573,8 +572,7 @@ impl<H: Clone> Engine<H> {
             pending_close: Vec::new(),
             shutting_down: false,
             server_info_modern,
-            subs: notify::Subscriptions::default(),
-            dirty: false,
+            notes: subscriptions::Notifications::default(),
             sessions: sessions::Sessions::default(),
             reply_to: None,
             immediate: None,
@@ -600,7 +598,7 @@ impl<H: Clone> Engine<H> {
     /// follows the run loop.
     fn input(&mut self, now: Instant) {
         debug_assert!(
-            !self.dirty,
+            !self.notes.is_dirty(),
             "mcp_proto::Engine: an input arrived before poll_output returned None after an input \
              that raised notifications"
         );
@@ -636,7 +634,7 @@ impl<H: Clone> Engine<H> {
     }
 
     fn insert_conn(&mut self, transport: http::Transport, caller: Arc<Caller>) -> ConnId {
-        self.subs.conn_opened(caller.binding());
+        self.notes.conn_opened(caller.binding());
         ConnId(self.conns.insert(Conn {
             transport,
             seated: false,
@@ -645,7 +643,7 @@ impl<H: Clone> Engine<H> {
             calls: ConnCalls::default(),
             draining: false,
             listens: Vec::new(),
-            pending: notify::Pending::default(),
+            pending: subscriptions::Pending::default(),
         }))
     }
 
@@ -793,7 +791,7 @@ impl<H: Clone> Engine<H> {
     /// Removes a connection from every index, without a word to the shim.
     fn drop_conn(&mut self, conn: ConnId) -> Option<Conn> {
         let c = self.conns.remove(conn.0)?;
-        self.subs.conn_closed(c.caller.binding());
+        self.notes.conn_closed(c.caller.binding());
         if c.seated {
             self.sessions.unseat(c.caller.binding(), conn);
         }
@@ -1624,7 +1622,7 @@ impl<H: Clone> Engine<H> {
     /// [`complete`](Self::complete), [`handle_timeout`](Self::handle_timeout),
     /// [`close`](Self::close), [`close_input`](Self::close_input) and registry change.
     pub fn poll_output(&mut self) -> Option<Output<H>> {
-        if self.out.is_empty() && self.dirty {
+        if self.out.is_empty() && self.notes.is_dirty() {
             // Notifications are generated only when everything else has been taken, so a burst
             // of registry changes between two drains is one notification per connection.
             self.flush_notifications();
@@ -1696,14 +1694,14 @@ impl<H: Clone> RegistryMut<'_, H> {
     pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
         let gate = tool.gate.clone();
         self.engine.registry.add_tool(tool, handler)?;
-        self.engine.changed(notify::List::Tools, gate.as_ref());
+        self.engine.changed(subscriptions::List::Tools, gate.as_ref());
         Ok(())
     }
 
     /// Unregisters a tool, returning its declaration if it was registered.
     pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
         let tool = self.engine.registry.remove_tool(name)?;
-        self.engine.changed(notify::List::Tools, tool.gate.as_ref());
+        self.engine.changed(subscriptions::List::Tools, tool.gate.as_ref());
         Some(tool)
     }
 
@@ -1717,14 +1715,14 @@ impl<H: Clone> RegistryMut<'_, H> {
         let gate = resource.gate.clone();
         let max = self.engine.config.limits.max_uri_bytes;
         self.engine.registry.add_resource(resource, handler, max)?;
-        self.engine.changed(notify::List::Resources, gate.as_ref());
+        self.engine.changed(subscriptions::List::Resources, gate.as_ref());
         Ok(())
     }
 
     /// Unregisters a resource.
     pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
         let entry = self.engine.registry.resources.remove(uri)?;
-        self.engine.changed(notify::List::Resources, entry.resource.gate.as_ref());
+        self.engine.changed(subscriptions::List::Resources, entry.resource.gate.as_ref());
         Some(entry.resource)
     }
 
@@ -1738,14 +1736,14 @@ impl<H: Clone> RegistryMut<'_, H> {
     ) -> Result<(), RegistryError> {
         let gate = template.gate.clone();
         self.engine.registry.add_template(template, handler, completion)?;
-        self.engine.changed(notify::List::Resources, gate.as_ref());
+        self.engine.changed(subscriptions::List::Resources, gate.as_ref());
         Ok(())
     }
 
     /// Unregisters a template.
     pub fn remove_template(&mut self, uri_template: &str) -> Option<ResourceTemplate> {
         let entry = self.engine.registry.templates.remove(uri_template)?;
-        self.engine.changed(notify::List::Resources, entry.template.gate.as_ref());
+        self.engine.changed(subscriptions::List::Resources, entry.template.gate.as_ref());
         Some(entry.template)
     }
 
@@ -1758,14 +1756,14 @@ impl<H: Clone> RegistryMut<'_, H> {
     ) -> Result<(), RegistryError> {
         let gate = prompt.gate.clone();
         self.engine.registry.add_prompt(prompt, handler, completion)?;
-        self.engine.changed(notify::List::Prompts, gate.as_ref());
+        self.engine.changed(subscriptions::List::Prompts, gate.as_ref());
         Ok(())
     }
 
     /// Unregisters a prompt.
     pub fn remove_prompt(&mut self, name: &str) -> Option<Prompt> {
         let entry = self.engine.registry.prompts.remove(name)?;
-        self.engine.changed(notify::List::Prompts, entry.prompt.gate.as_ref());
+        self.engine.changed(subscriptions::List::Prompts, entry.prompt.gate.as_ref());
         Some(entry.prompt)
     }
 
