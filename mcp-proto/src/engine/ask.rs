@@ -479,7 +479,10 @@ fn interaction_limit(max: Option<u32>) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cursor::KeyRing;
+    use crate::registry::Tool;
     use serde_json::json;
+    use std::time::Duration;
 
     struct Rig {
         engine: Engine<u32>,

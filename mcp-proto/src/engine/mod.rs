@@ -2,19 +2,17 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use crate::caller::{admits, Caller, Gate};
+use crate::caller::{admits, Caller};
 use crate::content::{Completion, Content, HandlerError, PromptOutput, ResourceContents, ToolOutput};
-use crate::cursor::{self, KeyRing};
+use crate::cursor;
 use crate::frame::Decoded;
-use crate::items::{Prompt, Resource, ResourceTemplate};
 use crate::json::{DecodeError, RawEnvelope, RawFrame, RawFrameItem};
 use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
-use crate::limits::Limits;
-use crate::registry::{describe_errors, Registry, RegistryError, Tool};
+use crate::registry::{describe_errors, Registry};
 use crate::slab::{Key, Slab};
 use crate::version::ProtocolVersion;
 
@@ -26,6 +24,7 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
 mod calls;
+mod config;
 #[cfg(test)]
 mod determinism;
 mod dispatch;
@@ -33,6 +32,7 @@ mod encode;
 mod features;
 mod http;
 mod notify;
+mod registry_mut;
 mod sessions;
 mod subscriptions;
 mod timers;
@@ -42,123 +42,12 @@ pub use ask::{AskError, Asked};
 pub use http::{HttpHead, HttpReply, HttpRequest};
 
 use calls::{Call, CallKind, Calls, ConnCalls};
+pub use config::{Config, Implementation, Seed};
 use encode::{decode_error, public_error};
 pub use features::Introspection;
 pub use notify::{LogLevel, ProgressOutcome};
+pub use registry_mut::RegistryMut;
 use timers::Timer;
-
-/// `Implementation`: the server's name and version as peers see them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Implementation {
-    /// Programmatic name.
-    pub name: String,
-    /// Version string.
-    pub version: String,
-    /// Display title (sent to 2025-06-18 and later peers).
-    pub title: Option<String>,
-    /// Description (sent to 2025-11-25 and later peers).
-    pub description: Option<String>,
-    /// Website (sent to 2025-11-25 and later peers).
-    pub website_url: Option<String>,
-}
-
-impl Implementation {
-    /// Name and version only.
-    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
-        Self { name: name.into(), version: version.into(), title: None, description: None, website_url: None }
-    }
-
-    fn to_json(&self, v: ProtocolVersion) -> Value {
-        let mut m = Map::new();
-        m.insert("name".into(), self.name.clone().into());
-        m.insert("version".into(), self.version.clone().into());
-        if v.implementation_has_title() {
-            if let Some(t) = &self.title {
-                m.insert("title".into(), t.clone().into());
-            }
-        }
-        if v.implementation_has_description() {
-            if let Some(d) = &self.description {
-                m.insert("description".into(), d.clone().into());
-            }
-            if let Some(w) = &self.website_url {
-                m.insert("websiteUrl".into(), w.clone().into());
-            }
-        }
-        Value::Object(m)
-    }
-}
-
-/// Everything an [`Engine`] is built from.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The server's `Implementation`.
-    pub server_info: Implementation,
-    /// `instructions` for the model, sent in `initialize` and `server/discover` results.
-    pub instructions: Option<String>,
-    /// Every bound.
-    pub limits: Limits,
-    /// Keys that sign cursors (and, later, request state). Shims draw a random one by default.
-    pub keys: KeyRing,
-    /// How long a handler may run before its call is cancelled and answered with a timeout
-    /// failure. Default: none.
-    pub call_timeout: Option<Duration>,
-    /// `ttlMs` on 2026-07-28 cacheable results. Default 60 000.
-    pub cache_ttl_ms: u64,
-    /// The wall-clock time, in unix milliseconds, at the `now` the engine was made with. Sealed
-    /// 2026-07-28 request states carry an expiry in wall-clock time so that replicas sharing the
-    /// key ring agree on it; the engine itself never reads a clock. Default 0 (expiries then
-    /// count from the engine's start, which only this engine understands); the server layer
-    /// sets it from the system clock.
-    pub unix_ms_at_start: u64,
-    /// How long a sealed request state stays valid. Default 10 minutes.
-    pub state_ttl: Duration,
-    /// Most rounds of input one call may ask for (2026-07-28 `input_required` retries, legacy
-    /// server→client requests). Default 10; the next ask fails with `interaction_limit`.
-    pub max_input_rounds: u32,
-    /// The engine's only entropy: legacy HTTP session ids are derived from it (see [`Seed`]).
-    /// The shim draws it from the OS's randomness once, at construction (the server layer does
-    /// when this is `None`); a fixed seed makes runs reproducible, for tests and fuzzing. Default
-    /// `None`: the engine cannot mint session ids, and a legacy HTTP `initialize` is answered
-    /// with 500 rather than with a guessable id.
-    pub seed: Option<Seed>,
-}
-
-/// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
-/// unguessable, since each id is a keyed PRF (HMAC-SHA256) of the seed and a counter.
-/// `Debug` does not show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Seed(pub [u8; 32]);
-
-impl std::fmt::Debug for Seed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Seed(..)")
-    }
-}
-
-impl From<[u8; 32]> for Seed {
-    fn from(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-}
-
-impl Config {
-    /// A configuration with default limits.
-    pub fn new(server_info: Implementation, keys: KeyRing) -> Self {
-        Self {
-            server_info,
-            instructions: None,
-            limits: Limits::default(),
-            keys,
-            call_timeout: None,
-            cache_ttl_ms: 60_000,
-            unix_ms_at_start: 0,
-            state_ttl: Duration::from_millis(crate::interaction::DEFAULT_STATE_TTL_MS),
-            max_input_rounds: crate::interaction::DEFAULT_MAX_ROUNDS,
-            seed: None,
-        }
-    }
-}
 
 /// A connection: a stdio session, an HTTP exchange or an SSE stream. Generational, so a handle
 /// to a closed connection never reaches a newer one.
@@ -258,7 +147,7 @@ pub enum ConnKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// [`Limits::max_connections`] connections are already open.
+    /// [`Limits::max_connections`](crate::Limits::max_connections) connections are already open.
     TooManyConnections,
     /// The engine is shutting down ([`Engine::shutdown`]).
     ShuttingDown,
@@ -283,12 +172,12 @@ pub enum CloseReason {
     EndOfInput,
     /// The shim (or application) closed it.
     Closed,
-    /// A frame over [`Limits::max_frame_bytes`] arrived on a stream that cannot resynchronise.
+    /// A frame over [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) arrived on a stream that cannot resynchronise.
     FrameTooLarge,
     /// The server is shutting down ([`Engine::shutdown`]) and the connection's calls are done.
     Shutdown,
-    /// A legacy HTTP session went idle past [`Limits::session_idle`], or never finished its
-    /// handshake within [`Limits::session_handshake`].
+    /// A legacy HTTP session went idle past [`Limits::session_idle`](crate::Limits::session_idle), or never finished its
+    /// handshake within [`Limits::session_handshake`](crate::Limits::session_handshake).
     Expired,
     /// The client ended its legacy HTTP session with `DELETE`.
     Deleted,
@@ -481,7 +370,7 @@ struct Listen {
 
 struct Conn {
     transport: http::Transport,
-    /// Holds a stream seat (see [`Limits::max_streams`]).
+    /// Holds a stream seat (see [`Limits::max_streams`](crate::Limits::max_streams)).
     seated: bool,
     caller: Arc<Caller>,
     session: Option<Session>,
@@ -813,7 +702,7 @@ impl<H: Clone> Engine<H> {
         Some(c)
     }
 
-    /// A line longer than [`Limits::max_frame_bytes`] arrived on a stream (stdio) that cannot
+    /// A line longer than [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) arrived on a stream (stdio) that cannot
     /// skip it: answers `-32600` with a `null` id, then closes `conn` with
     /// [`CloseReason::FrameTooLarge`], cancelling its calls.
     ///
@@ -1003,98 +892,5 @@ impl<H: Clone> Engine<H> {
             let bytes = encode_error(Some(&c.id), &err);
             self.deliver(c, bytes);
         }
-    }
-}
-
-/// Registers and unregisters items; see [`Engine::registry_mut`].
-pub struct RegistryMut<'a, H> {
-    engine: &'a mut Engine<H>,
-}
-
-impl<H: Clone> RegistryMut<'_, H> {
-    /// Registers a tool. Its schemas are compiled now; a tool that cannot be served is refused
-    /// here rather than failing at call time. Connections the tool's gate admits are told
-    /// `notifications/tools/list_changed`.
-    pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
-        let gate = tool.gate.clone();
-        self.engine.registry.add_tool(tool, handler)?;
-        self.engine.changed(subscriptions::List::Tools, gate.as_ref());
-        Ok(())
-    }
-
-    /// Unregisters a tool, returning its declaration if it was registered.
-    pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
-        let tool = self.engine.registry.remove_tool(name)?;
-        self.engine.changed(subscriptions::List::Tools, tool.gate.as_ref());
-        Some(tool)
-    }
-
-    /// Whether a tool of that name is registered (whatever its gate).
-    pub fn has_tool(&self, name: &str) -> bool {
-        self.engine.registry.tools.contains_key(name)
-    }
-
-    /// Registers a resource read by exact URI.
-    pub fn add_resource(&mut self, resource: Resource, handler: H) -> Result<(), RegistryError> {
-        let gate = resource.gate.clone();
-        let max = self.engine.config.limits.max_uri_bytes;
-        self.engine.registry.add_resource(resource, handler, max)?;
-        self.engine.changed(subscriptions::List::Resources, gate.as_ref());
-        Ok(())
-    }
-
-    /// Unregisters a resource.
-    pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
-        let entry = self.engine.registry.resources.remove(uri)?;
-        self.engine.changed(subscriptions::List::Resources, entry.resource.gate.as_ref());
-        Some(entry.resource)
-    }
-
-    /// Registers a resource template: reads of matching URIs go to `handler`, and
-    /// `completion/complete` for its variables to `completion` (an empty answer without one).
-    pub fn add_template(
-        &mut self,
-        template: ResourceTemplate,
-        handler: H,
-        completion: Option<H>,
-    ) -> Result<(), RegistryError> {
-        let gate = template.gate.clone();
-        self.engine.registry.add_template(template, handler, completion)?;
-        self.engine.changed(subscriptions::List::Resources, gate.as_ref());
-        Ok(())
-    }
-
-    /// Unregisters a template.
-    pub fn remove_template(&mut self, uri_template: &str) -> Option<ResourceTemplate> {
-        let entry = self.engine.registry.templates.remove(uri_template)?;
-        self.engine.changed(subscriptions::List::Resources, entry.template.gate.as_ref());
-        Some(entry.template)
-    }
-
-    /// Registers a prompt, with an optional completion handler for its arguments.
-    pub fn add_prompt(
-        &mut self,
-        prompt: Prompt,
-        handler: H,
-        completion: Option<H>,
-    ) -> Result<(), RegistryError> {
-        let gate = prompt.gate.clone();
-        self.engine.registry.add_prompt(prompt, handler, completion)?;
-        self.engine.changed(subscriptions::List::Prompts, gate.as_ref());
-        Ok(())
-    }
-
-    /// Unregisters a prompt.
-    pub fn remove_prompt(&mut self, name: &str) -> Option<Prompt> {
-        let entry = self.engine.registry.prompts.remove(name)?;
-        self.engine.changed(subscriptions::List::Prompts, entry.prompt.gate.as_ref());
-        Some(entry.prompt)
-    }
-
-    /// Sets (or with `None` clears) the server-wide gate over the data methods (every method but
-    /// `initialize`, `ping`, `server/discover` and notifications). A refused caller gets
-    /// `-32602` "forbidden" and no change notifications.
-    pub fn set_gate(&mut self, gate: Option<Gate>) {
-        self.engine.registry.gate = gate;
     }
 }

@@ -1,5 +1,9 @@
 use super::*;
+use crate::caller::Gate;
+use crate::cursor::KeyRing;
 use crate::http::{check_head, HttpConfig};
+use crate::limits::Limits;
+use crate::registry::Tool;
 use serde_json::json;
 use std::time::Duration;
 
