@@ -298,6 +298,28 @@ fn get_stream_carries_notifications_and_resumes() {
 }
 
 #[test]
+fn a_call_deadline_fires_before_a_session_timer_due_in_the_same_step() {
+    // Timers fire calls first, then HTTP timers, each in time order. Here the session's idle
+    // check falls due (at 10 s) before the call's deadline (at 20 s), but one step handles both:
+    // the call times out first, so the session is idle when its timer looks and expires. Firing
+    // in time order instead would find the call still running and keep the session.
+    let mut rig = Rig::new(|l| {
+        l.session_idle(Duration::from_secs(10)).session_handshake(Duration::from_secs(10));
+    });
+    rig.engine.config.call_timeout = Some(Duration::from_secs(20));
+    let sid = rig.session();
+    let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(3, "echo", None)) else {
+        panic!("expected pending")
+    };
+    rig.drain();
+    rig.advance(Duration::from_secs(25));
+    let outs = rig.drain();
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { .. })));
+    assert!(outs.iter().any(|o| matches!(o, Output::Respond { conn, .. } if *conn == ex)));
+    assert_eq!(rig.engine.status().sessions, 0);
+}
+
+#[test]
 fn sessions_expire() {
     let mut rig = Rig::new(|l| {
         l.session_idle(Duration::from_secs(60)).session_handshake(Duration::from_secs(5)).max_sessions(2);
