@@ -360,8 +360,7 @@ impl<H: Clone> Engine<H> {
         }
         let mut slots = Vec::with_capacity(requests.len());
         for (i, (key, req)) in requests.into_iter().enumerate() {
-            let id = self.next_outbound;
-            self.next_outbound += 1;
+            let id = self.outbound.issue(owner, call, i);
             let elicitation_id = id.to_string();
             let params = req.params_for(version, Some(&elicitation_id));
             let mut frame = Map::new();
@@ -370,7 +369,6 @@ impl<H: Clone> Engine<H> {
             frame.insert("method".into(), req.method().into());
             frame.insert("params".into(), Value::Object(params));
             let bytes = serde_json::to_vec(&frame).unwrap_or_default();
-            self.outbound.insert((owner, id), (call, i));
             self.send(reply_to, bytes, false);
             slots.push((id, key, req));
         }
@@ -398,7 +396,7 @@ impl<H: Clone> Engine<H> {
     /// asked (dropped, as JSON-RPC allows).
     pub(super) fn response(&mut self, conn: ConnId, env: RawEnvelope) {
         let Some(id) = env.id.as_deref().and_then(|raw| raw.get().parse::<u64>().ok()) else { return };
-        let Some((call, slot)) = self.outbound.remove(&(conn, id)) else { return };
+        let Some((call, slot)) = self.outbound.answered(conn, id) else { return };
         let Some(asking) =
             self.calls.get_mut(call).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())
         else {
@@ -433,9 +431,7 @@ impl<H: Clone> Engine<H> {
         }
         let Some(asking) = input.asking.take() else { return };
         let Some(owner) = self.calls.get(call).map(|c| c.conn) else { return };
-        for (id, _, _) in &asking.slots {
-            self.outbound.remove(&(owner, *id));
-        }
+        self.outbound.forget(owner, asking.slots.iter().map(|(id, _, _)| *id));
         let answers = outcome.map(|()| asking.answers);
         self.out.push_back(Output::Answer { call, answers });
     }
@@ -443,9 +439,7 @@ impl<H: Clone> Engine<H> {
     /// Drops a finished call's outstanding requests: late answers are then ignored.
     pub(super) fn forget_asks(&mut self, c: &Call) {
         if let Some(asking) = c.input.as_ref().and_then(|i| i.asking.as_ref()) {
-            for (id, _, _) in &asking.slots {
-                self.outbound.remove(&(c.conn, *id));
-            }
+            self.outbound.forget(c.conn, asking.slots.iter().map(|(id, _, _)| *id));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The protocol state machine.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,6 +32,7 @@ mod encode;
 mod features;
 mod http;
 mod notify;
+mod outbound;
 mod registry_mut;
 mod sessions;
 mod subscriptions;
@@ -434,10 +435,8 @@ pub struct Engine<H> {
     /// While an HTTP request is dispatched: its exchange, and its response if it completed
     /// before `handle_http` returned (answered without a round trip through the output queue).
     immediate: Option<(ConnId, Option<http::Ready>)>,
-    /// Server→client requests awaiting the client's response: (owner, id) → (call, slot).
-    outbound: HashMap<(ConnId, u64), (CallId, usize)>,
-    /// The id of the next server→client request.
-    next_outbound: u64,
+    /// Server→client requests awaiting the client's response.
+    outbound: outbound::Outbound,
     /// The `now` the engine was made with, the origin of [`Config::unix_ms_at_start`].
     started: Instant,
     /// The latest `now` an input gave (every input records it, see `input`). Only for work done
@@ -466,8 +465,7 @@ impl<H: Clone> Engine<H> {
             sessions: sessions::Sessions::default(),
             reply_to: None,
             immediate: None,
-            outbound: HashMap::new(),
-            next_outbound: 1,
+            outbound: outbound::Outbound::default(),
             started: now,
             clock: now,
         }
