@@ -2,7 +2,22 @@
 //! `server/discover`, and tool calls up to admission. What each method does with the registry
 //! is in `features.rs`; what a call's admission records is the [`super::calls`] part's.
 
-use super::*;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::calls::{Call, CallKind};
+use super::{http, notify, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
+use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
+use super::{Request, Session, Ticket};
+use crate::caller::{admits, Caller};
+use crate::content::ToolOutput;
+use crate::cursor;
+use crate::json::{RawEnvelope, RawFrame, RawFrameItem};
+use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
+use crate::registry::describe_errors;
+use crate::slab::Key;
+use crate::version::ProtocolVersion;
 
 impl<H: Clone> Engine<H> {
     /// Answers a parsed frame from `conn`.

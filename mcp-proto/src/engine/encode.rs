@@ -4,7 +4,12 @@
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use super::*;
+use super::{Call, CallKind, Engine, META_SERVER_INFO};
+use crate::content::{Content, HandlerError, ToolOutput};
+use crate::json::DecodeError;
+use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
+use crate::version::ProtocolVersion;
+use serde_json::{Map, Value};
 
 impl<H: Clone> Engine<H> {
     pub(super) fn tool_result(&self, call: &Call, mut out: ToolOutput) -> Vec<u8> {

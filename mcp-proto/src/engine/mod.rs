@@ -7,12 +7,11 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use crate::caller::{admits, Caller};
-use crate::content::{Completion, Content, HandlerError, PromptOutput, ResourceContents, ToolOutput};
-use crate::cursor;
+use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::frame::Decoded;
-use crate::json::{DecodeError, RawEnvelope, RawFrame, RawFrameItem};
+use crate::json::{RawEnvelope, RawFrame};
 use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
-use crate::registry::{describe_errors, Registry};
+use crate::registry::Registry;
 use crate::slab::{Key, Slab};
 use crate::version::ProtocolVersion;
 
