@@ -274,3 +274,85 @@ impl Calls {
         Some((b.reply_to, bytes))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(conn: ConnId, id: &RequestId) -> Ctx<'_> {
+        Ctx {
+            conn,
+            id,
+            version: ProtocolVersion::V2025_03_26,
+            log_level: None,
+            private: false,
+            progress: None,
+            client_caps: None,
+            mrtr: None,
+        }
+    }
+
+    fn id(n: u32) -> RequestId {
+        RequestId::from_json(&n.to_string()).unwrap()
+    }
+
+    #[test]
+    fn admission_bounds_and_ids() {
+        let mut keys: Slab<()> = Slab::default();
+        let conn = ConnId(keys.insert(()));
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let (mut calls, mut owned, mut timers) = (Calls::default(), ConnCalls::default(), Timers::default());
+        let (one, two, three) = (id(1), id(2), id(3));
+        let call = |i| Call::new(ctx(conn, i), conn, CallKind::Prompt, Some(now));
+        let a = calls.admit(&mut owned, call(&one), None, 2, false, &mut timers).unwrap();
+        assert!(calls.admit(&mut owned, call(&one), None, 2, false, &mut timers).is_err(), "a duplicate id");
+        assert!(calls.admit(&mut owned, call(&two), None, 2, true, &mut timers).is_err(), "a listen's id");
+        calls.admit(&mut owned, call(&two), None, 2, false, &mut timers).unwrap();
+        assert!(
+            calls.admit(&mut owned, call(&three), None, 2, false, &mut timers).is_err(),
+            "over the bound"
+        );
+        assert_eq!((owned.in_flight(), owned.get(&one)), (2, Some(a)));
+        assert_eq!(
+            timers.expired(now).collect::<Vec<_>>(),
+            [Timer::Call(a), Timer::Call(owned.get(&two).unwrap())]
+        );
+        let b = calls.admit(&mut owned, call(&three), None, 3, false, &mut timers).unwrap();
+        let done = calls.finish(a, &mut timers).unwrap();
+        owned.release(&done.id);
+        assert!(calls.get(a).is_none() && !owned.holds(&one));
+        let dropped = calls.drop_all(owned, &mut timers);
+        assert_eq!(dropped.iter().map(|(c, _)| *c).collect::<Vec<_>>().last(), Some(&b));
+        assert!(dropped.iter().all(|(_, to)| *to == Some(conn)));
+        assert_eq!(timers.next(), None, "every deadline is disarmed");
+    }
+
+    #[test]
+    fn a_batch_replies_in_request_order_once_read_and_answered() {
+        let mut keys: Slab<()> = Slab::default();
+        let conn = ConnId(keys.insert(()));
+        let (mut calls, mut owned, mut timers) = (Calls::default(), ConnCalls::default(), Timers::default());
+        let batch = calls.open_batch(conn);
+        let (one, three, four) = (id(1), id(3), id(4));
+        let call = |i| Call::new(ctx(conn, i), conn, CallKind::Complete, None);
+        let first = calls.admit(&mut owned, call(&one), Some(batch), 9, false, &mut timers).unwrap();
+        calls.awaits(batch);
+        calls.answered(batch, b"2".to_vec());
+        let third = calls.admit(&mut owned, call(&three), Some(batch), 9, false, &mut timers).unwrap();
+        calls.awaits(batch);
+        let fourth = calls.admit(&mut owned, call(&four), Some(batch), 9, false, &mut timers).unwrap();
+        calls.awaits(batch);
+        assert_eq!(calls.close_batch(batch), Some(true));
+        // Answered out of order, one cancelled: the reply keeps request order and skips it.
+        let slot = |c: CallId, calls: &Calls| calls.get(c).and_then(Call::batch).map(|(_, s)| s).unwrap();
+        let (s1, s4) = (slot(first, &calls), slot(fourth, &calls));
+        assert_eq!((s1, slot(third, &calls), s4), (0, 2, 3));
+        calls.settle(batch, Some((s4, b"4".to_vec())));
+        calls.settle(batch, None);
+        assert_eq!(calls.flush(batch), None, "one member is still running");
+        calls.settle(batch, Some((s1, b"1".to_vec())));
+        assert_eq!(calls.flush(batch), Some((conn, b"[1,2,4]".to_vec())));
+        assert_eq!(calls.flush(batch), None, "a batch replies once");
+    }
+}

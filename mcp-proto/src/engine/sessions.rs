@@ -115,3 +115,45 @@ impl Sessions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::slab::Slab;
+
+    #[test]
+    fn seats_refuse_or_evict_the_oldest() {
+        let mut keys: Slab<()> = Slab::default();
+        let (a, b, c) = (ConnId(keys.insert(())), ConnId(keys.insert(())), ConnId(keys.insert(())));
+        let mut limits = Limits::default();
+        limits.max_streams_per_caller(Some(2)).max_streams(Some(3));
+        let mut s = Sessions::default();
+        s.seat("x", a);
+        s.seat("x", b);
+        assert_eq!(s.room("y", &limits), Room::Free);
+        assert!(matches!(s.room("x", &limits), Room::Refused(_)));
+        limits.seat_policy(SeatPolicy::EvictOldest);
+        assert_eq!(s.room("x", &limits), Room::Evict(a));
+        s.unseat("x", a);
+        assert_eq!(s.room("x", &limits), Room::Free);
+        s.seat("x", c);
+        s.seat("y", a);
+        assert_eq!(s.streams(), 3);
+        assert!(matches!(s.room("z", &limits), Room::Refused(_)), "the server-wide bound comes first");
+    }
+
+    #[test]
+    fn ids_need_a_seed_and_are_reproducible() {
+        let mut s = Sessions::default();
+        assert_eq!(s.mint(None), None);
+        let seed = Seed([1; 32]);
+        let (first, second) = (s.mint(Some(&seed)).unwrap(), s.mint(Some(&seed)).unwrap());
+        assert_ne!(first, second);
+        assert_eq!(first.len(), 43);
+        assert_eq!(Sessions::default().mint(Some(&seed)), Some(first.clone()));
+        s.insert(first.clone(), ConnId(Slab::default().insert(())));
+        assert!(s.get(&first).is_some());
+        s.remove(&first);
+        assert_eq!(s.len(), 0);
+    }
+}
