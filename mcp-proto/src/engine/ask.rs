@@ -386,8 +386,8 @@ impl<H: Clone> Engine<H> {
     /// Whether a server→client request can reach the client through `conn`.
     fn can_carry_requests(&self, conn: ConnId) -> bool {
         match self.conns.get(conn.0).map(|c| &c.transport) {
-            Some(http::Transport::Line | http::Transport::Standalone { .. }) => true,
-            Some(http::Transport::Exchange(x)) => x.can_stream(),
+            Some(streams::Transport::Line | streams::Transport::Standalone { .. }) => true,
+            Some(streams::Transport::Exchange(x)) => x.can_stream(),
             _ => false,
         }
     }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::calls::{Call, CallKind};
-use super::{http, notify, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
+use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
 use super::{Request, Session, Ticket};
 use crate::caller::{admits, Caller};
@@ -254,8 +254,8 @@ impl<H: Clone> Engine<H> {
         // legacy HTTP session speaks nothing else either (stdio may mix the two eras on one
         // stream, but an HTTP session's streams, seats and expiry are legacy machinery).
         let transport = self.conns.get(conn.0).map(|c| &c.transport);
-        let stateless = matches!(transport, Some(http::Transport::Exchange(x)) if x.modern);
-        if meta_version.is_some() && matches!(transport, Some(http::Transport::Session(_))) {
+        let stateless = matches!(transport, Some(streams::Transport::Exchange(x)) if x.is_modern());
+        if meta_version.is_some() && matches!(transport, Some(streams::Transport::Session(_))) {
             let err = RpcError::invalid_request(
                 "a 2026-07-28 request (with _meta protocolVersion) cannot be sent inside a legacy session",
             );

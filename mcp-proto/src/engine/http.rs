@@ -13,9 +13,10 @@
 //! call pays for no event framing.
 
 use super::sessions::Room;
+use super::streams::{Exchange, Expiry, SessionState, Transport};
 use super::*;
 use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
-use crate::sse::{self, EventId, ReplayBuffer};
+use crate::sse;
 
 /// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
 /// its body was read in full (at most [`crate::http::HttpConfig::body_bytes`]).
@@ -59,75 +60,6 @@ pub enum HttpReply {
 
 /// A complete response: head and body.
 pub(super) type Ready = (HttpHead, Vec<u8>);
-
-/// How a connection's frames travel.
-pub(super) enum Transport {
-    /// Newline-delimited frames on a byte stream (stdio or any custom stream).
-    Line,
-    /// A legacy Streamable HTTP session: it owns the calls and the session state; its frames go
-    /// to the exchanges that asked, or to its `GET` stream.
-    Session(Box<SessionState>),
-    /// The response to one `POST`.
-    Exchange(Exchange),
-    /// A legacy session's `GET` stream, for messages not tied to a request.
-    Standalone {
-        /// The session it belongs to.
-        session: ConnId,
-    },
-}
-
-pub(super) struct SessionState {
-    pub(super) id: String,
-    last_active: Instant,
-    /// Something followed `initialize`: the handshake finished (or the client skipped it).
-    established: bool,
-    pub(super) get: Option<ConnId>,
-    /// SSE stream numbers for this session's `POST` responses; 0 is the `GET` stream.
-    next_stream: u64,
-    /// The next event sequence number of the `GET` stream, continuous across reconnects.
-    get_seq: u64,
-    /// Recent `GET` stream events, made on first use so an idle session costs nothing for it.
-    replay: Option<ReplayBuffer>,
-}
-
-impl SessionState {
-    /// Its `GET` stream `conn` ended at `at`: holding a stream was activity, so idleness counts
-    /// from its end.
-    pub(super) fn stream_ended(&mut self, conn: ConnId, at: Instant) {
-        if self.get == Some(conn) {
-            self.get = None;
-            self.last_active = self.last_active.max(at);
-        }
-    }
-}
-
-pub(super) struct Exchange {
-    /// The legacy session the request belongs to; `None` on the 2026-07-28 wire, where the
-    /// exchange owns its calls.
-    pub(super) session: Option<ConnId>,
-    /// Replies still to send; the exchange ends when none are left.
-    owed: usize,
-    /// An SSE response has begun.
-    started: bool,
-    json_ok: bool,
-    sse_ok: bool,
-    /// The client listed SSE first: it is answered with a stream from the start.
-    prefers_sse: bool,
-    pub(super) modern: bool,
-    /// Open the stream with a priming event (sessions at 2025-11-25 and later).
-    prime: bool,
-    /// The id of the session this exchange's `initialize` made, for the response head.
-    minted: Option<String>,
-    stream_no: u64,
-    seq: u64,
-}
-
-impl Exchange {
-    /// Whether messages other than the answer can reach the client (it accepts SSE).
-    pub(super) fn can_stream(&self) -> bool {
-        self.sse_ok
-    }
-}
 
 fn json_head(status: u16) -> HttpHead {
     HttpHead { status, headers: vec![("Content-Type", "application/json".to_owned())] }
@@ -310,19 +242,7 @@ impl<H: Clone> Engine<H> {
                 return reply;
             }
         }
-        let x = Exchange {
-            session: None,
-            owed: 1,
-            started: false,
-            json_ok: accepts.json,
-            sse_ok: accepts.sse,
-            prefers_sse: accepts.prefers_sse && accepts.sse,
-            modern: true,
-            prime: false,
-            minted: None,
-            stream_no: 0,
-            seq: 0,
-        };
+        let x = Exchange::modern(accepts);
         let ex = self.insert_conn(Transport::Exchange(x), Arc::new(req.caller.clone()));
         self.run_exchange(now, ex, ex, RawFrame::Single(env))
     }
@@ -416,24 +336,9 @@ impl<H: Clone> Engine<H> {
         c.caller = Arc::new(req.caller.clone());
         let caller = c.caller.clone();
         let Transport::Session(s) = &mut c.transport else { return session_not_found() };
-        s.last_active = now;
-        let established_now = minted.is_none() && !s.established;
-        s.established |= established_now;
-        let x = Exchange {
-            session: Some(session),
-            owed: 1,
-            started: false,
-            json_ok: accepts.json,
-            sse_ok: accepts.sse,
-            // The session id rides on the response head, which JSON gives at once.
-            prefers_sse: accepts.prefers_sse && accepts.sse && minted.is_none(),
-            modern: false,
-            prime: version.is_some_and(|v| v >= ProtocolVersion::V2025_11_25),
-            minted: minted.clone(),
-            stream_no: s.next_stream,
-            seq: 0,
-        };
-        s.next_stream += 1;
+        let (stream_no, established_now) = s.request(now, minted.is_some());
+        let prime = version.is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
+        let x = Exchange::legacy(session, accepts, minted.clone(), prime, stream_no);
         if established_now {
             // The handshake check was armed for the handshake timeout; an idle timeout shorter
             // than that must not wait for it.
@@ -475,7 +380,7 @@ impl<H: Clone> Engine<H> {
         if listening {
             self.seat(ex);
         }
-        let eager = matches!(self.conns.get(ex.0).map(|c| &c.transport), Some(Transport::Exchange(x)) if x.prefers_sse);
+        let eager = matches!(self.conns.get(ex.0).map(|c| &c.transport), Some(Transport::Exchange(x)) if x.prefers_sse());
         if eager {
             self.start_stream(ex);
         }
@@ -502,15 +407,7 @@ impl<H: Clone> Engine<H> {
         // Without a seed there is no id that cannot be guessed.
         let id = self.sessions.mint(self.config.seed.as_ref());
         let Some(id) = id else { return Err(error_reply(500, None, &RpcError::internal())) };
-        let state = SessionState {
-            id: id.clone(),
-            last_active: now,
-            established: false,
-            get: None,
-            next_stream: 1,
-            get_seq: 0,
-            replay: None,
-        };
+        let state = SessionState::new(id.clone(), now);
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
         self.sessions.insert(id.clone(), conn);
         self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
@@ -536,7 +433,7 @@ impl<H: Clone> Engine<H> {
             return error_reply(503, None, &err);
         }
         let previous = match self.conns.get(session.0).map(|c| &c.transport) {
-            Some(Transport::Session(s)) => s.get,
+            Some(Transport::Session(s)) => s.get(),
             _ => None,
         };
         if let Some(old) = previous {
@@ -557,31 +454,10 @@ impl<H: Clone> Engine<H> {
         let prime = c.session.as_ref().is_some_and(|s| s.version >= ProtocolVersion::V2025_11_25);
         let offered = c.session.as_ref().map(|s| s.lists).unwrap_or_default();
         let Transport::Session(s) = &mut c.transport else { return session_not_found() };
-        s.get = Some(conn);
-        s.last_active = now;
+        let retry_ms = prime.then(|| u64::try_from(retry.as_millis()).unwrap_or(u64::MAX));
+        let (events, resumed) = s.open_get(conn, now, replay_cap, last_event_id, retry_ms);
         self.out.push_back(Output::Stream { conn, head: sse_head() });
-        let replay = s.replay.get_or_insert_with(|| ReplayBuffer::new(replay_cap));
-        // Resume: what the client missed, if the buffer still holds all of it.
-        let resumed = match last_event_id.and_then(EventId::parse) {
-            Some(EventId { stream: 0, seq }) => match replay.since(seq) {
-                Some(missed) => {
-                    for event in missed {
-                        self.out.push_back(Output::Frame { conn, bytes: event.to_vec() });
-                    }
-                    true
-                }
-                None => false,
-            },
-            _ => last_event_id.is_none(),
-        };
-        if prime {
-            let id = EventId { stream: 0, seq: s.get_seq }.to_string();
-            s.get_seq += 1;
-            let retry_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX);
-            let event = sse::priming(&id, Some(retry_ms));
-            replay.push(s.get_seq - 1, event.clone());
-            self.out.push_back(Output::Frame { conn, bytes: event });
-        }
+        self.out.extend(events.into_iter().map(|bytes| Output::Frame { conn, bytes }));
         // A gap that cannot be filled: every list may have changed, so say so and let the
         // client re-list.
         let lost = if resumed { [false; 3] } else { offered };
@@ -645,7 +521,7 @@ impl<H: Clone> Engine<H> {
         match &mut c.transport {
             Transport::Line => self.out.push_back(Output::Frame { conn: to, bytes }),
             Transport::Session(s) => {
-                if let Some(get) = s.get {
+                if let Some(get) = s.get() {
                     self.send(get, bytes, false);
                 }
             }
@@ -655,27 +531,22 @@ impl<H: Clone> Engine<H> {
                 else {
                     return;
                 };
-                let seq = s.get_seq;
-                s.get_seq += 1;
-                let event = sse::event(Some(&EventId { stream: 0, seq }.to_string()), &bytes);
-                if let Some(replay) = s.replay.as_mut() {
-                    replay.push(seq, event.clone());
-                }
+                let event = s.get_event(&bytes);
                 self.out.push_back(Output::Frame { conn: to, bytes: event });
             }
             Transport::Exchange(x) => {
                 if reply {
-                    x.owed = x.owed.saturating_sub(1);
+                    x.settle_one();
                 }
-                let done = x.owed == 0 && c.listens.is_empty();
-                if !x.started {
-                    if done && x.json_ok && !x.prefers_sse {
-                        let head = json_head(status_of(x.modern, &bytes));
+                let done = x.owed() == 0 && c.listens.is_empty();
+                if !x.started() {
+                    if done && x.answers_in_json() {
+                        let head = json_head(status_of(x.is_modern(), &bytes));
                         self.drop_conn(to);
                         self.respond(to, head, bytes);
                         return;
                     }
-                    if !x.sse_ok {
+                    if !x.can_stream() {
                         // A client that takes only JSON gets only the answer.
                         return;
                     }
@@ -684,8 +555,7 @@ impl<H: Clone> Engine<H> {
                 let Some(Transport::Exchange(x)) = self.conns.get_mut(to.0).map(|c| &mut c.transport) else {
                     return;
                 };
-                let id = (!x.modern).then(|| EventId { stream: x.stream_no, seq: x.seq }.to_string());
-                x.seq += 1;
+                let id = x.next_event_id();
                 self.out.push_back(Output::Frame { conn: to, bytes: sse::event(id.as_deref(), &bytes) });
                 if done {
                     self.forget(to, CloseReason::EndOfInput);
@@ -702,20 +572,15 @@ impl<H: Clone> Engine<H> {
             session.and_then(|s| conns.get(s.0)).is_some_and(|c| c.session.is_some())
         };
         let Some(Transport::Exchange(x)) = self.conns.get(ex.0).map(|c| &c.transport) else { return };
-        let minted = x.minted.clone().filter(|_| initialized(&self.conns, x.session));
+        let minted = x.minted().cloned().filter(|_| initialized(&self.conns, x.session()));
         let Some(Transport::Exchange(x)) = self.conns.get_mut(ex.0).map(|c| &mut c.transport) else { return };
-        if x.started {
-            return;
-        }
-        x.started = true;
+        let Some(prime) = x.start() else { return };
         let mut head = sse_head();
         if let Some(id) = minted {
             head.headers.push((crate::http::SESSION_ID_HEADER, id));
         }
         self.out.push_back(Output::Stream { conn: ex, head });
-        if x.prime {
-            let id = EventId { stream: x.stream_no, seq: 0 }.to_string();
-            x.seq = 1;
+        if let Some(id) = prime {
             self.out.push_back(Output::Frame { conn: ex, bytes: sse::priming(&id, Some(retry)) });
         }
         self.timers.arm_after(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
@@ -725,11 +590,10 @@ impl<H: Clone> Engine<H> {
     pub(super) fn unowe(&mut self, ex: ConnId) {
         let Some(c) = self.conns.get_mut(ex.0) else { return };
         let Transport::Exchange(x) = &mut c.transport else { return };
-        x.owed = x.owed.saturating_sub(1);
-        if x.owed > 0 || !c.listens.is_empty() {
+        if x.settle_one() > 0 || !c.listens.is_empty() {
             return;
         }
-        if x.started {
+        if x.started() {
             self.forget(ex, CloseReason::Closed);
         } else {
             // The request has no answer (JSON-RPC sends none for a cancelled request), but the
@@ -750,24 +614,16 @@ impl<H: Clone> Engine<H> {
         let idle = self.config.limits.session_idle;
         let Some(c) = self.conns.get(conn.0) else { return };
         let Transport::Session(s) = &c.transport else { return };
-        if !s.established {
-            self.forget(conn, CloseReason::Expired);
-            return;
+        match s.expiry(now, idle, c.calls.in_flight() > 0) {
+            Expiry::Expire => self.forget(conn, CloseReason::Expired),
+            Expiry::RearmFrom(from) => self.timers.arm_after(from, idle, Timer::Session(conn)),
         }
-        // Idleness counts from the last request, and not while a call or a stream is open.
-        let busy = c.calls.in_flight() > 0 || s.get.is_some();
-        let from = if busy { now } else { s.last_active };
-        if !busy && from.checked_add(idle).is_some_and(|due| due <= now) {
-            self.forget(conn, CloseReason::Expired);
-            return;
-        }
-        self.timers.arm_after(from, idle, Timer::Session(conn));
     }
 
     pub(super) fn keepalive(&mut self, now: Instant, conn: ConnId) {
         let Some(c) = self.conns.get(conn.0) else { return };
         let held = match &c.transport {
-            Transport::Exchange(x) => x.started,
+            Transport::Exchange(x) => x.started(),
             Transport::Standalone { .. } => true,
             _ => false,
         };

@@ -34,6 +34,7 @@ mod notify;
 mod outbound;
 mod registry_mut;
 mod sessions;
+mod streams;
 mod subscriptions;
 mod timers;
 
@@ -369,7 +370,7 @@ struct Listen {
 }
 
 struct Conn {
-    transport: http::Transport,
+    transport: streams::Transport,
     /// Holds a stream seat (see [`Limits::max_streams`](crate::Limits::max_streams)).
     seated: bool,
     caller: Arc<Caller>,
@@ -517,10 +518,10 @@ impl<H: Clone> Engine<H> {
             return Err(OpenError::TooManyConnections);
         }
         let ConnKind::Stdio = kind;
-        Ok(self.insert_conn(http::Transport::Line, Arc::new(caller)))
+        Ok(self.insert_conn(streams::Transport::Line, Arc::new(caller)))
     }
 
-    fn insert_conn(&mut self, transport: http::Transport, caller: Arc<Caller>) -> ConnId {
+    fn insert_conn(&mut self, transport: streams::Transport, caller: Arc<Caller>) -> ConnId {
         self.notes.conn_opened(caller.binding());
         ConnId(self.conns.insert(Conn {
             transport,
@@ -570,8 +571,8 @@ impl<H: Clone> Engine<H> {
             let Some(c) = self.conns.get_mut(key) else { continue };
             match &c.transport {
                 // A legacy exchange ends with the reply its session's call owes it.
-                http::Transport::Exchange(x) if x.session.is_some() => continue,
-                http::Transport::Standalone { .. } => {
+                streams::Transport::Exchange(x) if x.session().is_some() => continue,
+                streams::Transport::Standalone { .. } => {
                     self.forget(conn, CloseReason::Shutdown);
                     continue;
                 }
@@ -664,8 +665,8 @@ impl<H: Clone> Engine<H> {
         for ex in orphaned {
             self.unowe(ex);
         }
-        if let http::Transport::Session(s) = c.transport {
-            if let Some(get) = s.get {
+        if let streams::Transport::Session(s) = c.transport {
+            if let Some(get) = s.get() {
                 self.forget(get, reason);
             }
             // A session has no transport of its own and its id was never handed to the shim:
@@ -683,12 +684,12 @@ impl<H: Clone> Engine<H> {
             self.sessions.unseat(c.caller.binding(), conn);
         }
         match &c.transport {
-            http::Transport::Session(s) => {
-                self.sessions.remove(&s.id);
+            streams::Transport::Session(s) => {
+                self.sessions.remove(s.id());
             }
-            http::Transport::Standalone { session } => {
+            streams::Transport::Standalone { session } => {
                 let clock = self.clock;
-                if let Some(http::Transport::Session(s)) =
+                if let Some(streams::Transport::Session(s)) =
                     self.conns.get_mut(session.0).map(|s| &mut s.transport)
                 {
                     s.stream_ended(conn, clock);

@@ -190,9 +190,9 @@ impl<H: Clone> Engine<H> {
             if c.pending.is_empty() {
                 continue;
             }
-            if let super::http::Transport::Session(s) = &c.transport {
+            if let super::streams::Transport::Session(s) = &c.transport {
                 // Kept, coalesced, until the session opens a stream to carry them.
-                if s.get.is_none() {
+                if s.get().is_none() {
                     continue;
                 }
             }
