@@ -50,7 +50,7 @@ impl Implementation {
     }
 }
 
-/// Everything an [`Engine`] is built from.
+/// Everything an [`Engine`](super::Engine) is built from.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The server's `Implementation`.

@@ -14,9 +14,21 @@
 
 use super::sessions::Room;
 use super::streams::{Exchange, Expiry, SessionState, Transport};
-use super::*;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::timers::Timer;
+use super::{decode_error, CloseReason, Conn, ConnId, Engine, FrameOutcome, Output, META_PROTOCOL_VERSION};
+use crate::caller::{admits, Caller};
+use crate::frame::Decoded;
 use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
+use crate::json::RawFrame;
+use crate::jsonrpc::{encode_error, ErrorCode, RequestId, RpcError};
+use crate::slab::Slab;
 use crate::sse;
+use crate::version::ProtocolVersion;
 
 /// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
 /// its body was read in full (at most [`crate::http::HttpConfig::body_bytes`]).
@@ -121,8 +133,8 @@ impl<H: Clone> Engine<H> {
     /// `Mcp-Session-Id`, minted on `initialize`) and the stateless 2026-07-28 wire, on the same
     /// endpoint.
     ///
-    /// Session ids are derived from [`Config::seed`] (see [`Seed`]); without a seed a legacy
-    /// `initialize` is answered with 500.
+    /// Session ids are derived from [`Config::seed`](super::Config::seed) (see
+    /// [`Seed`](super::Seed)); without a seed a legacy `initialize` is answered with 500.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_http(&mut self, now: Instant, req: HttpRequest<'_>) -> HttpReply {

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use crate::caller::{admits, Caller};
+use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::frame::Decoded;
-use crate::json::{RawEnvelope, RawFrame};
+use crate::json::RawEnvelope;
 use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
 use crate::registry::Registry;
 use crate::slab::{Key, Slab};

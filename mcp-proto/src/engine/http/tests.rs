@@ -1,6 +1,8 @@
 use super::*;
 use crate::caller::Gate;
+use crate::content::ToolOutput;
 use crate::cursor::KeyRing;
+use crate::engine::{Config, Implementation, Reply, Seed, Stale};
 use crate::http::{check_head, HttpConfig};
 use crate::limits::Limits;
 use crate::registry::Tool;
