@@ -7,11 +7,21 @@
 //! the retry's `inputResponses` without leaving the engine. Nothing about a modern call is kept
 //! between rounds, so any replica sharing the key ring serves the retry.
 
-use super::*;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::calls::Call;
+use super::streams;
+use super::{CallId, ConnId, Ctx, Engine, Output, Stale, META_SERVER_INFO};
+use crate::content::HandlerError;
 use crate::interaction::{
     arguments_digest, open_state, seal_state, InputRequest, InvalidAnswer, RequestState, StateBinding,
     Unsupported,
 };
+use crate::json::RawEnvelope;
+use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RpcError};
+use crate::version::ProtocolVersion;
 use std::fmt;
 
 /// Why an ask got no answers.
@@ -25,7 +35,8 @@ pub enum AskError {
     Rejected(RpcError),
     /// The client's answer does not fit the request (wrong shape, a value outside the form).
     Invalid(InvalidAnswer),
-    /// The call already asked [`Config::max_input_rounds`] times (`interaction_limit`).
+    /// The call already asked [`Config::max_input_rounds`](super::Config::max_input_rounds)
+    /// times (`interaction_limit`).
     TooManyRounds,
     /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
     Unreachable,
@@ -173,7 +184,8 @@ impl<H: Clone> Engine<H> {
     /// - 2026-07-28: returns [`Asked::Answered`] when the retry already holds every answer;
     ///   otherwise answers the call with `input_required` (or with `-32021` when the request's
     ///   capabilities rule a request out, or `-32602` for an invalid answer, or
-    ///   `interaction_limit` after [`Config::max_input_rounds`]), cancels the handler
+    ///   `interaction_limit` after
+    ///   [`Config::max_input_rounds`](super::Config::max_input_rounds)), cancels the handler
     ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
     ///
     /// Follow with [`poll_output`](Self::poll_output).
@@ -473,7 +485,9 @@ fn interaction_limit(max: Option<u32>) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller::Caller;
     use crate::cursor::KeyRing;
+    use crate::engine::{Config, ConnKind, Implementation, Invocation};
     use crate::registry::Tool;
     use serde_json::json;
     use std::time::Duration;

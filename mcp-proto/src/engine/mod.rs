@@ -9,7 +9,6 @@ use serde_json::{Map, Value};
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::frame::Decoded;
-use crate::json::RawEnvelope;
 use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
 use crate::registry::Registry;
 use crate::slab::{Key, Slab};
