@@ -7,11 +7,21 @@
 //! the retry's `inputResponses` without leaving the engine. Nothing about a modern call is kept
 //! between rounds, so any replica sharing the key ring serves the retry.
 
-use super::*;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::calls::Call;
+use super::streams;
+use super::{CallId, ConnId, Ctx, Engine, Output, Stale, META_SERVER_INFO};
+use crate::content::HandlerError;
 use crate::interaction::{
     arguments_digest, open_state, seal_state, InputRequest, InvalidAnswer, RequestState, StateBinding,
     Unsupported,
 };
+use crate::json::RawEnvelope;
+use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RpcError};
+use crate::version::ProtocolVersion;
 use std::fmt;
 
 /// Why an ask got no answers.
@@ -25,7 +35,8 @@ pub enum AskError {
     Rejected(RpcError),
     /// The client's answer does not fit the request (wrong shape, a value outside the form).
     Invalid(InvalidAnswer),
-    /// The call already asked [`Config::max_input_rounds`] times (`interaction_limit`).
+    /// The call already asked [`Config::max_input_rounds`](super::Config::max_input_rounds)
+    /// times (`interaction_limit`).
     TooManyRounds,
     /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
     Unreachable,
@@ -173,7 +184,8 @@ impl<H: Clone> Engine<H> {
     /// - 2026-07-28: returns [`Asked::Answered`] when the retry already holds every answer;
     ///   otherwise answers the call with `input_required` (or with `-32021` when the request's
     ///   capabilities rule a request out, or `-32602` for an invalid answer, or
-    ///   `interaction_limit` after [`Config::max_input_rounds`]), cancels the handler
+    ///   `interaction_limit` after
+    ///   [`Config::max_input_rounds`](super::Config::max_input_rounds)), cancels the handler
     ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
     ///
     /// Follow with [`poll_output`](Self::poll_output).
@@ -184,7 +196,7 @@ impl<H: Clone> Engine<H> {
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Asked, AskError> {
         self.input(now);
-        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get(call).ok_or(AskError::Stale)?;
         if c.version.is_modern() {
             self.ask_modern(now, call, requests)
         } else {
@@ -196,7 +208,7 @@ impl<H: Clone> Engine<H> {
     /// (see [`carry_state`](Self::carry_state)); `None` on the first round and on legacy
     /// sessions, where the handler simply keeps running between asks.
     pub fn carried_state(&self, call: CallId) -> Option<&str> {
-        self.calls.get(call.0)?.input.as_ref()?.carry.as_deref()
+        self.calls.get(call)?.input.as_ref()?.carry.as_deref()
     }
 
     /// Sets what rides, sealed, in the `requestState` of the next `input_required` answer of
@@ -206,7 +218,7 @@ impl<H: Clone> Engine<H> {
     /// ask fails the call with an internal error. The client can read it (it is signed, not
     /// encrypted): carry no secrets.
     pub fn carry_state(&mut self, call: CallId, data: Option<String>) -> Result<(), Stale> {
-        let input = self.calls.get_mut(call.0).ok_or(Stale)?.input.as_mut().ok_or(Stale)?;
+        let input = self.calls.get_mut(call).ok_or(Stale)?.input.as_mut().ok_or(Stale)?;
         input.carry = data;
         Ok(())
     }
@@ -215,7 +227,7 @@ impl<H: Clone> Engine<H> {
     /// it needs (in `initialize`, or in this 2026-07-28 request's `_meta`), and something can
     /// carry it. Lets a handler take another path instead of failing, as the spec allows.
     pub fn can_ask(&self, call: CallId, request: &InputRequest) -> Result<(), AskError> {
-        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get(call).ok_or(AskError::Stale)?;
         if c.version.is_modern() {
             let caps = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).map(|(_, caps)| caps);
             return request
@@ -242,7 +254,7 @@ impl<H: Clone> Engine<H> {
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Asked, AskError> {
         let max_rounds = self.config.max_input_rounds;
-        let c = self.calls.get_mut(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get_mut(call).ok_or(AskError::Stale)?;
         let version = c.version;
         let input = c.input.as_mut().ok_or(AskError::Unreachable)?;
         let Some((mrtr, caps)) = input.mrtr.as_ref() else { return Err(AskError::Unreachable) };
@@ -291,7 +303,7 @@ impl<H: Clone> Engine<H> {
                 Err(err) => err,
             },
         };
-        let id = self.calls.get(call.0).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
+        let id = self.calls.get(call).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
         self.end_call(call, encode_error(Some(&id), &fail));
         Err(AskError::Suspended)
     }
@@ -305,7 +317,7 @@ impl<H: Clone> Engine<H> {
         missing: Vec<(String, InputRequest)>,
         state: &RequestState,
     ) -> Result<Vec<u8>, RpcError> {
-        let c = self.calls.get(call.0).ok_or_else(RpcError::internal)?;
+        let c = self.calls.get(call).ok_or_else(RpcError::internal)?;
         let (mrtr, _) = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).ok_or_else(RpcError::internal)?;
         let caller = self.caller(c.conn);
         let binding =
@@ -338,7 +350,7 @@ impl<H: Clone> Engine<H> {
 
     fn ask_legacy(&mut self, call: CallId, requests: Vec<(String, InputRequest)>) -> Result<Asked, AskError> {
         let max_rounds = self.config.max_input_rounds;
-        let c = self.calls.get(call.0).ok_or(AskError::Stale)?;
+        let c = self.calls.get(call).ok_or(AskError::Stale)?;
         let (owner, reply_to, version) = (c.conn, c.reply_to, c.version);
         // Before `notifications/initialized` a server sends the client nothing but pings.
         let caps = match self.conns.get(owner.0).and_then(|o| o.session.as_ref()) {
@@ -360,8 +372,7 @@ impl<H: Clone> Engine<H> {
         }
         let mut slots = Vec::with_capacity(requests.len());
         for (i, (key, req)) in requests.into_iter().enumerate() {
-            let id = self.next_outbound;
-            self.next_outbound += 1;
+            let id = self.outbound.issue(owner, call, i);
             let elicitation_id = id.to_string();
             let params = req.params_for(version, Some(&elicitation_id));
             let mut frame = Map::new();
@@ -370,12 +381,11 @@ impl<H: Clone> Engine<H> {
             frame.insert("method".into(), req.method().into());
             frame.insert("params".into(), Value::Object(params));
             let bytes = serde_json::to_vec(&frame).unwrap_or_default();
-            self.outbound.insert((owner, id), (call, i));
             self.send(reply_to, bytes, false);
             slots.push((id, key, req));
         }
         let remaining = slots.len();
-        if let Some(input) = self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()) {
+        if let Some(input) = self.calls.get_mut(call).and_then(|c| c.input.as_mut()) {
             input.rounds += 1;
             input.asking = Some(Asking { slots, answers: Map::new(), remaining });
         }
@@ -388,8 +398,8 @@ impl<H: Clone> Engine<H> {
     /// Whether a server→client request can reach the client through `conn`.
     fn can_carry_requests(&self, conn: ConnId) -> bool {
         match self.conns.get(conn.0).map(|c| &c.transport) {
-            Some(http::Transport::Line | http::Transport::Standalone { .. }) => true,
-            Some(http::Transport::Exchange(x)) => x.can_stream(),
+            Some(streams::Transport::Line | streams::Transport::Standalone { .. }) => true,
+            Some(streams::Transport::Exchange(x)) => x.can_stream(),
             _ => false,
         }
     }
@@ -398,9 +408,9 @@ impl<H: Clone> Engine<H> {
     /// asked (dropped, as JSON-RPC allows).
     pub(super) fn response(&mut self, conn: ConnId, env: RawEnvelope) {
         let Some(id) = env.id.as_deref().and_then(|raw| raw.get().parse::<u64>().ok()) else { return };
-        let Some((call, slot)) = self.outbound.remove(&(conn, id)) else { return };
+        let Some((call, slot)) = self.outbound.answered(conn, id) else { return };
         let Some(asking) =
-            self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())
+            self.calls.get_mut(call).and_then(|c| c.input.as_mut()).and_then(|i| i.asking.as_mut())
         else {
             return;
         };
@@ -426,16 +436,14 @@ impl<H: Clone> Engine<H> {
 
     /// Resumes the handler once every answer is in, or at the first failure.
     fn settle(&mut self, call: CallId, outcome: Result<(), AskError>) {
-        let Some(input) = self.calls.get_mut(call.0).and_then(|c| c.input.as_mut()) else { return };
+        let Some(input) = self.calls.get_mut(call).and_then(|c| c.input.as_mut()) else { return };
         let Some(asking) = input.asking.as_ref() else { return };
         if outcome.is_ok() && asking.remaining > 0 {
             return;
         }
         let Some(asking) = input.asking.take() else { return };
-        let Some(owner) = self.calls.get(call.0).map(|c| c.conn) else { return };
-        for (id, _, _) in &asking.slots {
-            self.outbound.remove(&(owner, *id));
-        }
+        let Some(owner) = self.calls.get(call).map(|c| c.conn) else { return };
+        self.outbound.forget(owner, asking.slots.iter().map(|(id, _, _)| *id));
         let answers = outcome.map(|()| asking.answers);
         self.out.push_back(Output::Answer { call, answers });
     }
@@ -443,9 +451,7 @@ impl<H: Clone> Engine<H> {
     /// Drops a finished call's outstanding requests: late answers are then ignored.
     pub(super) fn forget_asks(&mut self, c: &Call) {
         if let Some(asking) = c.input.as_ref().and_then(|i| i.asking.as_ref()) {
-            for (id, _, _) in &asking.slots {
-                self.outbound.remove(&(c.conn, *id));
-            }
+            self.outbound.forget(c.conn, asking.slots.iter().map(|(id, _, _)| *id));
         }
     }
 }
@@ -479,7 +485,12 @@ fn interaction_limit(max: Option<u32>) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller::Caller;
+    use crate::cursor::KeyRing;
+    use crate::engine::{Config, ConnKind, Implementation, Invocation};
+    use crate::registry::Tool;
     use serde_json::json;
+    use std::time::Duration;
 
     struct Rig {
         engine: Engine<u32>,

@@ -9,7 +9,9 @@ use serde_json::json;
 
 use super::*;
 use crate::content::ToolOutput;
+use crate::cursor::KeyRing;
 use crate::http::{check_head, HttpConfig, RequestHead};
+use crate::registry::Tool;
 
 /// xorshift64*: small, seedable, good enough to pick operations.
 struct Rng(u64);

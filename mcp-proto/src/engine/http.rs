@@ -12,9 +12,23 @@
 //! (`subscriptions/listen`): the response turns into SSE at the first such message, so a plain
 //! call pays for no event framing.
 
-use super::*;
+use super::sessions::Room;
+use super::streams::{Exchange, Expiry, SessionState, Transport};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::timers::Timer;
+use super::{decode_error, CloseReason, Conn, ConnId, Engine, FrameOutcome, Output, META_PROTOCOL_VERSION};
+use crate::caller::{admits, Caller};
+use crate::frame::Decoded;
 use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
-use crate::sse::{self, EventId, ReplayBuffer};
+use crate::json::RawFrame;
+use crate::jsonrpc::{encode_error, ErrorCode, RequestId, RpcError};
+use crate::slab::Slab;
+use crate::sse;
+use crate::version::ProtocolVersion;
 
 /// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
 /// its body was read in full (at most [`crate::http::HttpConfig::body_bytes`]).
@@ -58,84 +72,6 @@ pub enum HttpReply {
 
 /// A complete response: head and body.
 pub(super) type Ready = (HttpHead, Vec<u8>);
-
-/// How a connection's frames travel.
-pub(super) enum Transport {
-    /// Newline-delimited frames on a byte stream (stdio or any custom stream).
-    Line,
-    /// A legacy Streamable HTTP session: it owns the calls and the session state; its frames go
-    /// to the exchanges that asked, or to its `GET` stream.
-    Session(Box<SessionState>),
-    /// The response to one `POST`.
-    Exchange(Exchange),
-    /// A legacy session's `GET` stream, for messages not tied to a request.
-    Standalone {
-        /// The session it belongs to.
-        session: ConnId,
-    },
-}
-
-pub(super) struct SessionState {
-    pub(super) id: String,
-    last_active: Instant,
-    /// Something followed `initialize`: the handshake finished (or the client skipped it).
-    established: bool,
-    pub(super) get: Option<ConnId>,
-    /// SSE stream numbers for this session's `POST` responses; 0 is the `GET` stream.
-    next_stream: u64,
-    /// The next event sequence number of the `GET` stream, continuous across reconnects.
-    get_seq: u64,
-    /// Recent `GET` stream events, made on first use so an idle session costs nothing for it.
-    replay: Option<ReplayBuffer>,
-}
-
-impl SessionState {
-    /// Its `GET` stream `conn` ended at `at`: holding a stream was activity, so idleness counts
-    /// from its end.
-    pub(super) fn stream_ended(&mut self, conn: ConnId, at: Instant) {
-        if self.get == Some(conn) {
-            self.get = None;
-            self.last_active = self.last_active.max(at);
-        }
-    }
-}
-
-pub(super) struct Exchange {
-    /// The legacy session the request belongs to; `None` on the 2026-07-28 wire, where the
-    /// exchange owns its calls.
-    pub(super) session: Option<ConnId>,
-    /// Replies still to send; the exchange ends when none are left.
-    owed: usize,
-    /// An SSE response has begun.
-    started: bool,
-    json_ok: bool,
-    sse_ok: bool,
-    /// The client listed SSE first: it is answered with a stream from the start.
-    prefers_sse: bool,
-    pub(super) modern: bool,
-    /// Open the stream with a priming event (sessions at 2025-11-25 and later).
-    prime: bool,
-    /// The id of the session this exchange's `initialize` made, for the response head.
-    minted: Option<String>,
-    stream_no: u64,
-    seq: u64,
-}
-
-impl Exchange {
-    /// Whether messages other than the answer can reach the client (it accepts SSE).
-    pub(super) fn can_stream(&self) -> bool {
-        self.sse_ok
-    }
-}
-
-/// What the HTTP layer waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Timer {
-    /// Expire a session (handshake or idle).
-    Session(ConnId),
-    /// Re-check a held stream's caller and write a keep-alive comment.
-    KeepAlive(ConnId),
-}
 
 fn json_head(status: u16) -> HttpHead {
     HttpHead { status, headers: vec![("Content-Type", "application/json".to_owned())] }
@@ -197,8 +133,8 @@ impl<H: Clone> Engine<H> {
     /// `Mcp-Session-Id`, minted on `initialize`) and the stateless 2026-07-28 wire, on the same
     /// endpoint.
     ///
-    /// Session ids are derived from [`Config::seed`] (see [`Seed`]); without a seed a legacy
-    /// `initialize` is answered with 500.
+    /// Session ids are derived from [`Config::seed`](super::Config::seed) (see
+    /// [`Seed`](super::Seed)); without a seed a legacy `initialize` is answered with 500.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn handle_http(&mut self, now: Instant, req: HttpRequest<'_>) -> HttpReply {
@@ -318,19 +254,7 @@ impl<H: Clone> Engine<H> {
                 return reply;
             }
         }
-        let x = Exchange {
-            session: None,
-            owed: 1,
-            started: false,
-            json_ok: accepts.json,
-            sse_ok: accepts.sse,
-            prefers_sse: accepts.prefers_sse && accepts.sse,
-            modern: true,
-            prime: false,
-            minted: None,
-            stream_no: 0,
-            seq: 0,
-        };
+        let x = Exchange::modern(accepts);
         let ex = self.insert_conn(Transport::Exchange(x), Arc::new(req.caller.clone()));
         self.run_exchange(now, ex, ex, RawFrame::Single(env))
     }
@@ -424,28 +348,13 @@ impl<H: Clone> Engine<H> {
         c.caller = Arc::new(req.caller.clone());
         let caller = c.caller.clone();
         let Transport::Session(s) = &mut c.transport else { return session_not_found() };
-        s.last_active = now;
-        let established_now = minted.is_none() && !s.established;
-        s.established |= established_now;
-        let x = Exchange {
-            session: Some(session),
-            owed: 1,
-            started: false,
-            json_ok: accepts.json,
-            sse_ok: accepts.sse,
-            // The session id rides on the response head, which JSON gives at once.
-            prefers_sse: accepts.prefers_sse && accepts.sse && minted.is_none(),
-            modern: false,
-            prime: version.is_some_and(|v| v >= ProtocolVersion::V2025_11_25),
-            minted: minted.clone(),
-            stream_no: s.next_stream,
-            seq: 0,
-        };
-        s.next_stream += 1;
+        let (stream_no, established_now) = s.request(now, minted.is_some());
+        let prime = version.is_some_and(|v| v >= ProtocolVersion::V2025_11_25);
+        let x = Exchange::legacy(session, accepts, minted.clone(), prime, stream_no);
         if established_now {
             // The handshake check was armed for the handshake timeout; an idle timeout shorter
             // than that must not wait for it.
-            self.arm(now, self.config.limits.session_idle, Timer::Session(session));
+            self.timers.arm_after(now, self.config.limits.session_idle, Timer::Session(session));
         }
         let ex = self.insert_conn(Transport::Exchange(x), caller);
         let reply = self.run_exchange(now, session, ex, frame);
@@ -483,7 +392,7 @@ impl<H: Clone> Engine<H> {
         if listening {
             self.seat(ex);
         }
-        let eager = matches!(self.conns.get(ex.0).map(|c| &c.transport), Some(Transport::Exchange(x)) if x.prefers_sse);
+        let eager = matches!(self.conns.get(ex.0).map(|c| &c.transport), Some(Transport::Exchange(x)) if x.prefers_sse());
         if eager {
             self.start_stream(ex);
         }
@@ -491,7 +400,7 @@ impl<H: Clone> Engine<H> {
     }
 
     fn session_for(&self, sid: &str, caller: &Caller) -> Option<ConnId> {
-        let conn = *self.sessions.get(sid)?;
+        let conn = self.sessions.get(sid)?;
         // A session is its creator's: another caller holding the id learns nothing from it.
         self.conns.get(conn.0).filter(|c| c.caller.binding() == caller.binding()).map(|_| conn)
     }
@@ -507,38 +416,14 @@ impl<H: Clone> Engine<H> {
             let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
             return Err(error_reply(503, None, &err));
         }
-        // Without a seed there is no id that cannot be guessed; with one, a repeat would take
-        // 2^128 ids to be likely, but a repeat must still never join two clients' sessions.
-        let id = self.mint_session_id().filter(|id| !self.sessions.contains_key(id));
+        // Without a seed there is no id that cannot be guessed.
+        let id = self.sessions.mint(self.config.seed.as_ref());
         let Some(id) = id else { return Err(error_reply(500, None, &RpcError::internal())) };
-        let state = SessionState {
-            id: id.clone(),
-            last_active: now,
-            established: false,
-            get: None,
-            next_stream: 1,
-            get_seq: 0,
-            replay: None,
-        };
+        let state = SessionState::new(id.clone(), now);
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
         self.sessions.insert(id.clone(), conn);
-        self.arm(now, limits.session_handshake, Timer::Session(conn));
+        self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
-    }
-
-    /// The next session id: HMAC-SHA256 keyed with [`Config::seed`] over a domain label and a
-    /// counter, so ids are unguessable while the seed is secret, never repeat for one engine, and
-    /// are the same for the same seed and inputs. Base64url without padding: 43 characters of
-    /// the `Mcp-Session-Id` alphabet (visible ASCII, see [`crate::http::is_valid_session_id`]).
-    fn mint_session_id(&mut self) -> Option<String> {
-        use base64::Engine as _;
-        use hmac::{Hmac, Mac};
-        let seed = self.config.seed.as_ref()?;
-        let mut mac = <Hmac<sha2::Sha256> as hmac::digest::KeyInit>::new_from_slice(&seed.0).ok()?;
-        mac.update(b"mcp-proto/session-id/v1");
-        mac.update(&self.sessions_minted.to_be_bytes());
-        self.sessions_minted = self.sessions_minted.wrapping_add(1);
-        Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
     }
 
     fn http_get(
@@ -560,7 +445,7 @@ impl<H: Clone> Engine<H> {
             return error_reply(503, None, &err);
         }
         let previous = match self.conns.get(session.0).map(|c| &c.transport) {
-            Some(Transport::Session(s)) => s.get,
+            Some(Transport::Session(s)) => s.get(),
             _ => None,
         };
         if let Some(old) = previous {
@@ -581,42 +466,15 @@ impl<H: Clone> Engine<H> {
         let prime = c.session.as_ref().is_some_and(|s| s.version >= ProtocolVersion::V2025_11_25);
         let offered = c.session.as_ref().map(|s| s.lists).unwrap_or_default();
         let Transport::Session(s) = &mut c.transport else { return session_not_found() };
-        s.get = Some(conn);
-        s.last_active = now;
+        let retry_ms = prime.then(|| u64::try_from(retry.as_millis()).unwrap_or(u64::MAX));
+        let (events, resumed) = s.open_get(conn, now, replay_cap, last_event_id, retry_ms);
         self.out.push_back(Output::Stream { conn, head: sse_head() });
-        let replay = s.replay.get_or_insert_with(|| ReplayBuffer::new(replay_cap));
-        // Resume: what the client missed, if the buffer still holds all of it.
-        let resumed = match last_event_id.and_then(EventId::parse) {
-            Some(EventId { stream: 0, seq }) => match replay.since(seq) {
-                Some(missed) => {
-                    for event in missed {
-                        self.out.push_back(Output::Frame { conn, bytes: event.to_vec() });
-                    }
-                    true
-                }
-                None => false,
-            },
-            _ => last_event_id.is_none(),
-        };
-        if prime {
-            let id = EventId { stream: 0, seq: s.get_seq }.to_string();
-            s.get_seq += 1;
-            let retry_ms = u64::try_from(retry.as_millis()).unwrap_or(u64::MAX);
-            let event = sse::priming(&id, Some(retry_ms));
-            replay.push(s.get_seq - 1, event.clone());
-            self.out.push_back(Output::Frame { conn, bytes: event });
-        }
-        if !resumed {
-            // The gap cannot be filled: every list may have changed, so say so and let the client
-            // re-list.
-            for (flag, on) in c.pending.lists.iter_mut().zip(offered) {
-                *flag |= on;
-            }
-        }
-        if !c.pending.is_empty() {
-            self.dirty = true;
-        }
-        self.arm(now, keepalive, Timer::KeepAlive(conn));
+        self.out.extend(events.into_iter().map(|bytes| Output::Frame { conn, bytes }));
+        // A gap that cannot be filled: every list may have changed, so say so and let the
+        // client re-list.
+        let lost = if resumed { [false; 3] } else { offered };
+        self.notes.stream_opened(&mut c.pending, lost);
+        self.timers.arm_after(now, keepalive, Timer::KeepAlive(conn));
         HttpReply::Pending(conn)
     }
 
@@ -650,28 +508,13 @@ impl<H: Clone> Engine<H> {
 
     /// Makes room for one more held stream of `caller`, or says why not (429).
     fn take_seat(&mut self, caller: &Caller, id: Option<&RequestId>) -> Result<(), HttpReply> {
-        let limits = &self.config.limits;
-        if limits.max_streams.is_some_and(|max| self.streams >= max) {
-            let err = RpcError::invalid_request("too many open streams; try again later");
-            return Err(error_reply(429, id, &err));
+        loop {
+            match self.sessions.room(caller.binding(), &self.config.limits) {
+                Room::Free => return Ok(()),
+                Room::Evict(oldest) => self.forget(oldest, CloseReason::Evicted),
+                Room::Refused(msg) => return Err(error_reply(429, id, &RpcError::invalid_request(msg))),
+            }
         }
-        let Some(per) = limits.max_streams_per_caller else { return Ok(()) };
-        let policy = limits.seat_policy;
-        let binding = caller.binding();
-        let held = self.seats.get(binding).map_or(0, VecDeque::len);
-        if held < per {
-            return Ok(());
-        }
-        if per == 0 || policy == crate::limits::SeatPolicy::Refuse {
-            let err =
-                RpcError::invalid_request(format!("too many open streams for this caller (limit {per})"));
-            return Err(error_reply(429, id, &err));
-        }
-        while self.seats.get(binding).map_or(0, VecDeque::len) >= per {
-            let Some(oldest) = self.seats.get(binding).and_then(|q| q.front().copied()) else { break };
-            self.forget(oldest, CloseReason::Evicted);
-        }
-        Ok(())
     }
 
     fn seat(&mut self, conn: ConnId) {
@@ -680,8 +523,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         c.seated = true;
-        self.seats.entry(c.caller.binding().to_owned()).or_default().push_back(conn);
-        self.streams += 1;
+        self.sessions.seat(c.caller.binding(), conn);
     }
 
     /// Sends `bytes` to `to` as its transport requires. `reply` marks the answer to a request,
@@ -691,7 +533,7 @@ impl<H: Clone> Engine<H> {
         match &mut c.transport {
             Transport::Line => self.out.push_back(Output::Frame { conn: to, bytes }),
             Transport::Session(s) => {
-                if let Some(get) = s.get {
+                if let Some(get) = s.get() {
                     self.send(get, bytes, false);
                 }
             }
@@ -701,27 +543,22 @@ impl<H: Clone> Engine<H> {
                 else {
                     return;
                 };
-                let seq = s.get_seq;
-                s.get_seq += 1;
-                let event = sse::event(Some(&EventId { stream: 0, seq }.to_string()), &bytes);
-                if let Some(replay) = s.replay.as_mut() {
-                    replay.push(seq, event.clone());
-                }
+                let event = s.get_event(&bytes);
                 self.out.push_back(Output::Frame { conn: to, bytes: event });
             }
             Transport::Exchange(x) => {
                 if reply {
-                    x.owed = x.owed.saturating_sub(1);
+                    x.settle_one();
                 }
-                let done = x.owed == 0 && c.listens.is_empty();
-                if !x.started {
-                    if done && x.json_ok && !x.prefers_sse {
-                        let head = json_head(status_of(x.modern, &bytes));
+                let done = x.owed() == 0 && c.listens.is_empty();
+                if !x.started() {
+                    if done && x.answers_in_json() {
+                        let head = json_head(status_of(x.is_modern(), &bytes));
                         self.drop_conn(to);
                         self.respond(to, head, bytes);
                         return;
                     }
-                    if !x.sse_ok {
+                    if !x.can_stream() {
                         // A client that takes only JSON gets only the answer.
                         return;
                     }
@@ -730,8 +567,7 @@ impl<H: Clone> Engine<H> {
                 let Some(Transport::Exchange(x)) = self.conns.get_mut(to.0).map(|c| &mut c.transport) else {
                     return;
                 };
-                let id = (!x.modern).then(|| EventId { stream: x.stream_no, seq: x.seq }.to_string());
-                x.seq += 1;
+                let id = x.next_event_id();
                 self.out.push_back(Output::Frame { conn: to, bytes: sse::event(id.as_deref(), &bytes) });
                 if done {
                     self.forget(to, CloseReason::EndOfInput);
@@ -748,34 +584,28 @@ impl<H: Clone> Engine<H> {
             session.and_then(|s| conns.get(s.0)).is_some_and(|c| c.session.is_some())
         };
         let Some(Transport::Exchange(x)) = self.conns.get(ex.0).map(|c| &c.transport) else { return };
-        let minted = x.minted.clone().filter(|_| initialized(&self.conns, x.session));
+        let minted = x.minted().cloned().filter(|_| initialized(&self.conns, x.session()));
         let Some(Transport::Exchange(x)) = self.conns.get_mut(ex.0).map(|c| &mut c.transport) else { return };
-        if x.started {
-            return;
-        }
-        x.started = true;
+        let Some(prime) = x.start() else { return };
         let mut head = sse_head();
         if let Some(id) = minted {
             head.headers.push((crate::http::SESSION_ID_HEADER, id));
         }
         self.out.push_back(Output::Stream { conn: ex, head });
-        if x.prime {
-            let id = EventId { stream: x.stream_no, seq: 0 }.to_string();
-            x.seq = 1;
+        if let Some(id) = prime {
             self.out.push_back(Output::Frame { conn: ex, bytes: sse::priming(&id, Some(retry)) });
         }
-        self.arm(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
+        self.timers.arm_after(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
     }
 
     /// A reply `ex` waited for will never come (its call was cancelled or its session ended).
     pub(super) fn unowe(&mut self, ex: ConnId) {
         let Some(c) = self.conns.get_mut(ex.0) else { return };
         let Transport::Exchange(x) = &mut c.transport else { return };
-        x.owed = x.owed.saturating_sub(1);
-        if x.owed > 0 || !c.listens.is_empty() {
+        if x.settle_one() > 0 || !c.listens.is_empty() {
             return;
         }
-        if x.started {
+        if x.started() {
             self.forget(ex, CloseReason::Closed);
         } else {
             // The request has no answer (JSON-RPC sends none for a cancelled request), but the
@@ -792,51 +622,20 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// Session expiry and stream keep-alives due at `now`.
-    pub(super) fn http_timeout(&mut self, now: Instant) {
-        while let Some(&(at, timer)) = self.http_timers.first() {
-            if at > now {
-                break;
-            }
-            self.http_timers.remove(&(at, timer));
-            match timer {
-                Timer::Session(conn) => self.session_timer(now, conn),
-                Timer::KeepAlive(conn) => self.keepalive(now, conn),
-            }
-        }
-    }
-
-    fn session_timer(&mut self, now: Instant, conn: ConnId) {
+    pub(super) fn session_timer(&mut self, now: Instant, conn: ConnId) {
         let idle = self.config.limits.session_idle;
         let Some(c) = self.conns.get(conn.0) else { return };
         let Transport::Session(s) = &c.transport else { return };
-        if !s.established {
-            self.forget(conn, CloseReason::Expired);
-            return;
-        }
-        // Idleness counts from the last request, and not while a call or a stream is open.
-        let busy = c.in_flight > 0 || s.get.is_some();
-        let from = if busy { now } else { s.last_active };
-        if !busy && from.checked_add(idle).is_some_and(|due| due <= now) {
-            self.forget(conn, CloseReason::Expired);
-            return;
-        }
-        self.arm(from, idle, Timer::Session(conn));
-    }
-
-    /// Arms `timer` for `after` past `from`. A delay too long for the clock to express never
-    /// fires (a `Duration::MAX` limit means "never"); a zero delay counts as 1 ms, so a timer
-    /// re-armed while timers are handled cannot fire again in the same `handle_timeout`.
-    fn arm(&mut self, from: Instant, after: Duration, timer: Timer) {
-        if let Some(at) = from.checked_add(after.max(Duration::from_millis(1))) {
-            self.http_timers.insert((at, timer));
+        match s.expiry(now, idle, c.calls.in_flight() > 0) {
+            Expiry::Expire => self.forget(conn, CloseReason::Expired),
+            Expiry::RearmFrom(from) => self.timers.arm_after(from, idle, Timer::Session(conn)),
         }
     }
 
-    fn keepalive(&mut self, now: Instant, conn: ConnId) {
+    pub(super) fn keepalive(&mut self, now: Instant, conn: ConnId) {
         let Some(c) = self.conns.get(conn.0) else { return };
         let held = match &c.transport {
-            Transport::Exchange(x) => x.started,
+            Transport::Exchange(x) => x.started(),
             Transport::Standalone { .. } => true,
             _ => false,
         };
@@ -848,500 +647,9 @@ impl<H: Clone> Engine<H> {
             return;
         }
         self.out.push_back(Output::Frame { conn, bytes: sse::comment("keep-alive") });
-        self.arm(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
+        self.timers.arm_after(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::http::{check_head, HttpConfig};
-    use serde_json::json;
-    use std::time::Duration;
-
-    struct Rig {
-        engine: Engine<u32>,
-        now: Instant,
-    }
-
-    struct Resp {
-        status: u16,
-        headers: Vec<(&'static str, String)>,
-        body: Vec<u8>,
-    }
-
-    impl Resp {
-        fn json(&self) -> Value {
-            serde_json::from_slice(&self.body).unwrap()
-        }
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-        }
-    }
-
-    const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-
-    fn modern_meta() -> Value {
-        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-               "io.modelcontextprotocol/clientCapabilities": {}})
-    }
-
-    impl Rig {
-        fn new(limits: impl FnOnce(&mut Limits)) -> Self {
-            let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
-            limits(&mut config.limits);
-            config.seed = Some(Seed([9; 32]));
-            #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
-            let now = Instant::now();
-            let mut engine = Engine::new(config, now);
-            let tool = Tool::new("echo", "Echoes", json!({"type": "object"}));
-            engine.registry_mut(now).add_tool(tool, 1).unwrap();
-            Self { engine, now }
-        }
-
-        fn request(
-            &mut self,
-            method: &str,
-            headers: &[(&'static str, &str)],
-            body: &str,
-            caller: Caller,
-        ) -> HttpReply {
-            let mut all: Vec<(&str, &[u8])> = vec![("Host", b"localhost:3000")];
-            let own_accept = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept"));
-            if method == "POST" {
-                all.push(("Content-Type", b"application/json"));
-                if !own_accept {
-                    all.push(("Accept", b"application/json, text/event-stream"));
-                }
-            } else if method == "GET" {
-                all.push(("Accept", b"text/event-stream"));
-            }
-            all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
-            let head = RequestHead { method, path: "/mcp", headers: &all };
-            let route = check_head(&HttpConfig::default(), &head).unwrap();
-            let req = HttpRequest { head: &head, route, body: body.as_bytes(), caller };
-            self.engine.handle_http(self.now, req)
-        }
-
-        fn post(&mut self, headers: &[(&'static str, &str)], body: &str) -> HttpReply {
-            self.request("POST", headers, body, Caller::anonymous())
-        }
-
-        fn full(reply: HttpReply) -> Resp {
-            match reply {
-                HttpReply::Full { head, body } => Resp { status: head.status, headers: head.headers, body },
-                HttpReply::Pending(c) => panic!("pending {c:?}"),
-            }
-        }
-
-        fn session(&mut self) -> String {
-            let r = Self::full(self.post(&[], INIT));
-            assert_eq!(r.status, 200);
-            let sid = r.header("Mcp-Session-Id").unwrap().to_owned();
-            let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-            let r = Self::full(self.post(&[("Mcp-Session-Id", &sid)], note));
-            assert_eq!(r.status, 202);
-            assert!(r.body.is_empty());
-            sid
-        }
-
-        fn drain(&mut self) -> Vec<Output<u32>> {
-            std::iter::from_fn(|| self.engine.poll_output()).collect()
-        }
-
-        fn advance(&mut self, by: Duration) {
-            self.now += by;
-            self.engine.handle_timeout(self.now);
-        }
-    }
-
-    fn call(id: u32, tool: &str, meta: Option<Value>) -> String {
-        let mut params = json!({"name": tool, "arguments": {}});
-        if let Some(m) = meta {
-            params["_meta"] = m;
-        }
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
-    }
-
-    fn frames_text(outs: &[Output<u32>], conn: ConnId) -> String {
-        outs.iter()
-            .filter_map(|o| match o {
-                Output::Frame { conn: c, bytes } if *c == conn => {
-                    Some(String::from_utf8_lossy(bytes).into_owned())
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn legacy_session_lifecycle() {
-        let mut rig = Rig::new(|_| {});
-        let sid = rig.session();
-        assert_eq!(rig.engine.status().sessions, 1);
-        // An answer the engine knows at once comes back without a trip through the queue.
-        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-        let r =
-            Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-11-25")], list));
-        assert_eq!(r.status, 200);
-        assert_eq!(r.header("Content-Type"), Some("application/json"));
-        assert_eq!(r.json()["result"]["tools"][0]["name"], "echo");
-        // 2025-03-26 is accepted on any session; another mismatching version is not.
-        let r =
-            Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-03-26")], list));
-        assert_eq!(r.status, 200);
-        let r =
-            Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-06-18")], list));
-        assert_eq!(r.status, 400);
-        // No session id, an unknown one, or someone else's: 400, 404, 404.
-        assert_eq!(Rig::full(rig.post(&[], list)).status, 400);
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", "nope")], list)).status, 404);
-        let other = Caller::identified("mallory");
-        let r = Rig::full(rig.request("POST", &[("Mcp-Session-Id", &sid)], list, other));
-        assert_eq!(r.status, 404);
-        // DELETE ends it.
-        let r = Rig::full(rig.request("DELETE", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous()));
-        assert_eq!(r.status, 200);
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], list)).status, 404);
-        assert_eq!(rig.engine.status().sessions, 0);
-        rig.drain();
-        assert_eq!(rig.engine.status().connections, 0);
-    }
-
-    #[test]
-    fn failed_initialize_leaves_no_session() {
-        let mut rig = Rig::new(|_| {});
-        let bad = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
-        let r = Rig::full(rig.post(&[], bad));
-        assert!(r.header("Mcp-Session-Id").is_none());
-        assert_eq!(r.json()["error"]["code"], -32602);
-        assert_eq!(rig.engine.status().sessions, 0);
-        assert_eq!(rig.engine.status().connections, 0);
-    }
-
-    #[test]
-    fn calls_answer_as_json_unless_something_comes_first() {
-        let mut rig = Rig::new(|_| {});
-        let sid = rig.session();
-        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(3, "echo", None)) else {
-            panic!("expected pending")
-        };
-        let outs = rig.drain();
-        let Some(Output::Invoke(inv)) = outs.into_iter().next() else { panic!("no invoke") };
-        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("hi")))).unwrap();
-        let outs = rig.drain();
-        match outs.as_slice() {
-            [Output::Respond { conn, head, body }] => {
-                assert_eq!(*conn, ex);
-                assert_eq!(head.status, 200);
-                let v: Value = serde_json::from_slice(body).unwrap();
-                assert_eq!(v["result"]["content"][0]["text"], "hi");
-            }
-            other => panic!("{other:?}"),
-        }
-        // With progress, the answer turns into a stream: priming event first (2025-11-25), then
-        // the notification and the result, then the end.
-        let meta = json!({"progressToken": "p"});
-        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(4, "echo", Some(meta)))
-        else {
-            panic!("expected pending")
-        };
-        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
-        rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
-        let mut outs = rig.drain();
-        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
-        outs.extend(rig.drain());
-        assert!(
-            matches!(outs.first(), Some(Output::Stream { conn, head }) if *conn == ex && head.status == 200)
-        );
-        let text = frames_text(&outs, ex);
-        let stream =
-            text.strip_prefix("id: ").and_then(|t| t.split_once("-0\nretry: 3000\ndata:\n\n")).unwrap().0;
-        assert!(
-            text.contains(&format!(
-                "id: {stream}-1\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\""
-            )),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!("id: {stream}-2\ndata: {{\"jsonrpc\":\"2.0\",\"id\":4,\"result\"")),
-            "{text}"
-        );
-        assert!(
-            matches!(outs.last(), Some(Output::Close { conn, reason: CloseReason::EndOfInput }) if *conn == ex)
-        );
-    }
-
-    #[test]
-    fn cancelled_call_ends_its_exchange() {
-        let mut rig = Rig::new(|_| {});
-        let sid = rig.session();
-        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(5, "echo", None)) else {
-            panic!("expected pending")
-        };
-        rig.drain();
-        let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#;
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], cancel)).status, 202);
-        let outs = rig.drain();
-        assert!(outs.iter().any(|o| matches!(o, Output::Cancel { .. })));
-        assert!(outs
-            .iter()
-            .any(|o| matches!(o, Output::Respond { conn, head, .. } if *conn == ex && head.status == 204)));
-        // Deleting a session with a call in flight ends that call's exchange too.
-        let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(6, "echo", None)) else {
-            panic!("expected pending")
-        };
-        rig.drain();
-        rig.request("DELETE", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous());
-        let outs = rig.drain();
-        assert!(outs
-            .iter()
-            .any(|o| matches!(o, Output::Respond { conn, head, .. } if *conn == ex && head.status == 204)));
-    }
-
-    #[test]
-    fn get_stream_carries_notifications_and_resumes() {
-        let mut rig = Rig::new(|_| {});
-        let sid = rig.session();
-        // A change while no stream is open is kept for the stream.
-        rig.engine
-            .registry_mut(rig.now)
-            .add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2)
-            .unwrap();
-        rig.drain();
-        let HttpReply::Pending(get) =
-            rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous())
-        else {
-            panic!("expected a stream")
-        };
-        let outs = rig.drain();
-        assert!(matches!(outs.first(), Some(Output::Stream { .. })));
-        let text = frames_text(&outs, get);
-        assert!(text.starts_with("id: 0-0\nretry: 3000\ndata:\n\n"), "{text}");
-        assert!(text.contains(
-            "id: 0-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
-        ));
-        assert_eq!(rig.engine.status().streams, 1);
-        rig.engine.registry_mut(rig.now).remove_tool("two");
-        let text = frames_text(&rig.drain(), get);
-        assert!(text.starts_with("id: 0-2\n"), "{text}");
-        // The client reconnects having seen 0-1: it is replayed 0-2, and the old stream closes.
-        let HttpReply::Pending(again) = rig.request(
-            "GET",
-            &[("Mcp-Session-Id", &sid), ("Last-Event-ID", "0-1")],
-            "",
-            Caller::anonymous(),
-        ) else {
-            panic!("expected a stream")
-        };
-        let outs = rig.drain();
-        assert!(outs
-            .iter()
-            .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Replaced } if *conn == get)));
-        let text = frames_text(&outs, again);
-        assert!(
-            text.starts_with(
-                "id: 0-2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
-            ),
-            "{text}"
-        );
-        assert_eq!(rig.engine.status().streams, 1);
-        // Keep-alives re-check the gate: a revoked caller's stream closes.
-        rig.advance(Duration::from_secs(15));
-        assert!(frames_text(&rig.drain(), again).contains(": keep-alive"));
-        rig.engine.registry_mut(rig.now).set_gate(Some(Gate::identified()));
-        rig.drain();
-        rig.advance(Duration::from_secs(15));
-        let outs = rig.drain();
-        assert!(outs
-            .iter()
-            .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Revoked } if *conn == again)));
-        assert_eq!(rig.engine.status().streams, 0);
-        // And a caller the server-wide gate refuses cannot open one.
-        let r = Rig::full(rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous()));
-        assert_eq!(r.status, 403);
-    }
-
-    #[test]
-    fn sessions_expire() {
-        let mut rig = Rig::new(|l| {
-            l.session_idle(Duration::from_secs(60)).session_handshake(Duration::from_secs(5)).max_sessions(2);
-        });
-        // Initialized and walked away: reclaimed after the handshake time.
-        let r = Rig::full(rig.post(&[], INIT));
-        let lost = r.header("Mcp-Session-Id").unwrap().to_owned();
-        let kept = rig.session();
-        // The table is full.
-        assert_eq!(Rig::full(rig.post(&[], INIT)).status, 503);
-        rig.advance(Duration::from_secs(5));
-        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &lost)], list)).status, 404);
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 200);
-        rig.advance(Duration::from_secs(59));
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 200);
-        rig.advance(Duration::from_secs(61));
-        assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 404);
-        assert_eq!(rig.engine.status().sessions, 0);
-        rig.drain();
-        assert_eq!(rig.engine.status().connections, 0);
-    }
-
-    fn modern_post(rig: &mut Rig, extra: &[(&'static str, &str)], body: &Value) -> HttpReply {
-        let method = body["method"].as_str().unwrap().to_owned();
-        let mut headers: Vec<(&'static str, &str)> = vec![("MCP-Protocol-Version", "2026-07-28")];
-        headers.push(("Mcp-Method", &method));
-        let name = body["params"]["name"].as_str().map(str::to_owned);
-        if let Some(n) = name.as_deref() {
-            headers.push(("Mcp-Name", n));
-        }
-        headers.extend_from_slice(extra);
-        let headers: Vec<(&'static str, String)> =
-            headers.into_iter().map(|(k, v)| (k, v.to_owned())).collect();
-        let refs: Vec<(&'static str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        rig.post(&refs, &body.to_string())
-    }
-
-    #[test]
-    fn stateless_wire() {
-        let mut rig = Rig::new(|_| {});
-        let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}});
-        let r = Rig::full(modern_post(&mut rig, &[], &discover));
-        assert_eq!(r.status, 200);
-        assert_eq!(r.json()["result"]["resultType"], "complete");
-        assert!(r.header("Mcp-Session-Id").is_none());
-        // Header rules come before the version: a body naming v999 under a 2026 header is a
-        // mismatch.
-        let mut v999 = discover.clone();
-        v999["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0".into();
-        let r = Rig::full(modern_post(&mut rig, &[], &v999));
-        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32020)));
-        assert_eq!(r.json()["id"], 1);
-        let r = Rig::full(rig.post(
-            &[("MCP-Protocol-Version", "v999.0.0"), ("Mcp-Method", "server/discover")],
-            &v999.to_string(),
-        ));
-        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32022)));
-        let empty_meta =
-            json!({"jsonrpc": "2.0", "id": 101, "method": "server/discover", "params": {"_meta": {}}});
-        let r = Rig::full(modern_post(&mut rig, &[], &empty_meta));
-        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32602)));
-        let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": modern_meta()}});
-        let r = Rig::full(modern_post(&mut rig, &[], &ping));
-        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (404, Some(-32601)));
-        // A wrong Mcp-Name is refused before anything runs.
-        let c: Value = serde_json::from_str(&call(8, "echo", Some(modern_meta()))).unwrap();
-        let r = Rig::full(rig.post(
-            &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "other")],
-            &c.to_string(),
-        ));
-        assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32020)));
-        // GET and DELETE belong to the legacy wire.
-        let r =
-            Rig::full(rig.request("GET", &[("MCP-Protocol-Version", "2026-07-28")], "", Caller::anonymous()));
-        assert_eq!(r.status, 405);
-        rig.drain();
-        assert_eq!(rig.engine.status().connections, 0, "nothing is held after answered requests");
-    }
-
-    #[test]
-    fn stateless_call_cancelled_by_closing_the_stream() {
-        let mut rig = Rig::new(|_| {});
-        let c: Value = serde_json::from_str(&call(9, "echo", Some(modern_meta()))).unwrap();
-        let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &c) else { panic!("expected pending") };
-        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
-        rig.engine.close(rig.now, ex);
-        let outs = rig.drain();
-        assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call } if *call == inv.ticket.call())));
-        assert_eq!(
-            rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("late")))),
-            Err(Stale)
-        );
-        assert!(rig.drain().is_empty());
-    }
-
-    #[test]
-    fn listen_streams_hold_seats() {
-        let mut rig = Rig::new(|l| {
-            l.max_streams_per_caller(Some(2));
-        });
-        let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
-            "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}});
-        let mut held = Vec::new();
-        for _ in 0..2 {
-            let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &listen) else {
-                panic!("expected a stream")
-            };
-            let outs = rig.drain();
-            assert!(matches!(outs.first(), Some(Output::Stream { .. })));
-            assert!(frames_text(&outs, ex).contains("notifications/subscriptions/acknowledged"));
-            held.push(ex);
-        }
-        let r = Rig::full(modern_post(&mut rig, &[], &listen));
-        assert_eq!(r.status, 429);
-        rig.engine
-            .registry_mut(rig.now)
-            .add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2)
-            .unwrap();
-        let outs = rig.drain();
-        for ex in &held {
-            assert!(frames_text(&outs, *ex).contains("notifications/tools/list_changed"));
-        }
-        // Evict-oldest seats the newcomer and closes the first stream.
-        rig.engine.config.limits.seat_policy(crate::SeatPolicy::EvictOldest);
-        let HttpReply::Pending(_) = modern_post(&mut rig, &[], &listen) else { panic!("expected a stream") };
-        let outs = rig.drain();
-        assert!(outs
-            .iter()
-            .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Evicted } if *conn == held[0])));
-        assert_eq!(rig.engine.status().streams, 2);
-        // A closed stream frees its seat.
-        rig.engine.close(rig.now, held[1]);
-        rig.drain();
-        assert_eq!(rig.engine.status().streams, 1);
-    }
-
-    #[test]
-    fn clients_that_list_sse_first_get_streams() {
-        let mut rig = Rig::new(|_| {});
-        let sid = rig.session();
-        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-        let HttpReply::Pending(ex) =
-            rig.post(&[("Mcp-Session-Id", &sid), ("Accept", "text/event-stream, application/json")], list)
-        else {
-            panic!("expected a stream")
-        };
-        let outs = rig.drain();
-        assert!(matches!(outs.first(), Some(Output::Stream { conn, .. }) if *conn == ex));
-        let text = frames_text(&outs, ex);
-        assert!(text.contains("-0\nretry: 3000\ndata:\n\n"), "{text}");
-        assert!(text.contains("\"tools\":["), "{text}");
-        assert!(matches!(outs.last(), Some(Output::Close { conn, .. }) if *conn == ex));
-        // A client that takes only JSON never gets a stream, and loses what cannot precede the
-        // answer in JSON.
-        let meta = json!({"progressToken": 1});
-        let HttpReply::Pending(ex) = rig
-            .post(&[("Mcp-Session-Id", &sid), ("Accept", "application/json")], &call(3, "echo", Some(meta)))
-        else {
-            panic!("expected pending")
-        };
-        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
-        rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
-        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("ok")))).unwrap();
-        let outs = rig.drain();
-        assert!(
-            matches!(outs.as_slice(), [Output::Respond { conn, head, .. }] if *conn == ex && head.status == 200)
-        );
-    }
-
-    #[test]
-    fn error_codes_are_read_from_our_encoding() {
-        assert_eq!(
-            error_code(
-                br#"{"jsonrpc":"2.0","id":"a,\"error\":{\"code\":1","error":{"code":-32601,"message":"x"}}"#
-            ),
-            Some(-32601)
-        );
-        assert_eq!(error_code(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":5}}}"#), None);
-        assert_eq!(error_code(br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601}}]"#), None);
-    }
-}
+mod tests;

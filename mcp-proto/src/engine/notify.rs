@@ -6,11 +6,11 @@
 //! caller it refuses never learns of it), the server-wide gate when the notification is
 //! delivered.
 
-use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use super::subscriptions::{Filter, List};
 use super::{Answer, CallId, ConnId, Ctx, Engine, Listen, Stale, META_SUBSCRIPTION_ID};
 use crate::caller::{admits, Gate};
 use crate::jsonrpc::{encode_result, RequestId, RpcError};
@@ -110,133 +110,6 @@ pub enum ProgressOutcome {
     TooLarge,
 }
 
-/// The three lists that change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum List {
-    Tools,
-    Resources,
-    Prompts,
-}
-
-impl List {
-    const ALL: [List; 3] = [List::Tools, List::Resources, List::Prompts];
-
-    fn method(self) -> &'static str {
-        match self {
-            List::Tools => "notifications/tools/list_changed",
-            List::Resources => "notifications/resources/list_changed",
-            List::Prompts => "notifications/prompts/list_changed",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// A `SubscriptionFilter`, as honoured.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Filter {
-    lists: [bool; 3],
-    uris: BTreeSet<String>,
-}
-
-/// Notifications owed to one connection.
-#[derive(Debug, Default)]
-pub(super) struct Pending {
-    pub(super) lists: [bool; 3],
-    updated: BTreeSet<String>,
-}
-
-impl Pending {
-    pub(super) fn is_empty(&self) -> bool {
-        !self.lists.iter().any(|b| *b) && self.updated.is_empty()
-    }
-}
-
-/// Legacy `resources/subscribe` state: refcounts per caller and URI, with global bounds.
-#[derive(Debug, Default)]
-pub(super) struct Subscriptions {
-    pairs: HashMap<(String, String), u32>,
-    /// Callers subscribed, per URI.
-    uris: HashMap<String, usize>,
-    /// Open connections, per caller: a caller's subscriptions go when its last connection does.
-    conns: HashMap<String, usize>,
-}
-
-impl Subscriptions {
-    pub(super) fn conn_opened(&mut self, binding: &str) {
-        *self.conns.entry(binding.to_owned()).or_default() += 1;
-    }
-
-    pub(super) fn conn_closed(&mut self, binding: &str) {
-        let Some(n) = self.conns.get_mut(binding) else { return };
-        *n -= 1;
-        if *n > 0 {
-            return;
-        }
-        self.conns.remove(binding);
-        let uris = &mut self.uris;
-        self.pairs.retain(|(b, uri), _| {
-            if b != binding {
-                return true;
-            }
-            if let Some(c) = uris.get_mut(uri) {
-                *c -= 1;
-                if *c == 0 {
-                    uris.remove(uri);
-                }
-            }
-            false
-        });
-    }
-
-    fn subscribe(
-        &mut self,
-        binding: &str,
-        uri: &str,
-        max_uris: usize,
-        max_pairs: usize,
-    ) -> Result<(), String> {
-        let key = (binding.to_owned(), uri.to_owned());
-        if let Some(n) = self.pairs.get_mut(&key) {
-            // Re-subscribing to what the caller holds always works.
-            *n = n.saturating_add(1);
-            return Ok(());
-        }
-        if self.pairs.len() >= max_pairs {
-            return Err(format!("subscription limit reached ({max_pairs} caller/URI pairs)"));
-        }
-        if !self.uris.contains_key(uri) && self.uris.len() >= max_uris {
-            return Err(format!("subscription limit reached ({max_uris} distinct URIs)"));
-        }
-        self.pairs.insert(key, 1);
-        *self.uris.entry(uri.to_owned()).or_default() += 1;
-        Ok(())
-    }
-
-    fn unsubscribe(&mut self, binding: &str, uri: &str) {
-        let key = (binding.to_owned(), uri.to_owned());
-        let Some(n) = self.pairs.get_mut(&key) else { return };
-        *n -= 1;
-        if *n > 0 {
-            return;
-        }
-        self.pairs.remove(&key);
-        if let Some(c) = self.uris.get_mut(uri) {
-            *c -= 1;
-            if *c == 0 {
-                self.uris.remove(uri);
-            }
-        }
-    }
-
-    fn holds(&self, binding: &str, uri: &str) -> bool {
-        // Avoids allocating a key on the notification path when nobody subscribes to `uri`.
-        self.uris.contains_key(uri) && self.pairs.contains_key(&(binding.to_owned(), uri.to_owned()))
-    }
-}
-
 fn notification(
     method: &str,
     subscription: Option<&RequestId>,
@@ -277,10 +150,7 @@ impl<H: Clone> Engine<H> {
     pub(super) fn changed(&mut self, list: List, gate: Option<&Gate>) {
         for (_, c) in self.conns.iter_mut() {
             if admits(gate, &c.caller) {
-                if let Some(flag) = c.pending.lists.get_mut(list.index()) {
-                    *flag = true;
-                }
-                self.dirty = true;
+                self.notes.owe_list(&mut c.pending, list);
             }
         }
     }
@@ -295,9 +165,9 @@ impl<H: Clone> Engine<H> {
         let max = self.config.limits.max_subscribed_uris;
         for key in keys {
             let Some(c) = self.conns.get(key) else { continue };
-            let legacy =
-                c.session.as_ref().is_some_and(|s| s.initialized) && self.subs.holds(c.caller.binding(), uri);
-            let listening = c.listens.iter().any(|l| l.filter.uris.contains(uri));
+            let legacy = c.session.as_ref().is_some_and(|s| s.initialized)
+                && self.notes.holds(c.caller.binding(), uri);
+            let listening = c.listens.iter().any(|l| l.filter.watches(uri));
             if !(legacy || listening) {
                 continue;
             }
@@ -306,26 +176,23 @@ impl<H: Clone> Engine<H> {
                 continue;
             }
             if let Some(c) = self.conns.get_mut(key) {
-                if c.pending.updated.len() < max {
-                    c.pending.updated.insert(uri.to_owned());
-                    self.dirty = true;
-                }
+                self.notes.owe_update(&mut c.pending, uri, max);
             }
         }
     }
 
     /// Turns pending flags into frames; see the module docs.
     pub(super) fn flush_notifications(&mut self) {
-        self.dirty = false;
+        self.notes.take_dirty();
         let server_gate = self.registry.gate.clone();
         let mut frames = Vec::new();
         for (key, c) in self.conns.iter_mut() {
             if c.pending.is_empty() {
                 continue;
             }
-            if let super::http::Transport::Session(s) = &c.transport {
+            if let super::streams::Transport::Session(s) = &c.transport {
                 // Kept, coalesced, until the session opens a stream to carry them.
-                if s.get.is_none() {
+                if s.get().is_none() {
                     continue;
                 }
             }
@@ -337,11 +204,11 @@ impl<H: Clone> Engine<H> {
             if let Some(session) = c.session.as_ref().filter(|s| s.initialized) {
                 for list in List::ALL {
                     let offered = session.lists.get(list.index()).copied().unwrap_or(false);
-                    if offered && pending.lists.get(list.index()).copied().unwrap_or(false) {
+                    if offered && pending.has(list) {
                         frames.push((conn, notification(list.method(), None, None)));
                     }
                 }
-                for uri in &pending.updated {
+                for uri in pending.updated() {
                     let mut p = Map::new();
                     p.insert("uri".into(), uri.clone().into());
                     frames.push((conn, notification("notifications/resources/updated", None, Some(p))));
@@ -349,12 +216,11 @@ impl<H: Clone> Engine<H> {
             }
             for listen in &c.listens {
                 for list in List::ALL {
-                    let wanted = listen.filter.lists.get(list.index()).copied().unwrap_or(false);
-                    if wanted && pending.lists.get(list.index()).copied().unwrap_or(false) {
+                    if listen.filter.wants(list) && pending.has(list) {
                         frames.push((conn, notification(list.method(), Some(&listen.id), None)));
                     }
                 }
-                for uri in pending.updated.iter().filter(|u| listen.filter.uris.contains(*u)) {
+                for uri in pending.updated().filter(|u| listen.filter.watches(u)) {
                     let mut p = Map::new();
                     p.insert("uri".into(), uri.clone().into());
                     frames.push((
@@ -399,7 +265,7 @@ impl<H: Clone> Engine<H> {
             return Err(self.not_found(ctx.version, uri));
         }
         let l = &self.config.limits;
-        self.subs
+        self.notes
             .subscribe(caller.binding(), uri, l.max_subscribed_uris, l.max_subscriptions)
             .map_err(RpcError::invalid_params)?;
         Ok(encode_result(ctx.id, &Map::new()))
@@ -413,7 +279,7 @@ impl<H: Clone> Engine<H> {
         self.check_server_gate(ctx)?;
         let uri = self.checked_uri(params)?;
         let caller = self.caller(ctx.conn);
-        self.subs.unsubscribe(caller.binding(), uri);
+        self.notes.unsubscribe(caller.binding(), uri);
         Ok(encode_result(ctx.id, &Map::new()))
     }
 
@@ -441,14 +307,11 @@ impl<H: Clone> Engine<H> {
         };
         let caller = self.caller(ctx.conn);
         let offers = self.offers(&caller);
-        let mut filter = Filter {
-            lists: [
-                flag("toolsListChanged")? && offers.tools,
-                flag("resourcesListChanged")? && offers.resources,
-                flag("promptsListChanged")? && offers.prompts,
-            ],
-            uris: BTreeSet::new(),
-        };
+        let mut filter = Filter::new([
+            flag("toolsListChanged")? && offers.tools,
+            flag("resourcesListChanged")? && offers.resources,
+            flag("promptsListChanged")? && offers.prompts,
+        ]);
         let limits = &self.config.limits;
         match requested.get("resourceSubscriptions") {
             None | Some(Value::Null) => {}
@@ -464,7 +327,7 @@ impl<H: Clone> Engine<H> {
                         return Err(RpcError::invalid_params("\"resourceSubscriptions\" must hold strings"));
                     };
                     if u.len() <= limits.max_uri_bytes && self.resolve(&caller, u).is_some() {
-                        filter.uris.insert(u.clone());
+                        filter.watch(u.clone());
                     }
                 }
             }
@@ -477,12 +340,12 @@ impl<H: Clone> Engine<H> {
                 "too many open listen streams (limit {max_listens})"
             )));
         }
-        if conn.calls.contains_key(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
+        if conn.calls.holds(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
             return Err(RpcError::invalid_request("a request with this id is already in flight"));
         }
         let mut honoured = Map::new();
         for (name, on) in
-            ["toolsListChanged", "resourcesListChanged", "promptsListChanged"].iter().zip(filter.lists)
+            ["toolsListChanged", "resourcesListChanged", "promptsListChanged"].iter().zip(filter.lists())
         {
             if on {
                 honoured.insert((*name).into(), true.into());
@@ -492,7 +355,7 @@ impl<H: Clone> Engine<H> {
         if requested.contains_key("resourceSubscriptions") && offers.resources {
             honoured.insert(
                 "resourceSubscriptions".into(),
-                filter.uris.iter().cloned().map(Value::String).collect::<Vec<_>>().into(),
+                filter.uris().cloned().map(Value::String).collect::<Vec<_>>().into(),
             );
         }
         conn.listens.push(Listen { id: ctx.id.clone(), filter });
@@ -530,7 +393,7 @@ impl<H: Clone> Engine<H> {
         self.input(now);
         let interval = self.config.limits.progress_interval;
         let max = self.config.limits.max_progress_bytes;
-        let c = self.calls.get_mut(call.0).ok_or(Stale)?;
+        let c = self.calls.get_mut(call).ok_or(Stale)?;
         let Some(p) = c.progress.as_mut() else { return Ok(ProgressOutcome::NoToken) };
         let value = progress.as_f64().unwrap_or(f64::NAN);
         if let Some((at, last)) = p.last {
@@ -578,7 +441,7 @@ impl<H: Clone> Engine<H> {
         data: Value,
     ) -> Result<(), Stale> {
         self.input(now);
-        let c = self.calls.get(call.0).ok_or(Stale)?;
+        let c = self.calls.get(call).ok_or(Stale)?;
         let send = if c.version.is_modern() {
             c.log_level.is_some_and(|min| level >= min)
         } else {
@@ -606,23 +469,6 @@ impl<H: Clone> Engine<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subscription_bounds() {
-        let mut s = Subscriptions::default();
-        s.conn_opened("a");
-        assert!(s.subscribe("a", "u1", 1, 10).is_ok());
-        assert!(s.subscribe("a", "u2", 1, 10).is_err());
-        assert!(s.subscribe("a", "u1", 1, 10).is_ok());
-        s.unsubscribe("a", "u1");
-        assert!(s.holds("a", "u1"));
-        s.unsubscribe("a", "u1");
-        assert!(!s.holds("a", "u1"));
-        assert!(s.subscribe("a", "u2", 1, 10).is_ok());
-        s.conn_closed("a");
-        assert!(!s.holds("a", "u2"));
-        assert!(s.uris.is_empty());
-    }
 
     #[test]
     fn notification_frames() {

@@ -1,0 +1,358 @@
+//! Calls in flight and JSON-RPC batches: admission (the in-flight bound, id uniqueness, the
+//! deadline), the per-connection index by request id, batch slots, and the batch reply.
+//!
+//! What a call's end means for its connection (closing a drained one, ending an HTTP exchange)
+//! and where replies go are the engine's business: this part hands back the call or the bytes.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use super::timers::{Timer, Timers};
+use super::{ask, notify, CallId, ConnId, Ctx, LogLevel};
+use crate::jsonrpc::{RequestId, RpcError};
+use crate::slab::{Key, Slab};
+use crate::version::ProtocolVersion;
+
+/// One call in flight.
+pub(super) struct Call {
+    /// The connection whose request this is: it owns the id and the session state.
+    pub(super) conn: ConnId,
+    /// Where the call's frames go: `conn` itself, or the HTTP exchange that carried it.
+    pub(super) reply_to: ConnId,
+    pub(super) id: RequestId,
+    pub(super) version: ProtocolVersion,
+    pub(super) kind: CallKind,
+    /// The batch this call belongs to, and its slot in the batch's reply (set on admission).
+    batch: Option<(Key, usize)>,
+    /// When the call times out (arming the timer is [`Calls::admit`]'s).
+    pub(super) deadline: Option<Instant>,
+    /// The modern request's `_meta` logLevel: logs below it (or all, when absent) are not sent.
+    pub(super) log_level: Option<LogLevel>,
+    /// A gate shaped what this call may see (2026: `cacheScope: "private"`).
+    pub(super) private: bool,
+    /// Where progress goes, if the request asked for it.
+    pub(super) progress: Option<notify::Progress>,
+    /// What the handler may ask the client for, and what it was answered.
+    pub(super) input: Option<Box<ask::CallInput>>,
+    #[cfg(debug_assertions)]
+    pub(super) live: super::Live,
+}
+
+impl Call {
+    /// The call a request of `ctx` makes: not yet admitted ([`Calls::admit`] gives it its
+    /// batch slot).
+    pub(super) fn new(ctx: Ctx<'_>, reply_to: ConnId, kind: CallKind, deadline: Option<Instant>) -> Self {
+        Self {
+            conn: ctx.conn,
+            reply_to,
+            id: ctx.id.clone(),
+            version: ctx.version,
+            kind,
+            batch: None,
+            deadline,
+            log_level: ctx.log_level,
+            private: ctx.private,
+            progress: ctx.progress.cloned().map(notify::Progress::new),
+            input: ask::CallInput::new(ctx),
+            #[cfg(debug_assertions)]
+            live: super::Live(std::sync::Arc::new(true.into())),
+        }
+    }
+
+    /// The batch this call's reply belongs in, and its slot there.
+    pub(super) fn batch(&self) -> Option<(Key, usize)> {
+        self.batch
+    }
+}
+
+/// What a call's reply must be.
+#[derive(Debug)]
+pub(super) enum CallKind {
+    Tool(String),
+    Resource(String),
+    Prompt,
+    Complete,
+}
+
+/// One connection's requests awaiting an answer, by id: for duplicate detection, cancellation
+/// and the in-flight bound.
+#[derive(Debug, Default)]
+pub(super) struct ConnCalls {
+    by_id: HashMap<RequestId, CallId>,
+    /// Requests counted against the in-flight limit.
+    in_flight: usize,
+}
+
+impl ConnCalls {
+    /// Requests counted against [`crate::Limits::max_in_flight`].
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The call answering the request `id`.
+    pub(super) fn get(&self, id: &RequestId) -> Option<CallId> {
+        self.by_id.get(id).copied()
+    }
+
+    /// Whether a request with this id is in flight.
+    pub(super) fn holds(&self, id: &RequestId) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    /// Releases the slot of the finished call of request `id`.
+    pub(super) fn release(&mut self, id: &RequestId) {
+        self.by_id.remove(id);
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+}
+
+struct Batch {
+    /// Where the batch's reply goes.
+    reply_to: ConnId,
+    pending: usize,
+    /// One slot per member that is answered, in request order: replies come back in the order
+    /// of the requests whatever order handlers finish in, so a batch reply is deterministic.
+    parts: Vec<Option<Vec<u8>>>,
+    /// Its members are still being read: a member cancelled by a later member of the same
+    /// batch must not complete the batch before the rest are answered.
+    open: bool,
+}
+
+/// Every call in flight and every batch awaiting replies.
+#[derive(Default)]
+pub(super) struct Calls {
+    calls: Slab<Call>,
+    batches: Slab<Batch>,
+}
+
+impl Calls {
+    pub(super) fn get(&self, call: CallId) -> Option<&Call> {
+        self.calls.get(call.0)
+    }
+
+    pub(super) fn get_mut(&mut self, call: CallId) -> Option<&mut Call> {
+        self.calls.get_mut(call.0)
+    }
+
+    /// Every call in flight, in [`CallId`] order.
+    pub(super) fn ids(&self) -> Vec<CallId> {
+        self.calls.iter().map(|(k, _)| CallId(k)).collect()
+    }
+
+    /// Records `call`, a request of the connection whose calls are `owner`, enforcing the
+    /// in-flight bound `max` and id uniqueness (`listening`: a listen stream of that connection
+    /// holds the id). Inside `batch`, the call's reply takes the batch's next slot.
+    pub(super) fn admit(
+        &mut self,
+        owner: &mut ConnCalls,
+        mut call: Call,
+        batch: Option<Key>,
+        max: usize,
+        listening: bool,
+        timers: &mut Timers,
+    ) -> Result<CallId, RpcError> {
+        if owner.in_flight >= max {
+            return Err(RpcError::invalid_request(format!("too many requests in flight (limit {max})")));
+        }
+        if owner.by_id.contains_key(&call.id) || listening {
+            return Err(RpcError::invalid_request("a request with this id is already in flight"));
+        }
+        call.batch = batch.map(|b| (b, self.batches.get(b).map_or(0, |x| x.parts.len())));
+        let (id, deadline) = (call.id.clone(), call.deadline);
+        let call = CallId(self.calls.insert(call));
+        owner.by_id.insert(id, call);
+        owner.in_flight += 1;
+        if let Some(d) = deadline {
+            timers.arm(d, Timer::Call(call));
+        }
+        Ok(call)
+    }
+
+    /// Removes a call and disarms its deadline. The caller releases its slot in its
+    /// connection's [`ConnCalls`].
+    pub(super) fn finish(&mut self, call: CallId, timers: &mut Timers) -> Option<Call> {
+        let c = self.calls.remove(call.0)?;
+        if let Some(d) = c.deadline {
+            timers.disarm(d, Timer::Call(call));
+        }
+        Some(c)
+    }
+
+    /// Drops every call of a closed connection, with its batch, in [`CallId`] order (the
+    /// index is keyed by peer-chosen ids, so its own order is a hash order): each call, and
+    /// where its frames went if it was still in flight.
+    pub(super) fn drop_all(
+        &mut self,
+        owned: ConnCalls,
+        timers: &mut Timers,
+    ) -> Vec<(CallId, Option<ConnId>)> {
+        let mut calls: Vec<CallId> = owned.by_id.into_values().collect();
+        calls.sort_unstable();
+        calls
+            .into_iter()
+            .map(|call| {
+                let reply_to = self.calls.remove(call.0).map(|k| {
+                    if let Some(d) = k.deadline {
+                        timers.disarm(d, Timer::Call(call));
+                    }
+                    if let Some((b, _)) = k.batch {
+                        self.batches.remove(b);
+                    }
+                    k.reply_to
+                });
+                (call, reply_to)
+            })
+            .collect()
+    }
+
+    /// Starts reading a batch whose reply goes to `reply_to`.
+    pub(super) fn open_batch(&mut self, reply_to: ConnId) -> Key {
+        self.batches.insert(Batch { reply_to, pending: 0, parts: Vec::new(), open: true })
+    }
+
+    /// A member of `batch` was answered at once.
+    pub(super) fn answered(&mut self, batch: Key, bytes: Vec<u8>) {
+        if let Some(b) = self.batches.get_mut(batch) {
+            b.parts.push(Some(bytes));
+        }
+    }
+
+    /// A member of `batch` was admitted as a call: it took the next slot.
+    pub(super) fn awaits(&mut self, batch: Key) {
+        if let Some(b) = self.batches.get_mut(batch) {
+            b.pending += 1;
+            b.parts.push(None);
+        }
+    }
+
+    /// Every member of `batch` was read. `None`: the batch is gone (its connection closed);
+    /// `Some(false)`: nothing in it will be answered, and it is forgotten.
+    pub(super) fn close_batch(&mut self, batch: Key) -> Option<bool> {
+        let b = self.batches.get_mut(batch)?;
+        b.open = false;
+        if b.pending == 0 && b.parts.iter().all(Option::is_none) {
+            self.batches.remove(batch);
+            return Some(false);
+        }
+        Some(true)
+    }
+
+    /// The call in `slot` of `batch` is over: with its reply, or (`None`) cancelled.
+    pub(super) fn settle(&mut self, batch: Key, slot: Option<(usize, Vec<u8>)>) {
+        if let Some(b) = self.batches.get_mut(batch) {
+            if let Some((slot, bytes)) = slot {
+                if let Some(part) = b.parts.get_mut(slot) {
+                    *part = Some(bytes);
+                }
+            }
+            b.pending = b.pending.saturating_sub(1);
+        }
+    }
+
+    /// The reply of `batch` and where it goes, once it is read and every member is over; the
+    /// batch is then forgotten.
+    pub(super) fn flush(&mut self, batch: Key) -> Option<(ConnId, Vec<u8>)> {
+        let done = self.batches.get(batch).is_some_and(|b| b.pending == 0 && !b.open);
+        if !done {
+            return None;
+        }
+        let b = self.batches.remove(batch)?;
+        // Slots left empty belong to members cancelled before they were answered.
+        let parts: Vec<Vec<u8>> = b.parts.into_iter().flatten().collect();
+        if parts.is_empty() {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 1);
+        bytes.push(b'[');
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            bytes.extend_from_slice(p);
+        }
+        bytes.push(b']');
+        Some((b.reply_to, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(conn: ConnId, id: &RequestId) -> Ctx<'_> {
+        Ctx {
+            conn,
+            id,
+            version: ProtocolVersion::V2025_03_26,
+            log_level: None,
+            private: false,
+            progress: None,
+            client_caps: None,
+            mrtr: None,
+        }
+    }
+
+    fn id(n: u32) -> RequestId {
+        RequestId::from_json(&n.to_string()).unwrap()
+    }
+
+    #[test]
+    fn admission_bounds_and_ids() {
+        let mut keys: Slab<()> = Slab::default();
+        let conn = ConnId(keys.insert(()));
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let (mut calls, mut owned, mut timers) = (Calls::default(), ConnCalls::default(), Timers::default());
+        let (one, two, three) = (id(1), id(2), id(3));
+        let call = |i| Call::new(ctx(conn, i), conn, CallKind::Prompt, Some(now));
+        let a = calls.admit(&mut owned, call(&one), None, 2, false, &mut timers).unwrap();
+        assert!(calls.admit(&mut owned, call(&one), None, 2, false, &mut timers).is_err(), "a duplicate id");
+        assert!(calls.admit(&mut owned, call(&two), None, 2, true, &mut timers).is_err(), "a listen's id");
+        calls.admit(&mut owned, call(&two), None, 2, false, &mut timers).unwrap();
+        assert!(
+            calls.admit(&mut owned, call(&three), None, 2, false, &mut timers).is_err(),
+            "over the bound"
+        );
+        assert_eq!((owned.in_flight(), owned.get(&one)), (2, Some(a)));
+        assert_eq!(
+            timers.expired(now).collect::<Vec<_>>(),
+            [Timer::Call(a), Timer::Call(owned.get(&two).unwrap())]
+        );
+        let b = calls.admit(&mut owned, call(&three), None, 3, false, &mut timers).unwrap();
+        let done = calls.finish(a, &mut timers).unwrap();
+        owned.release(&done.id);
+        assert!(calls.get(a).is_none() && !owned.holds(&one));
+        let dropped = calls.drop_all(owned, &mut timers);
+        assert_eq!(dropped.iter().map(|(c, _)| *c).collect::<Vec<_>>().last(), Some(&b));
+        assert!(dropped.iter().all(|(_, to)| *to == Some(conn)));
+        assert_eq!(timers.next(), None, "every deadline is disarmed");
+    }
+
+    #[test]
+    fn a_batch_replies_in_request_order_once_read_and_answered() {
+        let mut keys: Slab<()> = Slab::default();
+        let conn = ConnId(keys.insert(()));
+        let (mut calls, mut owned, mut timers) = (Calls::default(), ConnCalls::default(), Timers::default());
+        let batch = calls.open_batch(conn);
+        let (one, three, four) = (id(1), id(3), id(4));
+        let call = |i| Call::new(ctx(conn, i), conn, CallKind::Complete, None);
+        let first = calls.admit(&mut owned, call(&one), Some(batch), 9, false, &mut timers).unwrap();
+        calls.awaits(batch);
+        calls.answered(batch, b"2".to_vec());
+        let third = calls.admit(&mut owned, call(&three), Some(batch), 9, false, &mut timers).unwrap();
+        calls.awaits(batch);
+        let fourth = calls.admit(&mut owned, call(&four), Some(batch), 9, false, &mut timers).unwrap();
+        calls.awaits(batch);
+        assert_eq!(calls.close_batch(batch), Some(true));
+        // Answered out of order, one cancelled: the reply keeps request order and skips it.
+        let slot = |c: CallId, calls: &Calls| calls.get(c).and_then(Call::batch).map(|(_, s)| s).unwrap();
+        let (s1, s4) = (slot(first, &calls), slot(fourth, &calls));
+        assert_eq!((s1, slot(third, &calls), s4), (0, 2, 3));
+        calls.settle(batch, Some((s4, b"4".to_vec())));
+        calls.settle(batch, None);
+        assert_eq!(calls.flush(batch), None, "one member is still running");
+        calls.settle(batch, Some((s1, b"1".to_vec())));
+        assert_eq!(calls.flush(batch), Some((conn, b"[1,2,4]".to_vec())));
+        assert_eq!(calls.flush(batch), None, "a batch replies once");
+    }
+}

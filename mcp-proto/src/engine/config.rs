@@ -1,0 +1,122 @@
+//! What an engine is built from: the server's identity, its limits, keys and seed.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::cursor::KeyRing;
+use crate::limits::Limits;
+use crate::version::ProtocolVersion;
+
+/// `Implementation`: the server's name and version as peers see them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Implementation {
+    /// Programmatic name.
+    pub name: String,
+    /// Version string.
+    pub version: String,
+    /// Display title (sent to 2025-06-18 and later peers).
+    pub title: Option<String>,
+    /// Description (sent to 2025-11-25 and later peers).
+    pub description: Option<String>,
+    /// Website (sent to 2025-11-25 and later peers).
+    pub website_url: Option<String>,
+}
+
+impl Implementation {
+    /// Name and version only.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self { name: name.into(), version: version.into(), title: None, description: None, website_url: None }
+    }
+
+    pub(super) fn to_json(&self, v: ProtocolVersion) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), self.name.clone().into());
+        m.insert("version".into(), self.version.clone().into());
+        if v.implementation_has_title() {
+            if let Some(t) = &self.title {
+                m.insert("title".into(), t.clone().into());
+            }
+        }
+        if v.implementation_has_description() {
+            if let Some(d) = &self.description {
+                m.insert("description".into(), d.clone().into());
+            }
+            if let Some(w) = &self.website_url {
+                m.insert("websiteUrl".into(), w.clone().into());
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// Everything an [`Engine`](super::Engine) is built from.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's `Implementation`.
+    pub server_info: Implementation,
+    /// `instructions` for the model, sent in `initialize` and `server/discover` results.
+    pub instructions: Option<String>,
+    /// Every bound.
+    pub limits: Limits,
+    /// Keys that sign cursors (and, later, request state). Shims draw a random one by default.
+    pub keys: KeyRing,
+    /// How long a handler may run before its call is cancelled and answered with a timeout
+    /// failure. Default: none.
+    pub call_timeout: Option<Duration>,
+    /// `ttlMs` on 2026-07-28 cacheable results. Default 60 000.
+    pub cache_ttl_ms: u64,
+    /// The wall-clock time, in unix milliseconds, at the `now` the engine was made with. Sealed
+    /// 2026-07-28 request states carry an expiry in wall-clock time so that replicas sharing the
+    /// key ring agree on it; the engine itself never reads a clock. Default 0 (expiries then
+    /// count from the engine's start, which only this engine understands); the server layer
+    /// sets it from the system clock.
+    pub unix_ms_at_start: u64,
+    /// How long a sealed request state stays valid. Default 10 minutes.
+    pub state_ttl: Duration,
+    /// Most rounds of input one call may ask for (2026-07-28 `input_required` retries, legacy
+    /// server→client requests). Default 10; the next ask fails with `interaction_limit`.
+    pub max_input_rounds: u32,
+    /// The engine's only entropy: legacy HTTP session ids are derived from it (see [`Seed`]).
+    /// The shim draws it from the OS's randomness once, at construction (the server layer does
+    /// when this is `None`); a fixed seed makes runs reproducible, for tests and fuzzing. Default
+    /// `None`: the engine cannot mint session ids, and a legacy HTTP `initialize` is answered
+    /// with 500 rather than with a guessable id.
+    pub seed: Option<Seed>,
+}
+
+/// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
+/// unguessable, since each id is a keyed PRF (HMAC-SHA256) of the seed and a counter.
+/// `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seed(pub [u8; 32]);
+
+impl std::fmt::Debug for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Seed(..)")
+    }
+}
+
+impl From<[u8; 32]> for Seed {
+    fn from(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+}
+
+impl Config {
+    /// A configuration with default limits.
+    pub fn new(server_info: Implementation, keys: KeyRing) -> Self {
+        Self {
+            server_info,
+            instructions: None,
+            limits: Limits::default(),
+            keys,
+            call_timeout: None,
+            cache_ttl_ms: 60_000,
+            unix_ms_at_start: 0,
+            state_ttl: Duration::from_millis(crate::interaction::DEFAULT_STATE_TTL_MS),
+            max_input_rounds: crate::interaction::DEFAULT_MAX_ROUNDS,
+            seed: None,
+        }
+    }
+}

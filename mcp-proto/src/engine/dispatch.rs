@@ -1,0 +1,655 @@
+//! Dispatch: the envelope rules, the two eras' method tables, `initialize` and
+//! `server/discover`, and tool calls up to admission. What each method does with the registry
+//! is in `features.rs`; what a call's admission records is the [`super::calls`] part's.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::calls::{Call, CallKind};
+use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
+use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
+use super::{Request, Session, Ticket};
+use crate::caller::{admits, Caller};
+use crate::content::ToolOutput;
+use crate::cursor;
+use crate::json::{RawEnvelope, RawFrame, RawFrameItem};
+use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
+use crate::registry::describe_errors;
+use crate::slab::Key;
+use crate::version::ProtocolVersion;
+
+impl<H: Clone> Engine<H> {
+    /// Answers a parsed frame from `conn`.
+    pub(super) fn dispatch(&mut self, now: Instant, conn: ConnId, frame: RawFrame) -> FrameOutcome {
+        match frame {
+            RawFrame::Single(env) => match self.message(now, conn, env, None) {
+                Some(Answer::Now(bytes)) => {
+                    self.emit(conn, bytes);
+                    FrameOutcome::Reply
+                }
+                Some(Answer::Later(inv)) => {
+                    self.out.push_back(Output::Invoke(inv));
+                    FrameOutcome::Reply
+                }
+                Some(Answer::Open) => FrameOutcome::Reply,
+                None => FrameOutcome::NoReply,
+            },
+            RawFrame::NotAnObject => {
+                let err = RpcError::invalid_request("a JSON-RPC message must be an object");
+                self.emit(conn, encode_error(None, &err));
+                FrameOutcome::Reply
+            }
+            RawFrame::Batch(items) => self.batch(now, conn, items),
+        }
+    }
+
+    pub(super) fn batch(&mut self, now: Instant, conn: ConnId, items: Vec<RawFrameItem>) -> FrameOutcome {
+        let allowed = self
+            .conns
+            .get(conn.0)
+            .and_then(|c| c.session.as_ref())
+            .is_some_and(|s| s.version.allows_batches());
+        let refuse = if !allowed {
+            Some("JSON-RPC batches are only accepted on a 2025-03-26 session".to_owned())
+        } else if items.is_empty() {
+            Some("empty batch".to_owned())
+        } else if items.len() > self.config.limits.max_batch_len {
+            Some(format!(
+                "batch of {} messages exceeds the limit of {}",
+                items.len(),
+                self.config.limits.max_batch_len
+            ))
+        } else {
+            None
+        };
+        if let Some(msg) = refuse {
+            self.emit(conn, encode_error(None, &RpcError::invalid_request(msg)));
+            return FrameOutcome::Reply;
+        }
+        let reply_to = self.reply_to.unwrap_or(conn);
+        let batch = self.calls.open_batch(reply_to);
+        let mut invocations = Vec::new();
+        for item in items {
+            let answer = match item {
+                RawFrameItem::Message(env) => self.message(now, conn, env, Some(batch)),
+                RawFrameItem::NotAnObject => Some(Answer::Now(encode_error(
+                    None,
+                    &RpcError::invalid_request("a JSON-RPC message must be an object"),
+                ))),
+            };
+            match answer {
+                Some(Answer::Now(bytes)) => self.calls.answered(batch, bytes),
+                Some(Answer::Later(inv)) => {
+                    // `admit` gave the call this slot: the next one.
+                    self.calls.awaits(batch);
+                    invocations.push(inv);
+                }
+                None | Some(Answer::Open) => {}
+            }
+        }
+        let Some(replies) = self.calls.close_batch(batch) else { return FrameOutcome::NoReply };
+        let outcome = if replies { FrameOutcome::Reply } else { FrameOutcome::NoReply };
+        // A member cancelled by a later member is already answered (not at all): it never runs,
+        // so the shim hears of neither an invocation nor its cancellation.
+        let (live, dropped): (Vec<_>, Vec<_>) =
+            invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call).is_some());
+        if !dropped.is_empty() {
+            let dropped: Vec<CallId> = dropped.iter().map(|inv| inv.ticket.call).collect();
+            self.out.retain(|o| !matches!(o, Output::Cancel { call } if dropped.contains(call)));
+        }
+        self.out.extend(live.into_iter().map(Output::Invoke));
+        self.flush_batch(batch);
+        outcome
+    }
+
+    /// Sends the reply to a request read from `conn` (or from the HTTP exchange being
+    /// dispatched).
+    pub(super) fn emit(&mut self, conn: ConnId, bytes: Vec<u8>) {
+        let to = self.reply_to.unwrap_or(conn);
+        self.send(to, bytes, true);
+    }
+
+    /// Applies the envelope rules to one message and dispatches it. `None`: no reply.
+    pub(super) fn message(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        env: RawEnvelope,
+        batch: Option<Key>,
+    ) -> Option<Answer<H>> {
+        let limits = &self.config.limits;
+        // A response (a result or an error, no method) is never answered, whatever is wrong
+        // with it: two peers answering each other's bad responses would never stop. One that
+        // answers a request of ours resumes the handler that asked; any other is dropped, as
+        // JSON-RPC allows.
+        if env.method.is_none() && (env.result.is_some() || env.error.is_some()) {
+            self.response(conn, env);
+            return None;
+        }
+        // A notification (a method, and nothing that could be an id) is never answered either,
+        // even when malformed: nobody waits for it.
+        let notification = env.id.is_none() && !env.id_like && env.method.is_some();
+        let id = match env.id.as_deref() {
+            _ if notification || env.id_ambiguous => None,
+            None => None,
+            Some(raw) if raw.get().len() > limits.max_id_bytes => {
+                let msg =
+                    format!("id of {} bytes exceeds the {}-byte limit", raw.get().len(), limits.max_id_bytes);
+                return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
+            }
+            Some(raw) => match RequestId::from_json(raw.get()) {
+                Some(id) => Some(id),
+                None if raw.get().starts_with('"') => {
+                    let err =
+                        RpcError::new(ErrorCode::ParseError, "parse error: the id is not a valid string");
+                    return Some(Answer::Now(encode_error(None, &err)));
+                }
+                None => {
+                    let msg = "id must be a string or an integer";
+                    return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
+                }
+            },
+        };
+        let fail = |err: RpcError| -> Option<Answer<H>> {
+            (!notification).then(|| Answer::Now(encode_error(id.as_ref(), &err)))
+        };
+        if let Some(problem) = env.problem {
+            return fail(RpcError::invalid_request(problem));
+        }
+        if env.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return fail(RpcError::invalid_request("\"jsonrpc\" must be \"2.0\""));
+        }
+        if let Some((fault, in_params)) = env.fault {
+            return fail(if in_params {
+                RpcError::invalid_params(format!("params: {fault}"))
+            } else {
+                RpcError::invalid_request(fault.to_string())
+            });
+        }
+        let Some(method) = env.method else {
+            return fail(RpcError::invalid_request("missing \"method\""));
+        };
+        let Value::String(method) = method else {
+            return fail(RpcError::invalid_request("\"method\" must be a string"));
+        };
+        if method.len() > limits.max_method_bytes {
+            let msg = format!(
+                "method of {} bytes exceeds the {}-byte limit",
+                method.len(),
+                limits.max_method_bytes
+            );
+            return fail(RpcError::invalid_request(msg));
+        }
+        if env.result.is_some() || env.error.is_some() {
+            return fail(RpcError::invalid_request("a request cannot carry \"result\" or \"error\""));
+        }
+        let params = match env.params {
+            None => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(_) => return fail(RpcError::invalid_params("params must be an object")),
+        };
+        if notification {
+            self.notification(now, conn, &method, params);
+            return None;
+        }
+        match id {
+            Some(id) => Some(self.request(now, conn, id, &method, params, batch)),
+            // Unreachable in practice: an ambiguous or look-alike id is already a `problem`.
+            None => fail(RpcError::invalid_request("the request's \"id\" is missing or ambiguous")),
+        }
+    }
+
+    pub(super) fn notification(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+    ) {
+        match method {
+            "notifications/initialized" => {
+                if let Some(s) = self.conns.get_mut(conn.0).and_then(|c| c.session.as_mut()) {
+                    s.initialized = true;
+                }
+            }
+            "notifications/cancelled" => {
+                let Some(raw) = params.as_ref().and_then(|p| p.get("requestId")) else { return };
+                let Some(id) = serde_json::to_string(raw).ok().and_then(|s| RequestId::from_json(&s)) else {
+                    return;
+                };
+                let call = self.conns.get(conn.0).and_then(|c| c.calls.get(&id));
+                match call {
+                    Some(call) => self.cancel(now, call),
+                    None => {
+                        self.end_listen(conn, &id);
+                    }
+                }
+            }
+            // Unknown notifications are ignored, as JSON-RPC requires.
+            _ => {}
+        }
+    }
+
+    pub(super) fn request(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: RequestId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Answer<H> {
+        if self.shutting_down {
+            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
+                .with_data(serde_json::json!({ "reason": "shutting_down" }));
+            return Answer::Now(encode_error(Some(&id), &err));
+        }
+        let meta_version = params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.as_object())
+            .and_then(|m| m.get(META_PROTOCOL_VERSION));
+        // A 2026-07-28 HTTP exchange speaks nothing else, even when `_meta` forgot to say so; a
+        // legacy HTTP session speaks nothing else either (stdio may mix the two eras on one
+        // stream, but an HTTP session's streams, seats and expiry are legacy machinery).
+        let transport = self.conns.get(conn.0).map(|c| &c.transport);
+        let stateless = matches!(transport, Some(streams::Transport::Exchange(x)) if x.is_modern());
+        if meta_version.is_some() && matches!(transport, Some(streams::Transport::Session(_))) {
+            let err = RpcError::invalid_request(
+                "a 2026-07-28 request (with _meta protocolVersion) cannot be sent inside a legacy session",
+            );
+            return Answer::Now(encode_error(Some(&id), &err));
+        }
+        let result = if meta_version.is_some() || stateless {
+            self.modern(now, conn, &id, method, params, batch)
+        } else {
+            self.legacy(now, conn, &id, method, params, batch)
+        };
+        match result {
+            // Tool results are bounded on completion, with a tool-level failure; any other
+            // result over the ceiling becomes the generic internal error.
+            Ok(Answer::Now(bytes)) if bytes.len() > self.config.limits.max_response_bytes => {
+                Answer::Now(encode_error(Some(&id), &RpcError::internal()))
+            }
+            Ok(answer) => answer,
+            Err(err) => Answer::Now(encode_error(Some(&id), &err)),
+        }
+    }
+
+    pub(super) fn legacy(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: &RequestId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let session = self.conns.get(conn.0).and_then(|c| c.session.as_ref()).map(|s| s.version);
+        match (method, session) {
+            ("initialize", None) => {
+                if batch.is_some() {
+                    return Err(RpcError::invalid_request("initialize must not be part of a batch"));
+                }
+                self.initialize(conn, id, params).map(Answer::Now)
+            }
+            ("initialize", Some(_)) => Err(RpcError::invalid_request("the session is already initialized")),
+            ("ping", _) => Ok(Answer::Now(encode_result(id, &Map::new()))),
+            (_, None) => Err(RpcError::invalid_request(format!(
+                "{method}: the session is not initialized; send initialize first"
+            ))),
+            (_, Some(version)) => {
+                let progress = notify::progress_token(params.as_ref(), self.config.limits.max_id_bytes);
+                let ctx = Ctx {
+                    conn,
+                    id,
+                    version,
+                    log_level: None,
+                    private: false,
+                    progress: progress.as_ref(),
+                    client_caps: None,
+                    mrtr: None,
+                };
+                match method {
+                    "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(Answer::Now),
+                    "resources/subscribe" | "resources/unsubscribe"
+                        if !self.offers(&self.caller(conn)).resources =>
+                    {
+                        Err(RpcError::method_not_found(method))
+                    }
+                    "resources/subscribe" => self.subscribe(ctx, params.as_ref()).map(Answer::Now),
+                    "resources/unsubscribe" => self.unsubscribe(ctx, params.as_ref()).map(Answer::Now),
+                    "subscriptions/listen" => Err(RpcError::method_not_found(method)),
+                    _ => self.method(now, ctx, method, params, batch),
+                }
+            }
+        }
+    }
+
+    pub(super) fn modern(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: &RequestId,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let meta = params.as_ref().and_then(|p| p.get("_meta")).and_then(Value::as_object);
+        let requested = meta.and_then(|m| m.get(META_PROTOCOL_VERSION));
+        let Some(Value::String(requested)) = requested else {
+            return Err(RpcError::invalid_params(format!(
+                "_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
+            )));
+        };
+        if !meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(Value::is_object) {
+            return Err(RpcError::invalid_params(format!(
+                "_meta[\"{META_CLIENT_CAPABILITIES}\"] is required and must be an object"
+            )));
+        }
+        let version = match ProtocolVersion::parse(requested) {
+            Some(v) if v.is_modern() => v,
+            _ => {
+                let supported: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
+                let msg = if ProtocolVersion::parse(requested).is_some() {
+                    format!("protocol version {requested} is negotiated through initialize, not per-request _meta")
+                } else {
+                    format!("unsupported protocol version {requested:?}")
+                };
+                return Err(RpcError::new(ErrorCode::UnsupportedProtocolVersion, msg)
+                    .with_data(serde_json::json!({ "supported": supported, "requested": requested })));
+            }
+        };
+        let log_level = match meta.and_then(|m| m.get(META_LOG_LEVEL)) {
+            None => None,
+            Some(level) => Some(LogLevel::from_json(level).ok_or_else(|| {
+                RpcError::invalid_params(format!("_meta[\"{META_LOG_LEVEL}\"] is not a logging level"))
+            })?),
+        };
+        let progress = notify::progress_token(params.as_ref(), self.config.limits.max_id_bytes);
+        let client_caps = meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).cloned();
+        let mrtr = match method {
+            "tools/call" | "prompts/get" | "resources/read" => {
+                Some(self.mrtr_input(now, conn, method, params.as_ref())?)
+            }
+            _ => None,
+        };
+        let ctx = Ctx {
+            conn,
+            id,
+            version,
+            log_level,
+            private: false,
+            progress: progress.as_ref(),
+            client_caps: client_caps.as_ref(),
+            mrtr: mrtr.as_ref(),
+        };
+        match method {
+            "server/discover" => Ok(Answer::Now(self.discover(ctx))),
+            // Removed in 2026-07-28.
+            "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
+                Err(RpcError::method_not_found(method))
+            }
+            "subscriptions/listen" => self.listen(ctx, params.as_ref(), batch),
+            _ => self.method(now, ctx, method, params, batch),
+        }
+    }
+
+    /// Methods both eras share.
+    pub(super) fn method(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        method: &str,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let known = matches!(
+            method,
+            "tools/list"
+                | "tools/call"
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+                | "prompts/list"
+                | "prompts/get"
+                | "completion/complete"
+        );
+        if !known || !self.offers(&self.caller(ctx.conn)).method(method) {
+            return Err(RpcError::method_not_found(method));
+        }
+        self.check_server_gate(ctx)?;
+        let mut ctx = ctx;
+        ctx.private = self.registry.gate.is_some();
+        match method {
+            "tools/list" => self.list_tools(ctx, params.as_ref()).map(Answer::Now),
+            "tools/call" => self.call_tool(now, ctx, params, batch),
+            "resources/list" => self.list_resources(ctx, params.as_ref()).map(Answer::Now),
+            "resources/templates/list" => self.list_templates(ctx, params.as_ref()).map(Answer::Now),
+            "resources/read" => self.read_resource(now, ctx, params.as_ref(), batch),
+            "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(Answer::Now),
+            "prompts/get" => self.get_prompt(now, ctx, params.as_ref(), batch),
+            _ => self.complete_request(now, ctx, params.as_ref(), batch),
+        }
+    }
+
+    /// The capabilities `caller` is offered: derived from the items its gates let it see, so a
+    /// gated item that is the only one of its kind does not betray the kind.
+    pub(super) fn capabilities(&self, caller: &Caller) -> Value {
+        let offers = self.offers(caller);
+        let listed = || serde_json::json!({ "listChanged": true });
+        let mut caps = Map::new();
+        if offers.tools {
+            caps.insert("tools".into(), listed());
+        }
+        if offers.resources {
+            caps.insert("resources".into(), serde_json::json!({ "subscribe": true, "listChanged": true }));
+        }
+        if offers.prompts {
+            caps.insert("prompts".into(), listed());
+        }
+        if offers.completions {
+            caps.insert("completions".into(), Value::Object(Map::new()));
+        }
+        caps.insert("logging".into(), Value::Object(Map::new()));
+        Value::Object(caps)
+    }
+
+    pub(super) fn initialize(
+        &mut self,
+        conn: ConnId,
+        id: &RequestId,
+        params: Option<Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let params = params.unwrap_or_default();
+        let Some(Value::String(requested)) = params.get("protocolVersion") else {
+            return Err(RpcError::invalid_params("initialize: \"protocolVersion\" must be a string"));
+        };
+        for field in ["capabilities", "clientInfo"] {
+            if !params.get(field).is_some_and(Value::is_object) {
+                return Err(RpcError::invalid_params(format!("initialize: \"{field}\" must be an object")));
+            }
+        }
+        // Echo a supported legacy version, otherwise offer the newest legacy one: the spec's
+        // negotiation rule, which leaves it to the client to disconnect.
+        let version = ProtocolVersion::parse(requested)
+            .filter(|v| !v.is_modern())
+            .unwrap_or(ProtocolVersion::NEWEST_LEGACY);
+        let offers = self.offers(&self.caller(conn));
+        if let Some(c) = self.conns.get_mut(conn.0) {
+            c.session = Some(Session {
+                version,
+                initialized: false,
+                log_level: None,
+                lists: offers.lists(),
+                client_caps: params.get("capabilities").cloned().unwrap_or_default(),
+            });
+        }
+        let mut r = Map::new();
+        r.insert("protocolVersion".into(), version.as_str().into());
+        let caller = self.caller(conn);
+        r.insert("capabilities".into(), self.capabilities(&caller));
+        r.insert("serverInfo".into(), self.config.server_info.to_json(version));
+        if let Some(i) = &self.config.instructions {
+            r.insert("instructions".into(), i.clone().into());
+        }
+        Ok(encode_result(id, &r))
+    }
+
+    pub(super) fn discover(&self, ctx: Ctx<'_>) -> Vec<u8> {
+        let mut r = Map::new();
+        let versions: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
+        r.insert("supportedVersions".into(), versions.into());
+        r.insert("capabilities".into(), self.capabilities(&self.caller(ctx.conn)));
+        if let Some(i) = &self.config.instructions {
+            r.insert("instructions".into(), i.clone().into());
+        }
+        self.cacheable(&mut r, ctx.version, false);
+        self.finish(&mut r, ctx.version);
+        encode_result(ctx.id, &r)
+    }
+
+    /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
+    pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, private: bool) {
+        if v.is_modern() {
+            r.insert("ttlMs".into(), self.config.cache_ttl_ms.into());
+            r.insert("cacheScope".into(), if private { "private" } else { "public" }.into());
+        }
+    }
+
+    /// Adds `resultType` and the serverInfo `_meta` every modern result carries.
+    pub(super) fn finish(&self, r: &mut Map<String, Value>, v: ProtocolVersion) {
+        if v.is_modern() {
+            r.insert("resultType".into(), "complete".into());
+            let meta = r.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = meta {
+                m.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
+            }
+        }
+    }
+
+    /// Where a list page starts: `None` for the first page, else the key its cursor names
+    /// (at most `max_key` bytes), after which the page begins.
+    pub(super) fn page_bounds(
+        &self,
+        ctx: Ctx<'_>,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+        max_key: usize,
+    ) -> Result<Option<String>, RpcError> {
+        match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(c)) => {
+                let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
+                cursor::read(&self.config.keys, c, method, caller.binding(), max_key)
+                    .map(Some)
+                    .ok_or_else(|| RpcError::invalid_params("invalid cursor"))
+            }
+            Some(_) => Err(RpcError::invalid_params("invalid cursor")),
+        }
+    }
+
+    pub(super) fn list_tools(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let tools = &self.registry.tools;
+        self.list_page(ctx, params, "tools/list", "tools", tools, crate::registry::MAX_TOOL_NAME)
+    }
+
+    pub(super) fn call_tool(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let mut params = params.unwrap_or_default();
+        let name = match params.remove("name") {
+            Some(Value::String(n)) => n,
+            Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
+            None => return Err(RpcError::invalid_params("missing tool \"name\"")),
+        };
+        let caller = self.caller(ctx.conn);
+        // A tool the caller's gate refuses is answered exactly as one never registered.
+        let Some(entry) = self
+            .registry
+            .tools
+            .get(&name)
+            .filter(|t| t.visible_to(ctx.version) && admits(t.tool.gate.as_ref(), &caller))
+        else {
+            return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
+        };
+        let arguments = match params.remove("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(v @ Value::Object(_)) => v,
+            Some(_) => return Err(RpcError::invalid_params("\"arguments\" must be an object")),
+        };
+        if let Some(validator) = &entry.input {
+            if let Some(errors) = describe_errors(validator, &arguments) {
+                let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
+                if ctx.version.argument_errors_as_results() {
+                    let out = ToolOutput::error(text);
+                    return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out)));
+                }
+                return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));
+            }
+        }
+        let Value::Object(arguments) = arguments else { return Err(RpcError::internal()) };
+        let handler = entry.handler.clone();
+        self.invoke(
+            now,
+            ctx,
+            CallKind::Tool(name.clone()),
+            batch,
+            Request::CallTool { name, arguments },
+            handler,
+        )
+    }
+
+    /// Admits a call and asks the shim to run its handler.
+    pub(super) fn invoke(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        kind: CallKind,
+        batch: Option<Key>,
+        request: Request,
+        handler: H,
+    ) -> Result<Answer<H>, RpcError> {
+        let call = self.admit(now, ctx, kind, batch)?;
+        let ticket = Ticket {
+            call,
+            #[cfg(debug_assertions)]
+            live: self.calls.get(call).map(|c| c.live.0.clone()).unwrap_or_default(),
+        };
+        Ok(Answer::Later(Invocation {
+            ticket,
+            conn: ctx.conn,
+            caller: self.caller(ctx.conn),
+            version: ctx.version,
+            request,
+            handler,
+        }))
+    }
+
+    /// Records a call that a handler will answer, enforcing the in-flight bound and id
+    /// uniqueness.
+    pub(super) fn admit(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        kind: CallKind,
+        batch: Option<Key>,
+    ) -> Result<CallId, RpcError> {
+        let max = self.config.limits.max_in_flight;
+        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
+        let listening = conn.listens.iter().any(|l| &l.id == ctx.id);
+        // A timeout too long for the clock to express is no timeout.
+        let deadline = self.config.call_timeout.and_then(|t| now.checked_add(t));
+        let call = Call::new(ctx, self.reply_to.unwrap_or(ctx.conn), kind, deadline);
+        self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)
+    }
+}

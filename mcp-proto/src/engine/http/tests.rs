@@ -1,0 +1,500 @@
+use super::*;
+use crate::caller::Gate;
+use crate::content::ToolOutput;
+use crate::cursor::KeyRing;
+use crate::engine::{Config, Implementation, Reply, Seed, Stale};
+use crate::http::{check_head, HttpConfig};
+use crate::limits::Limits;
+use crate::registry::Tool;
+use serde_json::json;
+use std::time::Duration;
+
+struct Rig {
+    engine: Engine<u32>,
+    now: Instant,
+}
+
+struct Resp {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn modern_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+impl Rig {
+    fn new(limits: impl FnOnce(&mut Limits)) -> Self {
+        let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
+        limits(&mut config.limits);
+        config.seed = Some(Seed([9; 32]));
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let mut engine = Engine::new(config, now);
+        let tool = Tool::new("echo", "Echoes", json!({"type": "object"}));
+        engine.registry_mut(now).add_tool(tool, 1).unwrap();
+        Self { engine, now }
+    }
+
+    fn request(
+        &mut self,
+        method: &str,
+        headers: &[(&'static str, &str)],
+        body: &str,
+        caller: Caller,
+    ) -> HttpReply {
+        let mut all: Vec<(&str, &[u8])> = vec![("Host", b"localhost:3000")];
+        let own_accept = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("accept"));
+        if method == "POST" {
+            all.push(("Content-Type", b"application/json"));
+            if !own_accept {
+                all.push(("Accept", b"application/json, text/event-stream"));
+            }
+        } else if method == "GET" {
+            all.push(("Accept", b"text/event-stream"));
+        }
+        all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
+        let head = RequestHead { method, path: "/mcp", headers: &all };
+        let route = check_head(&HttpConfig::default(), &head).unwrap();
+        let req = HttpRequest { head: &head, route, body: body.as_bytes(), caller };
+        self.engine.handle_http(self.now, req)
+    }
+
+    fn post(&mut self, headers: &[(&'static str, &str)], body: &str) -> HttpReply {
+        self.request("POST", headers, body, Caller::anonymous())
+    }
+
+    fn full(reply: HttpReply) -> Resp {
+        match reply {
+            HttpReply::Full { head, body } => Resp { status: head.status, headers: head.headers, body },
+            HttpReply::Pending(c) => panic!("pending {c:?}"),
+        }
+    }
+
+    fn session(&mut self) -> String {
+        let r = Self::full(self.post(&[], INIT));
+        assert_eq!(r.status, 200);
+        let sid = r.header("Mcp-Session-Id").unwrap().to_owned();
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let r = Self::full(self.post(&[("Mcp-Session-Id", &sid)], note));
+        assert_eq!(r.status, 202);
+        assert!(r.body.is_empty());
+        sid
+    }
+
+    fn drain(&mut self) -> Vec<Output<u32>> {
+        std::iter::from_fn(|| self.engine.poll_output()).collect()
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+        self.engine.handle_timeout(self.now);
+    }
+}
+
+fn call(id: u32, tool: &str, meta: Option<Value>) -> String {
+    let mut params = json!({"name": tool, "arguments": {}});
+    if let Some(m) = meta {
+        params["_meta"] = m;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+}
+
+fn frames_text(outs: &[Output<u32>], conn: ConnId) -> String {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Frame { conn: c, bytes } if *c == conn => {
+                Some(String::from_utf8_lossy(bytes).into_owned())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn legacy_session_lifecycle() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    assert_eq!(rig.engine.status().sessions, 1);
+    // An answer the engine knows at once comes back without a trip through the queue.
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let r = Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-11-25")], list));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("Content-Type"), Some("application/json"));
+    assert_eq!(r.json()["result"]["tools"][0]["name"], "echo");
+    // 2025-03-26 is accepted on any session; another mismatching version is not.
+    let r = Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-03-26")], list));
+    assert_eq!(r.status, 200);
+    let r = Rig::full(rig.post(&[("Mcp-Session-Id", &sid), ("MCP-Protocol-Version", "2025-06-18")], list));
+    assert_eq!(r.status, 400);
+    // No session id, an unknown one, or someone else's: 400, 404, 404.
+    assert_eq!(Rig::full(rig.post(&[], list)).status, 400);
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", "nope")], list)).status, 404);
+    let other = Caller::identified("mallory");
+    let r = Rig::full(rig.request("POST", &[("Mcp-Session-Id", &sid)], list, other));
+    assert_eq!(r.status, 404);
+    // DELETE ends it.
+    let r = Rig::full(rig.request("DELETE", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous()));
+    assert_eq!(r.status, 200);
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], list)).status, 404);
+    assert_eq!(rig.engine.status().sessions, 0);
+    rig.drain();
+    assert_eq!(rig.engine.status().connections, 0);
+}
+
+#[test]
+fn failed_initialize_leaves_no_session() {
+    let mut rig = Rig::new(|_| {});
+    let bad = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+    let r = Rig::full(rig.post(&[], bad));
+    assert!(r.header("Mcp-Session-Id").is_none());
+    assert_eq!(r.json()["error"]["code"], -32602);
+    assert_eq!(rig.engine.status().sessions, 0);
+    assert_eq!(rig.engine.status().connections, 0);
+}
+
+#[test]
+fn calls_answer_as_json_unless_something_comes_first() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(3, "echo", None)) else {
+        panic!("expected pending")
+    };
+    let outs = rig.drain();
+    let Some(Output::Invoke(inv)) = outs.into_iter().next() else { panic!("no invoke") };
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("hi")))).unwrap();
+    let outs = rig.drain();
+    match outs.as_slice() {
+        [Output::Respond { conn, head, body }] => {
+            assert_eq!(*conn, ex);
+            assert_eq!(head.status, 200);
+            let v: Value = serde_json::from_slice(body).unwrap();
+            assert_eq!(v["result"]["content"][0]["text"], "hi");
+        }
+        other => panic!("{other:?}"),
+    }
+    // With progress, the answer turns into a stream: priming event first (2025-11-25), then
+    // the notification and the result, then the end.
+    let meta = json!({"progressToken": "p"});
+    let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(4, "echo", Some(meta))) else {
+        panic!("expected pending")
+    };
+    let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+    rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
+    let mut outs = rig.drain();
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
+    outs.extend(rig.drain());
+    assert!(matches!(outs.first(), Some(Output::Stream { conn, head }) if *conn == ex && head.status == 200));
+    let text = frames_text(&outs, ex);
+    let stream =
+        text.strip_prefix("id: ").and_then(|t| t.split_once("-0\nretry: 3000\ndata:\n\n")).unwrap().0;
+    assert!(
+        text.contains(&format!(
+            "id: {stream}-1\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\""
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("id: {stream}-2\ndata: {{\"jsonrpc\":\"2.0\",\"id\":4,\"result\"")),
+        "{text}"
+    );
+    assert!(
+        matches!(outs.last(), Some(Output::Close { conn, reason: CloseReason::EndOfInput }) if *conn == ex)
+    );
+}
+
+#[test]
+fn cancelled_call_ends_its_exchange() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(5, "echo", None)) else {
+        panic!("expected pending")
+    };
+    rig.drain();
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#;
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], cancel)).status, 202);
+    let outs = rig.drain();
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { .. })));
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Respond { conn, head, .. } if *conn == ex && head.status == 204)));
+    // Deleting a session with a call in flight ends that call's exchange too.
+    let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(6, "echo", None)) else {
+        panic!("expected pending")
+    };
+    rig.drain();
+    rig.request("DELETE", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous());
+    let outs = rig.drain();
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Respond { conn, head, .. } if *conn == ex && head.status == 204)));
+}
+
+#[test]
+fn get_stream_carries_notifications_and_resumes() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    // A change while no stream is open is kept for the stream.
+    rig.engine.registry_mut(rig.now).add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2).unwrap();
+    rig.drain();
+    let HttpReply::Pending(get) = rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous())
+    else {
+        panic!("expected a stream")
+    };
+    let outs = rig.drain();
+    assert!(matches!(outs.first(), Some(Output::Stream { .. })));
+    let text = frames_text(&outs, get);
+    assert!(text.starts_with("id: 0-0\nretry: 3000\ndata:\n\n"), "{text}");
+    assert!(
+        text.contains("id: 0-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}")
+    );
+    assert_eq!(rig.engine.status().streams, 1);
+    rig.engine.registry_mut(rig.now).remove_tool("two");
+    let text = frames_text(&rig.drain(), get);
+    assert!(text.starts_with("id: 0-2\n"), "{text}");
+    // The client reconnects having seen 0-1: it is replayed 0-2, and the old stream closes.
+    let HttpReply::Pending(again) =
+        rig.request("GET", &[("Mcp-Session-Id", &sid), ("Last-Event-ID", "0-1")], "", Caller::anonymous())
+    else {
+        panic!("expected a stream")
+    };
+    let outs = rig.drain();
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Replaced } if *conn == get)));
+    let text = frames_text(&outs, again);
+    assert!(
+        text.starts_with(
+            "id: 0-2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+        ),
+        "{text}"
+    );
+    assert_eq!(rig.engine.status().streams, 1);
+    // Keep-alives re-check the gate: a revoked caller's stream closes.
+    rig.advance(Duration::from_secs(15));
+    assert!(frames_text(&rig.drain(), again).contains(": keep-alive"));
+    rig.engine.registry_mut(rig.now).set_gate(Some(Gate::identified()));
+    rig.drain();
+    rig.advance(Duration::from_secs(15));
+    let outs = rig.drain();
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Revoked } if *conn == again)));
+    assert_eq!(rig.engine.status().streams, 0);
+    // And a caller the server-wide gate refuses cannot open one.
+    let r = Rig::full(rig.request("GET", &[("Mcp-Session-Id", &sid)], "", Caller::anonymous()));
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn a_call_deadline_fires_before_a_session_timer_due_in_the_same_step() {
+    // Timers fire calls first, then HTTP timers, each in time order. Here the session's idle
+    // check falls due (at 10 s) before the call's deadline (at 20 s), but one step handles both:
+    // the call times out first, so the session is idle when its timer looks and expires. Firing
+    // in time order instead would find the call still running and keep the session.
+    let mut rig = Rig::new(|l| {
+        l.session_idle(Duration::from_secs(10)).session_handshake(Duration::from_secs(10));
+    });
+    rig.engine.config.call_timeout = Some(Duration::from_secs(20));
+    let sid = rig.session();
+    let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(3, "echo", None)) else {
+        panic!("expected pending")
+    };
+    rig.drain();
+    rig.advance(Duration::from_secs(25));
+    let outs = rig.drain();
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { .. })));
+    assert!(outs.iter().any(|o| matches!(o, Output::Respond { conn, .. } if *conn == ex)));
+    assert_eq!(rig.engine.status().sessions, 0);
+}
+
+#[test]
+fn sessions_expire() {
+    let mut rig = Rig::new(|l| {
+        l.session_idle(Duration::from_secs(60)).session_handshake(Duration::from_secs(5)).max_sessions(2);
+    });
+    // Initialized and walked away: reclaimed after the handshake time.
+    let r = Rig::full(rig.post(&[], INIT));
+    let lost = r.header("Mcp-Session-Id").unwrap().to_owned();
+    let kept = rig.session();
+    // The table is full.
+    assert_eq!(Rig::full(rig.post(&[], INIT)).status, 503);
+    rig.advance(Duration::from_secs(5));
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &lost)], list)).status, 404);
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 200);
+    rig.advance(Duration::from_secs(59));
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 200);
+    rig.advance(Duration::from_secs(61));
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &kept)], list)).status, 404);
+    assert_eq!(rig.engine.status().sessions, 0);
+    rig.drain();
+    assert_eq!(rig.engine.status().connections, 0);
+}
+
+fn modern_post(rig: &mut Rig, extra: &[(&'static str, &str)], body: &Value) -> HttpReply {
+    let method = body["method"].as_str().unwrap().to_owned();
+    let mut headers: Vec<(&'static str, &str)> = vec![("MCP-Protocol-Version", "2026-07-28")];
+    headers.push(("Mcp-Method", &method));
+    let name = body["params"]["name"].as_str().map(str::to_owned);
+    if let Some(n) = name.as_deref() {
+        headers.push(("Mcp-Name", n));
+    }
+    headers.extend_from_slice(extra);
+    let headers: Vec<(&'static str, String)> = headers.into_iter().map(|(k, v)| (k, v.to_owned())).collect();
+    let refs: Vec<(&'static str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    rig.post(&refs, &body.to_string())
+}
+
+#[test]
+fn stateless_wire() {
+    let mut rig = Rig::new(|_| {});
+    let discover =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta()}});
+    let r = Rig::full(modern_post(&mut rig, &[], &discover));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["result"]["resultType"], "complete");
+    assert!(r.header("Mcp-Session-Id").is_none());
+    // Header rules come before the version: a body naming v999 under a 2026 header is a
+    // mismatch.
+    let mut v999 = discover.clone();
+    v999["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0".into();
+    let r = Rig::full(modern_post(&mut rig, &[], &v999));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32020)));
+    assert_eq!(r.json()["id"], 1);
+    let r =
+        Rig::full(rig.post(
+            &[("MCP-Protocol-Version", "v999.0.0"), ("Mcp-Method", "server/discover")],
+            &v999.to_string(),
+        ));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32022)));
+    let empty_meta =
+        json!({"jsonrpc": "2.0", "id": 101, "method": "server/discover", "params": {"_meta": {}}});
+    let r = Rig::full(modern_post(&mut rig, &[], &empty_meta));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32602)));
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": modern_meta()}});
+    let r = Rig::full(modern_post(&mut rig, &[], &ping));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (404, Some(-32601)));
+    // A wrong Mcp-Name is refused before anything runs.
+    let c: Value = serde_json::from_str(&call(8, "echo", Some(modern_meta()))).unwrap();
+    let r = Rig::full(rig.post(
+        &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "other")],
+        &c.to_string(),
+    ));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32020)));
+    // GET and DELETE belong to the legacy wire.
+    let r = Rig::full(rig.request("GET", &[("MCP-Protocol-Version", "2026-07-28")], "", Caller::anonymous()));
+    assert_eq!(r.status, 405);
+    rig.drain();
+    assert_eq!(rig.engine.status().connections, 0, "nothing is held after answered requests");
+}
+
+#[test]
+fn stateless_call_cancelled_by_closing_the_stream() {
+    let mut rig = Rig::new(|_| {});
+    let c: Value = serde_json::from_str(&call(9, "echo", Some(modern_meta()))).unwrap();
+    let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &c) else { panic!("expected pending") };
+    let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+    rig.engine.close(rig.now, ex);
+    let outs = rig.drain();
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call } if *call == inv.ticket.call())));
+    assert_eq!(
+        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("late")))),
+        Err(Stale)
+    );
+    assert!(rig.drain().is_empty());
+}
+
+#[test]
+fn listen_streams_hold_seats() {
+    let mut rig = Rig::new(|l| {
+        l.max_streams_per_caller(Some(2));
+    });
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+        "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}});
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &listen) else { panic!("expected a stream") };
+        let outs = rig.drain();
+        assert!(matches!(outs.first(), Some(Output::Stream { .. })));
+        assert!(frames_text(&outs, ex).contains("notifications/subscriptions/acknowledged"));
+        held.push(ex);
+    }
+    let r = Rig::full(modern_post(&mut rig, &[], &listen));
+    assert_eq!(r.status, 429);
+    rig.engine.registry_mut(rig.now).add_tool(Tool::new("two", "Two", json!({"type": "object"})), 2).unwrap();
+    let outs = rig.drain();
+    for ex in &held {
+        assert!(frames_text(&outs, *ex).contains("notifications/tools/list_changed"));
+    }
+    // Evict-oldest seats the newcomer and closes the first stream.
+    rig.engine.config.limits.seat_policy(crate::SeatPolicy::EvictOldest);
+    let HttpReply::Pending(_) = modern_post(&mut rig, &[], &listen) else { panic!("expected a stream") };
+    let outs = rig.drain();
+    assert!(outs
+        .iter()
+        .any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Evicted } if *conn == held[0])));
+    assert_eq!(rig.engine.status().streams, 2);
+    // A closed stream frees its seat.
+    rig.engine.close(rig.now, held[1]);
+    rig.drain();
+    assert_eq!(rig.engine.status().streams, 1);
+}
+
+#[test]
+fn clients_that_list_sse_first_get_streams() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let HttpReply::Pending(ex) =
+        rig.post(&[("Mcp-Session-Id", &sid), ("Accept", "text/event-stream, application/json")], list)
+    else {
+        panic!("expected a stream")
+    };
+    let outs = rig.drain();
+    assert!(matches!(outs.first(), Some(Output::Stream { conn, .. }) if *conn == ex));
+    let text = frames_text(&outs, ex);
+    assert!(text.contains("-0\nretry: 3000\ndata:\n\n"), "{text}");
+    assert!(text.contains("\"tools\":["), "{text}");
+    assert!(matches!(outs.last(), Some(Output::Close { conn, .. }) if *conn == ex));
+    // A client that takes only JSON never gets a stream, and loses what cannot precede the
+    // answer in JSON.
+    let meta = json!({"progressToken": 1});
+    let HttpReply::Pending(ex) =
+        rig.post(&[("Mcp-Session-Id", &sid), ("Accept", "application/json")], &call(3, "echo", Some(meta)))
+    else {
+        panic!("expected pending")
+    };
+    let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+    rig.engine.progress(rig.now, inv.ticket.call(), 1.into(), None, None).unwrap();
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("ok")))).unwrap();
+    let outs = rig.drain();
+    assert!(
+        matches!(outs.as_slice(), [Output::Respond { conn, head, .. }] if *conn == ex && head.status == 200)
+    );
+}
+
+#[test]
+fn error_codes_are_read_from_our_encoding() {
+    assert_eq!(
+        error_code(
+            br#"{"jsonrpc":"2.0","id":"a,\"error\":{\"code\":1","error":{"code":-32601,"message":"x"}}"#
+        ),
+        Some(-32601)
+    );
+    assert_eq!(error_code(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":5}}}"#), None);
+    assert_eq!(error_code(br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601}}]"#), None);
+}

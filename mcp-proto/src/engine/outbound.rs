@@ -1,0 +1,45 @@
+//! Server→client requests awaiting the client's response (legacy sessions): their ids, and the
+//! ask slot each one answers.
+
+use std::collections::HashMap;
+
+use super::{CallId, ConnId};
+
+/// The requests in flight towards clients.
+#[derive(Debug)]
+pub(super) struct Outbound {
+    /// (connection that owns the call, request id) → (call, slot in its ask).
+    waiting: HashMap<(ConnId, u64), (CallId, usize)>,
+    /// The id of the next request: unique over the engine, so a late response to a forgotten
+    /// request can never answer a newer one.
+    next: u64,
+}
+
+impl Default for Outbound {
+    fn default() -> Self {
+        Self { waiting: HashMap::new(), next: 1 }
+    }
+}
+
+impl Outbound {
+    /// A new request, sent through `owner`, whose answer fills `slot` of `call`'s ask: its id.
+    pub(super) fn issue(&mut self, owner: ConnId, call: CallId, slot: usize) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.waiting.insert((owner, id), (call, slot));
+        id
+    }
+
+    /// The call and slot a response of `owner` with this id answers, which is then no longer
+    /// awaited.
+    pub(super) fn answered(&mut self, owner: ConnId, id: u64) -> Option<(CallId, usize)> {
+        self.waiting.remove(&(owner, id))
+    }
+
+    /// Stops waiting for these requests of `owner`: late responses are then ignored.
+    pub(super) fn forget(&mut self, owner: ConnId, ids: impl IntoIterator<Item = u64>) {
+        for id in ids {
+            self.waiting.remove(&(owner, id));
+        }
+    }
+}

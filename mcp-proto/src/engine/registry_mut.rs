@@ -1,0 +1,101 @@
+//! Registering and unregistering items while the engine runs: each edit raises the
+//! `list_changed` notifications it causes.
+
+use super::subscriptions::List;
+use super::Engine;
+use crate::caller::Gate;
+use crate::items::{Prompt, Resource, ResourceTemplate};
+use crate::registry::{RegistryError, Tool};
+
+/// Registers and unregisters items; see [`Engine::registry_mut`].
+pub struct RegistryMut<'a, H> {
+    pub(super) engine: &'a mut Engine<H>,
+}
+
+impl<H: Clone> RegistryMut<'_, H> {
+    /// Registers a tool. Its schemas are compiled now; a tool that cannot be served is refused
+    /// here rather than failing at call time. Connections the tool's gate admits are told
+    /// `notifications/tools/list_changed`.
+    pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
+        let gate = tool.gate.clone();
+        self.engine.registry.add_tool(tool, handler)?;
+        self.engine.changed(List::Tools, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a tool, returning its declaration if it was registered.
+    pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
+        let tool = self.engine.registry.remove_tool(name)?;
+        self.engine.changed(List::Tools, tool.gate.as_ref());
+        Some(tool)
+    }
+
+    /// Whether a tool of that name is registered (whatever its gate).
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.engine.registry.tools.contains_key(name)
+    }
+
+    /// Registers a resource read by exact URI.
+    pub fn add_resource(&mut self, resource: Resource, handler: H) -> Result<(), RegistryError> {
+        let gate = resource.gate.clone();
+        let max = self.engine.config.limits.max_uri_bytes;
+        self.engine.registry.add_resource(resource, handler, max)?;
+        self.engine.changed(List::Resources, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a resource.
+    pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
+        let entry = self.engine.registry.resources.remove(uri)?;
+        self.engine.changed(List::Resources, entry.resource.gate.as_ref());
+        Some(entry.resource)
+    }
+
+    /// Registers a resource template: reads of matching URIs go to `handler`, and
+    /// `completion/complete` for its variables to `completion` (an empty answer without one).
+    pub fn add_template(
+        &mut self,
+        template: ResourceTemplate,
+        handler: H,
+        completion: Option<H>,
+    ) -> Result<(), RegistryError> {
+        let gate = template.gate.clone();
+        self.engine.registry.add_template(template, handler, completion)?;
+        self.engine.changed(List::Resources, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a template.
+    pub fn remove_template(&mut self, uri_template: &str) -> Option<ResourceTemplate> {
+        let entry = self.engine.registry.templates.remove(uri_template)?;
+        self.engine.changed(List::Resources, entry.template.gate.as_ref());
+        Some(entry.template)
+    }
+
+    /// Registers a prompt, with an optional completion handler for its arguments.
+    pub fn add_prompt(
+        &mut self,
+        prompt: Prompt,
+        handler: H,
+        completion: Option<H>,
+    ) -> Result<(), RegistryError> {
+        let gate = prompt.gate.clone();
+        self.engine.registry.add_prompt(prompt, handler, completion)?;
+        self.engine.changed(List::Prompts, gate.as_ref());
+        Ok(())
+    }
+
+    /// Unregisters a prompt.
+    pub fn remove_prompt(&mut self, name: &str) -> Option<Prompt> {
+        let entry = self.engine.registry.prompts.remove(name)?;
+        self.engine.changed(List::Prompts, entry.prompt.gate.as_ref());
+        Some(entry.prompt)
+    }
+
+    /// Sets (or with `None` clears) the server-wide gate over the data methods (every method but
+    /// `initialize`, `ping`, `server/discover` and notifications). A refused caller gets
+    /// `-32602` "forbidden" and no change notifications.
+    pub fn set_gate(&mut self, gate: Option<Gate>) {
+        self.engine.registry.gate = gate;
+    }
+}
