@@ -19,6 +19,15 @@
 //! | `= asked pending` / `= asked answered {json}` / `= asked error <kind> [detail]` | what `Engine::ask` returned to the last `! ask` (see below) |
 //! | `= answer <id> {json}` / `= answer <id> error <kind> [detail]` | the next output is an `Output::Answer` for the call of request `<id>`: the answers by key, or why there are none |
 //! | `! <directive>` | see below |
+//! | `>> POST /mcp [as <caller>]` | starts an HTTP request (any upper-case method, any path; the caller defaults to `! caller`'s) |
+//! | `>> Name: value` | a request header, sent exactly as written, in order (none is added: write `Host`) |
+//! | `>> {json}` | the request body, one line: the first `>>` line that is no header (after a bare `>>`, whatever it looks like) |
+//! | `<<N 200` | exchange N (the N-th HTTP request, from 1; `<<` alone: the last one) got this status |
+//! | `<<N Name: value` | ... then this response header, name and value exactly as sent, in order |
+//! | `<<N {json}` | ... then this whole body (a complete response with a non-empty body) |
+//! | `<<N \| id: 0-1`, `<<N \|` | one line of an SSE frame on N's stream; a bare `\|` is the blank line that ends an event |
+//! | `<<N close <reason>` | N's stream ended (`Output::Close`): `end-of-input`, `deleted`, `replaced`, `expired`, ... |
+//! | `=0 invoke ...` | an invocation for an HTTP request (connection 0: no stdio connection) |
 //!
 //! Every output must be matched by an expectation line before the next input line, and every
 //! expectation must be met: nothing is implied, nothing may be left over. `<id>` is a JSON
@@ -35,6 +44,28 @@
 //! retry with the state, or tamper with it (`"{{state}}-TAMPERED"`); in a `<` line it matches
 //! the state just emitted. Only this runner knows states: the stdio pipe runner
 //! ([`crate::pipe`]) skips transcripts with `! ask` anyway.
+//!
+//! ## HTTP
+//!
+//! A request is its `>>` lines; it is sent at the first line that is not one (a blank line, an
+//! expectation, another request line), as a shim would send it: [`check_head`] with the default
+//! [`HttpConfig`] (loopback `Host` names, no extra origins, bodies bound by the frame size), a
+//! refusal written as the server layer writes it (its headers, then `content-type:
+//! application/json` and the JSON-RPC error body, none on 404); else [`Engine::handle_http`].
+//! A `Full` reply is the exchange's lines at once; a `Pending` one's come from `poll_output`
+//! (`Respond`: status, headers, body; `Stream`: status and headers, then SSE frames, then
+//! `close`). Expectations are compared line by line and exactly, like `<` lines; every line the
+//! engine sent must be expected, in the order sent. Body and header lines may use
+//! `{{session}}` (the last `Mcp-Session-Id` a response carried) or `{{session N}}` (the N-th),
+//! besides `{{state}}` and `{{repeat}}`. Session ids come from the engine's fixed seed, so they
+//! are the same on every run: a transcript writes the minted one literally and refers to it
+//! with `{{session}}` afterwards.
+//!
+//! Checked on every HTTP exchange: a pending exchange gets one `Respond`, or one `Stream` then
+//! frames then one `Close`, and nothing after; a stream's head says `text/event-stream`; each
+//! SSE frame is one event or comment ending in its only blank line, without CR; a body is JSON
+//! under a JSON content type; a session id is valid and never handed out twice. Frames inside
+//! HTTP bodies are not schema-validated or counted for replies (the stdio invariants below).
 //!
 //! Ask results and answers: `<kind>` is one of `unsupported`, `rejected`, `invalid`,
 //! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended` (the [`AskError`] variants).
@@ -3119,6 +3150,25 @@ mod tests {
         assert_eq!(r.expand(r#""{{state}}-{{state 1}}" {{repeat 2 "x"}}"#).unwrap(), r#""s2-s1" xx"#);
         assert!(r.expand("{{state 3}}").is_err());
         assert!(r.expand("{{state").is_err());
+    }
+
+    #[test]
+    fn http_lines_are_compared_exactly() {
+        let head = ">> POST /mcp\n>> Host: localhost\n>> Content-Type: application/json\n>> Accept: application/json\n>> Mcp-Session-Id: nope\n>> {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        let body = r#"<< {"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"session not found"}}"#;
+        let good = format!("{head}<< 404\n<< Content-Type: application/json\n{body}\n");
+        assert!(run(&good).passed(), "{}", run(&good));
+        // A header name in another case, a missing body line, a wrong exchange.
+        let case = format!("{head}<< 404\n<< content-type: application/json\n{body}\n");
+        assert!(!run(&case).passed());
+        let short = format!("{head}<< 404\n<< Content-Type: application/json\n");
+        assert!(run(&short).failures.iter().any(|f| f.contains("no line expects")), "{}", run(&short));
+        assert!(!run(&format!("{head}<<2 404\n")).passed());
+        assert_eq!(HttpLine::parse("|").unwrap(), HttpLine::Sse(Vec::new()));
+        assert_eq!(HttpLine::parse("| data:").unwrap(), HttpLine::Sse(b"data:".to_vec()));
+        assert_eq!(HttpLine::parse("Allow: GET").unwrap(), HttpLine::Header("Allow".into(), "GET".into()));
+        assert_eq!(HttpLine::parse("close deleted").unwrap(), HttpLine::Close("deleted"));
+        assert!(matches!(HttpLine::parse("{}").unwrap(), HttpLine::Body(_)));
     }
 
     #[test]
