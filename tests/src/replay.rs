@@ -19,6 +19,15 @@
 //! | `= asked pending` / `= asked answered {json}` / `= asked error <kind> [detail]` | what `Engine::ask` returned to the last `! ask` (see below) |
 //! | `= answer <id> {json}` / `= answer <id> error <kind> [detail]` | the next output is an `Output::Answer` for the call of request `<id>`: the answers by key, or why there are none |
 //! | `! <directive>` | see below |
+//! | `>> POST /mcp [as <caller>]` | starts an HTTP request (any upper-case method, any path; the caller defaults to `! caller`'s) |
+//! | `>> Name: value` | a request header, sent exactly as written, in order (none is added: write `Host`) |
+//! | `>> {json}` | the request body, one line: the first `>>` line that is no header (after a bare `>>`, whatever it looks like) |
+//! | `<<N 200` | exchange N (the N-th HTTP request, from 1; `<<` alone: the last one) got this status |
+//! | `<<N Name: value` | ... then this response header, name and value exactly as sent, in order |
+//! | `<<N {json}` | ... then this whole body (a complete response with a non-empty body) |
+//! | `<<N \| id: 0-1`, `<<N \|` | one line of an SSE frame on N's stream; a bare `\|` is the blank line that ends an event |
+//! | `<<N close <reason>` | N's stream ended (`Output::Close`): `end-of-input`, `deleted`, `replaced`, `expired`, ... |
+//! | `=0 invoke ...` | an invocation for an HTTP request (connection 0: no stdio connection) |
 //!
 //! Every output must be matched by an expectation line before the next input line, and every
 //! expectation must be met: nothing is implied, nothing may be left over. `<id>` is a JSON
@@ -35,6 +44,28 @@
 //! retry with the state, or tamper with it (`"{{state}}-TAMPERED"`); in a `<` line it matches
 //! the state just emitted. Only this runner knows states: the stdio pipe runner
 //! ([`crate::pipe`]) skips transcripts with `! ask` anyway.
+//!
+//! ## HTTP
+//!
+//! A request is its `>>` lines; it is sent at the first line that is not one (a blank line, an
+//! expectation, another request line), as a shim would send it: [`check_head`] with the default
+//! [`HttpConfig`] (loopback `Host` names, no extra origins, bodies bound by the frame size), a
+//! refusal written as the server layer writes it (its headers, then `content-type:
+//! application/json` and the JSON-RPC error body, none on 404); else [`Engine::handle_http`].
+//! A `Full` reply is the exchange's lines at once; a `Pending` one's come from `poll_output`
+//! (`Respond`: status, headers, body; `Stream`: status and headers, then SSE frames, then
+//! `close`). Expectations are compared line by line and exactly, like `<` lines; every line the
+//! engine sent must be expected, in the order sent. Body and header lines may use
+//! `{{session}}` (the last `Mcp-Session-Id` a response carried) or `{{session N}}` (the N-th),
+//! besides `{{state}}` and `{{repeat}}`. Session ids come from the engine's fixed seed, so they
+//! are the same on every run: a transcript writes the minted one literally and refers to it
+//! with `{{session}}` afterwards.
+//!
+//! Checked on every HTTP exchange: a pending exchange gets one `Respond`, or one `Stream` then
+//! frames then one `Close`, and nothing after; a stream's head says `text/event-stream`; each
+//! SSE frame is one event or comment ending in its only blank line, without CR; a body is JSON
+//! under a JSON content type; a session id is valid and never handed out twice. Frames inside
+//! HTTP bodies are not schema-validated or counted for replies (the stdio invariants below).
 //!
 //! Ask results and answers: `<kind>` is one of `unsupported`, `rejected`, `invalid`,
 //! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended` (the [`AskError`] variants).
@@ -160,12 +191,13 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use mcp_proto::http::{check_body_len, check_head, HttpConfig, HttpRefusal, RequestHead, SESSION_ID_HEADER};
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
     AskError, Asked as AskOutcome, CallId, Caller, CloseReason, Completion, CompletionRef, Config, ConnId,
-    ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, Implementation, KeyRing, Limits, LogLevel,
-    Output, PromptMessage, PromptOutput, ProtocolVersion, RegistryMut, Reply, Request, ResourceContents,
-    ResourceLink, RpcError, Ticket, ToolOutput,
+    ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply, HttpRequest,
+    Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage, PromptOutput, ProtocolVersion,
+    RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket, ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -267,6 +299,9 @@ impl Live {
 
     /// Ends the run: the end-of-transcript checks, and every invariant failure seen.
     pub fn finish(mut self) -> Report {
+        if let Err(e) = self.runner.send_draft() {
+            self.runner.failures.push(format!("end: {e}"));
+        }
         self.runner.finish();
         Report { failures: self.runner.failures, known_bug: None }
     }
@@ -297,6 +332,96 @@ enum Event {
         id: Value,
         result: AskResult,
     },
+    /// One line of what HTTP exchange `N` (the N-th `>>` request) received.
+    Http(usize, HttpLine),
+}
+
+/// One line of an HTTP response, as a transcript writes it after `<<N `.
+#[derive(Debug, Clone, PartialEq)]
+enum HttpLine {
+    /// The status line: `200`.
+    Status(u16),
+    /// A header, name and value exactly as sent: `Content-Type: application/json`.
+    Header(String, String),
+    /// A whole non-empty JSON body (of a complete response), one line.
+    Body(Vec<u8>),
+    /// One line of an SSE frame, without its `\n` (`| id: 0-1`); empty for the blank line that
+    /// ends an event (`|`).
+    Sse(Vec<u8>),
+    /// The stream ended (`Output::Close`): `close end-of-input`.
+    Close(&'static str),
+}
+
+impl fmt::Display for HttpLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HttpLine::Status(s) => write!(f, "{s}"),
+            HttpLine::Header(n, v) if v.is_empty() => write!(f, "{n}:"),
+            HttpLine::Header(n, v) => write!(f, "{n}: {v}"),
+            HttpLine::Body(b) => f.write_str(&String::from_utf8_lossy(b)),
+            HttpLine::Sse(l) if l.is_empty() => f.write_str("|"),
+            HttpLine::Sse(l) => write!(f, "| {}", String::from_utf8_lossy(l)),
+            HttpLine::Close(r) => write!(f, "close {r}"),
+        }
+    }
+}
+
+/// Whether `s` is a header line, `Name: value` or `Name:`, with a token for a name.
+fn header_line(s: &str) -> Option<(&str, &str)> {
+    let (name, value) = s.split_once(':')?;
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return None;
+    }
+    match value {
+        "" => Some((name, "")),
+        v => v.strip_prefix(' ').map(|v| (name, v)),
+    }
+}
+
+impl HttpLine {
+    /// The text after `<<N `: see the module docs.
+    fn parse(s: &str) -> Result<Self, String> {
+        if s == "|" {
+            return Ok(HttpLine::Sse(Vec::new()));
+        }
+        if let Some(l) = s.strip_prefix("| ") {
+            return Ok(HttpLine::Sse(l.as_bytes().to_vec()));
+        }
+        if let Some(r) = s.strip_prefix("close ") {
+            return match parse_event(1, &format!("close {r}"))? {
+                Event::Close(_, reason) => Ok(HttpLine::Close(reason)),
+                _ => Err(format!("unknown close reason {r:?}")),
+            };
+        }
+        if s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()) {
+            return s.parse().map(HttpLine::Status).map_err(|e| format!("status {s}: {e}"));
+        }
+        if let Some((n, v)) = header_line(s) {
+            return Ok(HttpLine::Header(n.to_owned(), v.to_owned()));
+        }
+        Ok(HttpLine::Body(s.as_bytes().to_vec()))
+    }
+}
+
+/// An HTTP request being read from `>>` lines; sent at the first line that is not one.
+struct HttpDraft {
+    line: usize,
+    method: String,
+    path: String,
+    caller: Caller,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Option<Vec<u8>>,
+    /// A bare `>>` ended the head: the next line is the body, whatever it looks like.
+    head_done: bool,
+}
+
+/// Where an exchange is: waiting for its response, streaming, or over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ExState {
+    Waiting,
+    Streaming,
+    Done,
 }
 
 /// What an ask came to: `Engine::ask`'s return value, or an `Output::Answer`.
@@ -443,6 +568,7 @@ impl fmt::Display for Event {
                 write!(f, "{} answer {id} {json}", mark('=', *conn))
             }
             Event::Answer { conn, id, result } => write!(f, "{} answer {id} {result}", mark('=', *conn)),
+            Event::Http(ex, l) => write!(f, "<<{ex} {l}"),
         }
     }
 }
@@ -464,6 +590,11 @@ fn close_reason(r: CloseReason) -> &'static str {
         CloseReason::Closed => "closed",
         CloseReason::FrameTooLarge => "frame-too-large",
         CloseReason::Shutdown => "shutdown",
+        CloseReason::Expired => "expired",
+        CloseReason::Deleted => "deleted",
+        CloseReason::Evicted => "evicted",
+        CloseReason::Revoked => "revoked",
+        CloseReason::Replaced => "replaced",
         _ => "other",
     }
 }
@@ -634,6 +765,16 @@ struct Runner {
     /// The server→client requests the last `! ask` must send (it returned `pending`): their
     /// connection and method, in order.
     ask_sends: VecDeque<(usize, &'static str)>,
+    /// The HTTP request the `>>` lines so far describe, not sent yet.
+    draft: Option<HttpDraft>,
+    /// The transport rules `check_head` applies (the defaults, bodies bound by the frame size).
+    http: Option<HttpConfig>,
+    /// HTTP requests made so far: the last one's number is what a bare `<<` names.
+    exchanges: usize,
+    /// Each pending exchange or `GET` stream: its number and where it is.
+    http_conns: HashMap<ConnId, (usize, ExState)>,
+    /// Every `Mcp-Session-Id` a response carried, in order (`{{session}}`, `{{session N}}`).
+    sessions: Vec<String>,
     failures: Vec<String>,
 }
 
@@ -672,6 +813,11 @@ impl Runner {
             log_call: None,
             states: Vec::new(),
             ask_sends: VecDeque::new(),
+            draft: None,
+            http: None,
+            exchanges: 0,
+            http_conns: HashMap::new(),
+            sessions: Vec::new(),
             failures: Vec::new(),
         }
     }
@@ -682,8 +828,19 @@ impl Runner {
             let line = i + 1;
             let text = raw.trim_end();
             if self.record {
-                let is_expectation =
-                    prefixed(text, '<').is_some() || prefixed(text, '=').is_some() || text == "<";
+                let is_expectation = prefixed(text, '<').is_some()
+                    || prefixed(text, '=').is_some()
+                    || text == "<"
+                    || text.starts_with("<<");
+                let starts_request =
+                    text.strip_prefix(">> ").is_some_and(|r| matches!(request_line(r), Ok(Some(_))));
+                if !text.starts_with(">>") || starts_request {
+                    if let Err(e) = self.send_draft() {
+                        self.failures.push(format!("line {line}: {e}"));
+                        stopped = true;
+                        break;
+                    }
+                }
                 if !is_expectation {
                     // Outputs are drained synchronously after each input, so everything the
                     // previous input caused is already observed.
@@ -699,6 +856,9 @@ impl Runner {
             }
         }
         if !stopped {
+            if let Err(e) = self.send_draft() {
+                self.failures.push(format!("end: {e}"));
+            }
             if self.record {
                 self.flush_recorded();
             }
@@ -729,8 +889,32 @@ impl Runner {
     }
 
     fn line(&mut self, line: usize, text: &str) -> Result<(), String> {
+        if let Some(rest) = text.strip_prefix(">>") {
+            return self.http_line(line, rest);
+        }
+        // Any other line ends the request `>>` lines describe.
+        self.send_draft()?;
         if text.is_empty() || text.starts_with('#') {
             return Ok(());
+        }
+        if let Some(rest) = text.strip_prefix("<<") {
+            let digits = rest.len() - rest.trim_start_matches(|x: char| x.is_ascii_digit()).len();
+            let (n, rest) = rest.split_at(digits);
+            let rest = rest.strip_prefix(' ').ok_or("an HTTP expectation is `<<[N] <line>`")?;
+            let ex = if n.is_empty() {
+                self.exchanges
+            } else {
+                n.parse().map_err(|_| format!("bad exchange number {n:?}"))?
+            };
+            if ex == 0 || ex > self.exchanges {
+                return Err(format!("`<<{n}`: no HTTP request {ex} was made ({} so far)", self.exchanges));
+            }
+            let expected = Event::Http(ex, HttpLine::parse(&self.expand(rest)?)?);
+            return self.expect(expected);
+        }
+        if let Some(rest) = text.strip_prefix("=0 ") {
+            let expected = parse_event(0, rest)?;
+            return self.expect(expected);
         }
         if let Some((conn, frame)) = prefixed(text, '>') {
             self.settle()?;
@@ -1042,6 +1226,9 @@ impl Runner {
             config.state_ttl = t;
         }
         config.instructions = s.instructions.clone();
+        // Session ids come from the seed: a fixed one makes them the same on every run.
+        config.seed = Some(Seed([11; 32]));
+        self.http = Some(HttpConfig::from_limits(&s.limits));
         let mut engine = Engine::new(config, self.now);
         // The default tool set is `all_tools`; `admin_tool` only when named.
         let known: Vec<String> =
@@ -1175,6 +1362,14 @@ impl Runner {
                 continue;
             };
             match out {
+                Output::Frame { conn, bytes, .. } if self.http_conns.contains_key(&conn) => {
+                    self.http_frame(conn, &bytes);
+                }
+                Output::Respond { conn, head, body } => self.http_respond(conn, &head, &body),
+                Output::Stream { conn, head } => self.http_stream(conn, &head),
+                Output::Close { conn, reason, .. } if self.http_conns.contains_key(&conn) => {
+                    self.http_close(conn, reason);
+                }
                 Output::Frame { conn, bytes, .. } => {
                     let Some(n) = self.number(conn) else {
                         self.invariant("a frame for a connection the transcript never opened".into());
@@ -1234,13 +1429,13 @@ impl Runner {
                     }
                     self.observed.push_back(Event::Close(n, close_reason(reason)));
                 }
-                _ => self.invariant("an output kind this runner does not know".into()),
             }
         }
     }
 
     fn invoked(&mut self, inv: mcp_proto::Invocation<Fixture>) -> Result<(), String> {
-        let conn = self.number(inv.conn).ok_or("an Invoke on a connection the transcript never opened")?;
+        // A connection the transcript did not open is an HTTP session or exchange: 0.
+        let conn = self.number(inv.conn).unwrap_or(0);
         let (method, name, arguments, asked) = match &inv.request {
             Request::CallTool { name, arguments } => {
                 ("tools/call", name.clone(), Value::Object(arguments.clone()), Asked::Tool(arguments.clone()))
@@ -1432,11 +1627,13 @@ impl Runner {
         Ok(())
     }
 
-    /// Expands `{{state}}`, `{{state N}}` and then `{{repeat N "text"}}`.
+    /// Expands `{{session}}`, `{{session N}}`, `{{state}}`, `{{state N}}` and then
+    /// `{{repeat N "text"}}`.
     fn expand(&self, line: &str) -> Result<String, String> {
         const OPEN: &str = "{{state";
+        let line = placeholder(line, "session", "Mcp-Session-Id", &self.sessions)?;
         let mut out = String::with_capacity(line.len());
-        let mut rest = line;
+        let mut rest = line.as_str();
         while let Some(at) = rest.find(OPEN) {
             let (before, after) = rest.split_at(at);
             out.push_str(before);
@@ -1948,6 +2145,248 @@ impl Runner {
     }
 }
 
+/// Expands `{{<word>}}` (the last of `values`) and `{{<word> N}}` (the N-th, from 1) in `line`.
+fn placeholder(line: &str, word: &str, what: &str, values: &[String]) -> Result<String, String> {
+    let open = format!("{{{{{word}");
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(&open) {
+        let (before, after) = rest.split_at(at);
+        out.push_str(before);
+        let after = after.split_at(open.len()).1;
+        let (inner, after) =
+            after.split_once("}}").ok_or_else(|| format!("`{open}` must end with `}}}}`"))?;
+        let value = match inner.trim() {
+            "" => values.last(),
+            n => {
+                let n: usize = n.parse().map_err(|_| format!("bad number {n:?} in `{open} N}}}}`"))?;
+                n.checked_sub(1).and_then(|i| values.get(i))
+            }
+        };
+        let value = value.ok_or_else(|| {
+            format!("`{open}{inner}}}}}`: the engine has emitted {} {what}(s) so far", values.len())
+        })?;
+        out.push_str(value);
+        rest = after;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The HTTP side of the runner: `>>` requests through `check_head` and `handle_http`, and the
+/// responses, streams and closes that come back, as `<<N` lines.
+impl Runner {
+    /// One `>>` line (`rest` follows the `>>`): a request line, a header, the body, or a bare
+    /// `>>` ending the head.
+    fn http_line(&mut self, line: usize, rest: &str) -> Result<(), String> {
+        if rest.is_empty() {
+            let d = self.draft.as_mut().ok_or("a bare `>>` outside a request")?;
+            if d.head_done || d.body.is_some() {
+                return Err("a second bare `>>` in one request".into());
+            }
+            d.head_done = true;
+            return Ok(());
+        }
+        let rest = rest.strip_prefix(' ').ok_or("an HTTP request line is `>> <text>`")?;
+        let forced = self.draft.as_ref().is_some_and(|d| d.head_done && d.body.is_none());
+        if !forced {
+            if let Some((method, path, caller)) = request_line(rest)? {
+                self.send_draft()?;
+                self.settle()?;
+                let caller = caller.unwrap_or_else(|| self.settings.caller.clone());
+                self.draft = Some(HttpDraft {
+                    line,
+                    method,
+                    path,
+                    caller,
+                    headers: Vec::new(),
+                    body: None,
+                    head_done: false,
+                });
+                return Ok(());
+            }
+        }
+        let expanded = self.expand(rest)?;
+        let d = self.draft.as_mut().ok_or("a `>>` line before any request line (`>> POST /mcp`)")?;
+        if d.body.is_some() {
+            return Err("a request has one body line; end it with a blank line".into());
+        }
+        match header_line(rest).filter(|_| !forced) {
+            Some(_) => {
+                let (n, v) = header_line(&expanded).ok_or("a header line that expands to no header")?;
+                d.headers.push((n.to_owned(), v.as_bytes().to_vec()));
+            }
+            None => d.body = Some(expanded.into_bytes()),
+        }
+        Ok(())
+    }
+
+    /// Sends the request the `>>` lines described, if any, as a shim would: `check_head`, the
+    /// body bound, then `handle_http`; and drains.
+    fn send_draft(&mut self) -> Result<(), String> {
+        let Some(d) = self.draft.take() else { return Ok(()) };
+        self.start()?;
+        self.exchanges += 1;
+        let ex = self.exchanges;
+        self.cause = d.line;
+        let http = self.http.clone().unwrap_or_default();
+        let headers: Vec<(&str, &[u8])> = d.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
+        let head = RequestHead { method: &d.method, path: &d.path, headers: &headers };
+        let body = d.body.unwrap_or_default();
+        let route = match check_head(&http, &head) {
+            Ok(route) => route,
+            Err(refusal) => {
+                self.http_refused(ex, &refusal);
+                return Ok(());
+            }
+        };
+        if let mcp_proto::http::Route::Post { .. } = route {
+            if let Err(refusal) = check_body_len(&http, body.len()) {
+                self.http_refused(ex, &refusal);
+                return Ok(());
+            }
+        }
+        // A request's tool calls may become invocations (connection 0: not a stdio one).
+        self.candidates = self.classify(0, &body).calls;
+        let now = self.now;
+        let req = HttpRequest { head: &head, route, body: &body, caller: d.caller };
+        let reply = self.engine_mut()?.handle_http(now, req);
+        match reply {
+            HttpReply::Full { head, body } => self.http_response(ex, &head, &body),
+            HttpReply::Pending(conn) => {
+                if self.http_conns.insert(conn, (ex, ExState::Waiting)).is_some() {
+                    self.invariant(format!("exchange {ex} was handed a connection still in use"));
+                }
+            }
+        }
+        self.drain()
+    }
+
+    /// A `check_head` (or body bound) refusal, written as the server layer writes it: the
+    /// refusal's headers, then a JSON body under `content-type: application/json` (none on 404).
+    fn http_refused(&mut self, ex: usize, refusal: &HttpRefusal) {
+        let mut head = HttpHead { status: refusal.status, headers: refusal.headers.clone() };
+        let body = refusal.body().unwrap_or_default();
+        if !body.is_empty() {
+            head.headers.push(("content-type", "application/json".to_owned()));
+        }
+        self.http_response(ex, &head, &body);
+    }
+
+    /// A status line and headers; remembers a session id a response carries.
+    fn http_head(&mut self, ex: usize, head: &HttpHead) {
+        self.observed.push_back(Event::Http(ex, HttpLine::Status(head.status)));
+        for (name, value) in &head.headers {
+            if name.eq_ignore_ascii_case(SESSION_ID_HEADER) {
+                if !mcp_proto::http::is_valid_session_id(value) {
+                    self.invariant(format!("an invalid session id {value:?}"));
+                }
+                if self.sessions.contains(value) {
+                    self.invariant(format!("session id {value} was handed out twice"));
+                }
+                self.sessions.push(value.clone());
+            }
+            self.observed.push_back(Event::Http(ex, HttpLine::Header((*name).to_owned(), value.clone())));
+        }
+    }
+
+    /// A complete response: head, then the body when there is one.
+    fn http_response(&mut self, ex: usize, head: &HttpHead, body: &[u8]) {
+        self.http_head(ex, head);
+        if body.is_empty() {
+            return;
+        }
+        let typed = head
+            .headers
+            .iter()
+            .any(|(n, v)| n.eq_ignore_ascii_case("content-type") && v.starts_with("application/json"));
+        if !typed {
+            self.invariant(format!("a body without a JSON content type on exchange {ex}"));
+        }
+        if serde_json::from_slice::<Value>(body).is_err() {
+            self.invariant(format!("a body that is not JSON on exchange {ex}"));
+        }
+        self.observed.push_back(Event::Http(ex, HttpLine::Body(body.to_vec())));
+    }
+
+    /// Moves the exchange of `conn` from `from` to `to`; `None` when it is no known exchange
+    /// (after an invariant failure).
+    fn http_step(&mut self, conn: ConnId, what: &str, from: ExState, to: ExState) -> Option<usize> {
+        let Some((ex, state)) = self.http_conns.get(&conn).copied() else {
+            self.invariant(format!("{what} for a connection no HTTP request was handed"));
+            return None;
+        };
+        if state != from {
+            self.invariant(format!("{what} for exchange {ex}, which is {state:?}"));
+        }
+        self.http_conns.insert(conn, (ex, to));
+        Some(ex)
+    }
+
+    fn http_respond(&mut self, conn: ConnId, head: &HttpHead, body: &[u8]) {
+        if let Some(ex) = self.http_step(conn, "a Respond", ExState::Waiting, ExState::Done) {
+            self.http_response(ex, head, body);
+        }
+    }
+
+    fn http_stream(&mut self, conn: ConnId, head: &HttpHead) {
+        let Some(ex) = self.http_step(conn, "a Stream", ExState::Waiting, ExState::Streaming) else { return };
+        let sse = head
+            .headers
+            .iter()
+            .any(|(n, v)| n.eq_ignore_ascii_case("content-type") && v == mcp_proto::sse::CONTENT_TYPE);
+        if !sse {
+            self.invariant(format!("a stream on exchange {ex} without content-type text/event-stream"));
+        }
+        self.http_head(ex, head);
+    }
+
+    /// One SSE frame: each line as `| line`, the blank line that ends an event as `|`.
+    fn http_frame(&mut self, conn: ConnId, bytes: &[u8]) {
+        let Some(ex) = self.http_step(conn, "an SSE frame", ExState::Streaming, ExState::Streaming) else {
+            return;
+        };
+        let well_formed = bytes.ends_with(b"\n\n")
+            && !bytes.contains(&b'\r')
+            && !bytes.get(..bytes.len() - 2).unwrap_or_default().windows(2).any(|w| w == b"\n\n");
+        if !well_formed {
+            self.invariant(format!(
+                "exchange {ex}: an SSE frame that is not one event or comment ending in one blank line: {:?}",
+                String::from_utf8_lossy(bytes)
+            ));
+        }
+        let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        for l in body.split(|b| *b == b'\n') {
+            self.observed.push_back(Event::Http(ex, HttpLine::Sse(l.to_vec())));
+        }
+    }
+
+    fn http_close(&mut self, conn: ConnId, reason: CloseReason) {
+        if let Some(ex) = self.http_step(conn, "a Close", ExState::Streaming, ExState::Done) {
+            self.observed.push_back(Event::Http(ex, HttpLine::Close(close_reason(reason))));
+        }
+    }
+}
+
+/// A request line, `METHOD /path [as <identity|anonymous> [role...]]`: `None` when `s` is none.
+fn request_line(s: &str) -> Result<Option<(String, String, Option<Caller>)>, String> {
+    let mut words = s.splitn(3, ' ');
+    let (Some(method), Some(path)) = (words.next(), words.next()) else { return Ok(None) };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) || !path.starts_with('/') {
+        return Ok(None);
+    }
+    let caller = match words.next() {
+        None => None,
+        Some(rest) => {
+            let who = rest
+                .strip_prefix("as ")
+                .ok_or_else(|| format!("after the path, `as <caller>`, not {rest:?}"))?;
+            Some(parse_caller(who)?)
+        }
+    };
+    Ok(Some((method.to_owned(), path.to_owned(), caller)))
+}
+
 impl Conn {
     fn new(id: ConnId) -> Self {
         Self {
@@ -2326,6 +2765,16 @@ fn parse_event(conn: usize, s: &str) -> Result<Event, String> {
         ["close", "closed"] => Ok(Event::Close(conn, "closed")),
         ["close", "frame-too-large"] => Ok(Event::Close(conn, "frame-too-large")),
         ["close", "shutdown"] => Ok(Event::Close(conn, "shutdown")),
+        ["close", reason @ ("expired" | "deleted" | "evicted" | "revoked" | "replaced")] => {
+            let r: &'static str = match *reason {
+                "expired" => "expired",
+                "deleted" => "deleted",
+                "evicted" => "evicted",
+                "revoked" => "revoked",
+                _ => "replaced",
+            };
+            Ok(Event::Close(conn, r))
+        }
         ["stale"] => Ok(Event::Stale),
         ["unknown-connection"] => Ok(Event::UnknownConnection(conn)),
         _ => Err(format!("unknown expectation `= {s}`")),
@@ -2701,6 +3150,25 @@ mod tests {
         assert_eq!(r.expand(r#""{{state}}-{{state 1}}" {{repeat 2 "x"}}"#).unwrap(), r#""s2-s1" xx"#);
         assert!(r.expand("{{state 3}}").is_err());
         assert!(r.expand("{{state").is_err());
+    }
+
+    #[test]
+    fn http_lines_are_compared_exactly() {
+        let head = ">> POST /mcp\n>> Host: localhost\n>> Content-Type: application/json\n>> Accept: application/json\n>> Mcp-Session-Id: nope\n>> {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        let body = r#"<< {"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"session not found"}}"#;
+        let good = format!("{head}<< 404\n<< Content-Type: application/json\n{body}\n");
+        assert!(run(&good).passed(), "{}", run(&good));
+        // A header name in another case, a missing body line, a wrong exchange.
+        let case = format!("{head}<< 404\n<< content-type: application/json\n{body}\n");
+        assert!(!run(&case).passed());
+        let short = format!("{head}<< 404\n<< Content-Type: application/json\n");
+        assert!(run(&short).failures.iter().any(|f| f.contains("no line expects")), "{}", run(&short));
+        assert!(!run(&format!("{head}<<2 404\n")).passed());
+        assert_eq!(HttpLine::parse("|").unwrap(), HttpLine::Sse(Vec::new()));
+        assert_eq!(HttpLine::parse("| data:").unwrap(), HttpLine::Sse(b"data:".to_vec()));
+        assert_eq!(HttpLine::parse("Allow: GET").unwrap(), HttpLine::Header("Allow".into(), "GET".into()));
+        assert_eq!(HttpLine::parse("close deleted").unwrap(), HttpLine::Close("deleted"));
+        assert!(matches!(HttpLine::parse("{}").unwrap(), HttpLine::Body(_)));
     }
 
     #[test]

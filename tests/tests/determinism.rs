@@ -1,6 +1,7 @@
 //! The engine is deterministic: replaying the whole transcript corpus twice, each run on a fresh
 //! engine with the same configuration, gives the same outputs byte for byte and in the same
-//! order (frames, invocations, cancellations, closes, answers), and the same failures.
+//! order (frames, invocations, cancellations, closes, answers, HTTP responses and SSE streams
+//! with their session ids), and the same failures.
 //!
 //! Within one process each run's hash maps get fresh random keys, so an output whose order came
 //! from iterating one (cancellations of a connection closed with calls in flight did) differs
@@ -83,4 +84,9 @@ fn the_corpus_replays_identically_twice() {
         lines.windows(8).any(|w| w.iter().all(|l| l.starts_with("= cancel")))
     });
     assert!(many_cancels, "nothing cancels 8 calls in a row; the order check is vacuous");
+    // And HTTP: session ids minted from the seed, SSE event ids, streams replaced and closed.
+    let http = |what: &str| first.iter().any(|(name, text)| name.starts_with("http-") && text.contains(what));
+    for what in ["Mcp-Session-Id: ", "<<3 | id: 0-1", "close replaced"] {
+        assert!(http(what), "no http-* transcript records {what:?}; the HTTP replay is not covered");
+    }
 }
