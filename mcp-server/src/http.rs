@@ -407,7 +407,8 @@ impl HttpService {
         }
         let (parts, body) = req.into_parts();
         let headers = head_lines(&parts);
-        let head = request_head(&parts, &headers);
+        let target = request_target(&parts);
+        let head = request_head(&parts, &headers, &target);
         let post = match check_head(cfg, &head) {
             Ok(route) => matches!(route, Route::Post { .. }),
             // A declared length over the bound. Reading the body of a client that waits for
@@ -442,7 +443,8 @@ impl HttpService {
             .server
             .request(move |_: &Server, st: &mut State, now: Instant| {
                 let headers = head_lines(&parts);
-                let head = request_head(&parts, &headers);
+                let target = request_target(&parts);
+                let head = request_head(&parts, &headers, &target);
                 // Checked above already; the route borrows the head, so it is made again here.
                 let route = check_head(&inner.opts.http, &head).map_err(|r: HttpRefusal| r.status)?;
                 let req = HttpRequest { head: &head, route, body: &body, caller };
@@ -825,16 +827,24 @@ fn head_lines(parts: &::http::request::Parts) -> Vec<(&str, &[u8])> {
     headers
 }
 
+/// The request target as the pure rules judge it: the whole URI when it names a scheme and
+/// authority (absolute form, RFC 9112 §3.2.2, whose authority then counts instead of the Host
+/// header), else the path and query.
+fn request_target(parts: &::http::request::Parts) -> std::borrow::Cow<'_, str> {
+    if parts.uri.scheme().is_some() {
+        std::borrow::Cow::Owned(parts.uri.to_string())
+    } else {
+        std::borrow::Cow::Borrowed(parts.uri.path_and_query().map_or("/", |pq| pq.as_str()))
+    }
+}
+
 /// The engine's view of a request head.
 fn request_head<'a>(
     parts: &'a ::http::request::Parts,
     headers: &'a [(&'a str, &'a [u8])],
+    target: &'a str,
 ) -> RequestHead<'a> {
-    RequestHead {
-        method: parts.method.as_str(),
-        path: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
-        headers,
-    }
+    RequestHead { method: parts.method.as_str(), path: target, headers }
 }
 
 /// Marks a response as the connection's last: sent when part of the request body was left

@@ -96,6 +96,23 @@ fn transport_refusals() {
             // Past hyper's own buffer: refused by hyper, without a JSON-RPC body.
             ("head over 64 KiB", Req::post(INITIALIZE).header("X-Padding", &"a".repeat(64 * 1024)), 431),
             ("malformed session id", Req::post(INITIALIZE).header("Mcp-Session-Id", "a b"), 400),
+            // RFC 9112 §3.2.2: an absolute-form target's authority counts, not the Host header.
+            (
+                "absolute-form target of a foreign host",
+                Req::new("POST", "http://evil.example/mcp")
+                    .header("Content-Type", "application/json")
+                    .header("Accept", "application/json, text/event-stream")
+                    .body(INITIALIZE),
+                403,
+            ),
+            // RFC 9112 §6.1: a transfer coding other than chunked cannot be read.
+            (
+                "Transfer-Encoding: gzip, chunked",
+                Req::post(format!("{:x}\r\n{INITIALIZE}\r\n0\r\n\r\n", INITIALIZE.len()))
+                    .without("Content-Length")
+                    .header("Transfer-Encoding", "gzip, chunked"),
+                501,
+            ),
         ];
         for (what, req, status) in cases {
             let resp = connect(addr)?.request(&req).map_err(|e| format!("{what}: {e}"))?;
@@ -110,6 +127,12 @@ fn transport_refusals() {
                 _ => expect_refusal_body(&resp, what)?,
             }
         }
+        // An absolute-form target naming an allowed host is served like an origin-form one.
+        let absolute = Req::new("POST", "http://localhost/mcp")
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(INITIALIZE);
+        expect_status(&connect(addr)?.request(&absolute)?, 200, "absolute-form target of an allowed host")?;
         // A refusal leaves a keep-alive connection usable.
         let mut client = connect(addr)?;
         expect_status(&client.request(&Req::new("PUT", "/mcp"))?, 405, "first request")?;

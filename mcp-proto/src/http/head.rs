@@ -25,11 +25,13 @@ pub fn check_head<'a>(cfg: &HttpConfig, head: &RequestHead<'a>) -> Result<Route<
     if head.encoded_len() > cfg.max_head_bytes {
         return Err(HttpRefusal::new(431, "request head too large"));
     }
-    let path = head.path.split_once('?').map_or(head.path, |(p, _)| p);
+    check_transfer_coding(head)?;
+    let (authority, target) = split_target(head.path);
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
     if path != cfg.endpoint {
         return Err(HttpRefusal::new(404, "not found"));
     }
-    let host = check_host(cfg, head)?;
+    let host = check_host(cfg, head, authority)?;
     check_origin(cfg, head, host)?;
     match head.method {
         "POST" => {
@@ -176,9 +178,53 @@ fn parse_authority(s: &str, wildcard: bool) -> Option<(HostName<'_>, Port)> {
     Some((host, port))
 }
 
-fn check_host<'a>(cfg: &HttpConfig, head: &RequestHead<'a>) -> Result<(HostName<'a>, Port), HttpRefusal> {
-    let raw =
-        single(head, "host", "repeated Host header")?.ok_or(HttpRefusal::new(400, "missing Host header"))?;
+/// The authority of an absolute-form request target (`http://host:port/path`), and the rest
+/// (the path and query, `/` when empty); an origin-form target (`/path`) has no authority.
+pub(super) fn split_target(target: &str) -> (Option<&str>, &str) {
+    let rest = match target.get(..8) {
+        Some(p) if p.eq_ignore_ascii_case("https://") => target.get(8..),
+        _ => match target.get(..7) {
+            Some(p) if p.eq_ignore_ascii_case("http://") => target.get(7..),
+            _ => None,
+        },
+    };
+    match rest {
+        None => (None, target),
+        Some(rest) => match rest.find(['/', '?']) {
+            Some(i) => {
+                (rest.get(..i), rest.get(i..).map_or("/", |p| if p.starts_with('?') { "/" } else { p }))
+            }
+            None => (Some(rest), "/"),
+        },
+    }
+}
+
+/// RFC 9112 §6.1: a request whose transfer codings are anything but `chunked` (alone, and
+/// last) cannot be read: 501, rather than handing the engine a body still encoded.
+fn check_transfer_coding(head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
+    for raw in head.header_values("transfer-encoding") {
+        let only_chunked = ascii_text(raw).is_some_and(|t| {
+            t.split(',').map(str::trim).filter(|c| !c.is_empty()).all(|c| c.eq_ignore_ascii_case("chunked"))
+        });
+        if !only_chunked {
+            return Err(HttpRefusal::new(501, "transfer coding not implemented"));
+        }
+    }
+    Ok(())
+}
+
+/// The host the request is for: the authority of an absolute-form target when there is one
+/// (RFC 9112 §3.2.2: the Host header is then ignored), else the Host header.
+fn check_host<'a>(
+    cfg: &HttpConfig,
+    head: &RequestHead<'a>,
+    authority: Option<&'a str>,
+) -> Result<(HostName<'a>, Port), HttpRefusal> {
+    let host_header = single(head, "host", "repeated Host header")?;
+    let raw = match authority {
+        Some(authority) => authority.as_bytes(),
+        None => host_header.ok_or(HttpRefusal::new(400, "missing Host header"))?,
+    };
     let (host, port) = ascii_text(raw)
         .and_then(|t| parse_authority(t, false))
         .ok_or(HttpRefusal::new(400, "malformed Host header"))?;

@@ -10,9 +10,10 @@
 //! | step | rule | refusal |
 //! |---|---|---|
 //! | 1 | the head fits [`HttpConfig::max_head_bytes`] | 431 |
+//! | 1a | `Transfer-Encoding`, when present, is only `chunked` (RFC 9112 §6.1) | 501 |
 //! | 2 | the path (query ignored) is the endpoint | 404 |
-//! | 3 | exactly one `Host`, well formed | 400 |
-//! | 4 | the `Host` is allowed (DNS-rebinding protection) | 403 |
+//! | 3 | exactly one `Host`, well formed; an absolute-form target (`http://host/mcp`) names the host instead, and the `Host` header is then ignored (RFC 9112 §3.2.2) | 400 |
+//! | 4 | the host is allowed (DNS-rebinding protection) | 403 |
 //! | 5 | an `Origin`, when present, is same-origin with the `Host` or allow-listed | 403 |
 //! | 6 | the method is `POST`, `GET` or `DELETE` | 405 with `Allow` |
 //! | 7 | `POST`: `Content-Type` is JSON | 415 |
@@ -233,7 +234,9 @@ impl HttpConfig {
 pub struct RequestHead<'a> {
     /// The request method, case-sensitive (`POST`, not `post`).
     pub method: &'a str,
-    /// The request target's path, optionally followed by `?query` (ignored).
+    /// The request target as received: a path, optionally followed by `?query` (ignored), or
+    /// the absolute form `http://host[:port]/path[?query]`, whose authority is judged instead
+    /// of the `Host` header.
     pub path: &'a str,
     /// Every header line in order, repeated names included.
     pub headers: &'a [(&'a str, &'a [u8])],

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::head::split_target;
 use super::headers::header_integer;
 use super::*;
 use serde_json::json;
@@ -652,4 +653,34 @@ fn x_mcp_header_annotations() {
     for schema in refused {
         assert!(x_mcp_headers(&schema).is_err(), "{schema}");
     }
+}
+
+#[test]
+fn absolute_form_targets_are_judged_by_their_authority() {
+    let h = post_headers();
+    // RFC 9112 §3.2.2: the target's authority, not `Host: localhost`, is what is checked.
+    assert_eq!(run("POST", "http://evil.example/mcp", &h), Err(403));
+    assert_eq!(run("POST", "HTTPS://evil.example:443/mcp?x=1", &h), Err(403));
+    assert_eq!(run("POST", "http://localhost/mcp", &h), Ok(()));
+    assert_eq!(run("POST", "http://127.0.0.1:3000/mcp?q", &h), Ok(()));
+    // The path is the target's own: an allowed authority does not make another path ours.
+    assert_eq!(run("POST", "http://localhost/other", &h), Err(404));
+    assert_eq!(run("POST", "http://localhost", &h), Err(404));
+    assert_eq!(run("POST", "http://user@localhost/mcp", &h), Err(400));
+    // Even without a Host header, the target names the host.
+    assert_eq!(run("POST", "http://localhost/mcp", &without(h.clone(), "host")), Ok(()));
+    assert_eq!(split_target("/mcp?x"), (None, "/mcp?x"));
+    assert_eq!(split_target("http://a:1?x"), (Some("a:1"), "/"));
+}
+
+#[test]
+fn transfer_codings_other_than_chunked_are_501() {
+    let h = without(post_headers(), "content-length");
+    assert_eq!(run("POST", "/mcp", &with(h.clone(), "transfer-encoding", b"chunked")), Ok(()));
+    assert_eq!(run("POST", "/mcp", &with(h.clone(), "transfer-encoding", b"Chunked")), Ok(()));
+    assert_eq!(run("POST", "/mcp", &with(h.clone(), "transfer-encoding", b"gzip, chunked")), Err(501));
+    assert_eq!(run("POST", "/mcp", &with(h.clone(), "transfer-encoding", b"deflate")), Err(501));
+    let mut twice = with(h, "transfer-encoding", b"chunked");
+    twice.push(("transfer-encoding", b"gzip"));
+    assert_eq!(run("POST", "/mcp", &twice), Err(501));
 }
