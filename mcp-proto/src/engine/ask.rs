@@ -583,6 +583,19 @@ mod tests {
     }
 
     #[test]
+    fn closing_a_connection_forgets_the_requests_it_was_sent() {
+        let mut rig = Rig::legacy(json!({"elicitation": {}}));
+        let (_, inv) = rig.invoke(json!({"name": "ask"}));
+        let call = inv.unwrap().ticket.call();
+        rig.engine.ask(rig.now, call, vec![("who".into(), name_form())]).unwrap();
+        rig.drain();
+        assert_eq!(rig.engine.outbound.len(), 1);
+        rig.engine.close(rig.now, rig.conn);
+        rig.drain();
+        assert_eq!(rig.engine.outbound.len(), 0, "an unanswerable request is still awaited");
+    }
+
+    #[test]
     fn legacy_ask_failures() {
         // No capability: nothing is sent.
         let mut rig = Rig::legacy(json!({}));

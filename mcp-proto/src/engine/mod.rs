@@ -651,6 +651,8 @@ impl<H: Clone> Engine<H> {
 
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
         let Some(c) = self.drop_conn(conn) else { return };
+        // Requests sent to a client that is gone will never be answered.
+        self.outbound.forget_owner(conn);
         let mut orphaned = Vec::new();
         // Cancelled in call order, not in the peer-chosen ids' hash order, so the output depends
         // on the inputs alone.

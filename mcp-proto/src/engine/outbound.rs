@@ -42,4 +42,16 @@ impl Outbound {
             self.waiting.remove(&(owner, id));
         }
     }
+
+    /// Stops waiting for every request sent through `owner`, which is gone: nothing can answer
+    /// them any more, and keeping them would leak one entry per unanswered ask.
+    pub(super) fn forget_owner(&mut self, owner: ConnId) {
+        self.waiting.retain(|(o, _), _| *o != owner);
+    }
+
+    /// Requests still awaited, over every connection.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.waiting.len()
+    }
 }
