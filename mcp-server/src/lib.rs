@@ -811,12 +811,7 @@ impl Server {
         if !st.parked.is_empty() {
             self.unpark(&mut st, now);
         }
-        let next = st.engine.poll_timeout();
-        if next.is_some() && (st.armed.is_none() || next < st.armed) {
-            st.armed = next;
-            drop(st);
-            self.wake_driver();
-        }
+        self.release(st);
         Ok(())
     }
 
@@ -980,7 +975,7 @@ impl Server {
                 st.armed = st.engine.poll_timeout();
             }
             // Let connection tasks and handlers run between batches.
-            futures_lite_yield().await;
+            yield_now().await;
         }
     }
 
@@ -1112,7 +1107,7 @@ impl Server {
 }
 
 /// Gives other tasks a turn: pending once, waking itself at once.
-async fn futures_lite_yield() {
+async fn yield_now() {
     let mut yielded = false;
     std::future::poll_fn(|cx| {
         if yielded {

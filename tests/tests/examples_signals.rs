@@ -6,13 +6,11 @@
 //! Unix only: the signal is sent with `kill -TERM`.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mcp_tests::examples::{example, EVERYTHING};
-use mcp_tests::http::{Client, Req, TIMEOUT};
+use mcp_tests::examples::{serve_http_example, EVERYTHING};
+use mcp_tests::http::{Client, Req};
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"signals-test","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
@@ -22,44 +20,9 @@ const SLOW_CALL: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params
 /// The examples' shutdown budget (`DEFAULT_DRAIN`), plus room for a loaded machine.
 const EXIT_WITHIN: Duration = Duration::from_secs(15);
 
-/// Kills the server when the test ends, whatever happened.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn call_in_flight_is_answered_on_sigterm(name: &str) -> Result<(), String> {
-    let Some(path) = example(name) else { return Ok(()) };
-    let mut child = Command::new(&path)
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let stderr = child.stderr.take().ok_or("no stderr")?;
-    let pid = child.id().to_string();
-    let mut child = Killed(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        // Keep draining, so the server never blocks on a full stderr pipe.
-        for _ in lines {}
-    });
-    let line = rx.recv_timeout(TIMEOUT).map_err(|e| format!("{name}: no line on stderr: {e}"))?;
-    let addr = line
-        .strip_prefix("listening on http://")
-        .and_then(|rest| rest.strip_suffix("/mcp"))
-        .and_then(|addr| addr.parse::<SocketAddr>().ok())
-        .ok_or_else(|| format!("{name}: unexpected first line {line:?}"))?;
-
+    let Some(mut served) = serve_http_example(name)? else { return Ok(()) };
+    let (addr, pid) = (served.addr, served.child.id().to_string());
     let mut client = Client::connect(addr).map_err(|e| format!("connect: {e}"))?;
     let resp = client.request(&Req::post(INITIALIZE))?;
     let session = resp.header("mcp-session-id").ok_or("initialize: no Mcp-Session-Id")?.to_owned();
@@ -96,7 +59,7 @@ fn call_in_flight_is_answered_on_sigterm(name: &str) -> Result<(), String> {
     // The client hangs up, as a client that got its answer does; the server has nothing left.
     drop(client);
     loop {
-        match child.0.try_wait().map_err(|e| e.to_string())? {
+        match served.child.try_wait().map_err(|e| e.to_string())? {
             Some(status) if status.success() => return Ok(()),
             Some(status) => return Err(format!("{name}: exited with {status} after SIGTERM")),
             None if signalled.elapsed() > EXIT_WITHIN => {
