@@ -5,12 +5,11 @@
 //! 3 `2025-11-25`, each set up with `initialize` + `notifications/initialized`. Stateless
 //! 2026-07-28 requests need no session: they carry their version in `params._meta`.
 //!
-//! One engine serves the whole process (registering tools compiles their schemas, which would
-//! otherwise dominate every run); each input gets a fresh connection, closed at the end, and
-//! the run checks that the close leaves nothing behind.
-//!
-//! The shim here drains the engine, then runs every invocation it was handed to completion at
-//! once (the stand-in handlers of `mcp_fuzz`), and repeats until the engine is quiet.
+//! Each input gets a fresh engine (so a run cannot depend on what an earlier input left behind,
+//! and a crash reproduces from its input alone), driven by the workspace's shim stand-in
+//! (`mcp_testkit::StandIn`): it drains the engine, runs every invocation it was handed to
+//! completion at once, and repeats until the engine is quiet. The run ends by closing the
+//! connection and checking that the close leaves nothing behind.
 //! Invariants:
 //! - no panic;
 //! - a frame that serde_json reads as an object with `"id"` and `"method"` is answered by
@@ -28,14 +27,11 @@
 //!   `Limits::max_response_bytes`.
 #![no_main]
 
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use mcp_fuzz::{
-    answerable_ids, base_time, check_frame, config, folds_to_id, open, register, reply, ReplyKind,
-};
-use mcp_proto::{Caller, CloseReason, Engine, FrameOutcome, Invocation, Limits, Output};
+use mcp_fuzz::{answerable_ids, check_frame, config, folds_to_id, StandIn};
+use mcp_proto::{CloseReason, FrameOutcome, Limits, Output};
 use serde_json::Value;
 
 /// Small enough that libFuzzer's default `-max_len` (4096) reaches the frame limit, large enough
@@ -47,11 +43,7 @@ const MAX_ID_BYTES: usize = 256;
 
 const VERSIONS: [Option<&str>; 4] = [None, Some("2025-03-26"), Some("2025-06-18"), Some("2025-11-25")];
 
-thread_local! {
-    static ENGINE: RefCell<Engine<()>> = RefCell::new(engine());
-}
-
-fn engine() -> Engine<()> {
+fn standin() -> StandIn {
     let mut limits = Limits::default();
     limits
         .max_frame_bytes(MAX_FRAME)
@@ -59,79 +51,46 @@ fn engine() -> Engine<()> {
         .max_batch_len(MAX_BATCH)
         .max_id_bytes(MAX_ID_BYTES)
         .page_size(3);
-    let mut engine = Engine::new(config(limits, None), base_time());
-    register(&mut engine, 4);
-    engine
+    StandIn::new(config(limits, None), 4)
 }
 
-/// Drains the engine, runs what it asked for, and repeats until it is quiet; returns the ids
-/// answered (`None` for a `null` id) and the number of frames emitted.
-fn drain(engine: &mut Engine<()>) -> (Vec<Option<String>>, usize) {
-    let now = base_time();
-    let mut answers = Vec::new();
-    let mut frames = 0;
-    loop {
-        let mut handed: Vec<Invocation<()>> = Vec::new();
-        let mut cancelled = HashSet::new();
-        while let Some(out) = engine.poll_output() {
-            match out {
-                Output::Frame { bytes, .. } => {
-                    frames += 1;
-                    answers.extend(check_frame(&bytes, MAX_RESPONSE).answers);
-                }
-                Output::Invoke(inv) => handed.push(inv),
-                Output::Cancel { call } => {
-                    assert!(
-                        handed.iter().any(|i| i.ticket.call() == call),
-                        "Cancel for {call:?}, which the shim has not been handed (yet)"
-                    );
-                    assert!(cancelled.insert(call), "Cancel twice for {call:?}");
-                }
-                Output::Close { reason, .. } => panic!("the connection closed unasked: {reason:?}"),
-                _ => {}
-            }
-        }
-        if handed.is_empty() {
-            return (answers, frames);
-        }
-        for inv in handed {
-            let stale = cancelled.contains(&inv.ticket.call());
-            let r = reply(&inv.request, &ReplyKind::Natural);
-            let result = engine.complete(now, inv.ticket, r);
-            assert_eq!(result.is_err(), stale, "complete is Stale exactly when the call was cancelled");
-        }
-    }
+/// The answered ids (`None` for a `null` id) and the number of frames in `drained`, each frame
+/// passing the output checker.
+fn answers(drained: &mcp_testkit::Drained) -> (Vec<Option<String>>, usize) {
+    let answers = drained.bytes().flat_map(|b| check_frame(b, MAX_RESPONSE).answers).collect();
+    (answers, drained.frames.len())
 }
 
 fn is_cancel(v: &Value) -> bool {
     v.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
 }
 
-fuzz_target!(|data: &[u8]| ENGINE.with(|e| run(&mut e.borrow_mut(), data)));
+fuzz_target!(|data: &[u8]| run(data));
 
-fn run(engine: &mut Engine<()>, data: &[u8]) {
+fn run(data: &[u8]) {
     let Some((&selector, frame)) = data.split_first() else { return };
-    let now = base_time();
-    let conn = open(engine, now, Caller::anonymous()).expect("a connection opens");
+    let mut sim = standin();
+    let now = sim.now;
+    let conn = sim.stdio(None);
     let session = VERSIONS[usize::from(selector % 4)];
 
     if let Some(version) = session {
         let init = format!(
             r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{version}","capabilities":{{}},"clientInfo":{{"name":"fuzz","version":"0"}}}}}}"#
         );
-        assert_eq!(engine.handle_frame(now, conn, init.as_bytes()), FrameOutcome::Reply);
-        assert_eq!(drain(engine), (vec![Some("n:0".to_owned())], 1), "initialize is answered once");
+        assert_eq!(sim.engine.handle_frame(now, conn, init.as_bytes()), FrameOutcome::Reply);
+        assert_eq!(answers(&sim.drain()), (vec![Some("n:0".to_owned())], 1), "initialize is answered once");
         let initialized = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-        assert_eq!(engine.handle_frame(now, conn, initialized), FrameOutcome::NoReply);
-        assert_eq!(drain(engine).1, 0, "notifications/initialized is not answered");
+        assert_eq!(sim.engine.handle_frame(now, conn, initialized), FrameOutcome::NoReply);
+        assert_eq!(sim.drain().frames.len(), 0, "notifications/initialized is not answered");
     }
 
     let shown = || String::from_utf8_lossy(frame).into_owned();
     let parsed = (frame.len() <= MAX_FRAME).then(|| serde_json::from_slice::<Value>(frame).ok()).flatten();
     let asked = answerable_ids(frame, MAX_ID_BYTES);
 
-    let outcome = engine.handle_frame(now, conn, frame);
-    let (answers, frames) = drain(engine);
+    let outcome = sim.engine.handle_frame(now, conn, frame);
+    let (answers, frames) = answers(&sim.drain());
 
     match outcome {
         FrameOutcome::Reply => assert_eq!(frames, 1, "Reply promised one frame: {}", shown()),
@@ -173,12 +132,12 @@ fn run(engine: &mut Engine<()>, data: &[u8]) {
             assert_eq!(*o, 0, "request {id} was never answered: {}", shown());
         }
     }
-    assert_eq!(engine.in_flight(conn), 0, "every call was completed");
+    assert_eq!(sim.engine.in_flight(conn), 0, "every call was completed");
 
-    engine.close(now, conn);
-    match engine.poll_output() {
+    sim.engine.close(now, conn);
+    match sim.engine.poll_output() {
         Some(Output::Close { conn: c, reason: CloseReason::Closed }) if c == conn => {}
         other => panic!("close of an idle connection: expected only Close, got {other:?}"),
     }
-    assert!(engine.poll_output().is_none(), "close of an idle connection emitted more than Close");
+    assert!(sim.engine.poll_output().is_none(), "close of an idle connection emitted more than Close");
 }

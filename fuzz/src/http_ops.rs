@@ -56,7 +56,6 @@
 //!   streams ([`Checks::legacy_listen`]); it is closed, the clock passes every timeout, and the
 //!   engine must hold no connection, session, stream, call or listen, have no output, and
 //!   `poll_timeout()` must be `None`.
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -710,41 +709,22 @@ fn engine(evict: bool) -> Engine<()> {
     engine
 }
 
-struct Shared {
-    /// One engine per seat policy; `None` after a run that shut it down (rebuilt on use).
-    engines: [Option<Engine<()>>; 2],
-    now: Instant,
-}
-
-thread_local! {
-    static SHARED: RefCell<Shared> = RefCell::new(Shared { engines: [None, None], now: base_time() });
-}
-
 /// Runs one fuzz input with [`Checks::FUZZ`].
 pub fn fuzz(input: &Input) {
     run(input, Checks::FUZZ);
 }
 
-/// Runs `input` on this thread's engine for its seat policy, with `checks`.
+/// Runs `input` on a fresh engine for its seat policy, with `checks`, so that a finding
+/// reproduces from its input alone.
 pub fn run(input: &Input, checks: Checks) -> Report {
-    SHARED.with(|cell| {
-        let mut shared = cell.borrow_mut();
-        let slot = usize::from(input.evict);
-        let now = shared.now;
-        let mut engine = shared.engines[slot].take().unwrap_or_else(|| engine(input.evict));
-        let http = HttpConfig::from_limits(&limits(input.evict));
-        let mut sim = Sim::new(&mut engine, &http, now, checks);
-        for op in input.ops.iter().take(MAX_OPS) {
-            sim.op(op);
-        }
-        sim.finish();
-        let (end, shut, report) = (sim.now, sim.shut, std::mem::take(&mut sim.report));
-        shared.now = end;
-        if !shut {
-            shared.engines[slot] = Some(engine);
-        }
-        report
-    })
+    let mut engine = engine(input.evict);
+    let http = HttpConfig::from_limits(&limits(input.evict));
+    let mut sim = Sim::new(&mut engine, &http, base_time(), checks);
+    for op in input.ops.iter().take(MAX_OPS) {
+        sim.op(op);
+    }
+    sim.finish();
+    std::mem::take(&mut sim.report)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1456,7 +1436,6 @@ impl<'e> Sim<'e> {
                         self.report.answered_ok += 1;
                     }
                 }
-                _ => {}
             }
         }
     }

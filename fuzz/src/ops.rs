@@ -16,7 +16,6 @@
 //!   shim holds for it; no call outlives its deadline once `handle_timeout` has run;
 //! - output is bounded: every frame is valid JSON-RPC within `max_response_bytes`, and one
 //!   input yields a bounded number of outputs.
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -438,9 +437,8 @@ struct Sim<'e> {
     filler_removed: bool,
 }
 
-/// The engine every run drives: built once per process (registering compiles schemas, which
-/// would otherwise dominate each run); [`Sim::finish`] checks that a run leaves it as it found
-/// it.
+/// A fresh engine for one run; [`Sim::finish`] checks that the run leaves nothing behind in it
+/// (output, deadlines, calls), which is how a leak shows up.
 fn engine() -> Engine<()> {
     let mut limits = Limits::default();
     limits
@@ -454,10 +452,6 @@ fn engine() -> Engine<()> {
     let mut engine = Engine::new(config(limits, Some(CALL_TIMEOUT)), base_time());
     register(&mut engine, 4);
     engine
-}
-
-thread_local! {
-    static ENGINE: RefCell<(Engine<()>, Instant)> = RefCell::new((engine(), base_time()));
 }
 
 impl<'e> Sim<'e> {
@@ -744,16 +738,12 @@ fn canon_raw(raw: &str) -> Option<String> {
     canon_id(&serde_json::from_str::<Value>(raw).ok()?)
 }
 
-/// Runs one fuzz input on this thread's engine.
+/// Runs one fuzz input on a fresh engine, so that a finding reproduces from its input alone.
 pub fn fuzz(ops: &[Op]) {
-    ENGINE.with(|cell| {
-        let (engine, now) = &mut *cell.borrow_mut();
-        *now = run(engine, *now, ops);
-    })
+    run(&mut engine(), base_time(), ops);
 }
 
-/// Applies `ops` from time `now`; returns the time it ended at (time never runs backwards for
-/// the shared engine).
+/// Applies `ops` from time `now`; returns the time it ended at.
 fn run(engine: &mut Engine<()>, now: Instant, ops: &[Op]) -> Instant {
     let mut sim = Sim::new(engine, now);
     for op in ops.iter().take(256) {

@@ -21,20 +21,16 @@
 #![allow(missing_docs, clippy::disallowed_methods, clippy::expect_used, clippy::unwrap_used)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use mcp_proto::{
-    Caller, Config, ConnId, ConnKind, Engine, Implementation, KeyRing, Output, Reply, Request, Tool,
-    ToolOutput,
-};
+use mcp_proto::{Config, ConnId, Implementation, KeyRing, Tool};
+use mcp_testkit::StandIn;
 use serde_json::{json, Value};
 
 /// 64 bytes of text, no escapes.
 const TEXT: &str = "The quick brown fox jumps over the lazy dog, again and again ok.";
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const TOOLS_LIST: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#;
 
 fn echo_frame() -> Vec<u8> {
@@ -50,21 +46,20 @@ fn expected_echo_response() -> Vec<u8> {
         .into_bytes()
 }
 
-/// An engine with `extra` tools beside `echo`, one stdio connection, initialized at 2025-06-18.
-fn setup(extra: usize) -> (Engine<()>, ConnId, Instant) {
-    let now = Instant::now();
+/// An engine with `extra` tools beside `echo`, one stdio connection, initialized at 2025-06-18,
+/// driven by the workspace's shim stand-in (whose `echo` handler echoes `text`).
+fn setup(extra: usize) -> (StandIn, ConnId) {
     let config = Config::new(Implementation::new("bench", "1.0.0"), KeyRing::new([7; 32]));
-    let mut engine: Engine<()> = Engine::new(config, now);
+    let mut shim = StandIn::bare(config);
+    let now = shim.now;
     let echo = json!({
         "type": "object",
         "properties": {"text": {"type": "string"}},
         "required": ["text"],
         "additionalProperties": false
     });
-    engine
-        .registry_mut(now)
-        .add_tool(Tool::new("echo", "Echoes its text", echo), ())
-        .expect("echo registers");
+    let mut registry = shim.engine.registry_mut(now);
+    registry.add_tool(Tool::new("echo", "Echoes its text", echo), ()).expect("echo registers");
     for i in 0..extra {
         let schema = json!({
             "type": "object",
@@ -77,36 +72,11 @@ fn setup(extra: usize) -> (Engine<()>, ConnId, Instant) {
         });
         let tool = Tool::new(format!("tool_{i}"), format!("Tool number {i}, which does a thing"), schema)
             .title(format!("Tool {i}"));
-        engine.registry_mut(now).add_tool(tool, ()).expect("tool registers");
+        registry.add_tool(tool, ()).expect("tool registers");
     }
-    let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).expect("connection opens");
-    for frame in [INITIALIZE, INITIALIZED] {
-        engine.handle_frame(now, conn, frame.as_bytes());
-        while engine.poll_output().is_some() {}
-    }
-    (engine, conn, now)
-}
-
-/// One echo request through the engine, returning the response frame.
-fn engine_echo(engine: &mut Engine<()>, conn: ConnId, now: Instant, frame: &[u8]) -> Vec<u8> {
-    engine.handle_frame(now, conn, frame);
-    let mut response = None;
-    while let Some(out) = engine.poll_output() {
-        match out {
-            Output::Invoke(inv) => {
-                let text = match &inv.request {
-                    Request::CallTool { arguments, .. } => {
-                        arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
-                    }
-                    _ => String::new(),
-                };
-                engine.complete(now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(text)))).expect("in flight");
-            }
-            Output::Frame { bytes, .. } => response = Some(bytes),
-            _ => {}
-        }
-    }
-    response.expect("the request is answered")
+    shim.drain();
+    let conn = shim.stdio(Some("2025-06-18"));
+    (shim, conn)
 }
 
 /// The same work with nothing but serde_json: decode, build the result, encode.
@@ -129,37 +99,29 @@ fn reference_echo(frame: &[u8]) -> Vec<u8> {
 
 fn tools_call(c: &mut Criterion) {
     let frame = echo_frame();
-    let (mut engine, conn, now) = setup(0);
+    let (mut shim, conn) = setup(0);
     // Both sides must produce the same bytes, or the comparison means nothing.
-    assert_eq!(engine_echo(&mut engine, conn, now, &frame), expected_echo_response());
+    assert_eq!(shim.answer(conn, &frame), expected_echo_response());
     assert_eq!(reference_echo(&frame), expected_echo_response());
 
     let mut group = c.benchmark_group("tools_call_echo");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("engine", |b| b.iter(|| engine_echo(&mut engine, conn, now, black_box(&frame))));
+    group.bench_function("engine", |b| b.iter(|| shim.answer(conn, black_box(&frame))));
     group.bench_function("serde_json_reference", |b| b.iter(|| reference_echo(black_box(&frame))));
     group.finish();
 }
 
 fn tools_list(c: &mut Criterion) {
-    let (mut engine, conn, now) = setup(9);
-    let list = |engine: &mut Engine<()>| {
-        engine.handle_frame(now, conn, black_box(TOOLS_LIST.as_bytes()));
-        let mut response = None;
-        while let Some(out) = engine.poll_output() {
-            if let Output::Frame { bytes, .. } = out {
-                response = Some(bytes);
-            }
-        }
-        response.expect("tools/list is answered")
-    };
-    let first: Value = serde_json::from_slice(&list(&mut engine)).expect("valid JSON");
+    let (mut shim, conn) = setup(9);
+    let first: Value = serde_json::from_slice(&shim.answer(conn, TOOLS_LIST.as_bytes())).expect("valid JSON");
     let tools = first.pointer("/result/tools").and_then(Value::as_array).map_or(0, Vec::len);
     assert_eq!(tools, 10, "every tool on one page");
 
     let mut group = c.benchmark_group("tools_list");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("engine_10_tools", |b| b.iter(|| list(&mut engine)));
+    group.bench_function("engine_10_tools", |b| {
+        b.iter(|| shim.answer(conn, black_box(TOOLS_LIST.as_bytes())))
+    });
     group.finish();
 }
 
@@ -175,30 +137,18 @@ fn list_frame(cursor: Option<&str>) -> Vec<u8> {
     }
 }
 
-/// One request through the engine, draining its output: the response frame.
-fn answer(engine: &mut Engine<()>, conn: ConnId, now: Instant, frame: &[u8]) -> Vec<u8> {
-    engine.handle_frame(now, conn, frame);
-    let mut response = None;
-    while let Some(out) = engine.poll_output() {
-        if let Output::Frame { bytes, .. } = out {
-            response = Some(bytes);
-        }
-    }
-    response.expect("the request is answered")
-}
-
 fn tools_list_pages(c: &mut Criterion) {
     let mut group = c.benchmark_group("tools_list_page");
     group.throughput(Throughput::Elements(1));
     for size in [10_000usize, 100_000] {
-        let (mut engine, conn, now) = setup(size - 1);
+        let (mut shim, conn) = setup(size - 1);
         // Walk the whole list once, keeping the request of the first, middle and last pages.
         let mut frames = Vec::new();
         let mut cursor: Option<String> = None;
         let mut seen = 0;
         loop {
             let frame = list_frame(cursor.as_deref());
-            let page: Value = serde_json::from_slice(&answer(&mut engine, conn, now, &frame)).expect("JSON");
+            let page: Value = serde_json::from_slice(&shim.answer(conn, &frame)).expect("JSON");
             let n = page.pointer("/result/tools").and_then(Value::as_array).map_or(0, Vec::len);
             assert!(n > 0, "every page holds tools");
             if seen == 0 || (seen < size / 2 && seen + n >= size / 2) {
@@ -214,9 +164,7 @@ fn tools_list_pages(c: &mut Criterion) {
         assert_eq!(seen, size, "the walk sees every tool once");
         assert_eq!(frames.len(), 3, "first, middle and last pages");
         for (at, frame) in ["start", "middle", "end"].into_iter().zip(&frames) {
-            group.bench_function(format!("{size}/{at}"), |b| {
-                b.iter(|| answer(&mut engine, conn, now, black_box(frame)))
-            });
+            group.bench_function(format!("{size}/{at}"), |b| b.iter(|| shim.answer(conn, black_box(frame))));
         }
     }
     group.finish();

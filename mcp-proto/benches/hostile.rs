@@ -32,66 +32,36 @@
 #![allow(missing_docs, clippy::disallowed_methods, clippy::expect_used, clippy::unwrap_used)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use mcp_proto::{
-    Caller, Config, ConnId, ConnKind, Engine, Implementation, KeyRing, Output, Reply, Request, Tool,
-    ToolOutput,
-};
+use mcp_proto::{Config, ConnId, Implementation, KeyRing, Tool};
+use mcp_testkit::StandIn;
 use serde_json::{json, Value};
-
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 /// The default `Limits::max_depth`; the envelope is level 1 and `params` level 2.
 const MAX_DEPTH: usize = 64;
 
-/// A fresh engine with `echo` (one string) and `sink` (any object), one stdio connection.
-fn setup() -> (Engine<()>, ConnId, Instant) {
-    let now = Instant::now();
+/// A fresh engine with `echo` (one string) and `sink` (any object), one stdio connection, driven
+/// by the workspace's shim stand-in (`echo` echoes its text, `sink` answers "ok").
+fn setup() -> (StandIn, ConnId) {
     let config = Config::new(Implementation::new("bench", "1.0.0"), KeyRing::new([7; 32]));
-    let mut engine: Engine<()> = Engine::new(config, now);
+    let mut shim = StandIn::bare(config);
+    let now = shim.now;
     let echo = json!({
         "type": "object",
         "properties": {"text": {"type": "string"}},
         "required": ["text"],
         "additionalProperties": false
     });
-    let mut registry = engine.registry_mut(now);
+    let mut registry = shim.engine.registry_mut(now);
     registry.add_tool(Tool::new("echo", "Echoes its text", echo), ()).expect("echo registers");
     registry
         .add_tool(Tool::new("sink", "Takes anything", json!({"type": "object"})), ())
         .expect("sink registers");
-    while engine.poll_output().is_some() {}
-    let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).expect("connection opens");
-    for frame in [INITIALIZE, INITIALIZED] {
-        engine.handle_frame(now, conn, frame.as_bytes());
-        while engine.poll_output().is_some() {}
-    }
-    (engine, conn, now)
-}
-
-/// One frame through the engine; returns the response frame.
-fn run(engine: &mut Engine<()>, conn: ConnId, now: Instant, frame: &[u8]) -> Vec<u8> {
-    engine.handle_frame(now, conn, frame);
-    let mut response = None;
-    while let Some(out) = engine.poll_output() {
-        match out {
-            Output::Invoke(inv) => {
-                let text = match &inv.request {
-                    Request::CallTool { name, arguments, .. } if name == "echo" => {
-                        arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
-                    }
-                    _ => "ok".to_owned(),
-                };
-                engine.complete(now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(text)))).expect("in flight");
-            }
-            Output::Frame { bytes, .. } => response = Some(bytes),
-            _ => {}
-        }
-    }
-    response.expect("every frame is answered")
+    shim.drain();
+    let conn = shim.stdio(Some("2025-06-18"));
+    (shim, conn)
 }
 
 /// A `tools/call` of `tool` whose `arguments` object is `open`, `n` generated members and
@@ -181,10 +151,10 @@ fn hostile(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("hostile_{}KiB", size / 1024));
         for (name, frame, expect) in rows(size) {
             assert!(frame.len() <= size && frame.len() + 256 >= size, "{name}: {} bytes", frame.len());
-            let (mut engine, conn, now) = setup();
+            let (mut shim, conn) = setup();
             // The row must exercise what it claims: a plain frame succeeds, a hostile one gets
             // its fault, never some unrelated refusal.
-            let response = run(&mut engine, conn, now, &frame);
+            let response = shim.answer(conn, &frame);
             let text = String::from_utf8_lossy(&response);
             assert!(
                 text.contains(expect),
@@ -193,7 +163,7 @@ fn hostile(c: &mut Criterion) {
             );
             group.throughput(Throughput::Bytes(frame.len() as u64));
             group.bench_with_input(BenchmarkId::new(name, frame.len()), &frame, |b, frame| {
-                b.iter(|| run(&mut engine, conn, now, black_box(frame)))
+                b.iter(|| shim.answer(conn, black_box(frame)))
             });
             // What building serde_json's own tree of the same frame costs: the floor a decoder
             // that keeps every value pays. (serde_json refuses nesting past 128, so the row past

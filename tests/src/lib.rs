@@ -4,7 +4,7 @@
 //!
 //! - [`replay`]: the transcript format and its runner (transcripts live in `tests/transcripts/`);
 //! - [`tools`]: the fixed test tools and their automatic behaviours;
-//! - [`wire`]: JSON Schema validation of frames, per protocol version;
+//! - [`wire`]: JSON Schema validation of frames, per protocol version (from `mcp-testkit`);
 //! - [`stdio_server`]: the test tools served by a real server, for the `stdio-tokio` and
 //!   `stdio-smol` binaries;
 //! - [`pipe`]: drives those binaries over real stdio pipes (transcripts and shim behaviour tests);
@@ -18,4 +18,4 @@ pub mod pipe;
 pub mod replay;
 pub mod stdio_server;
 pub mod tools;
-pub mod wire;
+pub use mcp_testkit::wire;

@@ -1762,6 +1762,11 @@ impl Runner {
             self.invariant("an emitted frame contains a raw newline".into());
         }
         let max = self.settings.limits.response_bytes();
+        // The workspace's independent output checker: JSON-RPC shape and no repeated keys (batch
+        // members are checked one by one below, against the same ceiling).
+        if let Err(e) = mcp_testkit::check::try_message(bytes, usize::MAX, true) {
+            self.invariant(format!("output checker: {e}"));
+        }
         match &value {
             Value::Array(items) => {
                 let v = self.session(conn).unwrap_or(ProtocolVersion::NEWEST_LEGACY);

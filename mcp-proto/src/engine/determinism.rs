@@ -38,6 +38,14 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"p
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const HTTP_INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
+/// The workspace's independent output checker (`mcp-testkit`): JSON-RPC shape, no repeated
+/// keys, judged with serde_json alone.
+fn output_checker(bytes: &[u8]) {
+    if let Err(e) = mcp_testkit::check::try_message(bytes, usize::MAX, true) {
+        panic!("output checker: {e}");
+    }
+}
+
 struct Sim {
     engine: Engine<u32>,
     now: Instant,
@@ -76,6 +84,10 @@ impl Sim {
         while let Some(out) = self.engine.poll_output() {
             let line = match out {
                 Output::Frame { conn, bytes } => {
+                    // Stdio frames are JSON-RPC; SSE frames (HTTP streams) are event text.
+                    if matches!(bytes.first(), Some(b'{' | b'[')) {
+                        output_checker(&bytes);
+                    }
                     format!("frame {conn:?} {}", String::from_utf8_lossy(&bytes))
                 }
                 Output::Invoke(inv) => {
@@ -94,6 +106,9 @@ impl Sim {
                     format!("close {conn:?} {reason:?}")
                 }
                 Output::Respond { conn, head, body } => {
+                    if !body.is_empty() {
+                        output_checker(&body);
+                    }
                     format!("respond {conn:?} {head:?} {}", String::from_utf8_lossy(&body))
                 }
                 Output::Stream { conn, head } => format!("stream {conn:?} {head:?}"),

@@ -316,7 +316,7 @@ fn url_params_by_version() {
 }
 
 fn schema_validator(version: &str, pointer: &str) -> jsonschema::Validator {
-    let path = format!("{}/../tests/fixtures/schemas/{version}.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../testkit/fixtures/schemas/{version}.json", env!("CARGO_MANIFEST_DIR"));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let map = jsonschema::validator_map_for(&doc).unwrap();
     map.get(pointer).unwrap_or_else(|| panic!("{version} has no {pointer}")).clone()
