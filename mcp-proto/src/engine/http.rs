@@ -461,7 +461,8 @@ impl<H: Clone> Engine<H> {
         let conn = self.insert_conn(Transport::Standalone { session }, caller);
         self.seat(conn);
         let limits = &self.config.limits;
-        let (keepalive, retry, replay_cap) = (limits.keepalive, limits.sse_retry, limits.replay_events);
+        let (keepalive, retry) = (limits.keepalive, limits.sse_retry);
+        let replay_cap = (limits.replay_events, limits.replay_bytes);
         let Some(c) = self.conns.get_mut(session.0) else { return session_not_found() };
         let prime = c.session.as_ref().is_some_and(|s| s.version >= ProtocolVersion::V2025_11_25);
         let offered = c.session.as_ref().map(|s| s.lists).unwrap_or_default();
