@@ -87,14 +87,14 @@ pub struct Limits {
     pub(crate) sse_retry: Duration,
     pub(crate) replay_events: usize,
 
-    // Calls and interactions (were `Config` fields).
+    // Engine: calls and interactions.
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) max_input_rounds: u32,
     pub(crate) state_ttl: Duration,
     pub(crate) cache_ttl: Duration,
     pub(crate) replay_bytes: usize,
 
-    // HTTP transport (were `HttpConfig` and `mcp_server::HttpOptions` fields).
+    // HTTP transport.
     pub(crate) max_head_bytes: usize,
     pub(crate) header_read_timeout: Duration,
     pub(crate) body_read_timeout: Duration,
@@ -102,7 +102,7 @@ pub struct Limits {
     pub(crate) max_discard_bytes: usize,
     pub(crate) discard_timeout: Duration,
 
-    // Server layer (were `mcp_server` constants).
+    // Server layer.
     pub(crate) drain_timeout: Duration,
     pub(crate) max_parked_frames: usize,
 }
