@@ -90,16 +90,13 @@ pub(crate) fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The HTTP transport options these arguments describe.
-pub(crate) fn http_options(args: &Args) -> mcp_server::HttpOptions {
-    let mut opts = mcp_server::HttpOptions::default();
-    if let Some(n) = args.capacity {
-        opts.max_connections(n);
-    }
+/// The HTTP endpoint policy these arguments describe (their bounds are set in [`build`]).
+pub(crate) fn http_config(args: &Args) -> mcp_proto::http::HttpConfig {
+    let mut http = mcp_proto::http::HttpConfig::default();
     for origin in &args.origins {
-        opts.http_config().allow_origin(origin.clone());
+        http.allow_origin(origin.clone());
     }
-    opts
+    http
 }
 
 /// Tells whoever started the server where it listens, as the one line scripts and tests parse:
@@ -109,8 +106,11 @@ pub(crate) fn announce(addr: std::net::SocketAddr) {
 }
 
 /// How long calls in flight may run on after SIGINT or SIGTERM before they are cancelled, and
-/// the longest the process then waits for its connections to close: 10 s.
-pub(crate) const SHUTDOWN_BUDGET: std::time::Duration = mcp_server::DEFAULT_DRAIN;
+/// the longest the process then waits for its connections to close: the server's stdio drain
+/// timeout ([`mcp_proto::Limits::drain_timeout`], 10 s by default).
+pub(crate) fn shutdown_budget(server: &mcp_server::Server) -> std::time::Duration {
+    server.limits().drain_time()
+}
 
 /// Reports a shutdown on a signal, on stderr.
 pub(crate) fn stopped(cancelled: usize) {
@@ -270,7 +270,8 @@ pub(crate) fn build(args: &Args) -> Server {
             .max_sessions(n)
             .max_connections(n.saturating_mul(2))
             .max_streams(Some(n))
-            .max_streams_per_caller(Some(n));
+            .max_streams_per_caller(Some(n))
+            .max_http_connections(n);
     }
     for i in 0..args.extra_tools {
         let name = format!("extra_{i:04}");

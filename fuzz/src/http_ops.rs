@@ -718,7 +718,7 @@ pub fn fuzz(input: &Input) {
 /// reproduces from its input alone.
 pub fn run(input: &Input, checks: Checks) -> Report {
     let mut engine = engine(input.evict);
-    let http = HttpConfig::from_limits(&limits(input.evict));
+    let http = HttpConfig::default();
     let mut sim = Sim::new(&mut engine, &http, base_time(), checks);
     for op in input.ops.iter().take(MAX_OPS) {
         sim.op(op);
@@ -928,7 +928,7 @@ impl<'e> Sim<'e> {
             let shown = String::from_utf8_lossy(&body);
             format!("> {method} as {caller:?} {:?} {shown}", headers_text(&headers))
         });
-        let route = match check_head(self.http, &head) {
+        let route = match check_head(self.http, &self.engine.config().limits, &head) {
             Ok(route) => route,
             Err(refusal) => {
                 trace(|| format!("< refused {refusal}"));
@@ -942,7 +942,7 @@ impl<'e> Sim<'e> {
         };
         let body: &[u8] = match route {
             Route::Post { .. } => {
-                if check_body_len(self.http, body.len()).is_err() {
+                if check_body_len(&self.engine.config().limits, body.len()).is_err() {
                     return;
                 }
                 &body

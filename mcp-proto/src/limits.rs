@@ -1,10 +1,14 @@
-//! Every bound the engine enforces, in one place.
+//! Every bound and timeout of the engine and of the server layer, in one place.
 //!
 //! Defaults come from the reference servers this project must match (see the seeds: 2 MiB ingress,
-//! 16 MiB responses, 256-byte ids and method names). Each field says what crossing it does; none
-//! of them ever panics or stalls the engine.
+//! 16 MiB responses, 256-byte ids and method names). Each setter says its default and what crossing
+//! the bound does; every value of every setter, zero and the type's maximum included, is safe: it
+//! may refuse everything or bound nothing, but it never panics, overflows or stalls the engine.
 
-/// The bounds of one [`Engine`](crate::Engine).
+use std::time::Duration;
+
+/// The bounds and timeouts of one [`Engine`](crate::Engine) and of the server layer and HTTP
+/// transport that drive it.
 ///
 /// Build with [`Limits::default`] and adjust with the `&mut Self` setters, which chain:
 ///
@@ -13,6 +17,47 @@
 /// limits.max_frame_bytes(1 << 20).max_in_flight(32);
 /// assert_eq!(limits.frame_bytes(), 1 << 20);
 /// ```
+///
+/// # Engine
+///
+/// Enforced by the engine on every transport.
+///
+/// - Frames and messages: [`max_frame_bytes`](Self::max_frame_bytes) (also the HTTP body
+///   bound), [`max_id_bytes`](Self::max_id_bytes), [`max_method_bytes`](Self::max_method_bytes),
+///   [`max_depth`](Self::max_depth), [`max_batch_len`](Self::max_batch_len),
+///   [`max_response_bytes`](Self::max_response_bytes), [`max_uri_bytes`](Self::max_uri_bytes).
+/// - Concurrency: [`max_connections`](Self::max_connections), [`max_in_flight`](Self::max_in_flight),
+///   [`max_queued_frames`](Self::max_queued_frames), [`max_listens`](Self::max_listens).
+/// - Calls and interactions: [`call_timeout`](Self::call_timeout),
+///   [`max_input_rounds`](Self::max_input_rounds), [`state_ttl`](Self::state_ttl),
+///   [`cache_ttl`](Self::cache_ttl), [`progress_interval`](Self::progress_interval),
+///   [`max_progress_bytes`](Self::max_progress_bytes), [`page_size`](Self::page_size).
+/// - Subscriptions: [`max_subscribed_uris`](Self::max_subscribed_uris),
+///   [`max_subscriptions`](Self::max_subscriptions).
+/// - HTTP sessions and streams: [`max_sessions`](Self::max_sessions),
+///   [`session_idle`](Self::session_idle), [`session_handshake`](Self::session_handshake),
+///   [`max_streams`](Self::max_streams), [`max_streams_per_caller`](Self::max_streams_per_caller),
+///   [`seat_policy`](Self::seat_policy), [`stream_queue`](Self::stream_queue),
+///   [`keepalive`](Self::keepalive), [`sse_retry`](Self::sse_retry),
+///   [`replay_events`](Self::replay_events), [`replay_bytes`](Self::replay_bytes).
+///
+/// # HTTP transport
+///
+/// Enforced before the engine sees a request ([`http::check_head`](crate::http::check_head),
+/// [`http::check_body_len`](crate::http::check_body_len)) or by the server layer's HTTP endpoint:
+/// [`max_head_bytes`](Self::max_head_bytes), [`header_read_timeout`](Self::header_read_timeout),
+/// [`body_read_timeout`](Self::body_read_timeout),
+/// [`max_http_connections`](Self::max_http_connections),
+/// [`max_discard_bytes`](Self::max_discard_bytes), [`discard_timeout`](Self::discard_timeout).
+/// The body bound is [`max_frame_bytes`](Self::max_frame_bytes): a body is one frame.
+///
+/// # Server layer
+///
+/// Enforced by `mcp-server`'s driver and stdio loop: [`drain_timeout`](Self::drain_timeout),
+/// [`max_parked_frames`](Self::max_parked_frames).
+///
+/// Bounds that are protocol rules rather than policy (the 128-byte `Mcp-Session-Id`, the 100
+/// completion values, the 128-character tool name) are constants, not fields here.
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub(crate) max_frame_bytes: usize,
@@ -29,18 +74,37 @@ pub struct Limits {
     pub(crate) max_subscribed_uris: usize,
     pub(crate) max_subscriptions: usize,
     pub(crate) max_listens: usize,
-    pub(crate) progress_interval: std::time::Duration,
+    pub(crate) progress_interval: Duration,
     pub(crate) max_progress_bytes: usize,
     pub(crate) max_sessions: usize,
-    pub(crate) session_idle: std::time::Duration,
-    pub(crate) session_handshake: std::time::Duration,
+    pub(crate) session_idle: Duration,
+    pub(crate) session_handshake: Duration,
     pub(crate) max_streams: Option<usize>,
     pub(crate) max_streams_per_caller: Option<usize>,
     pub(crate) seat_policy: SeatPolicy,
     pub(crate) stream_queue: usize,
-    pub(crate) keepalive: std::time::Duration,
-    pub(crate) sse_retry: std::time::Duration,
+    pub(crate) keepalive: Duration,
+    pub(crate) sse_retry: Duration,
     pub(crate) replay_events: usize,
+
+    // Engine: calls and interactions.
+    pub(crate) call_timeout: Option<Duration>,
+    pub(crate) max_input_rounds: u32,
+    pub(crate) state_ttl: Duration,
+    pub(crate) cache_ttl: Duration,
+    pub(crate) replay_bytes: usize,
+
+    // HTTP transport.
+    pub(crate) max_head_bytes: usize,
+    pub(crate) header_read_timeout: Duration,
+    pub(crate) body_read_timeout: Duration,
+    pub(crate) max_http_connections: usize,
+    pub(crate) max_discard_bytes: usize,
+    pub(crate) discard_timeout: Duration,
+
+    // Server layer.
+    pub(crate) drain_timeout: Duration,
+    pub(crate) max_parked_frames: usize,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -74,18 +138,34 @@ impl Default for Limits {
             max_subscribed_uris: 1024,
             max_subscriptions: 4096,
             max_listens: 16,
-            progress_interval: std::time::Duration::from_millis(100),
+            progress_interval: Duration::from_millis(100),
             max_progress_bytes: 8 * 1024,
             max_sessions: 1024,
-            session_idle: std::time::Duration::from_secs(15 * 60),
-            session_handshake: std::time::Duration::from_secs(30),
+            session_idle: Duration::from_secs(15 * 60),
+            session_handshake: Duration::from_secs(30),
             max_streams: Some(1024),
             max_streams_per_caller: Some(16),
             seat_policy: SeatPolicy::Refuse,
             stream_queue: 16,
-            keepalive: std::time::Duration::from_secs(15),
-            sse_retry: std::time::Duration::from_secs(3),
+            keepalive: Duration::from_secs(15),
+            sse_retry: Duration::from_secs(3),
             replay_events: 64,
+
+            call_timeout: None,
+            max_input_rounds: 10,
+            state_ttl: Duration::from_secs(10 * 60),
+            cache_ttl: Duration::from_secs(60),
+            replay_bytes: crate::sse::DEFAULT_REPLAY_BYTES,
+
+            max_head_bytes: 8 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_http_connections: 1024,
+            max_discard_bytes: 16 * 1024 * 1024,
+            discard_timeout: Duration::from_secs(5),
+
+            drain_timeout: Duration::from_secs(10),
+            max_parked_frames: 16,
         }
     }
 }
@@ -218,7 +298,7 @@ impl Limits {
     ///
     /// An update sooner than that after the last one sent is dropped (progress is advisory; the
     /// next update carries the newer value).
-    pub fn progress_interval(&mut self, interval: std::time::Duration) -> &mut Self {
+    pub fn progress_interval(&mut self, interval: Duration) -> &mut Self {
         self.progress_interval = interval;
         self
     }
@@ -245,7 +325,7 @@ impl Limits {
     ///
     /// After that the session is forgotten and its id answers 404, which tells the client to
     /// initialize again.
-    pub fn session_idle(&mut self, idle: std::time::Duration) -> &mut Self {
+    pub fn session_idle(&mut self, idle: Duration) -> &mut Self {
         self.session_idle = idle;
         self
     }
@@ -255,7 +335,7 @@ impl Limits {
     ///
     /// A session that sends nothing more in that time is forgotten, so clients that initialize
     /// and walk away cannot fill the session table.
-    pub fn session_handshake(&mut self, timeout: std::time::Duration) -> &mut Self {
+    pub fn session_handshake(&mut self, timeout: Duration) -> &mut Self {
         self.session_handshake = timeout;
         self
     }
@@ -300,14 +380,14 @@ impl Limits {
     /// Each one first re-checks the caller against the server-wide gate: a caller it now refuses
     /// has its stream closed within one interval, and a half-open connection fails the write and
     /// frees its seat.
-    pub fn keepalive(&mut self, interval: std::time::Duration) -> &mut Self {
+    pub fn keepalive(&mut self, interval: Duration) -> &mut Self {
         self.keepalive = interval;
         self
     }
 
     /// The `retry:` a 2025-11-25 SSE stream's priming event asks a reconnecting client to wait.
     /// Default 3 s.
-    pub fn sse_retry(&mut self, delay: std::time::Duration) -> &mut Self {
+    pub fn sse_retry(&mut self, delay: Duration) -> &mut Self {
         self.sse_retry = delay;
         self
     }
@@ -344,5 +424,194 @@ impl Limits {
     /// The current [`max_response_bytes`](Self::max_response_bytes).
     pub fn response_bytes(&self) -> usize {
         self.max_response_bytes
+    }
+
+    // Calls and interactions.
+
+    /// How long a handler may run before its call is cancelled and answered with a timeout
+    /// failure. Default `None`: no bound.
+    ///
+    /// Past it the handler is told to stop and the caller gets the timeout failure at once. Zero
+    /// times a call out as soon as the engine next handles a timeout; a duration too large to
+    /// add to the current instant (such as `Duration::MAX`) means no bound.
+    pub fn call_timeout(&mut self, timeout: Option<Duration>) -> &mut Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Most rounds of input one call may ask for (2026-07-28 `input_required` retries, legacy
+    /// server→client requests). Default 10.
+    ///
+    /// SEP-2322 gives no bound, and every round costs the client a full request; ten is far
+    /// more than any sensible dialogue and keeps a handler that asks in a loop from pinning a
+    /// client for ever. The ask past it fails the call with the error `interaction_limit`
+    /// instead of another round; with 0 every ask fails so.
+    pub fn max_input_rounds(&mut self, rounds: u32) -> &mut Self {
+        self.max_input_rounds = rounds;
+        self
+    }
+
+    /// How long a sealed 2026-07-28 request state stays valid after it is issued. Default 10
+    /// minutes.
+    ///
+    /// Long enough for a person to read a form and answer it, short enough that a state copied
+    /// out of a log is soon useless. An older state is refused (`-32602`), and the client has to
+    /// start the call again without one. The expiry saturates, so `Duration::MAX` never expires.
+    pub fn state_ttl(&mut self, ttl: Duration) -> &mut Self {
+        self.state_ttl = ttl;
+        self
+    }
+
+    /// The `ttlMs` a 2026-07-28 cacheable result (a list, `server/discover`) tells the client to
+    /// reuse it for. Default 60 s.
+    ///
+    /// Advisory: nothing is refused; a client may serve the cached result for that long without
+    /// asking again. Sent in whole milliseconds, saturating at `u64::MAX`.
+    pub fn cache_ttl(&mut self, ttl: Duration) -> &mut Self {
+        self.cache_ttl = ttl;
+        self
+    }
+
+    /// Bytes of events a legacy session's `GET` stream keeps for `Last-Event-ID` replay, on top
+    /// of [`replay_events`](Self::replay_events). Default 4 MiB
+    /// ([`sse::DEFAULT_REPLAY_BYTES`](crate::sse::DEFAULT_REPLAY_BYTES)).
+    ///
+    /// Past it the oldest events are forgotten, with the same outcome as
+    /// [`replay_events`](Self::replay_events): a client that missed them is told every list
+    /// changed.
+    pub fn replay_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.replay_bytes = bytes;
+        self
+    }
+
+    // HTTP transport.
+
+    /// Largest HTTP request head, in bytes, as HTTP/1.1 would serialise it (request line, every
+    /// `name: value` line, the blank line). Default 8 KiB, the limit common HTTP servers use
+    /// (Apache's 8190 bytes, nginx's 8 KiB `large_client_header_buffers`).
+    ///
+    /// A larger head is refused with 431 before anything else is looked at. The server layer
+    /// sets hyper's read buffer a little above it, so heads near the bound still get the 431.
+    pub fn max_head_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_head_bytes = bytes;
+        self
+    }
+
+    /// How long an HTTP client has to send a complete request head, counted from when the server
+    /// starts waiting for it. Default 10 s.
+    ///
+    /// This is the slow-loris bound: a connection whose head is not complete in time is closed
+    /// without an answer. It also bounds how long an idle keep-alive connection is kept, since
+    /// waiting for the next request is waiting for its head. Zero closes every connection before
+    /// its first request; a duration too large to add to the current instant means no bound.
+    /// Enforced by the server layer's own listener; a mounted endpoint relies on its host's.
+    pub fn header_read_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long the whole body of an HTTP `POST` may take to arrive, counted from when its head
+    /// was admitted. Default 30 s.
+    ///
+    /// When it runs out the request is answered with 408 (and `Connection: close`, since the
+    /// rest of the body was not read), and the engine never sees it. 30 s passes a 2 MiB body at
+    /// about 70 KB/s; raise it for slower clients or larger bodies.
+    pub fn body_read_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.body_read_timeout = timeout;
+        self
+    }
+
+    /// Most TCP connections the server layer's HTTP listener serves at once. Default 1024.
+    ///
+    /// A connection accepted past it is closed at once, before a byte is read: the client sees
+    /// the connection reset or closed and may retry. Keep-alive connections and open SSE streams
+    /// count until they end. A mounted endpoint relies on its host server's bound instead.
+    pub fn max_http_connections(&mut self, connections: usize) -> &mut Self {
+        self.max_http_connections = connections;
+        self
+    }
+
+    /// Bytes of an HTTP body refused with 413 that are read and dropped before the refusal is
+    /// sent. Default 16 MiB.
+    ///
+    /// Most clients write their whole body before they read anything, and a socket closed with
+    /// unread bytes is reset, destroying the 413 before the client reads it. Past this many
+    /// bytes the connection is closed with the rest unread, and such a client sees the reset.
+    pub fn max_discard_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_discard_bytes = bytes;
+        self
+    }
+
+    /// How long the rest of an HTTP body refused with 413 is read and dropped at most. Default
+    /// 5 s.
+    ///
+    /// Past it the connection is closed with the rest unread (see
+    /// [`max_discard_bytes`](Self::max_discard_bytes)).
+    pub fn discard_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.discard_timeout = timeout;
+        self
+    }
+
+    // Server layer.
+
+    /// How long a stdio session whose input ended waits for its calls in flight before
+    /// cancelling them. Default 10 s.
+    ///
+    /// Calls still running then are cancelled and the session ends. The examples also use it as
+    /// their shutdown budget.
+    pub fn drain_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Frames a stdio connection may have held back by the driver (the connection being at its
+    /// [`max_in_flight`](Self::max_in_flight) bound) before its reader stops reading. Default 16;
+    /// values below 1 count as 1.
+    ///
+    /// Past it no more input is read until a call finishes, so a client that pipelines requests
+    /// costs at most this many frames of memory, not as many as it can write.
+    pub fn max_parked_frames(&mut self, frames: usize) -> &mut Self {
+        self.max_parked_frames = frames.max(1);
+        self
+    }
+
+    /// The current [`max_head_bytes`](Self::max_head_bytes).
+    pub fn head_bytes(&self) -> usize {
+        self.max_head_bytes
+    }
+
+    /// The current [`header_read_timeout`](Self::header_read_timeout).
+    pub fn header_timeout(&self) -> Duration {
+        self.header_read_timeout
+    }
+
+    /// The current [`body_read_timeout`](Self::body_read_timeout).
+    pub fn body_timeout(&self) -> Duration {
+        self.body_read_timeout
+    }
+
+    /// The current [`max_http_connections`](Self::max_http_connections).
+    pub fn http_connections(&self) -> usize {
+        self.max_http_connections
+    }
+
+    /// The current [`max_discard_bytes`](Self::max_discard_bytes).
+    pub fn discard_bytes(&self) -> usize {
+        self.max_discard_bytes
+    }
+
+    /// The current [`discard_timeout`](Self::discard_timeout).
+    pub fn discard_time(&self) -> Duration {
+        self.discard_timeout
+    }
+
+    /// The current [`drain_timeout`](Self::drain_timeout).
+    pub fn drain_time(&self) -> Duration {
+        self.drain_timeout
+    }
+
+    /// The current [`max_parked_frames`](Self::max_parked_frames).
+    pub fn parked_frames(&self) -> usize {
+        self.max_parked_frames
     }
 }

@@ -83,7 +83,7 @@ impl RequestContext {
     ///   with the answers, and then this same ask returns them at once. A handler must therefore
     ///   do nothing irreversible before its last ask.
     ///
-    /// At most [`Config::max_input_rounds`](mcp_proto::Config::max_input_rounds) asks per call
+    /// At most [`Limits::max_input_rounds`](mcp_proto::Limits::max_input_rounds) asks per call
     /// ([`AskError::TooManyRounds`] after that).
     pub async fn ask(&self, requests: Vec<(String, InputRequest)>) -> Result<Map<String, Value>, AskError> {
         match self.call {

@@ -25,129 +25,12 @@ use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRe
 use mcp_proto::{Caller, ConnId, HttpRequest};
 use mcp_proto::{ErrorCode, RpcError};
 
-/// The default [`HttpOptions::header_read_timeout`]: 10 s.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// The default [`HttpOptions::body_read_timeout`]: 30 s.
-pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default [`HttpOptions::max_connections`]: 1024.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-
 /// How long the accept loop waits after an error that is not about one connection (typically
 /// too many open files) before accepting again: long enough for connections to finish and free
-/// descriptors, short enough not to be noticed. The same second axum's `serve` waits.
+/// descriptors, short enough not to be noticed. The same second axum's `serve` waits. Not a
+/// [`Limits`](mcp_proto::Limits) field: it bounds nothing a client can do, only how fast the
+/// server retries its own failing accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The settings of one HTTP endpoint: the pure request rules ([`HttpConfig`]) and the transport
-/// bounds the shim enforces around them.
-///
-/// ```
-/// # use std::time::Duration;
-/// let mut opts = mcp_server::HttpOptions::default();
-/// opts.header_read_timeout(Duration::from_secs(5)).max_connections(256);
-/// opts.http_config().allow_host("mcp.example.com");
-/// assert_eq!(opts.connection_limit(), 256);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpOptions {
-    http: HttpConfig,
-    header_read_timeout: Duration,
-    body_read_timeout: Duration,
-    max_connections: usize,
-    keep_alive: bool,
-}
-
-impl Default for HttpOptions {
-    /// [`HttpConfig::default`], a 10 s head timeout, a 30 s body timeout, 1024 connections,
-    /// keep-alive on.
-    fn default() -> Self {
-        Self::new(HttpConfig::default())
-    }
-}
-
-impl HttpOptions {
-    /// These request rules with the default transport bounds.
-    pub fn new(http: HttpConfig) -> Self {
-        Self {
-            http,
-            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
-            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            keep_alive: true,
-        }
-    }
-
-    /// The request rules (endpoint path, allowed hosts and origins, head and body bounds), to
-    /// adjust.
-    pub fn http_config(&mut self) -> &mut HttpConfig {
-        &mut self.http
-    }
-
-    /// How long a client has to send a complete request head, counted from when the server
-    /// starts waiting for it. Default 10 s.
-    ///
-    /// This is the slow-loris bound: a connection whose head is not complete in time is closed
-    /// without an answer. It also bounds how long an idle keep-alive connection is kept, since
-    /// waiting for the next request is waiting for its head. Enforced by [`HttpService::serve`]
-    /// (hyper's `header_read_timeout`); a mounted [`HttpService`] relies on the host server's.
-    pub fn header_read_timeout(&mut self, timeout: Duration) -> &mut Self {
-        self.header_read_timeout = timeout;
-        self
-    }
-
-    /// How long the whole body of a `POST` may take to arrive, counted from when its head was
-    /// admitted. Default 30 s.
-    ///
-    /// When it runs out the request is answered with 408 (and `Connection: close`, since the
-    /// rest of the body was not read), and the engine never sees it. 30 s passes a 2 MiB body
-    /// at about 70 KB/s; raise it for slower clients or larger bodies.
-    pub fn body_read_timeout(&mut self, timeout: Duration) -> &mut Self {
-        self.body_read_timeout = timeout;
-        self
-    }
-
-    /// Most TCP connections [`HttpService::serve`] serves at once. Default 1024.
-    ///
-    /// A connection accepted past it is closed at once, before a byte is read: the client sees
-    /// the connection reset or closed and may retry. Keep-alive connections and open SSE streams
-    /// count until they end, so this also bounds how many streams a single listener can hold.
-    pub fn max_connections(&mut self, connections: usize) -> &mut Self {
-        self.max_connections = connections;
-        self
-    }
-
-    /// Whether a connection may carry more than one request (HTTP/1.1 keep-alive). Default on.
-    ///
-    /// Off, every response carries `Connection: close`.
-    pub fn keep_alive(&mut self, on: bool) -> &mut Self {
-        self.keep_alive = on;
-        self
-    }
-
-    /// The current request rules.
-    pub fn http(&self) -> &HttpConfig {
-        &self.http
-    }
-
-    /// The current [`header_read_timeout`](Self::header_read_timeout).
-    pub fn header_timeout(&self) -> Duration {
-        self.header_read_timeout
-    }
-
-    /// The current [`body_read_timeout`](Self::body_read_timeout).
-    pub fn body_timeout(&self) -> Duration {
-        self.body_read_timeout
-    }
-
-    /// The current [`max_connections`](Self::max_connections).
-    pub fn connection_limit(&self) -> usize {
-        self.max_connections
-    }
-
-    /// The current [`keep_alive`](Self::keep_alive).
-    pub fn is_keep_alive(&self) -> bool {
-        self.keep_alive
-    }
-}
 
 /// The client's address, as a request extension: how an application that mounts an
 /// [`HttpService`] tells it who is connected, so that the loopback-only rule
@@ -193,12 +76,14 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 ///
 /// 1. build a [`RequestHead`] view of hyper's parsed head, refuse a non-loopback peer
 ///    ([`check_peer`]) and a bad head ([`check_head`]);
-/// 2. read a `POST` body, at most [`HttpConfig::body_bytes`] and within
-///    [`HttpOptions::body_read_timeout`] (408). A body over the bound (declared, or found while
-///    reading) is refused with 413 and `Connection: close`, after the rest of it is read and
-///    dropped (at most 16 MiB more, for at most 5 s; past either the connection is closed
-///    unread), so that a client that writes its whole body before reading sees the 413 rather
-///    than a reset. A client that sent `Expect: 100-continue` is refused before it sends the
+/// 2. read a `POST` body, at most [`Limits::max_frame_bytes`](mcp_proto::Limits::max_frame_bytes)
+///    and within [`Limits::body_read_timeout`](mcp_proto::Limits::body_read_timeout) (408). A
+///    body over the bound (declared, or found while reading) is refused with 413 and
+///    `Connection: close`, after the rest of it is read and dropped (at most
+///    [`Limits::max_discard_bytes`](mcp_proto::Limits::max_discard_bytes) more, for at most
+///    [`Limits::discard_timeout`](mcp_proto::Limits::discard_timeout); past either the
+///    connection is closed unread), so that a client that writes its whole body before reading
+///    sees the 413 rather than a reset. A client that sent `Expect: 100-continue` is refused before it sends the
 ///    body;
 /// 3. resolve the [`Caller`] (a `Caller` the application's middleware put in the request's
 ///    extensions, else anonymous; its `peer` is the client's IP address unless already set);
@@ -220,6 +105,9 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 /// Use [`serve`](Self::serve) (through a shim's `serve_http`) for a standalone server, or mount
 /// it in an existing application as an [`McpService`]. Either way each request runs
 /// [`handle`](Self::handle).
+///
+/// Its policy is an [`HttpConfig`]; every bound and timeout it enforces is the server's
+/// [`Limits`](mcp_proto::Limits) ([`Server::limits`]), in its "HTTP transport" group.
 #[derive(Clone)]
 pub struct HttpService {
     inner: Arc<Inner>,
@@ -228,7 +116,7 @@ pub struct HttpService {
 struct Inner {
     server: Server,
     rt: Arc<dyn Runtime>,
-    opts: HttpOptions,
+    http: HttpConfig,
     /// Connections [`HttpService::serve`] is serving now.
     open: AtomicUsize,
 }
@@ -236,13 +124,14 @@ struct Inner {
 impl fmt::Debug for HttpService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpService")
-            .field("opts", &self.inner.opts)
+            .field("http", &self.inner.http)
             .field("connections", &self.inner.open.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
 
-/// One admitted connection's place under [`HttpOptions::max_connections`], given back when
+/// One admitted connection's place under
+/// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections), given back when
 /// dropped.
 #[must_use = "the connection's place is given back as soon as the permit is dropped"]
 #[derive(Debug)]
@@ -264,26 +153,21 @@ impl fmt::Debug for Inner {
 }
 
 impl HttpService {
-    /// An endpoint for `server` on runtime `rt`. The server's handlers and timers run on the
-    /// first runtime any connection or endpoint brought it.
+    /// An endpoint for `server` on runtime `rt`, with the policy `http`. The server's handlers
+    /// and timers run on the first runtime any connection or endpoint brought it.
     ///
-    /// A body is never read past the server's own frame limit
-    /// ([`Limits::max_frame_bytes`](mcp_proto::Limits::max_frame_bytes)), whatever
-    /// [`HttpConfig::max_body_bytes`] says: the engine would refuse such a frame anyway, so it is
-    /// refused (413) from its `Content-Length`, before it is read.
-    pub fn new<R: Runtime + Clone>(server: Server, rt: R, mut opts: HttpOptions) -> Self {
-        let frame = server.limits().frame_bytes();
-        if opts.http.body_bytes() > frame {
-            opts.http.max_body_bytes(frame);
-        }
+    /// The bounds are the server's [`Limits`](mcp_proto::Limits): a body is never read past its
+    /// frame size, the one bound the engine holds frames to, so there is no second body bound
+    /// that could disagree with it.
+    pub fn new<R: Runtime + Clone>(server: Server, rt: R, http: HttpConfig) -> Self {
         server.attach(&rt);
         let rt: Arc<dyn Runtime> = Arc::new(rt);
-        Self { inner: Arc::new(Inner { server, rt, opts, open: AtomicUsize::new(0) }) }
+        Self { inner: Arc::new(Inner { server, rt, http, open: AtomicUsize::new(0) }) }
     }
 
-    /// The settings.
-    pub fn options(&self) -> &HttpOptions {
-        &self.inner.opts
+    /// The policy: endpoint path, allowed hosts and origins, keep-alive.
+    pub fn config(&self) -> &HttpConfig {
+        &self.inner.http
     }
 
     /// The server this endpoint feeds.
@@ -291,10 +175,11 @@ impl HttpService {
         &self.inner.server
     }
 
-    /// Takes a place for one more connection, or `None` when [`HttpOptions::max_connections`]
-    /// are being served: the caller then closes the connection unread.
+    /// Takes a place for one more connection, or `None` when
+    /// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections) are being
+    /// served: the caller then closes the connection unread.
     pub fn admit(&self) -> Option<ConnectionPermit> {
-        let max = self.inner.opts.max_connections;
+        let max = self.inner.server.limits().http_connections();
         self.inner
             .open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
@@ -309,10 +194,11 @@ impl HttpService {
     /// server shuts down ([`Server::shutdown`]); then returns `Ok`, while connections already
     /// accepted finish what they were doing.
     ///
-    /// Past [`HttpOptions::max_connections`] a new connection is closed at once. A failed accept
+    /// Past [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections) a new
+    /// connection is closed at once. A failed accept
     /// is retried at once when it concerned one connection, and after a second otherwise, so running out of file descriptors slows the
     /// server down instead of stopping it. `timer` is the runtime's hyper timer, which enforces
-    /// [`HttpOptions::header_read_timeout`].
+    /// [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout).
     pub async fn serve<L, T>(&self, listener: L, timer: T) -> io::Result<()>
     where
         L: Listener,
@@ -351,15 +237,16 @@ impl HttpService {
 
     /// Serves one accepted connection with hyper's HTTP/1.1 server until it closes.
     ///
-    /// hyper enforces the head bounds ([`HttpOptions::header_read_timeout`], and a head larger
-    /// than its buffer is answered 431), keep-alive and `Expect: 100-continue`; every request
-    /// goes to [`handle`](Self::handle).
+    /// hyper enforces the head bounds
+    /// ([`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout), and a head
+    /// larger than its buffer is answered 431), keep-alive and `Expect: 100-continue`; every
+    /// request goes to [`handle`](Self::handle).
     pub async fn serve_connection<I, T>(&self, io: I, timer: T, peer: SocketAddr)
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
         T: hyper::rt::Timer + Send + Sync + 'static,
     {
-        let opts = &self.inner.opts;
+        let limits = self.inner.server.limits();
         let svc = self.clone();
         let (cut, cut_off) = async_channel::bounded::<()>(1);
         let cut = Cut(cut);
@@ -371,11 +258,11 @@ impl HttpService {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(timer)
-            .header_read_timeout(opts.header_read_timeout)
-            .keep_alive(opts.keep_alive)
+            .header_read_timeout(header_timeout(self.inner.rt.now(), limits.header_timeout()))
+            .keep_alive(self.inner.http.is_keep_alive())
             // hyper's own bound on the head is a backstop a little above ours, so that heads
             // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
-            .max_buf_size(hyper_buf_size(opts.http.head_bytes()));
+            .max_buf_size(hyper_buf_size(limits.head_bytes()));
         let conn = pin!(builder.serve_connection(io, service));
         match select(conn, pin!(cut_off.recv())).await {
             // Timeouts, resets and malformed requests: the connection's business, not the
@@ -399,7 +286,8 @@ impl HttpService {
     where
         B: Body,
     {
-        let cfg = &self.inner.opts.http;
+        let cfg = &self.inner.http;
+        let limits = self.inner.server.limits();
         if let Some(peer) = peer {
             if let Err(refusal) = check_peer(cfg, peer.ip()) {
                 return refused(&refusal);
@@ -409,7 +297,7 @@ impl HttpService {
         let headers = head_lines(&parts);
         let target = request_target(&parts);
         let head = request_head(&parts, &headers, &target);
-        let post = match check_head(cfg, &head) {
+        let post = match check_head(cfg, limits, &head) {
             Ok(route) => matches!(route, Route::Post { .. }),
             // A declared length over the bound. Reading the body of a client that waits for
             // `100 Continue` would invite the upload the 413 refuses: it is told at once.
@@ -446,7 +334,8 @@ impl HttpService {
                 let target = request_target(&parts);
                 let head = request_head(&parts, &headers, &target);
                 // Checked above already; the route borrows the head, so it is made again here.
-                let route = check_head(&inner.opts.http, &head).map_err(|r: HttpRefusal| r.status)?;
+                let route = check_head(&inner.http, inner.server.limits(), &head)
+                    .map_err(|r: HttpRefusal| r.status)?;
                 let req = HttpRequest { head: &head, route, body: &body, caller };
                 Ok::<_, u16>(st.exchange(now, req, decoded, cut))
             })
@@ -462,10 +351,11 @@ impl HttpService {
     /// Reads a `POST` body within the size and time bounds.
     async fn read_body<B: Body>(&self, body: B) -> Result<Vec<u8>, Response<McpBody>> {
         let rt = &self.inner.rt;
-        let deadline = rt.now().checked_add(self.inner.opts.body_read_timeout);
+        let limits = self.inner.server.limits();
+        let deadline = rt.now().checked_add(limits.body_timeout());
         let mut body = pin!(body);
         let outcome = {
-            let read = pin!(read_capped(body.as_mut(), &self.inner.opts.http));
+            let read = pin!(read_capped(body.as_mut(), limits));
             match select(read, crate::sleep_until(rt.as_ref(), deadline)).await {
                 Either::Left((outcome, _)) => Some(outcome),
                 Either::Right(_) => None,
@@ -488,13 +378,16 @@ impl HttpService {
     /// the connection closed. Most clients write their whole body before they read anything;
     /// a socket closed with unread bytes in it is reset by the kernel, and the reset destroys
     /// the response the client has not read yet, so it would see a broken pipe instead of its
-    /// 413. Bounded: at most [`DISCARD_BYTES`] more bytes, for at most [`DISCARD_TIME`]; past
-    /// either the connection is closed with the rest unread, and such a client sees the reset.
+    /// 413. Bounded: at most [`Limits::max_discard_bytes`](mcp_proto::Limits::max_discard_bytes)
+    /// more bytes, for at most [`Limits::discard_timeout`](mcp_proto::Limits::discard_timeout);
+    /// past either the connection is closed with the rest unread, and such a client sees the
+    /// reset.
     async fn discard<B: Body>(&self, mut body: Pin<&mut B>) {
         let rt = &self.inner.rt;
-        let deadline = rt.now().checked_add(DISCARD_TIME);
+        let limits = self.inner.server.limits();
+        let deadline = rt.now().checked_add(limits.discard_time());
         let drain = async {
-            let mut left = DISCARD_BYTES;
+            let mut left = limits.discard_bytes();
             while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
                 let Ok(frame) = frame else { return };
                 let Ok(data) = frame.into_data() else { continue };
@@ -558,8 +451,10 @@ pub trait HttpRuntime: Runtime + Clone {
 /// who the server's gates see. The client's address comes from a [`PeerAddr`] extension, else
 /// from the runtime's convention ([`HttpRuntime::peer_addr`]); without either, the loopback-only
 /// rule cannot be applied and is skipped (the `Host` and `Origin` rules still are). The host
-/// server's own limits (head timeout, connection count) apply instead of [`HttpOptions`]'
-/// transport bounds; the body bounds and every request rule still apply.
+/// server's own limits (head timeout, connection count, keep-alive) apply instead of the
+/// server's [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) and
+/// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections); the head, body
+/// and discard bounds, the body timeout and every request rule still apply.
 pub struct McpService<R> {
     http: HttpService,
     runtime: PhantomData<fn() -> R>,
@@ -578,10 +473,10 @@ impl<R> fmt::Debug for McpService<R> {
 }
 
 impl<R: HttpRuntime> McpService<R> {
-    /// The endpoint for `server`, on the current runtime ([`HttpRuntime::current`], which may
-    /// panic outside one).
-    pub fn new(server: Server, opts: HttpOptions) -> Self {
-        Self { http: HttpService::new(server, R::current(), opts), runtime: PhantomData }
+    /// The endpoint for `server` with the policy `http`, on the current runtime
+    /// ([`HttpRuntime::current`], which may panic outside one).
+    pub fn new(server: Server, http: HttpConfig) -> Self {
+        Self { http: HttpService::new(server, R::current(), http), runtime: PhantomData }
     }
 
     /// The runtime-independent endpoint underneath.
@@ -615,6 +510,14 @@ where
     }
 }
 
+/// hyper's header read timeout for `timeout`: none when `now + timeout` (with a year's margin
+/// for the time that passes before hyper adds it) would overflow an `Instant`, since hyper adds
+/// without checking and would panic. Such a timeout is "never" either way.
+fn header_timeout(now: Instant, timeout: Duration) -> Option<Duration> {
+    const MARGIN: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+    now.checked_add(timeout.saturating_add(MARGIN)).map(|_| timeout)
+}
+
 /// hyper's read buffer: the head bound plus room for the start of a body, never below hyper's
 /// minimum of 8 KiB.
 fn hyper_buf_size(head_bytes: usize) -> usize {
@@ -626,17 +529,12 @@ enum BodyError {
     Broken,
 }
 
-/// Bytes of a body refused with 413 that are read and dropped so that the refusal reaches the
-/// client (see `HttpService::discard`): 16 MiB. Past it the connection is closed unread.
-const DISCARD_BYTES: usize = 16 * 1024 * 1024;
-
-/// How long a body refused with 413 is read and dropped at most: 5 s. Past it the connection
-/// is closed unread.
-const DISCARD_TIME: Duration = Duration::from_secs(5);
-
 /// Reads `body` to its end, refusing it as soon as it grows past the configured bound; the rest
 /// of a refused body is left in `body`.
-async fn read_capped<B: Body>(mut body: Pin<&mut B>, cfg: &HttpConfig) -> Result<Vec<u8>, BodyError> {
+async fn read_capped<B: Body>(
+    mut body: Pin<&mut B>,
+    limits: &mcp_proto::Limits,
+) -> Result<Vec<u8>, BodyError> {
     // A declared length was already checked against the bound; start with a modest buffer either
     // way, so a client that declares much and sends little costs little.
     let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
@@ -645,7 +543,7 @@ async fn read_capped<B: Body>(mut body: Pin<&mut B>, cfg: &HttpConfig) -> Result
         let Ok(frame) = frame else { return Err(BodyError::Broken) };
         let Ok(data) = frame.into_data() else { continue };
         let len = bytes.len().saturating_add(bytes::Buf::remaining(&data));
-        check_body_len(cfg, len).map_err(BodyError::TooLarge)?;
+        check_body_len(limits, len).map_err(BodyError::TooLarge)?;
         bytes.put(data);
     }
     Ok(bytes)
@@ -871,6 +769,14 @@ mod tests {
         assert!(!body.is_end_stream());
         assert!(McpBody::full(Vec::new()).is_end_stream());
         assert_eq!(McpBody::empty().size_hint().exact(), Some(0));
+    }
+
+    #[test]
+    fn header_timeouts_too_long_to_add_mean_none() {
+        let now = Instant::now();
+        assert_eq!(header_timeout(now, Duration::ZERO), Some(Duration::ZERO));
+        assert_eq!(header_timeout(now, Duration::from_secs(10)), Some(Duration::from_secs(10)));
+        assert_eq!(header_timeout(now, Duration::MAX), None);
     }
 
     #[test]

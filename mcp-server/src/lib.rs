@@ -39,8 +39,7 @@ pub use handler::{
     ToolCall, ToolResult,
 };
 pub use http::{
-    ConnectionPermit, HttpOptions, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr,
-    StreamDropped, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr, StreamDropped,
 };
 pub use stdio::{serve_lines, StdioEnd};
 
@@ -115,10 +114,14 @@ fn command(f: impl FnOnce(&mut Engine<Handler>, Instant) + Send + 'static) -> Co
 }
 
 /// Commands one wake of the driver takes before it lets other tasks run: bounded work per wake,
-/// as quinn's connection driver does.
+/// as quinn's connection driver does. Not a [`Limits`](mcp_proto::Limits) field: it is
+/// scheduling fairness, and no client can make the server hold more because of it.
 const DRIVER_BATCH: usize = 64;
 
-/// Frames waiting for the driver, over every connection, before readers wait.
+/// Frames waiting for the driver, over every connection, before readers wait. Not a
+/// [`Limits`](mcp_proto::Limits) field: what it holds is already bounded per connection (a stdio
+/// reader waits on its own frame, an HTTP connection carries one request at a time), so it only
+/// decides when readers start waiting, not how much memory clients can claim.
 const INBOX_LEN: usize = 1024;
 
 struct State {
@@ -178,7 +181,7 @@ impl State {
             HttpReply::Full { head, body } => Ok((head, body)),
             HttpReply::Pending(conn) => {
                 let cap = self.engine.config().limits.stream_queue_len().saturating_add(1);
-                let (tx, rx) = async_channel::bounded(cap);
+                let (tx, rx) = capped(cap);
                 let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 self.sinks.insert(conn, Sink::Http(tx, dropped.clone(), cut));
                 Err((conn, HttpQueue { rx, dropped }))
@@ -190,14 +193,41 @@ impl State {
 /// What an ask comes back with.
 type Answers = Result<serde_json::Map<String, Value>, mcp_proto::AskError>;
 
+/// The sending end of a queue bounded at `cap` items, for the driver (its only sender).
+///
+/// The queue itself is unbounded and the bound is checked on each send: `async_channel::bounded`
+/// allocates every slot of its capacity up front, so a bound taken from [`Limits`](mcp_proto::Limits)
+/// (where `usize::MAX` is a valid "no bound") would abort the process instead of bounding it.
+struct Capped<T> {
+    tx: async_channel::Sender<T>,
+    cap: usize,
+}
+
+impl<T> Capped<T> {
+    /// Queues `item`, or gives it back when `cap` items are already waiting (the reader fell
+    /// behind) or the reader is gone.
+    fn try_send(&self, item: T) -> Result<(), T> {
+        if self.tx.len() >= self.cap {
+            return Err(item);
+        }
+        self.tx.try_send(item).map_err(async_channel::TrySendError::into_inner)
+    }
+}
+
+/// A queue holding at most `cap` items; see [`Capped`].
+fn capped<T>(cap: usize) -> (Capped<T>, async_channel::Receiver<T>) {
+    let (tx, rx) = async_channel::unbounded();
+    (Capped { tx, cap }, rx)
+}
+
 /// Where a connection's output goes: a bounded queue read by its writer.
 enum Sink {
     /// A line stream (stdio): each frame is one line.
-    Lines(async_channel::Sender<Vec<u8>>),
+    Lines(Capped<Vec<u8>>),
     /// An HTTP exchange or stream: the response head, then (for a stream) SSE bytes. The flag
     /// is raised when the reader fell behind and was dropped, so its body ends in an error and
     /// the connection is cut, rather than waiting for a peer that does not read to take the rest.
-    Http(async_channel::Sender<HttpItem>, Arc<std::sync::atomic::AtomicBool>, Option<Cut>),
+    Http(Capped<HttpItem>, Arc<std::sync::atomic::AtomicBool>, Option<Cut>),
 }
 
 /// Cuts the HTTP connection an exchange arrived on. hyper stops polling a response body while
@@ -746,7 +776,7 @@ impl Server {
         self.attach(rt);
         let mut st = self.lock();
         let conn = st.engine.open(self.now(), kind, caller)?;
-        let (tx, rx) = async_channel::bounded(st.engine.config().limits.queued_frames());
+        let (tx, rx) = capped(st.engine.config().limits.queued_frames());
         st.sinks.insert(conn, Sink::Lines(tx));
         Ok((conn, rx))
     }
@@ -838,8 +868,9 @@ impl Server {
         Decoded::new(&self.shared.limits, bytes)
     }
 
-    /// The engine's limits.
-    pub(crate) fn limits(&self) -> &mcp_proto::Limits {
+    /// The server's limits: every bound and timeout of its engine, its HTTP endpoints and its
+    /// stdio sessions (fixed once built).
+    pub fn limits(&self) -> &mcp_proto::Limits {
         &self.shared.limits
     }
 
@@ -1204,6 +1235,3 @@ pub struct Status {
     /// [`Server::shutdown`] has begun.
     pub shutting_down: bool,
 }
-
-/// How long end of input waits for calls in flight before cancelling them. Default 10 s.
-pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);

@@ -1,7 +1,7 @@
 //! One session over a pair of byte streams of newline-delimited frames (stdio, or any pipe).
 
 use std::io;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -29,27 +29,28 @@ pub enum StdioEnd {
     Closed,
 }
 
-/// Frames held back by the driver (the connection being at its in-flight limit) past which the
-/// reader stops reading.
-const PARKED_MAX: usize = 16;
-
-/// Largest single read; lines longer than this arrive over several reads.
+/// Largest single read; lines longer than this arrive over several reads. Not a
+/// [`Limits`](mcp_proto::Limits) field: it sizes a buffer, and bounds nothing a peer can send
+/// ([`Limits::max_frame_bytes`](mcp_proto::Limits::max_frame_bytes) does).
 const READ_CHUNK: usize = 64 * 1024;
 /// Replies are gathered up to this many bytes before one write, so a burst costs one syscall.
+/// Not a [`Limits`](mcp_proto::Limits) field for the same reason: throughput tuning, not a bound.
 const WRITE_BATCH: usize = 64 * 1024;
 
 /// Serves one session over `input`/`output` until the input ends.
 ///
 /// Requests run concurrently up to the in-flight limit, replies are written as they complete,
-/// and notifications get no line. At end of input the session waits up to `drain` for calls in
-/// flight, then cancels the rest. Only protocol bytes are written to `output`.
+/// and notifications get no line. At end of input the session waits up to the server's
+/// [`Limits::drain_timeout`](mcp_proto::Limits::drain_timeout) for calls in flight, then cancels
+/// the rest. While the connection is at its in-flight limit, at most
+/// [`Limits::max_parked_frames`](mcp_proto::Limits::max_parked_frames) further frames are read
+/// ahead. Only protocol bytes are written to `output`.
 pub async fn serve_lines<R, I, O>(
     server: &Server,
     rt: R,
     caller: Caller,
     input: I,
     output: O,
-    drain: Duration,
 ) -> io::Result<StdioEnd>
 where
     R: Runtime + Clone,
@@ -59,7 +60,9 @@ where
     let (conn, queue) = server
         .open(&rt, ConnKind::Stdio, caller)
         .map_err(|e| io::Error::other(format!("cannot open a connection: {e:?}")))?;
-    let (max_frame, queue_cap) = (server.limits().frame_bytes(), server.limits().queued_frames());
+    let limits = server.limits();
+    let (max_frame, queue_cap) = (limits.frame_bytes(), limits.queued_frames());
+    let (parked_max, drain) = (limits.parked_frames(), limits.drain_time());
     // Back-pressure: past this many queued replies the reader stops taking frames until the
     // writer has caught up, so a burst of requests can never overflow the connection's queue
     // (which would drop the connection).
@@ -97,7 +100,7 @@ where
                         // costs this reader, never the driver every connection shares.
                         let decoded = server.decode(frame);
                         server.send_line_frame(conn, decoded, &room).await;
-                        room.wait_below(PARKED_MAX).await;
+                        room.wait_below(parked_max).await;
                         while queue.len() >= high_water {
                             if drained_rx.recv().await.is_err() {
                                 break;

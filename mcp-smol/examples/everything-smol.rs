@@ -13,13 +13,14 @@ fn main() {
     let server = everything::build(&args);
     // SIGINT or SIGTERM (unix): refuse new work, let calls in flight finish (for up to the
     // budget) and answer them, then exit 0.
-    let stop = smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), everything::SHUTDOWN_BUDGET));
+    let stop =
+        smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), everything::shutdown_budget(&server)));
     if let Some(addr) = &args.http {
         let served = smol::block_on(async {
             let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
             everything::announce(listener.local_addr()?);
             // Returns once the shutdown began; `stop` ends when it is over.
-            mcp_smol::serve_http(listener, server, everything::http_options(&args)).await?;
+            mcp_smol::serve_http(listener, server, everything::http_config(&args)).await?;
             stop.await
         });
         match served {

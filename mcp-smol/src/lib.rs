@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::{
-    Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
+    Caller, Completion, Content, Gate, HandlerError, Limits, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
 };
 pub use mcp_server;
 pub use mcp_server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
-    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
-    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpService, IntoToolResult, McpBody, PeerAddr,
+    ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall,
+    ToolResult,
 };
 
 use mcp_server::{HttpRuntime, Listener};
@@ -89,12 +89,13 @@ where
     I: smol::io::AsyncRead + Unpin,
     O: smol::io::AsyncWrite + Unpin,
 {
-    mcp_server::serve_lines(server, SmolRuntime, caller, input, output, DEFAULT_DRAIN).await
+    mcp_server::serve_lines(server, SmolRuntime, caller, input, output).await
 }
 
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
-/// shuts down ([`Server::shutdown`]): each connection on a task of its own, within the bounds of
-/// `opts` (see [`HttpOptions`]; past `max_connections` a new connection is closed at once).
+/// shuts down ([`Server::shutdown`]): each connection on a task of its own, with the policy `http`
+/// and within the server's [`Limits`] (its "HTTP transport" group; past
+/// [`Limits::max_http_connections`] a new connection is closed at once).
 ///
 /// Bind to a loopback address unless the endpoint is meant to be reachable from the network;
 /// the default [`HttpConfig`] refuses non-loopback peers and `Host` names anyway.
@@ -102,15 +103,15 @@ where
 /// ```no_run
 /// # async fn demo(server: mcp_smol::Server) -> std::io::Result<()> {
 /// let listener = smol::net::TcpListener::bind("127.0.0.1:3000").await?;
-/// mcp_smol::serve_http(listener, server, mcp_smol::HttpOptions::default()).await
+/// mcp_smol::serve_http(listener, server, mcp_smol::HttpConfig::default()).await
 /// # }
 /// ```
 pub async fn serve_http(
     listener: smol::net::TcpListener,
     server: Server,
-    opts: HttpOptions,
+    http: HttpConfig,
 ) -> io::Result<()> {
-    let http = HttpService::new(server, SmolRuntime, opts);
+    let http = HttpService::new(server, SmolRuntime, http);
     http.serve(TcpListener(listener), SmolTimer::new()).await
 }
 
@@ -184,7 +185,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// use std::time::Duration;
 /// let stop = smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
 /// let listener = smol::net::TcpListener::bind("127.0.0.1:3000").await?;
-/// mcp_smol::serve_http(listener, server, mcp_smol::HttpOptions::default()).await?;
+/// mcp_smol::serve_http(listener, server, mcp_smol::HttpConfig::default()).await?;
 /// let report = stop.await?;
 /// eprintln!("stopped; {} call(s) cancelled", report.cancelled);
 /// # Ok(()) }

@@ -22,7 +22,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use mcp_tokio::{Caller, Gate, HttpOptions, McpService, Server, Tool, ToolCall, ToolOutput};
+use mcp_tokio::{Caller, Gate, HttpConfig, McpService, Server, Tool, ToolCall, ToolOutput};
 use serde_json::json;
 
 /// The tokens this demo accepts: token, identity, role. A real application verifies a signed
@@ -61,7 +61,7 @@ pub fn server() -> Server {
 pub fn app(server: Server) -> Router {
     Router::new()
         .route("/", get(|| async { "an existing application\n" }))
-        .route_service("/mcp", McpService::new(server, HttpOptions::default()))
+        .route_service("/mcp", McpService::new(server, HttpConfig::default()))
         .layer(middleware::from_fn(bearer))
 }
 
@@ -87,11 +87,13 @@ async fn main() -> std::io::Result<()> {
     eprintln!("listening on http://{}/mcp", listener.local_addr()?);
     let server = server();
     // On SIGINT or SIGTERM the MCP server stops taking work and answers the calls in flight (for
-    // up to 10 s); axum then stops accepting and closes its connections as they go idle.
+    // up to its drain timeout, 10 s); axum then stops accepting and closes its connections as
+    // they go idle.
     let stop = {
         let server = server.clone();
+        let budget = server.limits().drain_time();
         async move {
-            if let Err(e) = mcp_tokio::shutdown_on_signal(server, mcp_tokio::DEFAULT_DRAIN).await {
+            if let Err(e) = mcp_tokio::shutdown_on_signal(server, budget).await {
                 eprintln!("axum_mount: cannot watch for signals: {e}");
                 std::future::pending::<()>().await;
             }

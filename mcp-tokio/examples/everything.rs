@@ -30,13 +30,14 @@ async fn run(args: everything::Args) {
     let server = everything::build(&args);
     // SIGINT or SIGTERM: refuse new work, let calls in flight finish (for up to the budget) and
     // answer them, then exit 0.
-    let stop = tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), everything::SHUTDOWN_BUDGET));
+    let stop =
+        tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), everything::shutdown_budget(&server)));
     if let Some(addr) = &args.http {
         let served = async {
             let listener = tokio::net::TcpListener::bind(addr).await?;
             everything::announce(listener.local_addr()?);
             // Returns once the shutdown began; `stop` ends when it is over.
-            mcp_tokio::serve_http(listener, server, everything::http_options(&args)).await?;
+            mcp_tokio::serve_http(listener, server, everything::http_config(&args)).await?;
             stop.await.map_err(std::io::Error::other)?
         };
         match served.await {

@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::{
-    Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
+    Caller, Completion, Content, Gate, HandlerError, Limits, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError, Tool, ToolOutput,
 };
 pub use mcp_server;
 pub use mcp_server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpOptions, HttpService, IntoToolResult,
-    McpBody, PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status,
-    StdioEnd, ToolCall, ToolResult, DEFAULT_DRAIN,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpService, IntoToolResult, McpBody, PeerAddr,
+    ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall,
+    ToolResult,
 };
 
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -269,12 +269,13 @@ where
     O: tokio::io::AsyncWrite + Unpin,
 {
     let rt = TokioRuntime::current();
-    mcp_server::serve_lines(server, rt, caller, input.compat(), output.compat_write(), DEFAULT_DRAIN).await
+    mcp_server::serve_lines(server, rt, caller, input.compat(), output.compat_write()).await
 }
 
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
-/// shuts down ([`Server::shutdown`]): each connection on a task of its own, within the bounds of
-/// `opts` (see [`HttpOptions`]; past `max_connections` a new connection is closed at once).
+/// shuts down ([`Server::shutdown`]): each connection on a task of its own, with the policy `http`
+/// and within the server's [`Limits`] (its "HTTP transport" group; past
+/// [`Limits::max_http_connections`] a new connection is closed at once).
 ///
 /// Bind to a loopback address unless the endpoint is meant to be reachable from the network;
 /// the default [`HttpConfig`] refuses non-loopback peers and `Host` names anyway.
@@ -282,7 +283,7 @@ where
 /// ```no_run
 /// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-/// mcp_tokio::serve_http(listener, server, mcp_tokio::HttpOptions::default()).await
+/// mcp_tokio::serve_http(listener, server, mcp_tokio::HttpConfig::default()).await
 /// # }
 /// ```
 ///
@@ -291,9 +292,9 @@ where
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     server: Server,
-    opts: HttpOptions,
+    http: HttpConfig,
 ) -> io::Result<()> {
-    let http = HttpService::new(server, TokioRuntime::current(), opts);
+    let http = HttpService::new(server, TokioRuntime::current(), http);
     http.serve(TcpListener(listener), TokioTimer::new()).await
 }
 
@@ -348,7 +349,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// use std::time::Duration;
 /// let stop = tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-/// mcp_tokio::serve_http(listener, server, mcp_tokio::HttpOptions::default()).await?;
+/// mcp_tokio::serve_http(listener, server, mcp_tokio::HttpConfig::default()).await?;
 /// let report = stop.await.map_err(std::io::Error::other)??;
 /// eprintln!("stopped; {} call(s) cancelled", report.cancelled);
 /// # Ok(()) }
@@ -374,7 +375,7 @@ pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<
 /// use std::net::SocketAddr;
 /// let app = axum::Router::new()
 ///     .route("/", axum::routing::get(|| async { "hello" }))
-///     .route_service("/mcp", mcp_tokio::McpService::new(server, mcp_tokio::HttpOptions::default()));
+///     .route_service("/mcp", mcp_tokio::McpService::new(server, mcp_tokio::HttpConfig::default()));
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 /// axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
 /// # }

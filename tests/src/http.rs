@@ -10,10 +10,12 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use mcp_server::{HttpOptions, Server};
+use mcp_proto::http::HttpConfig;
+use mcp_proto::Limits;
+use mcp_server::Server;
 use serde_json::Value;
 
-use crate::stdio_server::{build, Options};
+use crate::stdio_server::{build_with_limits, Options};
 
 /// How long a read may wait before the test calls it a hang.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,9 +34,14 @@ pub const SHIMS: [Shim; 2] = [Shim::Tokio, Shim::Smol];
 
 /// The replay test tools (see [`crate::stdio_server`]) on `shim`'s timer.
 pub fn test_server(shim: Shim) -> Server {
+    test_server_with(shim, Limits::default())
+}
+
+/// [`test_server`] with every bound and timeout taken from `limits`.
+pub fn test_server_with(shim: Shim, limits: Limits) -> Server {
     let built = match shim {
-        Shim::Tokio => build(&Options::default(), |d| Box::pin(tokio::time::sleep(d))),
-        Shim::Smol => build(&Options::default(), |d| {
+        Shim::Tokio => build_with_limits(&Options::default(), limits, |d| Box::pin(tokio::time::sleep(d))),
+        Shim::Smol => build_with_limits(&Options::default(), limits, |d| {
             Box::pin(async move {
                 smol::Timer::after(d).await;
             })
@@ -52,9 +59,9 @@ pub fn tokio_runtime() -> tokio::runtime::Runtime {
         .unwrap_or_else(|e| panic!("tokio runtime: {e}"))
 }
 
-/// Serves `server` over HTTP on `shim`, on a loopback port of its own, from a thread that lives
+/// Serves `server` over HTTP on `shim` with the policy `opts`, on a loopback port of its own, from a thread that lives
 /// as long as the test process. Returns the address once the listener is bound.
-pub fn serve(shim: Shim, server: Server, opts: HttpOptions) -> SocketAddr {
+pub fn serve(shim: Shim, server: Server, opts: HttpConfig) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new().name(format!("http-{shim:?}"));
     let spawned = match shim {
@@ -85,7 +92,7 @@ pub fn serve(shim: Shim, server: Server, opts: HttpOptions) -> SocketAddr {
 pub fn serve_watched(
     shim: Shim,
     server: Server,
-    opts: HttpOptions,
+    opts: HttpConfig,
 ) -> (SocketAddr, std::sync::mpsc::Receiver<io::Result<()>>) {
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel();

@@ -49,7 +49,8 @@
 //!
 //! A request is its `>>` lines; it is sent at the first line that is not one (a blank line, an
 //! expectation, another request line), as a shim would send it: [`check_head`] with the default
-//! [`HttpConfig`] (loopback `Host` names, no extra origins, bodies bound by the frame size), a
+//! [`HttpConfig`] (loopback `Host` names, no extra origins) and the configured [`Limits`] (bodies
+//! bound by the frame size), a
 //! refusal written as the server layer writes it (its headers, then `content-type:
 //! application/json` and the JSON-RPC error body, none on 404); else [`Engine::handle_http`].
 //! A `Full` reply is the exchange's lines at once; a `Pending` one's come from `poll_output`
@@ -83,9 +84,10 @@
 //!   `! max-depth N`, `! max-in-flight N`, `! max-batch-len N`, `! max-response-bytes N`,
 //!   `! max-uri-bytes N`, `! max-subscribed-uris N`, `! max-subscriptions N`, `! max-listens N`,
 //!   `! max-connections N`: the [`Limits`] setters;
-//! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! instructions "text"`;
-//! - `! max-input-rounds N` ([`Config::max_input_rounds`], default 10), `! state-ttl 5s` (or
-//!   `ms`; [`Config::state_ttl`], default 10 minutes);
+//! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! max-input-rounds N`, `! state-ttl 5s`
+//!   (or `ms`): the [`Limits`] setters `call_timeout`, `cache_ttl`, `max_input_rounds` (default
+//!   10) and `state_ttl` (default 10 minutes);
+//! - `! instructions "text"`;
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
 //! - `! tools echo add ...`: register only these test tools (default: all of
@@ -606,10 +608,6 @@ type Selection = Option<Vec<String>>;
 #[derive(Debug, Clone)]
 struct Settings {
     limits: Limits,
-    call_timeout: Option<Duration>,
-    cache_ttl_ms: Option<u64>,
-    max_input_rounds: Option<u32>,
-    state_ttl: Option<Duration>,
     instructions: Option<String>,
     full_info: bool,
     tools: Selection,
@@ -627,10 +625,6 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
-            call_timeout: None,
-            cache_ttl_ms: None,
-            max_input_rounds: None,
-            state_ttl: None,
             instructions: None,
             full_info: false,
             tools: None,
@@ -1036,21 +1030,22 @@ impl Runner {
             }
             "call-timeout" => {
                 config(self)?;
-                self.settings.call_timeout = Some(parse_duration(rest)?);
+                self.settings.limits.call_timeout(Some(parse_duration(rest)?));
             }
             "cache-ttl-ms" => {
                 config(self)?;
-                self.settings.cache_ttl_ms = Some(number()? as u64);
+                self.settings.limits.cache_ttl(Duration::from_millis(number()? as u64));
             }
             "max-input-rounds" => {
                 config(self)?;
                 let n = number()?;
-                self.settings.max_input_rounds =
-                    Some(u32::try_from(n).map_err(|_| format!("{n} is too large"))?);
+                self.settings
+                    .limits
+                    .max_input_rounds(u32::try_from(n).map_err(|_| format!("{n} is too large"))?);
             }
             "state-ttl" => {
                 config(self)?;
-                self.settings.state_ttl = Some(parse_duration(rest)?);
+                self.settings.limits.state_ttl(parse_duration(rest)?);
             }
             "instructions" => {
                 config(self)?;
@@ -1215,20 +1210,10 @@ impl Runner {
         }
         let mut config = Config::new(info, KeyRing::new([7; 32]));
         config.limits = s.limits.clone();
-        config.call_timeout = s.call_timeout;
-        if let Some(t) = s.cache_ttl_ms {
-            config.cache_ttl_ms = t;
-        }
-        if let Some(n) = s.max_input_rounds {
-            config.max_input_rounds = n;
-        }
-        if let Some(t) = s.state_ttl {
-            config.state_ttl = t;
-        }
         config.instructions = s.instructions.clone();
         // Session ids come from the seed: a fixed one makes them the same on every run.
         config.seed = Some(Seed([11; 32]));
-        self.http = Some(HttpConfig::from_limits(&s.limits));
+        self.http = Some(HttpConfig::default());
         let mut engine = Engine::new(config, self.now);
         // The default tool set is `all_tools`; `admin_tool` only when named.
         let known: Vec<String> =
@@ -2238,7 +2223,8 @@ impl Runner {
         let headers: Vec<(&str, &[u8])> = d.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
         let head = RequestHead { method: &d.method, path: &d.path, headers: &headers };
         let body = d.body.unwrap_or_default();
-        let route = match check_head(&http, &head) {
+        let limits = self.settings.limits.clone();
+        let route = match check_head(&http, &limits, &head) {
             Ok(route) => route,
             Err(refusal) => {
                 self.http_refused(ex, &refusal);
@@ -2246,7 +2232,7 @@ impl Runner {
             }
         };
         if let mcp_proto::http::Route::Post { .. } = route {
-            if let Err(refusal) = check_body_len(&http, body.len()) {
+            if let Err(refusal) = check_body_len(&limits, body.len()) {
                 self.http_refused(ex, &refusal);
                 return Ok(());
             }

@@ -60,6 +60,11 @@ impl Options {
 
 /// Builds the server; `sleep` is the runtime's timer (for `slow`).
 pub fn build(opts: &Options, sleep: Sleep) -> Result<Server, String> {
+    build_with_limits(opts, mcp_proto::Limits::default(), sleep)
+}
+
+/// [`build`], with every bound and timeout taken from `limits`.
+pub fn build_with_limits(opts: &Options, limits: mcp_proto::Limits, sleep: Sleep) -> Result<Server, String> {
     let all = all_tools();
     if let Some(wanted) = &opts.tools {
         if let Some(bad) = wanted.iter().find(|n| !all.iter().any(|(t, _)| t.name() == n.as_str())) {
@@ -68,6 +73,7 @@ pub fn build(opts: &Options, sleep: Sleep) -> Result<Server, String> {
     }
     let yield_first = opts.yield_first;
     let mut builder = Server::builder("replay", "1.0.0").keys(KeyRing::new([7; 32]));
+    builder.config_mut().limits = limits;
     for (tool, handler) in all {
         if opts.tools.as_ref().is_none_or(|w| w.iter().any(|n| n == tool.name())) {
             builder = builder.tool(tool, move |call: ToolCall| handle(handler, call, sleep, yield_first));

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use mcp_proto::http::HttpConfig;
 use mcp_proto::{Tool, ToolOutput};
-use mcp_server::{HttpOptions, Server, ToolCall};
+use mcp_server::{Server, ToolCall};
 use mcp_tests::http::{each, ensure, modern, poll_until, serve, Client, TIMEOUT};
 use serde_json::json;
 
@@ -71,7 +72,7 @@ fn blocked_calls_starve_no_other_client() {
             })
             .build()
             .map_err(|e| e.to_string())?;
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
 
         let mut holders = Vec::new();
         for id in 1..=HELD {
@@ -136,7 +137,7 @@ fn blocking_panics_and_typed_arguments() {
             })
             .build()
             .map_err(|e| e.to_string())?;
-        let addr = serve(shim, server, HttpOptions::default());
+        let addr = serve(shim, server, HttpConfig::default());
         let mut client = connect(addr)?;
         let resp = client.request(&modern(1, "tools/call", json!({"name": "panic", "arguments": {}})))?;
         let reply = resp.json()?;

@@ -10,7 +10,9 @@ use mcp_server::{Runtime, Server, StdioEnd};
 const PING: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
 
 fn server() -> Server {
-    Server::builder("durations", "1").build().unwrap_or_else(|e| panic!("build: {e}"))
+    let mut builder = Server::builder("durations", "1");
+    builder.config_mut().limits.drain_timeout(Duration::MAX);
+    builder.build().unwrap_or_else(|e| panic!("build: {e}"))
 }
 
 /// One ping then end of input, drained with `Duration::MAX`, then a shutdown with the same budget.
@@ -23,7 +25,6 @@ async fn scenario<R: Runtime + Clone>(rt: R) {
         Caller::anonymous(),
         Cursor::new(PING),
         Cursor::new(&mut written),
-        Duration::MAX,
     )
     .await
     .unwrap_or_else(|e| panic!("serve_lines: {e}"));

@@ -17,7 +17,7 @@ const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialize
 /// Reports progress at once, then twice more 110 ms apart, then answers: with a progress token
 /// its response is a stream, whose first event says the call is running.
 const SLOW_CALL: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}}"#;
-/// The examples' shutdown budget (`DEFAULT_DRAIN`), plus room for a loaded machine.
+/// The examples' shutdown budget (`Limits::drain_timeout`, 10 s), plus room for a loaded machine.
 const EXIT_WITHIN: Duration = Duration::from_secs(15);
 
 fn call_in_flight_is_answered_on_sigterm(name: &str) -> Result<(), String> {

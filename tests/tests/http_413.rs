@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use mcp_server::HttpOptions;
+use mcp_proto::http::HttpConfig;
 use mcp_tests::http::{each, ensure, serve, test_server, Client, Outcome, Shim, TIMEOUT};
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
@@ -63,7 +63,7 @@ fn refused_after_writing_it_all(
 
 /// A declared length over the bound: refused from the head alone.
 fn declared(shim: Shim, len: usize, piece: usize, pause: Duration) -> Outcome {
-    let addr = serve(shim, test_server(shim), HttpOptions::default());
+    let addr = serve(shim, test_server(shim), HttpConfig::default());
     let mut request = head(addr, &format!("Content-Length: {len}")).into_bytes();
     request.extend_from_slice(&padded(len));
     let what = format!("Content-Length {len} in pieces of {piece} bytes {pause:?} apart");
@@ -72,7 +72,7 @@ fn declared(shim: Shim, len: usize, piece: usize, pause: Duration) -> Outcome {
 
 /// Chunked (no declared length): the bound is found while reading.
 fn chunked(shim: Shim, len: usize) -> Outcome {
-    let addr = serve(shim, test_server(shim), HttpOptions::default());
+    let addr = serve(shim, test_server(shim), HttpConfig::default());
     let mut request = head(addr, "Transfer-Encoding: chunked").into_bytes();
     for chunk in padded(len).chunks(64 * 1024) {
         request.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use mcp_proto::http::HttpConfig;
 use mcp_proto::{Gate, Limits, Resource, ResourceContents, SeatPolicy, Tool, ToolOutput};
-use mcp_server::{HttpOptions, Server, ToolCall};
+use mcp_server::{Server, ToolCall};
 use mcp_tests::http::{
     each, ensure, event_data, poll_until, serve, serve_watched, Client, Req, Response, Shim, TIMEOUT,
 };
@@ -189,7 +190,7 @@ fn unfinished_handshake_is_reclaimed() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let walked_away = initialize(addr)?.map_err(|r| format!("initialize: {}", r.status()))?;
         sessions_become(&server, 0, "the walked-away session reclaimed")?;
         ensure(list_status(addr, &walked_away)? == 404, || "the reclaimed id still answers".to_owned())?;
@@ -215,7 +216,7 @@ fn idle_session_expires() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let idle = session(addr)?;
         ensure(list_status(addr, &idle)? == 200, || "a live session refused tools/list".to_owned())?;
         sessions_become(&server, 0, "the idle session expired")?;
@@ -238,7 +239,7 @@ fn idle_shorter_than_handshake_still_expires() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let idle = session(addr)?;
         sessions_become(&server, 0, "the idle session expired")?;
         ensure(list_status(addr, &idle)? == 404, || "the expired id still answers".to_owned())
@@ -258,7 +259,7 @@ fn open_stream_keeps_its_session() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let sid = session(addr)?;
         let held = stream(addr, &sid)?;
         // Five idle periods with nothing but the open stream.
@@ -289,7 +290,7 @@ fn session_table_is_bounded() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let first = session(addr)?;
         let _second = session(addr)?;
         expect_counts(&server, 2, 0, "two sessions")?;
@@ -335,7 +336,7 @@ fn seats_refuse_past_the_per_caller_bound() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let sids = [session(addr)?, session(addr)?, session(addr)?];
         let first = stream(addr, &sids[0])?;
         let _second = stream(addr, &sids[1])?;
@@ -359,7 +360,7 @@ fn seats_evict_the_oldest() {
             },
             None,
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let sids = [session(addr)?, session(addr)?, session(addr)?];
         let mut oldest = stream(addr, &sids[0])?;
         let mut second = stream(addr, &sids[1])?;
@@ -390,7 +391,7 @@ fn global_stream_bound_refuses_under_every_policy() {
                 },
                 None,
             );
-            let addr = serve(shim, server.clone(), HttpOptions::default());
+            let addr = serve(shim, server.clone(), HttpConfig::default());
             let sids = [session(addr)?, session(addr)?, session(addr)?];
             let first = stream(addr, &sids[0])?;
             let mut second = stream(addr, &sids[1])?;
@@ -430,12 +431,13 @@ fn big_uri() -> String {
 
 /// The slow-subscriber server: a large resource to subscribe to, `stream_queue` 2, two seats
 /// per caller.
-fn slow_subscriber_server(uri: &str) -> Server {
+fn slow_subscriber_server(uri: &str, more: impl FnOnce(&mut Limits)) -> Server {
     let resource = Resource::new(uri, "big");
     let text_uri = uri.to_owned();
     builder(
         |l| {
             l.stream_queue(2).max_uri_bytes(2 * BIG_URI_BYTES).max_streams_per_caller(Some(2));
+            more(l);
         },
         None,
     )
@@ -492,8 +494,8 @@ fn notify_until_slow_dropped(server: &Server, uri: &str, fast: &mut Client) -> R
 fn slow_subscriber_is_dropped_and_others_keep_receiving() {
     each(|shim| {
         let uri = big_uri();
-        let server = slow_subscriber_server(&uri);
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let server = slow_subscriber_server(&uri, |_| {});
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let sids = [session(addr)?, session(addr)?, session(addr)?];
         subscribe(addr, &sids[0], &uri)?;
         subscribe(addr, &sids[1], &uri)?;
@@ -531,18 +533,18 @@ fn slow_subscriber_is_dropped_and_others_keep_receiving() {
 
 /// Once the engine has dropped a subscriber that does not read, the HTTP layer should let go of
 /// its connection too: otherwise a peer that never reads holds a connection (and a place under
-/// `HttpOptions::max_connections`) for ever, beyond every seat bound, since its seat is free
+/// `Limits::max_http_connections`) for ever, beyond every seat bound, since its seat is free
 /// again.
 #[test]
 fn dropped_slow_subscriber_releases_its_connection() {
     each(|shim| {
         let uri = big_uri();
-        let server = slow_subscriber_server(&uri);
-        let mut opts = HttpOptions::default();
         // The setup connection (kept open, and kept idle for as long as the test runs) and the
         // two streams fill the connection bound.
-        opts.max_connections(3).header_read_timeout(Duration::from_secs(600));
-        let addr = serve(shim, server.clone(), opts);
+        let server = slow_subscriber_server(&uri, |l| {
+            l.max_http_connections(3).header_read_timeout(Duration::from_secs(600));
+        });
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let mut setup = connect(addr)?;
         let mut sids = Vec::new();
         for _ in 0..2 {
@@ -584,7 +586,7 @@ fn keepalive_rechecks_the_gate() {
             },
             Some(gate),
         );
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
         let sid = session(addr)?;
         let mut held = stream(addr, &sid)?;
         for n in 0..3 {
@@ -621,7 +623,7 @@ fn slow_call(ms: u64) -> String {
 fn shutdown_drains_calls_and_ends_streams() {
     each(|shim| {
         let server = build(|_| {}, None);
-        let (addr, served) = serve_watched(shim, server.clone(), HttpOptions::default());
+        let (addr, served) = serve_watched(shim, server.clone(), HttpConfig::default());
         let sid = session(addr)?;
         let mut held = stream(addr, &sid)?;
         // A keep-alive connection opened before the shutdown, to ask again during it.
@@ -684,7 +686,7 @@ fn shutdown_drains_calls_and_ends_streams() {
 fn shutdown_ends_exchanges_past_the_budget() {
     each(|shim| {
         let server = build(|_| {}, None);
-        let (addr, served) = serve_watched(shim, server.clone(), HttpOptions::default());
+        let (addr, served) = serve_watched(shim, server.clone(), HttpConfig::default());
         let mut call = start_endless_call(addr, &server)?;
         let report = mcp_tests::http::block_on(shim, server.shutdown(Duration::from_millis(300)));
         ensure(report.cancelled == 1, || format!("{report:?}"))?;
@@ -711,7 +713,7 @@ fn shutdown_ends_exchanges_past_the_budget() {
 fn shutdown_past_the_budget_stops_legacy_handlers() {
     each(|shim| {
         let server = build(|_| {}, None);
-        let (addr, _served) = serve_watched(shim, server.clone(), HttpOptions::default());
+        let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
         let _call = start_endless_call(addr, &server)?;
         let report = mcp_tests::http::block_on(shim, server.shutdown(Duration::from_millis(300)));
         ensure(report.cancelled == 1, || format!("{report:?}"))?;
@@ -742,7 +744,7 @@ fn start_endless_call(addr: SocketAddr, server: &Server) -> Result<Client, Strin
 fn shutdown_awaited_from_another_executor() {
     each(|shim| {
         let server = build(|_| {}, None);
-        let (addr, _served) = serve_watched(shim, server.clone(), HttpOptions::default());
+        let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
         let sid = session(addr)?;
         let mut call = connect(addr)?;
         call.send(&in_session(Req::post(slow_call(300)), &sid).to_bytes()).map_err(|e| e.to_string())?;
@@ -779,7 +781,7 @@ fn body_cap_follows_the_servers_frame_limit() {
             },
             None,
         );
-        let addr = serve(shim, server, HttpOptions::default());
+        let addr = serve(shim, server, HttpConfig::default());
         let mut client = connect(addr)?;
         let head = Req::post(Vec::new()).without("Content-Length").header("Content-Length", "4096");
         client.send(&head.to_bytes()).map_err(|e| e.to_string())?;

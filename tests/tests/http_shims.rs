@@ -9,9 +9,10 @@ use std::net::SocketAddr;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use mcp_proto::{Tool, ToolOutput};
-use mcp_server::{HttpOptions, Server, ToolCall};
-use mcp_tests::http::{modern, serve, test_server, Client, Req, Response, Shim, SHIMS, TIMEOUT};
+use mcp_proto::http::HttpConfig;
+use mcp_proto::{Limits, Tool, ToolOutput};
+use mcp_server::{Server, ToolCall};
+use mcp_tests::http::{modern, serve, test_server_with, Client, Req, Response, Shim, SHIMS, TIMEOUT};
 use serde_json::json;
 
 type Outcome = Result<(), String>;
@@ -23,9 +24,9 @@ fn each(scenario: impl Fn(Shim) -> Outcome) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn start(shim: Shim, opts: HttpOptions) -> (SocketAddr, Server) {
-    let server = test_server(shim);
-    (serve(shim, server.clone(), opts), server)
+fn start(shim: Shim, limits: Limits) -> (SocketAddr, Server) {
+    let server = test_server_with(shim, limits);
+    (serve(shim, server.clone(), HttpConfig::default()), server)
 }
 
 fn connect(addr: SocketAddr) -> Result<Client, String> {
@@ -78,7 +79,7 @@ const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialize
 #[test]
 fn transport_refusals() {
     each(|shim| {
-        let (addr, _) = start(shim, HttpOptions::default());
+        let (addr, _) = start(shim, Limits::default());
         let cases = [
             ("wrong path", Req::new("GET", "/other").header("Accept", "text/event-stream"), 404),
             ("PUT", Req::new("PUT", "/mcp"), 405),
@@ -143,9 +144,9 @@ fn transport_refusals() {
 #[test]
 fn body_bounds() {
     each(|shim| {
-        let mut opts = HttpOptions::default();
-        opts.http_config().max_body_bytes(1024);
-        let (addr, _) = start(shim, opts);
+        let mut limits = Limits::default();
+        limits.max_frame_bytes(1024);
+        let (addr, _) = start(shim, limits);
 
         // A declared length over the bound is refused from the head: no byte of the body is sent.
         let mut client = connect(addr)?;
@@ -179,9 +180,9 @@ fn body_bounds() {
 #[test]
 fn slow_body_is_answered_408() {
     each(|shim| {
-        let mut opts = HttpOptions::default();
-        opts.body_read_timeout(Duration::from_millis(200));
-        let (addr, _) = start(shim, opts);
+        let mut limits = Limits::default();
+        limits.body_read_timeout(Duration::from_millis(200));
+        let (addr, _) = start(shim, limits);
         let mut client = connect(addr)?;
         let head = Req::post(Vec::new()).without("Content-Length").header("Content-Length", "100");
         client.send(&head.to_bytes()).map_err(|e| e.to_string())?;
@@ -197,9 +198,9 @@ fn slow_body_is_answered_408() {
 #[test]
 fn slow_head_and_idle_connections_are_closed() {
     each(|shim| {
-        let mut opts = HttpOptions::default();
-        opts.header_read_timeout(Duration::from_millis(200));
-        let (addr, _) = start(shim, opts);
+        let mut limits = Limits::default();
+        limits.header_read_timeout(Duration::from_millis(200));
+        let (addr, _) = start(shim, limits);
 
         // Slow loris: half a head, then nothing.
         let mut client = connect(addr)?;
@@ -216,9 +217,9 @@ fn slow_head_and_idle_connections_are_closed() {
 #[test]
 fn connection_bound() {
     each(|shim| {
-        let mut opts = HttpOptions::default();
-        opts.max_connections(2);
-        let (addr, _) = start(shim, opts);
+        let mut limits = Limits::default();
+        limits.max_http_connections(2);
+        let (addr, _) = start(shim, limits);
         let probe = Req::new("PUT", "/mcp");
         let mut first = connect(addr)?;
         let mut second = connect(addr)?;
@@ -243,7 +244,7 @@ fn connection_bound() {
 #[test]
 fn legacy_session_end_to_end() {
     each(|shim| {
-        let (addr, server) = start(shim, HttpOptions::default());
+        let (addr, server) = start(shim, Limits::default());
         let mut client = connect(addr)?;
         let resp = client.request(&Req::post(INITIALIZE))?;
         expect_status(&resp, 200, "initialize")?;
@@ -309,7 +310,7 @@ fn legacy_session_end_to_end() {
 #[test]
 fn stateless_2026_post() {
     each(|shim| {
-        let (addr, _) = start(shim, HttpOptions::default());
+        let (addr, _) = start(shim, Limits::default());
         let mut client = connect(addr)?;
         let resp = client.request(&modern(1, "tools/list", json!({})))?;
         expect_status(&resp, 200, "2026 tools/list")?;
@@ -328,7 +329,7 @@ fn stateless_2026_post() {
 #[test]
 fn closing_a_2026_response_cancels_the_call() {
     each(|shim| {
-        let (addr, server) = start(shim, HttpOptions::default());
+        let (addr, server) = start(shim, Limits::default());
         let mut client = connect(addr)?;
         let slow = modern(1, "tools/call", json!({"name": "slow", "arguments": {"ms": 600_000}}));
         client.send(&slow.to_bytes()).map_err(|e| e.to_string())?;
@@ -344,7 +345,7 @@ fn closing_a_2026_response_cancels_the_call() {
 #[test]
 fn shutdown_stops_accepting() {
     each(|shim| {
-        let (addr, server) = start(shim, HttpOptions::default());
+        let (addr, server) = start(shim, Limits::default());
         expect_status(&connect(addr)?.request(&Req::new("PUT", "/mcp"))?, 405, "before shutdown")?;
         let report = match shim {
             Shim::Tokio => tokio::runtime::Builder::new_current_thread()
@@ -367,7 +368,7 @@ fn shutdown_stops_accepting() {
 #[test]
 fn request_stream_delivers_each_event_at_once() {
     each(|shim| {
-        let (addr, server) = start(shim, HttpOptions::default());
+        let (addr, server) = start(shim, Limits::default());
         let (release, released) = smol::channel::bounded::<()>(1);
         let tool =
             mcp_proto::Tool::new("log_then_wait", "Logs, then waits for the test", json!({"type": "object"}));
@@ -436,7 +437,7 @@ fn a_stuck_request_delays_no_other_client() {
             })
             .build()
             .map_err(|e| e.to_string())?;
-        let addr = serve(shim, server.clone(), HttpOptions::default());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
 
         let mut holder = connect(addr)?;
         let hold = modern(1, "tools/call", json!({"name": "hold", "arguments": {}}));

@@ -12,9 +12,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 
+use mcp_proto::http::HttpConfig;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, Caller, HandlerError, Tool, ToolOutput};
-use mcp_server::{HttpOptions, Server, StdioEnd, ToolCall};
+use mcp_server::{Server, StdioEnd, ToolCall};
 use mcp_tests::http::{each, ensure, event_data, serve, Client, Req, Response, Shim, TIMEOUT};
 use serde_json::{json, Value};
 
@@ -107,7 +108,7 @@ fn next_message(client: &mut Client, what: &str) -> Result<Value, String> {
 #[test]
 fn legacy_ask_streams_the_request_and_the_result() {
     each(|shim| {
-        let addr = serve(shim, server(), HttpOptions::default());
+        let addr = serve(shim, server(), HttpConfig::default());
         let sid = legacy_session(addr, &json!({"elicitation": {}}))?;
         let mut call = connect(addr)?;
         call.send(&in_session(Req::post(CALL), &sid).to_bytes()).map_err(|e| e.to_string())?;
@@ -157,7 +158,7 @@ fn legacy_ask_streams_the_request_and_the_result() {
 #[test]
 fn legacy_client_that_cannot_be_asked_is_not_asked() {
     each(|shim| {
-        let addr = serve(shim, server(), HttpOptions::default());
+        let addr = serve(shim, server(), HttpConfig::default());
         let undeclared = legacy_session(addr, &json!({}))?;
         let declared = legacy_session(addr, &json!({"elicitation": {}}))?;
         let json_only = |req: Req| req.without("Accept").header("Accept", "application/json");
@@ -231,7 +232,7 @@ fn expect_input_required(reply: &Value, id: u64) -> Result<String, String> {
 #[test]
 fn modern_ask_requires_input_then_completes_on_retry() {
     each(|shim| {
-        let addr = serve(shim, server(), HttpOptions::default());
+        let addr = serve(shim, server(), HttpConfig::default());
         let mut client = connect(addr)?;
         let resp = client.request(&modern_call(1, json!({})))?;
         expect_status(&resp, 200, "the first round")?;

@@ -35,7 +35,7 @@ pub enum AskError {
     Rejected(RpcError),
     /// The client's answer does not fit the request (wrong shape, a value outside the form).
     Invalid(InvalidAnswer),
-    /// The call already asked [`Config::max_input_rounds`](super::Config::max_input_rounds)
+    /// The call already asked [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)
     /// times (`interaction_limit`).
     TooManyRounds,
     /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
@@ -185,7 +185,7 @@ impl<H: Clone> Engine<H> {
     ///   otherwise answers the call with `input_required` (or with `-32021` when the request's
     ///   capabilities rule a request out, or `-32602` for an invalid answer, or
     ///   `interaction_limit` after
-    ///   [`Config::max_input_rounds`](super::Config::max_input_rounds)), cancels the handler
+    ///   [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)), cancels the handler
     ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
     ///
     /// Follow with [`poll_output`](Self::poll_output).
@@ -253,7 +253,7 @@ impl<H: Clone> Engine<H> {
         call: CallId,
         requests: Vec<(String, InputRequest)>,
     ) -> Result<Asked, AskError> {
-        let max_rounds = self.config.max_input_rounds;
+        let max_rounds = self.config.limits.max_input_rounds;
         let c = self.calls.get_mut(call).ok_or(AskError::Stale)?;
         let version = c.version;
         let input = c.input.as_mut().ok_or(AskError::Unreachable)?;
@@ -322,7 +322,7 @@ impl<H: Clone> Engine<H> {
         let caller = self.caller(c.conn);
         let binding =
             StateBinding { caller: caller.binding(), method: &mrtr.method, arguments_digest: mrtr.digest };
-        let ttl = u64::try_from(self.config.state_ttl.as_millis()).unwrap_or(u64::MAX);
+        let ttl = u64::try_from(self.config.limits.state_ttl.as_millis()).unwrap_or(u64::MAX);
         let expires = self.unix_ms(now).saturating_add(ttl);
         let token = seal_state(&self.config.keys, &binding, state, expires)
             .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("cannot continue: {e}")))?;
@@ -349,7 +349,7 @@ impl<H: Clone> Engine<H> {
     }
 
     fn ask_legacy(&mut self, call: CallId, requests: Vec<(String, InputRequest)>) -> Result<Asked, AskError> {
-        let max_rounds = self.config.max_input_rounds;
+        let max_rounds = self.config.limits.max_input_rounds;
         let c = self.calls.get(call).ok_or(AskError::Stale)?;
         let (owner, reply_to, version) = (c.conn, c.reply_to, c.version);
         // Before `notifications/initialized` a server sends the client nothing but pings.
@@ -728,7 +728,7 @@ mod tests {
             fails(&mut other, json!({"name": "ask", "arguments": {"x": 1}, "requestState": state})),
             Some(-32602)
         );
-        rig.now += rig.engine.config.state_ttl + Duration::from_secs(1);
+        rig.now += rig.engine.config.limits.state_ttl + Duration::from_secs(1);
         assert_eq!(
             fails(&mut rig, json!({"name": "ask", "arguments": {"x": 1}, "requestState": state})),
             Some(-32602)

@@ -1,6 +1,6 @@
 //! What an engine is built from: the server's identity, its limits, keys and seed.
-
-use std::time::Duration;
+//!
+//! Every tunable bound and timeout lives in [`Limits`]; `Config` holds what is not a bound.
 
 use serde_json::{Map, Value};
 
@@ -57,26 +57,16 @@ pub struct Config {
     pub server_info: Implementation,
     /// `instructions` for the model, sent in `initialize` and `server/discover` results.
     pub instructions: Option<String>,
-    /// Every bound.
+    /// Every bound and timeout, of the engine and of the layers that drive it.
     pub limits: Limits,
     /// Keys that sign cursors (and, later, request state). Shims draw a random one by default.
     pub keys: KeyRing,
-    /// How long a handler may run before its call is cancelled and answered with a timeout
-    /// failure. Default: none.
-    pub call_timeout: Option<Duration>,
-    /// `ttlMs` on 2026-07-28 cacheable results. Default 60 000.
-    pub cache_ttl_ms: u64,
     /// The wall-clock time, in unix milliseconds, at the `now` the engine was made with. Sealed
     /// 2026-07-28 request states carry an expiry in wall-clock time so that replicas sharing the
     /// key ring agree on it; the engine itself never reads a clock. Default 0 (expiries then
     /// count from the engine's start, which only this engine understands); the server layer
     /// sets it from the system clock.
     pub unix_ms_at_start: u64,
-    /// How long a sealed request state stays valid. Default 10 minutes.
-    pub state_ttl: Duration,
-    /// Most rounds of input one call may ask for (2026-07-28 `input_required` retries, legacy
-    /// server→client requests). Default 10; the next ask fails with `interaction_limit`.
-    pub max_input_rounds: u32,
     /// The engine's only entropy: legacy HTTP session ids are derived from it (see [`Seed`]).
     /// The shim draws it from the OS's randomness once, at construction (the server layer does
     /// when this is `None`); a fixed seed makes runs reproducible, for tests and fuzzing. Default
@@ -111,11 +101,7 @@ impl Config {
             instructions: None,
             limits: Limits::default(),
             keys,
-            call_timeout: None,
-            cache_ttl_ms: 60_000,
             unix_ms_at_start: 0,
-            state_ttl: Duration::from_millis(crate::interaction::DEFAULT_STATE_TTL_MS),
-            max_input_rounds: crate::interaction::DEFAULT_MAX_ROUNDS,
             seed: None,
         }
     }

@@ -60,7 +60,7 @@ impl Sim {
     fn new(seed: u64, origin: Instant) -> Self {
         let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([5; 32]));
         config.seed = Some(Seed([seed as u8; 32]));
-        config.call_timeout = Some(Duration::from_millis(700));
+        config.limits.call_timeout(Some(Duration::from_millis(700)));
         config.limits.max_connections(16).max_in_flight(64);
         let mut engine = Engine::new(config, origin);
         let tool = Tool::new("echo", "Echoes", json!({"type": "object"}));
@@ -176,7 +176,7 @@ impl Sim {
             ("Accept", b"application/json, text/event-stream"),
         ];
         let head = RequestHead { method: "POST", path: "/mcp", headers: &headers };
-        let route = check_head(&HttpConfig::default(), &head).unwrap();
+        let route = check_head(&HttpConfig::default(), &crate::Limits::default(), &head).unwrap();
         let req = HttpRequest { head: &head, route, body: HTTP_INIT.as_bytes(), caller: Caller::anonymous() };
         let line = match self.engine.handle_http(self.now, req) {
             HttpReply::Full { head, body } => format!("http {head:?} {}", String::from_utf8_lossy(&body)),

@@ -513,7 +513,9 @@ impl<H: Clone> Engine<H> {
     /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
     pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, private: bool) {
         if v.is_modern() {
-            r.insert("ttlMs".into(), self.config.cache_ttl_ms.into());
+            // Saturating: any `Duration` is a valid setting, and u64 milliseconds outlast it anyway.
+            let ttl_ms = u64::try_from(self.config.limits.cache_ttl.as_millis()).unwrap_or(u64::MAX);
+            r.insert("ttlMs".into(), ttl_ms.into());
             r.insert("cacheScope".into(), if private { "private" } else { "public" }.into());
         }
     }
@@ -648,7 +650,7 @@ impl<H: Clone> Engine<H> {
         let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
         let listening = conn.listens.iter().any(|l| &l.id == ctx.id);
         // A timeout too long for the clock to express is no timeout.
-        let deadline = self.config.call_timeout.and_then(|t| now.checked_add(t));
+        let deadline = self.config.limits.call_timeout.and_then(|t| now.checked_add(t));
         let call = Call::new(ctx, self.reply_to.unwrap_or(ctx.conn), kind, deadline);
         self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)
     }

@@ -31,7 +31,7 @@ use crate::sse;
 use crate::version::ProtocolVersion;
 
 /// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
-/// its body was read in full (at most [`crate::http::HttpConfig::body_bytes`]).
+/// its body was read in full (at most [`Limits::frame_bytes`](crate::Limits::frame_bytes)).
 #[derive(Debug)]
 pub struct HttpRequest<'a> {
     /// The head, for the 2026-07-28 header rules (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
@@ -461,7 +461,8 @@ impl<H: Clone> Engine<H> {
         let conn = self.insert_conn(Transport::Standalone { session }, caller);
         self.seat(conn);
         let limits = &self.config.limits;
-        let (keepalive, retry, replay_cap) = (limits.keepalive, limits.sse_retry, limits.replay_events);
+        let (keepalive, retry) = (limits.keepalive, limits.sse_retry);
+        let replay_cap = (limits.replay_events, limits.replay_bytes);
         let Some(c) = self.conns.get_mut(session.0) else { return session_not_found() };
         let prime = c.session.as_ref().is_some_and(|s| s.version >= ProtocolVersion::V2025_11_25);
         let offered = c.session.as_ref().map(|s| s.lists).unwrap_or_default();

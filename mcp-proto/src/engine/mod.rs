@@ -64,7 +64,7 @@ pub struct CallId(Key);
 /// Pass every ticket to [`Engine::complete`], even after [`Output::Cancel`] (it is then
 /// [`Stale`]), or give it up with [`abandon`](Self::abandon). Dropping the ticket of a call that
 /// is still in flight leaks the call: it holds an in-flight slot until its connection closes or
-/// [`Config::call_timeout`] fires.
+/// [`Limits::call_timeout`](crate::Limits::call_timeout) fires.
 ///
 /// Debug builds warn on such a drop (a drop warner, as quinn's `IncomingImproperDropWarner`).
 /// The warning is an `eprintln!`, not a panic: a ticket lives inside a handler's future, and an
@@ -883,7 +883,7 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// `call` ran past [`Config::call_timeout`]: stop it and answer that it timed out.
+    /// `call` ran past [`Limits::call_timeout`](crate::Limits::call_timeout): stop it and answer that it timed out.
     fn call_timeout(&mut self, call: CallId) {
         if let Some(c) = self.finish_call(call) {
             self.out.push_back(Output::Cancel { call });

@@ -82,17 +82,22 @@ impl SessionState {
     /// `conn` opened at `now` as the `GET` stream, resuming after `last_event_id` if the
     /// client sent one: the events to write first (what it missed, then a priming event with
     /// `prime_retry_ms` when the session primes its streams), and whether nothing was lost.
+    /// `replay_cap` is the replay buffer's bound in events and in bytes.
     pub(super) fn open_get(
         &mut self,
         conn: ConnId,
         now: Instant,
-        replay_cap: usize,
+        replay_cap: (usize, usize),
         last_event_id: Option<&str>,
         prime_retry_ms: Option<u64>,
     ) -> (Vec<Vec<u8>>, bool) {
         self.get = Some(conn);
         self.last_active = now;
-        let replay = self.replay.get_or_insert_with(|| ReplayBuffer::new(replay_cap));
+        let replay = self.replay.get_or_insert_with(|| {
+            let mut buf = ReplayBuffer::new(replay_cap.0);
+            buf.max_bytes(replay_cap.1);
+            buf
+        });
         let mut events = Vec::new();
         // Resume: what the client missed, if the buffer still holds all of it.
         let resumed = match last_event_id.and_then(EventId::parse) {

@@ -18,7 +18,7 @@ use super::{CallId, ConnId};
 /// What a deadline is for. Within one instant, variants fire in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Timer {
-    /// A call's [`super::Config::call_timeout`].
+    /// A call's [`Limits::call_timeout`](crate::Limits::call_timeout).
     Call(CallId),
     /// Expire a legacy session (handshake or idle).
     Session(ConnId),

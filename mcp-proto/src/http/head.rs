@@ -3,6 +3,8 @@
 
 use std::net::Ipv6Addr;
 
+use crate::limits::Limits;
+
 use super::{
     is_tchar, is_valid_session_id, is_visible, trim_ows, Accepts, HttpConfig, HttpRefusal, RequestHead,
     Route, RouteHeaders, ALLOWED_METHODS, LAST_EVENT_ID_HEADER, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER,
@@ -21,8 +23,15 @@ use super::{
 /// A missing `Host` is refused with 400 whatever the HTTP version: without one the DNS-rebinding
 /// check cannot pass. A malformed `Mcp-Session-Id` is refused with 400 even on a 2026-07-28
 /// request (which ignores a well-formed one): it is malformed HTTP before it is anything else.
-pub fn check_head<'a>(cfg: &HttpConfig, head: &RequestHead<'a>) -> Result<Route<'a>, HttpRefusal> {
-    if head.encoded_len() > cfg.max_head_bytes {
+///
+/// `limits` gives the size bounds: [`Limits::max_head_bytes`] for the head and
+/// [`Limits::max_frame_bytes`] for a declared body (a body is one frame).
+pub fn check_head<'a>(
+    cfg: &HttpConfig,
+    limits: &Limits,
+    head: &RequestHead<'a>,
+) -> Result<Route<'a>, HttpRefusal> {
+    if head.encoded_len() > limits.head_bytes() {
         return Err(HttpRefusal::new(431, "request head too large"));
     }
     check_transfer_coding(head)?;
@@ -46,7 +55,7 @@ pub fn check_head<'a>(cfg: &HttpConfig, head: &RequestHead<'a>) -> Result<Route<
                     ))
                 }
             };
-            check_content_length(cfg, head)?;
+            check_content_length(limits, head)?;
             Ok(Route::Post { headers: route_headers(head)?, accepts })
         }
         "GET" => {
@@ -482,7 +491,7 @@ fn check_content_type(head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
     }
 }
 
-fn check_content_length(cfg: &HttpConfig, head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
+fn check_content_length(limits: &Limits, head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
     let mut length: Option<u64> = None;
     for raw in head.header_values("content-length") {
         // A list ("5, 5") or repeated identical values are one length (RFC 9110 §8.6).
@@ -500,7 +509,7 @@ fn check_content_length(cfg: &HttpConfig, head: &RequestHead<'_>) -> Result<(), 
         }
     }
     match length {
-        Some(n) if n > u64::try_from(cfg.max_body_bytes).unwrap_or(u64::MAX) => {
+        Some(n) if n > u64::try_from(limits.frame_bytes()).unwrap_or(u64::MAX) => {
             Err(HttpRefusal::new(413, "request body too large"))
         }
         _ => Ok(()),

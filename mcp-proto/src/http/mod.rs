@@ -2,14 +2,14 @@
 //!
 //! Nothing here reads a socket, parses HTTP/1.1 framing or names a `hyper`/`http` type. A shim
 //! lends its parsed request head as a [`RequestHead`] view, calls [`check_head`], and then either
-//! answers the [`HttpRefusal`] or reads the body (at most [`HttpConfig::body_bytes`]) and hands it
+//! answers the [`HttpRefusal`] or reads the body (at most [`Limits::frame_bytes`]) and hands it
 //! to the engine together with the [`Route`]'s session id and protocol version.
 //!
 //! # What [`check_head`] checks, in order
 //!
 //! | step | rule | refusal |
 //! |---|---|---|
-//! | 1 | the head fits [`HttpConfig::max_head_bytes`] | 431 |
+//! | 1 | the head fits [`Limits::max_head_bytes`] | 431 |
 //! | 1a | `Transfer-Encoding`, when present, is only `chunked` (RFC 9112 §6.1) | 501 |
 //! | 2 | the path (query ignored) is the endpoint | 404 |
 //! | 3 | exactly one `Host`, well formed; an absolute-form target (`http://host/mcp`) names the host instead, and the `Host` header is then ignored (RFC 9112 §3.2.2) | 400 |
@@ -18,7 +18,7 @@
 //! | 6 | the method is `POST`, `GET` or `DELETE` | 405 with `Allow` |
 //! | 7 | `POST`: `Content-Type` is JSON | 415 |
 //! | 8 | `POST`: `Accept` admits JSON or SSE; `GET`: `Accept` admits SSE | 406 |
-//! | 9 | `POST`: a `Content-Length` fits [`HttpConfig::max_body_bytes`] | 413 (400 if malformed) |
+//! | 9 | `POST`: a `Content-Length` fits [`Limits::max_frame_bytes`] | 413 (400 if malformed) |
 //! | 10 | `Mcp-Session-Id`, `MCP-Protocol-Version`, `Last-Event-ID` are well formed and single | 400 |
 //!
 //! Whether a session id is known, whether a version is supported, and whether the session id may
@@ -37,8 +37,10 @@
 //! - Only loopback `Host` names are allowed and no foreign `Origin`, as the MCP transport spec
 //!   asks of local servers (the conformance scenario `dns-rebinding-protection` checks both).
 //! - Heads are capped at 8 KiB, the limit common HTTP servers use (Apache's 8190 bytes, nginx's
-//!   8 KiB `large_client_header_buffers`); bodies at the engine's frame size (2 MiB, see
-//!   [`Limits::max_frame_bytes`]).
+//!   8 KiB `large_client_header_buffers`); bodies at the engine's frame size (2 MiB). Both bounds
+//!   are [`Limits`] fields ([`Limits::max_head_bytes`], [`Limits::max_frame_bytes`]), the same
+//!   value the engine enforces, so a body the transport admits is never one the engine refuses
+//!   as too large. [`HttpConfig`] holds only policy: which requests are for this endpoint.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -77,16 +79,16 @@ pub const ALLOWED_METHODS: &str = "GET, POST, DELETE";
 /// while keeping an attacker from making us store or echo long strings.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
 
-/// The default [`HttpConfig::max_head_bytes`]: 8 KiB.
-pub const DEFAULT_MAX_HEAD_BYTES: usize = 8 * 1024;
-
 /// The default allowed `Host` names: the loopback names, with any port.
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
-/// The transport-level settings of one HTTP endpoint.
+/// The policy of one HTTP endpoint: its path, whom it serves, and whether connections persist.
 ///
-/// Build with [`HttpConfig::default`] (or [`HttpConfig::from_limits`]) and adjust with the
-/// `&mut Self` setters, which chain:
+/// It holds no bounds: sizes and timeouts are [`Limits`] fields, given to [`check_head`] and
+/// [`check_body_len`] alongside it, so there is no second copy that could disagree with the
+/// engine's.
+///
+/// Build with [`HttpConfig::default`] and adjust with the `&mut Self` setters, which chain:
 ///
 /// ```
 /// let mut http = mcp_proto::http::HttpConfig::default();
@@ -99,32 +101,24 @@ pub struct HttpConfig {
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     loopback_only: bool,
-    max_head_bytes: usize,
-    max_body_bytes: usize,
+    keep_alive: bool,
 }
 
 impl Default for HttpConfig {
-    /// `/mcp`, loopback `Host` names with any port, no extra origins, loopback peers only, 8 KiB
-    /// heads, 2 MiB bodies (the default [`Limits`] frame size).
+    /// `/mcp`, loopback `Host` names with any port, no extra origins, loopback peers only,
+    /// keep-alive on.
     fn default() -> Self {
-        Self::from_limits(&Limits::default())
-    }
-}
-
-impl HttpConfig {
-    /// The defaults, with the body bound taken from `limits`' frame size, so that a body the
-    /// transport accepts is never one the engine refuses as too large.
-    pub fn from_limits(limits: &Limits) -> Self {
         Self {
             endpoint: "/mcp".to_owned(),
             allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect(),
             allowed_origins: Vec::new(),
             loopback_only: true,
-            max_head_bytes: DEFAULT_MAX_HEAD_BYTES,
-            max_body_bytes: limits.frame_bytes(),
+            keep_alive: true,
         }
     }
+}
 
+impl HttpConfig {
     /// The path of the MCP endpoint. Default `/mcp`.
     ///
     /// A request for any other path is refused with 404 (the shim may route it elsewhere first).
@@ -176,22 +170,12 @@ impl HttpConfig {
         self
     }
 
-    /// Largest request head, in bytes, as HTTP/1.1 would serialise it (request line, every
-    /// `name: value` line, the blank line). Default 8 KiB.
+    /// Whether a connection may carry more than one request (HTTP/1.1 keep-alive). Default on.
     ///
-    /// A larger head is refused with 431 before anything else is looked at. The shim should set
-    /// its HTTP parser's own buffer limit to about the same value.
-    pub fn max_head_bytes(&mut self, bytes: usize) -> &mut Self {
-        self.max_head_bytes = bytes;
-        self
-    }
-
-    /// Largest request body, in bytes. Default: the [`Limits`] frame size, 2 MiB.
-    ///
-    /// A `Content-Length` over it is refused with 413 by [`check_head`]; a body without a length
-    /// (chunked) must be cut off by the shim once [`check_body_len`] fails, also with 413.
-    pub fn max_body_bytes(&mut self, bytes: usize) -> &mut Self {
-        self.max_body_bytes = bytes;
+    /// Off, every response carries `Connection: close`. Applied by the server layer's own
+    /// listener; a mounted endpoint follows its host server.
+    pub fn keep_alive(&mut self, on: bool) -> &mut Self {
+        self.keep_alive = on;
         self
     }
 
@@ -215,14 +199,9 @@ impl HttpConfig {
         self.loopback_only
     }
 
-    /// The current [`max_head_bytes`](Self::max_head_bytes).
-    pub fn head_bytes(&self) -> usize {
-        self.max_head_bytes
-    }
-
-    /// The current [`max_body_bytes`](Self::max_body_bytes).
-    pub fn body_bytes(&self) -> usize {
-        self.max_body_bytes
+    /// The current [`keep_alive`](Self::keep_alive).
+    pub fn is_keep_alive(&self) -> bool {
+        self.keep_alive
     }
 }
 
@@ -372,10 +351,11 @@ pub fn check_peer(cfg: &HttpConfig, peer: IpAddr) -> Result<(), HttpRefusal> {
     Ok(())
 }
 
-/// Refuses a body once `len` bytes of it exceed [`HttpConfig::max_body_bytes`]: 413. For bodies
-/// read without a `Content-Length`; call it as bytes arrive and stop reading on `Err`.
-pub fn check_body_len(cfg: &HttpConfig, len: usize) -> Result<(), HttpRefusal> {
-    if len > cfg.max_body_bytes {
+/// Refuses a body once `len` bytes of it exceed [`Limits::max_frame_bytes`] (a body is one
+/// frame): 413. For bodies read without a `Content-Length`; call it as bytes arrive and stop
+/// reading on `Err`.
+pub fn check_body_len(limits: &Limits, len: usize) -> Result<(), HttpRefusal> {
+    if len > limits.frame_bytes() {
         return Err(HttpRefusal::new(413, "request body too large"));
     }
     Ok(())

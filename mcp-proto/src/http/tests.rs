@@ -19,7 +19,7 @@ fn post_headers() -> Headers {
 
 fn run(method: &str, path: &str, headers: &[(&str, &[u8])]) -> Result<(), u16> {
     let head = RequestHead { method, path, headers };
-    check_head(&HttpConfig::default(), &head).map(|_| ()).map_err(|r| r.status)
+    check_head(&HttpConfig::default(), &Limits::default(), &head).map(|_| ()).map_err(|r| r.status)
 }
 
 fn with(mut base: Headers, name: &'static str, value: &'static [u8]) -> Headers {
@@ -40,11 +40,10 @@ fn defaults() {
     assert_eq!(cfg.allowed_hosts(), ["localhost", "127.0.0.1", "[::1]"]);
     assert!(cfg.allowed_origins().is_empty());
     assert!(cfg.is_loopback_only());
-    assert_eq!(cfg.head_bytes(), 8192);
-    assert_eq!(cfg.body_bytes(), 2 * 1024 * 1024);
-    let mut limits = Limits::default();
-    limits.max_frame_bytes(1000);
-    assert_eq!(HttpConfig::from_limits(&limits).body_bytes(), 1000);
+    assert!(cfg.is_keep_alive());
+    let limits = Limits::default();
+    assert_eq!(limits.head_bytes(), 8192);
+    assert_eq!(limits.frame_bytes(), 2 * 1024 * 1024);
 }
 
 #[test]
@@ -53,7 +52,7 @@ fn a_good_post_routes_with_its_headers() {
     h.push(("mcp-session-id", b" abc-123 "));
     h.push(("MCP-PROTOCOL-VERSION", b"2025-11-25"));
     let head = RequestHead { method: "POST", path: "/mcp", headers: &h };
-    let route = check_head(&HttpConfig::default(), &head).unwrap();
+    let route = check_head(&HttpConfig::default(), &Limits::default(), &head).unwrap();
     assert_eq!(
         route,
         Route::Post {
@@ -69,10 +68,10 @@ fn head_size_431_comes_first() {
     let big: &'static [u8] = Box::leak(vec![b'a'; 9000].into_boxed_slice());
     let h = with(post_headers(), "X-Big", big);
     assert_eq!(run("POST", "/elsewhere", &h), Err(431));
-    let mut cfg = HttpConfig::default();
-    cfg.max_head_bytes(20_000);
+    let mut limits = Limits::default();
+    limits.max_head_bytes(20_000);
     let head = RequestHead { method: "POST", path: "/mcp", headers: &h };
-    assert!(check_head(&cfg, &head).is_ok());
+    assert!(check_head(&HttpConfig::default(), &limits, &head).is_ok());
     let exact = RequestHead { method: "GET", path: "/", headers: &[("a", b"b")] };
     assert_eq!(exact.encoded_len(), "GET / HTTP/1.1\r\na: b\r\n\r\n".len());
 }
@@ -85,6 +84,7 @@ fn other_paths_404_without_a_body() {
     assert_eq!(run("POST", "/mcp?session=1", &post_headers()), Ok(()));
     let refusal = check_head(
         &HttpConfig::default(),
+        &Limits::default(),
         &RequestHead { method: "POST", path: "/x", headers: &post_headers() },
     )
     .unwrap_err();
@@ -92,7 +92,7 @@ fn other_paths_404_without_a_body() {
     let mut cfg = HttpConfig::default();
     cfg.endpoint("/v1/rpc");
     let head = RequestHead { method: "POST", path: "/v1/rpc", headers: &post_headers() };
-    assert!(check_head(&cfg, &head).is_ok());
+    assert!(check_head(&cfg, &Limits::default(), &head).is_ok());
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn configured_hosts() {
     cfg.clear_allowed_hosts().allow_host("mcp.example.com:443").allow_host("Api.Example.com:*");
     let check = |host: &'static [u8]| {
         let h = with(post_headers(), "Host", host);
-        check_head(&cfg, &RequestHead { method: "POST", path: "/mcp", headers: &h })
+        check_head(&cfg, &Limits::default(), &RequestHead { method: "POST", path: "/mcp", headers: &h })
             .map(|_| ())
             .map_err(|r| r.status)
     };
@@ -202,7 +202,7 @@ fn allow_listed_origins() {
     cfg.allow_origin("https://app.example.com").allow_origin("http://localhost:*").allow_origin("null");
     let check = |origin: &'static [u8]| {
         let h = with(post_headers(), "Origin", origin);
-        check_head(&cfg, &RequestHead { method: "POST", path: "/mcp", headers: &h })
+        check_head(&cfg, &Limits::default(), &RequestHead { method: "POST", path: "/mcp", headers: &h })
             .map(|_| ())
             .map_err(|r| r.status)
     };
@@ -219,7 +219,7 @@ fn allow_listed_origins() {
 fn methods_405_with_allow() {
     for method in ["PUT", "PATCH", "HEAD", "OPTIONS", "post", "CONNECT"] {
         let head = RequestHead { method, path: "/mcp", headers: &post_headers() };
-        let refusal = check_head(&HttpConfig::default(), &head).unwrap_err();
+        let refusal = check_head(&HttpConfig::default(), &Limits::default(), &head).unwrap_err();
         assert_eq!(refusal.status, 405, "{method}");
         assert_eq!(refusal.headers, vec![("Allow", "GET, POST, DELETE".to_owned())]);
         assert_eq!(
@@ -230,7 +230,7 @@ fn methods_405_with_allow() {
     let delete = [("Host", &b"localhost"[..]), ("Mcp-Session-Id", b"s1")];
     let head = RequestHead { method: "DELETE", path: "/mcp", headers: &delete };
     assert_eq!(
-        check_head(&HttpConfig::default(), &head).unwrap(),
+        check_head(&HttpConfig::default(), &Limits::default(), &head).unwrap(),
         Route::Delete { headers: RouteHeaders { session_id: Some("s1"), protocol_version: None } }
     );
 }
@@ -277,7 +277,11 @@ fn accept_406_and_what_is_accepted() {
             Some(a) => with(post_headers(), "Accept", a),
             None => without(post_headers(), "Accept"),
         };
-        match check_head(&HttpConfig::default(), &RequestHead { method: "POST", path: "/mcp", headers: &h }) {
+        match check_head(
+            &HttpConfig::default(),
+            &Limits::default(),
+            &RequestHead { method: "POST", path: "/mcp", headers: &h },
+        ) {
             Ok(Route::Post { accepts, .. }) => Ok((accepts.json, accepts.sse)),
             Ok(other) => panic!("{other:?}"),
             Err(r) => Err(r.status),
@@ -303,20 +307,24 @@ fn accept_406_and_what_is_accepted() {
     two.push(("Accept", b"text/event-stream"));
     let head = RequestHead { method: "POST", path: "/mcp", headers: &two };
     assert!(matches!(
-        check_head(&HttpConfig::default(), &head),
+        check_head(&HttpConfig::default(), &Limits::default(), &head),
         Ok(Route::Post { accepts: Accepts { json: true, sse: true, prefers_sse: false }, .. })
     ));
 }
 
 #[test]
 fn content_length_413_and_body_bound() {
-    let mut cfg = HttpConfig::default();
-    cfg.max_body_bytes(100);
+    let mut limits = Limits::default();
+    limits.max_frame_bytes(100);
     let check = |len: &'static [u8]| {
         let h = with(post_headers(), "Content-Length", len);
-        check_head(&cfg, &RequestHead { method: "POST", path: "/mcp", headers: &h })
-            .map(|_| ())
-            .map_err(|r| r.status)
+        check_head(
+            &HttpConfig::default(),
+            &limits,
+            &RequestHead { method: "POST", path: "/mcp", headers: &h },
+        )
+        .map(|_| ())
+        .map_err(|r| r.status)
     };
     assert_eq!(check(b"100"), Ok(()));
     assert_eq!(check(b"101"), Err(413));
@@ -325,8 +333,8 @@ fn content_length_413_and_body_bound() {
     assert_eq!(check(b"12, 13"), Err(400));
     assert_eq!(check(b"-1"), Err(400));
     assert_eq!(check(b""), Err(400));
-    assert!(check_body_len(&cfg, 100).is_ok());
-    assert_eq!(check_body_len(&cfg, 101).unwrap_err().status, 413);
+    assert!(check_body_len(&limits, 100).is_ok());
+    assert_eq!(check_body_len(&limits, 101).unwrap_err().status, 413);
 }
 
 #[test]
@@ -353,7 +361,7 @@ fn get_needs_sse_and_carries_last_event_id() {
     let base: Headers = vec![("Host", b"localhost"), ("Accept", b"text/event-stream")];
     let head = RequestHead { method: "GET", path: "/mcp", headers: &base };
     assert_eq!(
-        check_head(&HttpConfig::default(), &head).unwrap(),
+        check_head(&HttpConfig::default(), &Limits::default(), &head).unwrap(),
         Route::Get {
             headers: RouteHeaders { session_id: None, protocol_version: None },
             last_event_id: None
@@ -362,12 +370,15 @@ fn get_needs_sse_and_carries_last_event_id() {
     let resumed = with(base.clone(), "Last-Event-ID", b" 3-17 ");
     let head = RequestHead { method: "GET", path: "/mcp", headers: &resumed };
     assert!(matches!(
-        check_head(&HttpConfig::default(), &head),
+        check_head(&HttpConfig::default(), &Limits::default(), &head),
         Ok(Route::Get { last_event_id: Some("3-17"), .. })
     ));
     let empty = with(base.clone(), "Last-Event-ID", b"");
     let head = RequestHead { method: "GET", path: "/mcp", headers: &empty };
-    assert!(matches!(check_head(&HttpConfig::default(), &head), Ok(Route::Get { last_event_id: None, .. })));
+    assert!(matches!(
+        check_head(&HttpConfig::default(), &Limits::default(), &head),
+        Ok(Route::Get { last_event_id: None, .. })
+    ));
     assert_eq!(run("GET", "/mcp", &with(base.clone(), "Last-Event-ID", b"a\x01b")), Err(400));
     assert_eq!(run("GET", "/mcp", &with(base.clone(), "Accept", b"*/*")), Ok(()));
     assert_eq!(run("GET", "/mcp", &with(base.clone(), "Accept", b"application/json")), Err(406));
@@ -380,7 +391,7 @@ fn get_needs_sse_and_carries_last_event_id() {
 fn refusal_bodies() {
     let head =
         RequestHead { method: "POST", path: "/mcp", headers: &without(post_headers(), "content-type") };
-    let refusal = check_head(&HttpConfig::default(), &head).unwrap_err();
+    let refusal = check_head(&HttpConfig::default(), &Limits::default(), &head).unwrap_err();
     assert_eq!(refusal.to_string(), "415 Content-Type must be application/json");
     let body: Value = serde_json::from_slice(&refusal.body().unwrap()).unwrap();
     assert_eq!(body["id"], Value::Null);

@@ -37,27 +37,16 @@ use answers::{elicit_action, validate_elicit_answer, validate_roots_answer, vali
 use forms::{clip, is_integer_text, is_uri, validate_schema};
 pub use sealed::{arguments_digest, open_state, seal_state, RequestState, StateBinding, StateError};
 
-/// How many times one modern request may come back `input_required` before the engine gives up.
-///
-/// Default 10. SEP-2322 allows any number of rounds but gives no bound, and every round costs the
-/// client a full request; ten is far more than any sensible dialogue and keeps a handler that
-/// asks in a loop from pinning a client forever. The engine enforces it: the eleventh ask fails
-/// the call with the error `interaction_limit` instead of another `input_required` result.
-pub const DEFAULT_MAX_ROUNDS: u32 = 10;
-
-/// How long a sealed request state stays valid after it is issued: 10 minutes, in milliseconds.
-///
-/// Long enough for a person to read a form and answer it, short enough that a state copied out
-/// of a log is soon useless. An older state is refused as [`StateError::Expired`], and the
-/// client has to start the call again without one.
-pub const DEFAULT_STATE_TTL_MS: u64 = 10 * 60 * 1000;
-
 /// The largest sealed request state, in bytes of the encoded token: 64 KiB.
 ///
 /// The state rides in every retry, so it is bounded like any other input. Sealing a bigger
 /// state fails with [`InteractionError::StateTooLarge`] (the handler is carrying too much; keep
 /// it server-side and put a handle in [`RequestState::data`]); a longer token from a client is
 /// refused as [`StateError::TooLarge`] before any decoding or MAC work.
+///
+/// A constant rather than a [`Limits`](crate::Limits) field: a state sealed by one replica is
+/// opened by another sharing the key ring, so every replica must agree on what it may seal and
+/// accept, and a per-server setting could make one refuse what another issued.
 pub const MAX_STATE_BYTES: usize = 64 * 1024;
 
 /// The protocol revision that introduced elicitation.

@@ -26,7 +26,7 @@ const STATE_PURPOSE: &str = "rs1";
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RequestState {
     /// How many `input_required` rounds have been answered; the engine bounds it by
-    /// [`DEFAULT_MAX_ROUNDS`](super::DEFAULT_MAX_ROUNDS).
+    /// [`Limits::max_input_rounds`](crate::Limits::max_input_rounds).
     pub round: u32,
     /// Validated answers of earlier rounds, by input-request key, exactly as the client sent
     /// them (numbers keep their text).
@@ -120,7 +120,7 @@ fn canonical_string(h: &mut Sha256, s: &str) {
 }
 
 /// Seals `state` into a `requestState` string, bound to `binding` and valid until
-/// `expires_at_ms` (unix milliseconds; typically now + [`DEFAULT_STATE_TTL_MS`](super::DEFAULT_STATE_TTL_MS)).
+/// `expires_at_ms` (unix milliseconds; typically now + [`Limits::state_ttl`](crate::Limits::state_ttl)).
 ///
 /// The token is HMAC-SHA256 under the ring's signing key, in the same format as cursors but
 /// with a purpose tag, so neither is ever accepted as the other. Fails with

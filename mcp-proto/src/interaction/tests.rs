@@ -631,7 +631,7 @@ fn state() -> RequestState {
 fn state_round_trip() {
     let args = json!({"name": "t", "arguments": {}});
     let b = binding(&args);
-    let token = seal_state(&ring(), &b, &state(), NOW + DEFAULT_STATE_TTL_MS).unwrap();
+    let token = seal_state(&ring(), &b, &state(), NOW + 10 * 60 * 1000).unwrap();
     assert!(token.len() <= MAX_STATE_BYTES);
     let back = open_state(&ring(), &token, &b, NOW).unwrap();
     assert_eq!(back, state());

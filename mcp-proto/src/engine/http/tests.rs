@@ -68,7 +68,7 @@ impl Rig {
         }
         all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
         let head = RequestHead { method, path: "/mcp", headers: &all };
-        let route = check_head(&HttpConfig::default(), &head).unwrap();
+        let route = check_head(&HttpConfig::default(), &crate::Limits::default(), &head).unwrap();
         let req = HttpRequest { head: &head, route, body: body.as_bytes(), caller };
         self.engine.handle_http(self.now, req)
     }
@@ -308,7 +308,7 @@ fn a_call_deadline_fires_before_a_session_timer_due_in_the_same_step() {
     let mut rig = Rig::new(|l| {
         l.session_idle(Duration::from_secs(10)).session_handshake(Duration::from_secs(10));
     });
-    rig.engine.config.call_timeout = Some(Duration::from_secs(20));
+    rig.engine.config.limits.call_timeout(Some(Duration::from_secs(20)));
     let sid = rig.session();
     let HttpReply::Pending(ex) = rig.post(&[("Mcp-Session-Id", &sid)], &call(3, "echo", None)) else {
         panic!("expected pending")

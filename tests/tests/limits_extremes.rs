@@ -1,0 +1,219 @@
+//! Every `Limits` value is safe: with every field at zero, and with every field at its type's
+//! maximum, a stdio session and an HTTP session end in a clear answer (a refusal naming the
+//! bound, or normal service) and nothing panics, on both runtimes.
+
+use std::time::Duration;
+
+use futures_util::io::Cursor;
+use mcp_proto::http::HttpConfig;
+use mcp_proto::{Caller, Limits};
+use mcp_server::{Runtime, Server, StdioEnd};
+use mcp_tests::http::{each, ensure, serve, test_server_with, Client, Req, Shim, TIMEOUT};
+use serde_json::{json, Value};
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"extremes","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const PING: &str = r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+const LIST: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+const ECHO: &str =
+    r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
+
+/// Every setter of `Limits` called with `n`, `d`, `rounds`: the list to extend when a field is
+/// added, so that no field escapes these tests.
+fn every(n: usize, d: Duration, rounds: u32) -> Limits {
+    let mut l = Limits::default();
+    // Engine.
+    l.max_frame_bytes(n)
+        .max_id_bytes(n)
+        .max_method_bytes(n)
+        .max_depth(n)
+        .max_in_flight(n)
+        .max_batch_len(n)
+        .max_response_bytes(n)
+        .max_connections(n)
+        .page_size(n)
+        .max_queued_frames(n)
+        .max_uri_bytes(n)
+        .max_subscribed_uris(n)
+        .max_subscriptions(n)
+        .max_listens(n)
+        .progress_interval(d)
+        .max_progress_bytes(n)
+        .max_sessions(n)
+        .session_idle(d)
+        .session_handshake(d)
+        .max_streams(Some(n))
+        .max_streams_per_caller(Some(n))
+        .stream_queue(n)
+        .keepalive(d)
+        .sse_retry(d)
+        .replay_events(n)
+        .call_timeout(Some(d))
+        .max_input_rounds(rounds)
+        .state_ttl(d)
+        .cache_ttl(d)
+        .replay_bytes(n);
+    // HTTP transport.
+    l.max_head_bytes(n)
+        .header_read_timeout(d)
+        .body_read_timeout(d)
+        .max_http_connections(n)
+        .max_discard_bytes(n)
+        .discard_timeout(d);
+    // Server layer.
+    l.drain_timeout(d).max_parked_frames(n);
+    l
+}
+
+fn zero() -> Limits {
+    every(0, Duration::ZERO, 0)
+}
+
+fn max() -> Limits {
+    every(usize::MAX, Duration::MAX, u32::MAX)
+}
+
+fn server(limits: Limits) -> Server {
+    let mut builder = Server::builder("extremes", "1");
+    builder.config_mut().limits = limits;
+    builder.build().unwrap_or_else(|e| panic!("build: {e}"))
+}
+
+/// Serves `input` as one stdio session of `server`; returns how it ended and the lines written.
+async fn stdio<R: Runtime + Clone>(
+    server: &Server,
+    rt: R,
+    input: &str,
+) -> (std::io::Result<StdioEnd>, Vec<Value>) {
+    let mut written = Vec::new();
+    let end = mcp_server::serve_lines(
+        server,
+        rt,
+        Caller::anonymous(),
+        Cursor::new(input.as_bytes().to_vec()),
+        Cursor::new(&mut written),
+    )
+    .await;
+    let lines = String::from_utf8_lossy(&written)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect();
+    (end, lines)
+}
+
+async fn stdio_scenario<R: Runtime + Clone>(rt: R) {
+    // All zero: not even one connection may open, and the error says which bound refused it.
+    let s = server(zero());
+    let (end, lines) = stdio(&s, rt.clone(), &format!("{PING}\n")).await;
+    let err = end.err().unwrap_or_else(|| panic!("a session opened past a connection bound of 0"));
+    assert!(err.to_string().contains("TooManyConnections"), "{err}");
+    assert!(lines.is_empty(), "{lines:?}");
+    assert_eq!(s.shutdown(Duration::ZERO).await.cancelled, 0);
+
+    // All zero but the one connection: every frame is over the frame bound, which the answer
+    // says, and the session ends since a line reader cannot skip an unread line.
+    let mut limits = zero();
+    limits.max_connections(1);
+    let s = server(limits);
+    let (end, lines) = stdio(&s, rt.clone(), &format!("{PING}\n")).await;
+    assert_eq!(end.unwrap_or_else(|e| panic!("serve_lines: {e}")), StdioEnd::FrameTooLarge);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["id"], Value::Null);
+    assert_eq!(lines[0]["error"]["code"], -32600);
+    let message = lines[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exceeds the 0-byte limit"), "{message}");
+    assert_eq!(s.shutdown(Duration::ZERO).await.cancelled, 0);
+
+    // All at their maximum: nothing is bounded, and a session is served as usual.
+    let s = test_server_like(max());
+    let input = format!("{INITIALIZE}\n{INITIALIZED}\n{PING}\n{LIST}\n{ECHO}\n");
+    let (end, lines) = stdio(&s, rt, &input).await;
+    assert_eq!(end.unwrap_or_else(|e| panic!("serve_lines: {e}")), StdioEnd::EndOfInput);
+    let ids: Vec<&Value> = lines.iter().map(|l| &l["id"]).collect();
+    assert_eq!(ids, [&json!(1), &json!(2), &json!(3), &json!(4)], "{lines:?}");
+    assert!(lines.iter().all(|l| l.get("result").is_some()), "{lines:?}");
+    assert_eq!(lines[3]["result"]["content"][0]["text"], "hi", "{lines:?}");
+    assert_eq!(s.shutdown(Duration::MAX).await.cancelled, 0);
+}
+
+/// A server with an `echo` tool and `limits`.
+fn test_server_like(limits: Limits) -> Server {
+    let mut builder = Server::builder("extremes", "1");
+    builder.config_mut().limits = limits;
+    let echo = mcp_proto::Tool::new(
+        "echo",
+        "Echoes text",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+    );
+    builder
+        .tool(echo, |call: mcp_server::ToolCall| async move {
+            let text = call.arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
+            mcp_proto::ToolOutput::text(text)
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("build: {e}"))
+}
+
+#[test]
+fn tokio_stdio_at_zero_and_max() {
+    let rt = mcp_tests::http::tokio_runtime();
+    rt.block_on(async { stdio_scenario(mcp_tokio::TokioRuntime::current()).await });
+}
+
+#[test]
+fn smol_stdio_at_zero_and_max() {
+    smol::block_on(stdio_scenario(mcp_smol::SmolRuntime));
+}
+
+fn connect(addr: std::net::SocketAddr) -> Result<Client, String> {
+    Client::connect(addr).map_err(|e| format!("connect: {e}"))
+}
+
+#[test]
+fn http_at_zero() {
+    each(|shim: Shim| {
+        // All zero: no connection is served; it is closed before a byte is read.
+        let addr = serve(shim, test_server_with(shim, zero()), HttpConfig::default());
+        let mut client = connect(addr)?;
+        let _ = client.send(&Req::post(INITIALIZE).to_bytes());
+        ensure(client.closed_within(TIMEOUT), || "a connection past a bound of 0 was served".to_owned())?;
+        ensure(client.unread().is_empty(), || "a connection past a bound of 0 got bytes".to_owned())?;
+
+        // All zero but one connection and time to send a head: the head is over its bound of
+        // 0 bytes, and the refusal says so.
+        let mut limits = zero();
+        limits.max_http_connections(1).header_read_timeout(TIMEOUT);
+        let addr = serve(shim, test_server_with(shim, limits), HttpConfig::default());
+        let resp = connect(addr)?.request(&Req::post(INITIALIZE))?;
+        ensure(resp.status() == 431, || format!("status {} instead of 431", resp.status()))?;
+        let body = resp.json()?;
+        ensure(body["error"]["message"] == "request head too large", || format!("refusal {body}"))
+    });
+}
+
+#[test]
+fn http_at_max() {
+    each(|shim: Shim| {
+        let server = test_server_with(shim, max());
+        let addr = serve(shim, server.clone(), HttpConfig::default());
+        let mut client = connect(addr)?;
+        let resp = client.request(&Req::post(INITIALIZE))?;
+        ensure(resp.status() == 200, || format!("initialize: status {}", resp.status()))?;
+        let sid = resp.header("mcp-session-id").ok_or("initialize: no Mcp-Session-Id")?.to_owned();
+        let in_session = |body: &str| {
+            Req::post(body.to_owned())
+                .header("Mcp-Session-Id", &sid)
+                .header("MCP-Protocol-Version", "2025-11-25")
+        };
+        let resp = client.request(&in_session(INITIALIZED))?;
+        ensure(resp.status() == 202, || format!("initialized: status {}", resp.status()))?;
+        for (what, body) in [("ping", PING), ("tools/list", LIST), ("tools/call", ECHO)] {
+            let resp = client.request(&in_session(body))?;
+            ensure(resp.status() == 200, || format!("{what}: status {}", resp.status()))?;
+            let answer = resp.json()?;
+            ensure(answer.get("result").is_some(), || format!("{what}: {answer}"))?;
+        }
+        mcp_tests::http::block_on(shim, server.shutdown(Duration::MAX));
+        Ok(())
+    });
+}
