@@ -52,8 +52,9 @@ pub enum Blame {
     /// in flight, no free stream seat, the connection table full.
     Limit(Bound),
     /// The application's own doing: a handler's public error, its private failure or panic
-    /// (the generic `-32603`), a call that ran past its timeout, a gate that refuses the
-    /// caller (HTTP 403 when it refuses a whole request).
+    /// (the generic `-32603`), a call that ran past its timeout, a server gate that refuses a
+    /// whole HTTP request (403). Inside an exchange a refused caller is answered as if the item
+    /// were not there (`-32602`, [`Blame::Misbehaving`]), so a gate betrays nothing.
     Application,
     /// The engine's API was misused by the shim or application: a reply of the wrong kind, a
     /// legacy session without [`Config::seed`](crate::Config::seed), a tool result that breaks
