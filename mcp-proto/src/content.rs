@@ -280,7 +280,9 @@ impl ToolOutput {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum HandlerError {
-    /// An error meant for the client: its code, message and data go on the wire as they are.
+    /// An error meant for the client: its code, message and data go on the wire as they are,
+    /// and its [`blame`](RpcError::blame) sets the HTTP status: 200 for [`RpcError::new`] (the
+    /// application's error), 400 on 2026-07-28 for [`RpcError::invalid_params`] (the client's).
     Public(RpcError),
     /// A private failure: logged by the shim, answered with the generic internal error. Its text
     /// never crosses the transport.

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::blame::{Blame, Bound, Era};
+
 /// A request id exactly as the peer wrote it (a JSON string or integer), echoed byte for byte.
 ///
 /// Keeping the raw text is what lets an id of `9007199254740993`, a 40-digit integer or a string
@@ -96,6 +98,9 @@ pub enum ErrorCode {
     InternalError,
     /// `-32002`: resource not found (legacy versions).
     ResourceNotFound,
+    /// `-32001`: unknown or expired legacy session, what the reference SDKs answer one with
+    /// (HTTP 404, which tells a legacy client to initialize again).
+    SessionNotFound,
     /// `-32020`: an HTTP header disagrees with the body (2026-07-28).
     HeaderMismatch,
     /// `-32021`: the request lacks a client capability the call needs (2026-07-28).
@@ -116,6 +121,7 @@ impl ErrorCode {
             ErrorCode::InvalidParams => -32602,
             ErrorCode::InternalError => -32603,
             ErrorCode::ResourceNotFound => -32002,
+            ErrorCode::SessionNotFound => -32001,
             ErrorCode::HeaderMismatch => -32020,
             ErrorCode::MissingClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
@@ -124,7 +130,7 @@ impl ErrorCode {
     }
 }
 
-/// A JSON-RPC error object.
+/// A JSON-RPC error object, and who is to blame for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
     /// The error code.
@@ -133,6 +139,8 @@ pub struct RpcError {
     pub message: String,
     /// Optional structured detail, public too.
     pub data: Option<Value>,
+    /// Whose doing the error is. Not sent: it sets the HTTP status ([`RpcError::http_status`]).
+    pub blame: Blame,
 }
 
 impl RpcError {
@@ -141,9 +149,16 @@ impl RpcError {
         encode_error(id, self)
     }
 
-    /// An error without `data`.
+    /// An application's error: [`Blame::Application`], so it travels in the body (HTTP 200)
+    /// whatever its code. A handler that means "the client's arguments are wrong" says so with
+    /// [`RpcError::invalid_params`] instead.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), data: None }
+        Self::blamed(Blame::Application, code, message)
+    }
+
+    /// An error with an explicit blame and code.
+    pub fn blamed(blame: Blame, code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), data: None, blame }
     }
 
     /// Adds `data`.
@@ -152,21 +167,97 @@ impl RpcError {
         self
     }
 
-    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InvalidRequest, message)
+    /// `-32600` for a message that is not a valid JSON-RPC request ([`Blame::Malformed`]).
+    pub fn malformed(message: impl Into<String>) -> Self {
+        Self::blamed(Blame::Malformed, ErrorCode::InvalidRequest, message)
     }
 
-    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InvalidParams, message)
+    /// `-32700` for bytes that are not JSON ([`Blame::Malformed`]).
+    pub fn unparsable(message: impl Into<String>) -> Self {
+        Self::blamed(Blame::Malformed, ErrorCode::ParseError, message)
     }
 
-    pub(crate) fn method_not_found(method: &str) -> Self {
-        Self::new(ErrorCode::MethodNotFound, format!("method not found: {method}"))
+    /// `-32600` for a valid request the protocol does not allow here ([`Blame::Misbehaving`]).
+    pub fn misbehaving(message: impl Into<String>) -> Self {
+        Self::blamed(Blame::Misbehaving, ErrorCode::InvalidRequest, message)
     }
 
-    /// The generic internal error: what a handler's private failure becomes on the wire.
+    /// `-32602` for parameters that are wrong, or name something that is not there
+    /// ([`Blame::Misbehaving`]).
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::blamed(Blame::Misbehaving, ErrorCode::InvalidParams, message)
+    }
+
+    /// `code` for a version or capability this server cannot work with
+    /// ([`Blame::Incompatible`]).
+    pub fn incompatible(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::blamed(Blame::Incompatible, code, message)
+    }
+
+    /// `-32601` for a method this server, or the request's protocol version, does not have
+    /// ([`Blame::Incompatible`]).
+    pub fn method_not_found(method: &str) -> Self {
+        Self::incompatible(ErrorCode::MethodNotFound, format!("method not found: {method}"))
+    }
+
+    /// A bound of kind `bound` was reached ([`Blame::Limit`]): `-32603` for the server's
+    /// [`Bound::Capacity`], `-32600` for the others.
+    pub fn limit(bound: Bound, message: impl Into<String>) -> Self {
+        let blame = Blame::Limit(bound);
+        Self::blamed(blame, blame.default_code(), message)
+    }
+
+    /// The generic internal error: what a handler's private failure or panic becomes on the
+    /// wire ([`Blame::Application`]).
     pub fn internal() -> Self {
         Self::new(ErrorCode::InternalError, "internal error")
+    }
+
+    /// The generic internal error for a misuse of the engine's API by the shim or application
+    /// ([`Blame::Misuse`]); the peer sees the same bytes as [`RpcError::internal`].
+    pub fn misuse() -> Self {
+        Self::blamed(Blame::Misuse, ErrorCode::InternalError, "internal error")
+    }
+
+    /// `-32603` "server is shutting down" with `data: {"reason": "shutting_down"}`
+    /// ([`Blame::ShuttingDown`]).
+    pub fn shutting_down() -> Self {
+        Self::blamed(Blame::ShuttingDown, ErrorCode::InternalError, "server is shutting down")
+            .with_data(serde_json::json!({ "reason": "shutting_down" }))
+    }
+
+    /// The HTTP status of a response carrying this error under `era`'s rules
+    /// ([`Blame::http_status`]).
+    pub fn http_status(&self, era: Era) -> u16 {
+        self.blame.http_status(self.code, era)
+    }
+
+    /// The error response for `id`, with what its status follows from.
+    pub(crate) fn encode(&self, id: Option<&RequestId>) -> Encoded {
+        Encoded { bytes: encode_error(id, self), fault: Some((self.blame, self.code)) }
+    }
+}
+
+/// An encoded message and, when it is an error, the blame and code its HTTP status follows
+/// from: the status travels beside the bytes, so nothing reads them again to find it.
+#[derive(Debug)]
+pub(crate) struct Encoded {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) fault: Option<(Blame, ErrorCode)>,
+}
+
+impl Encoded {
+    /// The HTTP status of a response carrying this message under `era`'s rules: 200 for
+    /// anything but an error.
+    pub(crate) fn status(&self, era: Era) -> u16 {
+        self.fault.map_or(200, |(blame, code)| blame.http_status(code, era))
+    }
+}
+
+/// A result, notification or batch array: no error of its own.
+impl From<Vec<u8>> for Encoded {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self { bytes, fault: None }
     }
 }
 

@@ -79,9 +79,13 @@
 //! - JSON is strict and lossless: repeated or case-folded keys are refused, ids and numbers keep
 //!   their exact text, nothing passes through `f64`.
 //! - Every bound is in [`Limits`]; crossing one is a specific error, never a panic.
+//! - Every error names who is to blame ([`Blame`]: malformed input, a misbehaving or
+//!   incompatible peer, a bound, the application, API misuse, shutdown), and its HTTP status
+//!   comes from that blame in one table ([`Blame::http_status`]), never from re-reading bytes.
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+mod blame;
 mod caller;
 mod content;
 mod cursor;
@@ -99,6 +103,7 @@ pub mod sse;
 pub mod stdio;
 mod version;
 
+pub use blame::{Blame, Bound, Era};
 pub use caller::{Caller, Gate};
 pub use content::{
     Completion, Content, HandlerError, PromptMessage, PromptOutput, ResourceBody, ResourceContents,

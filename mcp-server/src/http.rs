@@ -22,8 +22,8 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::{BoxFuture, Cut, HttpItem, HttpQueue, Runtime, Server, State};
 use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
+use mcp_proto::{Bound, Era, RpcError};
 use mcp_proto::{Caller, ConnId, HttpRequest};
-use mcp_proto::{ErrorCode, RpcError};
 
 /// How long the accept loop waits after an error that is not about one connection (typically
 /// too many open files) before accepting again: long enough for connections to finish and free
@@ -343,8 +343,9 @@ impl HttpService {
         match answer {
             Some(Ok(Ok((head, body)))) => response(head.status, &head.headers, McpBody::full(body)),
             Some(Ok(Err((conn, queue)))) => self.pending(conn, queue).await,
-            Some(Err(_)) => error_response(500, "internal error"),
-            None => error_response(503, "server unavailable"),
+            // The head passed check_head above and failed it now: this layer's own bug.
+            Some(Err(_)) => error_response(&Refusal::Internal.error()),
+            None => error_response(&Refusal::EngineGone.error()),
         }
     }
 
@@ -367,10 +368,8 @@ impl HttpService {
                 self.discard(body).await;
                 Err(closing(refused(&refusal)))
             }
-            Some(Err(BodyError::Broken)) => {
-                Err(closing(error_response(400, "malformed or interrupted request body")))
-            }
-            None => Err(closing(error_response(408, "request body timed out"))),
+            Some(Err(BodyError::Broken)) => Err(closing(error_response(&Refusal::BrokenBody.error()))),
+            None => Err(closing(error_response(&Refusal::SlowBody.error()))),
         }
     }
 
@@ -416,13 +415,13 @@ impl HttpService {
             Ok(HttpItem::Frame(_)) => {
                 // The engine sends a stream's head before its bytes; the guard closes `conn`.
                 tracing::error!("an HTTP exchange produced bytes before its head");
-                error_response(500, "internal error")
+                error_response(&Refusal::Internal.error())
             }
             Err(_) => {
                 // The engine closed the exchange without answering: the server is shutting
                 // down, or the exchange was dropped.
                 guard.disarm();
-                error_response(503, "server unavailable")
+                error_response(&Refusal::EngineGone.error())
             }
         }
     }
@@ -705,11 +704,40 @@ fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
     response(refusal.status, &headers, body)
 }
 
-/// A transport error of this layer's own (408, 503, ...), with a JSON-RPC error body like a
-/// refusal's.
-fn error_response(status: u16, message: &'static str) -> Response<McpBody> {
-    let body = RpcError::new(ErrorCode::InvalidRequest, message).to_response(None);
-    response(status, &[("content-type", "application/json".to_owned())], McpBody::full(body))
+/// The refusals this layer makes of its own accord, each with its blame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The body ended early or could not be read: malformed, 400.
+    BrokenBody,
+    /// The body did not arrive within `body_read_timeout`: a time bound, 408 (`-32600`).
+    SlowBody,
+    /// This layer broke its own invariant: misuse, 500 (`-32603` "internal error").
+    Internal,
+    /// The engine's task is gone, which happens only when the server stops: shutting down,
+    /// 503 (`-32603` with `data.reason: "shutting_down"`).
+    EngineGone,
+}
+
+impl Refusal {
+    fn error(self) -> RpcError {
+        match self {
+            Refusal::BrokenBody => RpcError::malformed("malformed or interrupted request body"),
+            Refusal::SlowBody => RpcError::limit(Bound::Time, "request body timed out"),
+            Refusal::Internal => RpcError::misuse(),
+            Refusal::EngineGone => RpcError::shutting_down(),
+        }
+    }
+}
+
+/// A refusal of this layer's own (a body too slow or broken, the engine gone), with a JSON-RPC
+/// error body whose status comes from its blame, like every engine refusal's.
+fn error_response(err: &RpcError) -> Response<McpBody> {
+    let body = err.to_response(None);
+    response(
+        err.http_status(Era::Transport),
+        &[("content-type", "application/json".to_owned())],
+        McpBody::full(body),
+    )
 }
 
 /// Every header line of a request head, for [`RequestHead`]. HTTP/2 and later carry the host as
@@ -769,6 +797,27 @@ mod tests {
         assert!(!body.is_end_stream());
         assert!(McpBody::full(Vec::new()).is_end_stream());
         assert_eq!(McpBody::empty().size_hint().exact(), Some(0));
+    }
+
+    /// Each refusal of this layer: its status, from its blame, and its body's code.
+    #[test]
+    fn own_refusals_by_blame() {
+        let cases = [
+            (Refusal::BrokenBody, 400, -32600, None),
+            (Refusal::SlowBody, 408, -32600, None),
+            (Refusal::Internal, 500, -32603, None),
+            (Refusal::EngineGone, 503, -32603, Some("shutting_down")),
+        ];
+        for (refusal, status, code, reason) in cases {
+            let resp = error_response(&refusal.error());
+            assert_eq!(resp.status().as_u16(), status, "{refusal:?}");
+            assert_eq!(resp.headers()["content-type"], "application/json", "{refusal:?}");
+            let Kind::Full(Some(bytes)) = &resp.body().kind else { panic!("{refusal:?}: no body") };
+            let body: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            assert_eq!(body["id"], serde_json::Value::Null, "{refusal:?}");
+            assert_eq!(body["error"]["code"], code, "{refusal:?}");
+            assert_eq!(body["error"]["data"]["reason"].as_str(), reason, "{refusal:?}");
+        }
     }
 
     #[test]

@@ -14,13 +14,14 @@ use serde_json::{Map, Value};
 use super::calls::Call;
 use super::streams;
 use super::{CallId, ConnId, Ctx, Engine, Output, Stale, META_SERVER_INFO};
+use crate::blame::{Blame, Bound};
 use crate::content::HandlerError;
 use crate::interaction::{
     arguments_digest, open_state, seal_state, InputRequest, InvalidAnswer, RequestState, StateBinding,
     Unsupported,
 };
 use crate::json::RawEnvelope;
-use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RpcError};
+use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RpcError};
 use crate::version::ProtocolVersion;
 use std::fmt;
 
@@ -297,14 +298,14 @@ impl<H: Clone> Engine<H> {
             Verdict::Fail(err) => err,
             Verdict::Ask(missing, state) => match self.input_required(now, call, version, missing, &state) {
                 Ok(bytes) => {
-                    self.end_call(call, bytes);
+                    self.end_call(call, bytes.into());
                     return Err(AskError::Suspended);
                 }
                 Err(err) => err,
             },
         };
         let id = self.calls.get(call).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
-        self.end_call(call, encode_error(Some(&id), &fail));
+        self.end_call(call, fail.encode(Some(&id)));
         Err(AskError::Suspended)
     }
 
@@ -317,15 +318,16 @@ impl<H: Clone> Engine<H> {
         missing: Vec<(String, InputRequest)>,
         state: &RequestState,
     ) -> Result<Vec<u8>, RpcError> {
-        let c = self.calls.get(call).ok_or_else(RpcError::internal)?;
-        let (mrtr, _) = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).ok_or_else(RpcError::internal)?;
+        let c = self.calls.get(call).ok_or_else(RpcError::misuse)?;
+        let (mrtr, _) = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).ok_or_else(RpcError::misuse)?;
         let caller = self.caller(c.conn);
         let binding =
             StateBinding { caller: caller.binding(), method: &mrtr.method, arguments_digest: mrtr.digest };
         let ttl = u64::try_from(self.config.limits.state_ttl.as_millis()).unwrap_or(u64::MAX);
         let expires = self.unix_ms(now).saturating_add(ttl);
-        let token = seal_state(&self.config.keys, &binding, state, expires)
-            .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("cannot continue: {e}")))?;
+        let token = seal_state(&self.config.keys, &binding, state, expires).map_err(|e| {
+            RpcError::blamed(Blame::Misuse, ErrorCode::InternalError, format!("cannot continue: {e}"))
+        })?;
         let mut requests = Map::new();
         for (key, req) in missing {
             requests.insert(key, req.to_input_request(version));
@@ -341,10 +343,10 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Answers `call` with `bytes` and stops its handler.
-    fn end_call(&mut self, call: CallId, bytes: Vec<u8>) {
+    fn end_call(&mut self, call: CallId, answer: Encoded) {
         if let Some(c) = self.finish_call(call) {
             self.out.push_back(Output::Cancel { call });
-            self.deliver(c, bytes);
+            self.deliver(c, answer);
         }
     }
 
@@ -467,7 +469,15 @@ impl From<AskError> for HandlerError {
             AskError::Rejected(e) => HandlerError::Public(e),
             AskError::Invalid(e) => HandlerError::Public(e.rpc_error()),
             AskError::TooManyRounds => HandlerError::Public(interaction_limit(None)),
-            AskError::Unreachable | AskError::Busy => HandlerError::Public(RpcError::new(
+            // The client's transport cannot carry a request (not initialized, or a JSON-only
+            // exchange); a second ask while one is open is the handler's own mistake.
+            AskError::Unreachable => HandlerError::Public(RpcError::blamed(
+                Blame::Incompatible,
+                ErrorCode::InternalError,
+                "the client cannot be asked for input",
+            )),
+            AskError::Busy => HandlerError::Public(RpcError::blamed(
+                Blame::Misuse,
                 ErrorCode::InternalError,
                 "the client cannot be asked for input",
             )),
@@ -478,7 +488,7 @@ impl From<AskError> for HandlerError {
 /// The `interaction_limit` failure, naming the bound when it is known.
 fn interaction_limit(max: Option<u32>) -> RpcError {
     let times = max.map_or_else(|| "too many times".to_owned(), |m| format!("more than {m} times"));
-    RpcError::new(ErrorCode::InvalidRequest, format!("interaction_limit: the call asked for input {times}"))
+    RpcError::limit(Bound::Share, format!("interaction_limit: the call asked for input {times}"))
         .with_data(serde_json::json!({ "reason": "interaction_limit" }))
 }
 

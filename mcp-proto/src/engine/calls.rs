@@ -152,10 +152,11 @@ impl Calls {
         timers: &mut Timers,
     ) -> Result<CallId, RpcError> {
         if owner.in_flight >= max {
-            return Err(RpcError::invalid_request(format!("too many requests in flight (limit {max})")));
+            let msg = format!("too many requests in flight (limit {max})");
+            return Err(RpcError::limit(crate::blame::Bound::Share, msg));
         }
         if owner.by_id.contains_key(&call.id) || listening {
-            return Err(RpcError::invalid_request("a request with this id is already in flight"));
+            return Err(RpcError::misbehaving("a request with this id is already in flight"));
         }
         call.batch = batch.map(|b| (b, self.batches.get(b).map_or(0, |x| x.parts.len())));
         let (id, deadline) = (call.id.clone(), call.deadline);

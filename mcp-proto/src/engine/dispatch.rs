@@ -10,11 +10,12 @@ use super::calls::{Call, CallKind};
 use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
 use super::{Request, Session, Ticket};
+use crate::blame::Bound;
 use crate::caller::{admits, Caller};
 use crate::content::ToolOutput;
 use crate::cursor;
 use crate::json::{RawEnvelope, RawFrame, RawFrameItem};
-use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
+use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RequestId, RpcError};
 use crate::registry::describe_errors;
 use crate::slab::Key;
 use crate::version::ProtocolVersion;
@@ -24,8 +25,8 @@ impl<H: Clone> Engine<H> {
     pub(super) fn dispatch(&mut self, now: Instant, conn: ConnId, frame: RawFrame) -> FrameOutcome {
         match frame {
             RawFrame::Single(env) => match self.message(now, conn, env, None) {
-                Some(Answer::Now(bytes)) => {
-                    self.emit(conn, bytes);
+                Some(Answer::Now(answer)) => {
+                    self.emit(conn, answer);
                     FrameOutcome::Reply
                 }
                 Some(Answer::Later(inv)) => {
@@ -36,8 +37,8 @@ impl<H: Clone> Engine<H> {
                 None => FrameOutcome::NoReply,
             },
             RawFrame::NotAnObject => {
-                let err = RpcError::invalid_request("a JSON-RPC message must be an object");
-                self.emit(conn, encode_error(None, &err));
+                let err = RpcError::malformed("a JSON-RPC message must be an object");
+                self.emit(conn, err.encode(None));
                 FrameOutcome::Reply
             }
             RawFrame::Batch(items) => self.batch(now, conn, items),
@@ -51,20 +52,26 @@ impl<H: Clone> Engine<H> {
             .and_then(|c| c.session.as_ref())
             .is_some_and(|s| s.version.allows_batches());
         let refuse = if !allowed {
-            Some("JSON-RPC batches are only accepted on a 2025-03-26 session".to_owned())
+            Some(RpcError::incompatible(
+                ErrorCode::InvalidRequest,
+                "JSON-RPC batches are only accepted on a 2025-03-26 session",
+            ))
         } else if items.is_empty() {
-            Some("empty batch".to_owned())
+            Some(RpcError::malformed("empty batch"))
         } else if items.len() > self.config.limits.max_batch_len {
-            Some(format!(
-                "batch of {} messages exceeds the limit of {}",
-                items.len(),
-                self.config.limits.max_batch_len
+            Some(RpcError::limit(
+                Bound::Size,
+                format!(
+                    "batch of {} messages exceeds the limit of {}",
+                    items.len(),
+                    self.config.limits.max_batch_len
+                ),
             ))
         } else {
             None
         };
-        if let Some(msg) = refuse {
-            self.emit(conn, encode_error(None, &RpcError::invalid_request(msg)));
+        if let Some(err) = refuse {
+            self.emit(conn, err.encode(None));
             return FrameOutcome::Reply;
         }
         let reply_to = self.reply_to.unwrap_or(conn);
@@ -73,13 +80,13 @@ impl<H: Clone> Engine<H> {
         for item in items {
             let answer = match item {
                 RawFrameItem::Message(env) => self.message(now, conn, env, Some(batch)),
-                RawFrameItem::NotAnObject => Some(Answer::Now(encode_error(
-                    None,
-                    &RpcError::invalid_request("a JSON-RPC message must be an object"),
-                ))),
+                RawFrameItem::NotAnObject => Some(Answer::Now(
+                    RpcError::malformed("a JSON-RPC message must be an object").encode(None),
+                )),
             };
             match answer {
-                Some(Answer::Now(bytes)) => self.calls.answered(batch, bytes),
+                // Inside the batch's array every answer travels alike, errors too.
+                Some(Answer::Now(answer)) => self.calls.answered(batch, answer.bytes),
                 Some(Answer::Later(inv)) => {
                     // `admit` gave the call this slot: the next one.
                     self.calls.awaits(batch);
@@ -105,9 +112,9 @@ impl<H: Clone> Engine<H> {
 
     /// Sends the reply to a request read from `conn` (or from the HTTP exchange being
     /// dispatched).
-    pub(super) fn emit(&mut self, conn: ConnId, bytes: Vec<u8>) {
+    pub(super) fn emit(&mut self, conn: ConnId, answer: Encoded) {
         let to = self.reply_to.unwrap_or(conn);
-        self.send(to, bytes, true);
+        self.send(to, answer, true);
     }
 
     /// Applies the envelope rules to one message and dispatches it. `None`: no reply.
@@ -136,42 +143,40 @@ impl<H: Clone> Engine<H> {
             Some(raw) if raw.get().len() > limits.max_id_bytes => {
                 let msg =
                     format!("id of {} bytes exceeds the {}-byte limit", raw.get().len(), limits.max_id_bytes);
-                return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
+                return Some(Answer::Now(RpcError::limit(Bound::Size, msg).encode(None)));
             }
             Some(raw) => match RequestId::from_json(raw.get()) {
                 Some(id) => Some(id),
                 None if raw.get().starts_with('"') => {
-                    let err =
-                        RpcError::new(ErrorCode::ParseError, "parse error: the id is not a valid string");
-                    return Some(Answer::Now(encode_error(None, &err)));
+                    let err = RpcError::unparsable("parse error: the id is not a valid string");
+                    return Some(Answer::Now(err.encode(None)));
                 }
                 None => {
                     let msg = "id must be a string or an integer";
-                    return Some(Answer::Now(encode_error(None, &RpcError::invalid_request(msg))));
+                    return Some(Answer::Now(RpcError::malformed(msg).encode(None)));
                 }
             },
         };
         let fail = |err: RpcError| -> Option<Answer<H>> {
-            (!notification).then(|| Answer::Now(encode_error(id.as_ref(), &err)))
+            (!notification).then(|| Answer::Now(err.encode(id.as_ref())))
         };
         if let Some(problem) = env.problem {
-            return fail(RpcError::invalid_request(problem));
+            return fail(RpcError::malformed(problem));
         }
         if env.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-            return fail(RpcError::invalid_request("\"jsonrpc\" must be \"2.0\""));
+            return fail(RpcError::malformed("\"jsonrpc\" must be \"2.0\""));
         }
         if let Some((fault, in_params)) = env.fault {
-            return fail(if in_params {
-                RpcError::invalid_params(format!("params: {fault}"))
-            } else {
-                RpcError::invalid_request(fault.to_string())
-            });
+            // Repeated or case-folded keys: the JSON is ambiguous, in params or outside them.
+            let code = if in_params { ErrorCode::InvalidParams } else { ErrorCode::InvalidRequest };
+            let msg = if in_params { format!("params: {fault}") } else { fault.to_string() };
+            return fail(RpcError::blamed(crate::Blame::Malformed, code, msg));
         }
         let Some(method) = env.method else {
-            return fail(RpcError::invalid_request("missing \"method\""));
+            return fail(RpcError::malformed("missing \"method\""));
         };
         let Value::String(method) = method else {
-            return fail(RpcError::invalid_request("\"method\" must be a string"));
+            return fail(RpcError::malformed("\"method\" must be a string"));
         };
         if method.len() > limits.max_method_bytes {
             let msg = format!(
@@ -179,15 +184,22 @@ impl<H: Clone> Engine<H> {
                 method.len(),
                 limits.max_method_bytes
             );
-            return fail(RpcError::invalid_request(msg));
+            return fail(RpcError::limit(Bound::Size, msg));
         }
         if env.result.is_some() || env.error.is_some() {
-            return fail(RpcError::invalid_request("a request cannot carry \"result\" or \"error\""));
+            return fail(RpcError::malformed("a request cannot carry \"result\" or \"error\""));
         }
         let params = match env.params {
             None => None,
             Some(Value::Object(m)) => Some(m),
-            Some(_) => return fail(RpcError::invalid_params("params must be an object")),
+            Some(_) => {
+                let err = RpcError::blamed(
+                    crate::Blame::Malformed,
+                    ErrorCode::InvalidParams,
+                    "params must be an object",
+                );
+                return fail(err);
+            }
         };
         if notification {
             self.notification(now, conn, &method, params);
@@ -196,7 +208,7 @@ impl<H: Clone> Engine<H> {
         match id {
             Some(id) => Some(self.request(now, conn, id, &method, params, batch)),
             // Unreachable in practice: an ambiguous or look-alike id is already a `problem`.
-            None => fail(RpcError::invalid_request("the request's \"id\" is missing or ambiguous")),
+            None => fail(RpcError::malformed("the request's \"id\" is missing or ambiguous")),
         }
     }
 
@@ -241,9 +253,7 @@ impl<H: Clone> Engine<H> {
         batch: Option<Key>,
     ) -> Answer<H> {
         if self.shutting_down {
-            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
-                .with_data(serde_json::json!({ "reason": "shutting_down" }));
-            return Answer::Now(encode_error(Some(&id), &err));
+            return Answer::Now(RpcError::shutting_down().encode(Some(&id)));
         }
         let meta_version = params
             .as_ref()
@@ -256,10 +266,11 @@ impl<H: Clone> Engine<H> {
         let transport = self.conns.get(conn.0).map(|c| &c.transport);
         let stateless = matches!(transport, Some(streams::Transport::Exchange(x)) if x.is_modern());
         if meta_version.is_some() && matches!(transport, Some(streams::Transport::Session(_))) {
-            let err = RpcError::invalid_request(
+            let err = RpcError::incompatible(
+                ErrorCode::InvalidRequest,
                 "a 2026-07-28 request (with _meta protocolVersion) cannot be sent inside a legacy session",
             );
-            return Answer::Now(encode_error(Some(&id), &err));
+            return Answer::Now(err.encode(Some(&id)));
         }
         let result = if meta_version.is_some() || stateless {
             self.modern(now, conn, &id, method, params, batch)
@@ -269,11 +280,11 @@ impl<H: Clone> Engine<H> {
         match result {
             // Tool results are bounded on completion, with a tool-level failure; any other
             // result over the ceiling becomes the generic internal error.
-            Ok(Answer::Now(bytes)) if bytes.len() > self.config.limits.max_response_bytes => {
-                Answer::Now(encode_error(Some(&id), &RpcError::internal()))
+            Ok(Answer::Now(answer)) if answer.bytes.len() > self.config.limits.max_response_bytes => {
+                Answer::Now(RpcError::internal().encode(Some(&id)))
             }
             Ok(answer) => answer,
-            Err(err) => Answer::Now(encode_error(Some(&id), &err)),
+            Err(err) => Answer::Now(err.encode(Some(&id))),
         }
     }
 
@@ -290,13 +301,13 @@ impl<H: Clone> Engine<H> {
         match (method, session) {
             ("initialize", None) => {
                 if batch.is_some() {
-                    return Err(RpcError::invalid_request("initialize must not be part of a batch"));
+                    return Err(RpcError::misbehaving("initialize must not be part of a batch"));
                 }
-                self.initialize(conn, id, params).map(Answer::Now)
+                self.initialize(conn, id, params).map(|b| Answer::Now(b.into()))
             }
-            ("initialize", Some(_)) => Err(RpcError::invalid_request("the session is already initialized")),
-            ("ping", _) => Ok(Answer::Now(encode_result(id, &Map::new()))),
-            (_, None) => Err(RpcError::invalid_request(format!(
+            ("initialize", Some(_)) => Err(RpcError::misbehaving("the session is already initialized")),
+            ("ping", _) => Ok(Answer::Now(encode_result(id, &Map::new()).into())),
+            (_, None) => Err(RpcError::misbehaving(format!(
                 "{method}: the session is not initialized; send initialize first"
             ))),
             (_, Some(version)) => {
@@ -312,14 +323,18 @@ impl<H: Clone> Engine<H> {
                     mrtr: None,
                 };
                 match method {
-                    "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(Answer::Now),
+                    "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
                     "resources/subscribe" | "resources/unsubscribe"
                         if !self.offers(&self.caller(conn)).resources =>
                     {
                         Err(RpcError::method_not_found(method))
                     }
-                    "resources/subscribe" => self.subscribe(ctx, params.as_ref()).map(Answer::Now),
-                    "resources/unsubscribe" => self.unsubscribe(ctx, params.as_ref()).map(Answer::Now),
+                    "resources/subscribe" => {
+                        self.subscribe(ctx, params.as_ref()).map(|b| Answer::Now(b.into()))
+                    }
+                    "resources/unsubscribe" => {
+                        self.unsubscribe(ctx, params.as_ref()).map(|b| Answer::Now(b.into()))
+                    }
                     "subscriptions/listen" => Err(RpcError::method_not_found(method)),
                     _ => self.method(now, ctx, method, params, batch),
                 }
@@ -357,7 +372,7 @@ impl<H: Clone> Engine<H> {
                 } else {
                     format!("unsupported protocol version {requested:?}")
                 };
-                return Err(RpcError::new(ErrorCode::UnsupportedProtocolVersion, msg)
+                return Err(RpcError::incompatible(ErrorCode::UnsupportedProtocolVersion, msg)
                     .with_data(serde_json::json!({ "supported": supported, "requested": requested })));
             }
         };
@@ -386,7 +401,7 @@ impl<H: Clone> Engine<H> {
             mrtr: mrtr.as_ref(),
         };
         match method {
-            "server/discover" => Ok(Answer::Now(self.discover(ctx))),
+            "server/discover" => Ok(Answer::Now(self.discover(ctx).into())),
             // Removed in 2026-07-28.
             "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => {
                 Err(RpcError::method_not_found(method))
@@ -423,12 +438,14 @@ impl<H: Clone> Engine<H> {
         let mut ctx = ctx;
         ctx.private = self.registry.gate.is_some();
         match method {
-            "tools/list" => self.list_tools(ctx, params.as_ref()).map(Answer::Now),
+            "tools/list" => self.list_tools(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
             "tools/call" => self.call_tool(now, ctx, params, batch),
-            "resources/list" => self.list_resources(ctx, params.as_ref()).map(Answer::Now),
-            "resources/templates/list" => self.list_templates(ctx, params.as_ref()).map(Answer::Now),
+            "resources/list" => self.list_resources(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
+            "resources/templates/list" => {
+                self.list_templates(ctx, params.as_ref()).map(|b| Answer::Now(b.into()))
+            }
             "resources/read" => self.read_resource(now, ctx, params.as_ref(), batch),
-            "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(Answer::Now),
+            "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
             "prompts/get" => self.get_prompt(now, ctx, params.as_ref(), batch),
             _ => self.complete_request(now, ctx, params.as_ref(), batch),
         }
@@ -594,12 +611,12 @@ impl<H: Clone> Engine<H> {
                 let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
                 if ctx.version.argument_errors_as_results() {
                     let out = ToolOutput::error(text);
-                    return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out)));
+                    return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out).into()));
                 }
                 return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));
             }
         }
-        let Value::Object(arguments) = arguments else { return Err(RpcError::internal()) };
+        let Value::Object(arguments) = arguments else { return Err(RpcError::misuse()) };
         let handler = entry.handler.clone();
         self.invoke(
             now,
@@ -647,7 +664,7 @@ impl<H: Clone> Engine<H> {
         batch: Option<Key>,
     ) -> Result<CallId, RpcError> {
         let max = self.config.limits.max_in_flight;
-        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
+        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::misuse)?;
         let listening = conn.listens.iter().any(|l| &l.id == ctx.id);
         // A timeout too long for the clock to express is no timeout.
         let deadline = self.config.limits.call_timeout.and_then(|t| now.checked_add(t));

@@ -7,12 +7,12 @@ use serde::Serialize;
 use super::{Call, CallKind, Engine, META_SERVER_INFO};
 use crate::content::{Content, HandlerError, ToolOutput};
 use crate::json::DecodeError;
-use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
+use crate::jsonrpc::{encode_result, Encoded, RequestId, RpcError};
 use crate::version::ProtocolVersion;
 use serde_json::{Map, Value};
 
 impl<H: Clone> Engine<H> {
-    pub(super) fn tool_result(&self, call: &Call, mut out: ToolOutput) -> Vec<u8> {
+    pub(super) fn tool_result(&self, call: &Call, mut out: ToolOutput) -> Encoded {
         let entry = match &call.kind {
             CallKind::Tool(name) => self.registry.tools.get(name),
             _ => None,
@@ -23,7 +23,7 @@ impl<H: Clone> Engine<H> {
                 if !ok {
                     // The application broke its own contract; the peer learns only that the
                     // server failed.
-                    return encode_error(Some(&call.id), &RpcError::internal());
+                    return RpcError::misuse().encode(Some(&call.id));
                 }
             }
         }
@@ -35,13 +35,13 @@ impl<H: Clone> Engine<H> {
         let bytes = self.encode_tool_result(&call.id, call.version, &out);
         let max = self.config.limits.max_response_bytes;
         if bytes.len() <= max {
-            return bytes;
+            return bytes.into();
         }
         let msg = format!(
             "result_too_large: the tool's result of {} bytes exceeds the {max}-byte response limit",
             bytes.len()
         );
-        self.encode_tool_result(&call.id, call.version, &ToolOutput::error(msg))
+        self.encode_tool_result(&call.id, call.version, &ToolOutput::error(msg)).into()
     }
 
     pub(super) fn encode_tool_result(&self, id: &RequestId, v: ProtocolVersion, out: &ToolOutput) -> Vec<u8> {
@@ -53,8 +53,10 @@ impl<H: Clone> Engine<H> {
 /// The error answering a frame that did not parse.
 pub(super) fn decode_error(e: DecodeError) -> RpcError {
     match e {
-        DecodeError::Syntax(msg) => RpcError::new(ErrorCode::ParseError, format!("parse error: {msg}")),
-        DecodeError::TooDeep => RpcError::invalid_request("JSON nested deeper than 128 levels"),
+        DecodeError::Syntax(msg) => RpcError::unparsable(format!("parse error: {msg}")),
+        // A depth the parser will not descend to leaves the document as unreadable to us as a
+        // syntax error does: malformed, not a bound the client could have been told of.
+        DecodeError::TooDeep => RpcError::malformed("JSON nested deeper than 128 levels"),
     }
 }
 

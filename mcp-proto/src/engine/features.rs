@@ -8,6 +8,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::{Answer, CallKind, CompletionRef, Ctx, Engine, Request};
+use crate::blame::Blame;
 use crate::caller::{admits, Caller};
 use crate::content::{Completion, ContentsWire, PromptOutputWire, ResourceContents};
 use crate::cursor;
@@ -188,7 +189,12 @@ impl<H: Clone> Engine<H> {
         if version.is_modern() {
             RpcError::invalid_params(format!("resource not found: {uri}")).with_data(data)
         } else {
-            RpcError::new(ErrorCode::ResourceNotFound, format!("resource not found: {uri}")).with_data(data)
+            RpcError::blamed(
+                Blame::Misbehaving,
+                ErrorCode::ResourceNotFound,
+                format!("resource not found: {uri}"),
+            )
+            .with_data(data)
         }
     }
 
@@ -230,10 +236,9 @@ impl<H: Clone> Engine<H> {
         let uri = string_param(params, "uri")?;
         let max = self.config.limits.max_uri_bytes;
         if uri.len() > max {
-            return Err(RpcError::invalid_params(format!(
-                "uri of {} bytes exceeds the {max}-byte limit",
-                uri.len()
-            )));
+            let msg = format!("uri of {} bytes exceeds the {max}-byte limit", uri.len());
+            let blame = Blame::Limit(crate::blame::Bound::Size);
+            return Err(RpcError::blamed(blame, ErrorCode::InvalidParams, msg));
         }
         Ok(uri)
     }
@@ -260,10 +265,10 @@ impl<H: Clone> Engine<H> {
         call: &super::Call,
         uri: &str,
         contents: &[ResourceContents],
-    ) -> Vec<u8> {
+    ) -> crate::jsonrpc::Encoded {
         if contents.is_empty() {
             // Never an empty `contents`: the handler found nothing, so the resource is not there.
-            return crate::jsonrpc::encode_error(Some(&call.id), &self.not_found(call.version, uri));
+            return self.not_found(call.version, uri).encode(Some(&call.id));
         }
         let mut r = Map::new();
         r.insert(
@@ -272,7 +277,7 @@ impl<H: Clone> Engine<H> {
         );
         self.cacheable(&mut r, call.version, call.private);
         self.finish(&mut r, call.version);
-        encode_result(&call.id, &r)
+        encode_result(&call.id, &r).into()
     }
 
     pub(super) fn get_prompt(
@@ -351,7 +356,7 @@ impl<H: Clone> Engine<H> {
             let mut r = Map::new();
             r.insert("completion".into(), serde_json::json!({ "values": [], "hasMore": false }));
             self.finish(&mut r, ctx.version);
-            return Ok(Answer::Now(encode_result(ctx.id, &r)));
+            return Ok(Answer::Now(encode_result(ctx.id, &r).into()));
         };
         let request = Request::Complete { reference, argument: arg_name, value, context };
         self.invoke(now, ctx, CallKind::Complete, batch, request, handler)

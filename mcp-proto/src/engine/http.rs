@@ -21,11 +21,12 @@ use serde_json::Value;
 
 use super::timers::Timer;
 use super::{decode_error, CloseReason, Conn, ConnId, Engine, FrameOutcome, Output, META_PROTOCOL_VERSION};
+use crate::blame::{Blame, Bound, Era};
 use crate::caller::{admits, Caller};
 use crate::frame::Decoded;
 use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
 use crate::json::RawFrame;
-use crate::jsonrpc::{encode_error, ErrorCode, RequestId, RpcError};
+use crate::jsonrpc::{encode_error, Encoded, ErrorCode, RequestId, RpcError};
 use crate::slab::Slab;
 use crate::sse;
 use crate::version::ProtocolVersion;
@@ -91,41 +92,24 @@ fn full(status: u16, body: Vec<u8>) -> HttpReply {
     HttpReply::Full { head: json_head(status), body }
 }
 
-fn error_reply(status: u16, id: Option<&RequestId>, err: &RpcError) -> HttpReply {
-    full(status, encode_error(id, err))
+/// An error answered at once, with the status its blame has under `era`'s rules.
+fn error_reply(era: Era, id: Option<&RequestId>, err: &RpcError) -> HttpReply {
+    full(err.http_status(era), encode_error(id, err))
+}
+
+/// A request refused before it became a JSON-RPC exchange ([`Era::Transport`]).
+fn refuse(id: Option<&RequestId>, err: &RpcError) -> HttpReply {
+    error_reply(Era::Transport, id, err)
 }
 
 fn session_not_found() -> HttpReply {
     // -32001 is what the reference SDKs answer an unknown session with; clients key on the 404.
-    error_reply(404, None, &RpcError::new(ErrorCode::Other(-32001), "session not found"))
+    refuse(None, &RpcError::blamed(Blame::Misbehaving, ErrorCode::SessionNotFound, "session not found"))
 }
 
-/// The JSON-RPC error code of an encoded response, if it is an error. Our encoders write
-/// `{"jsonrpc":"2.0","id":<id>,"error":{"code":N,...` and a string id cannot hold an unescaped
-/// `,"error":`, so the first such key after the id is the real one.
-fn error_code(bytes: &[u8]) -> Option<i64> {
-    const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
-    const ERROR: &[u8] = b",\"error\":{\"code\":";
-    const RESULT: &[u8] = b",\"result\":";
-    let rest = bytes.strip_prefix(PREFIX)?;
-    let at = rest
-        .windows(ERROR.len().max(RESULT.len()))
-        .position(|w| w.starts_with(ERROR) || w.starts_with(RESULT))?;
-    let tail = rest.get(at..)?.strip_prefix(ERROR)?;
-    let end = tail.iter().position(|b| !(b.is_ascii_digit() || *b == b'-')).unwrap_or(tail.len());
-    std::str::from_utf8(tail.get(..end)?).ok()?.parse().ok()
-}
-
-/// The status of a JSON response: 2026-07-28 maps error codes to statuses (VERSIONS.md §5c);
-/// a legacy session answers JSON-RPC errors with 200 except unparsable bodies, because a legacy
-/// client reads 404 as "session gone".
-fn status_of(modern: bool, bytes: &[u8]) -> u16 {
-    match error_code(bytes) {
-        None => 200,
-        Some(code) if modern => crate::http::status_for_error(code),
-        Some(-32700) => 400,
-        Some(_) => 200,
-    }
+/// The capacity refusal: the connection or session table is full.
+fn busy(id: Option<&RequestId>, message: &str) -> HttpReply {
+    refuse(id, &RpcError::limit(Bound::Capacity, message))
 }
 
 impl<H: Clone> Engine<H> {
@@ -178,15 +162,18 @@ impl<H: Clone> Engine<H> {
     ) -> HttpReply {
         let frame = match decoded.frame {
             Some(Ok(f)) => f,
-            Some(Err(e)) => return error_reply(400, None, &decode_error(e)),
+            Some(Err(e)) => return refuse(None, &decode_error(e)),
             None => {
                 // The shim's body cap is the frame limit; a body past it was decoded elsewhere
                 // under other limits.
-                let err = RpcError::invalid_request(format!(
-                    "frame of {} bytes exceeds the {}-byte limit",
-                    decoded.len, self.config.limits.max_frame_bytes
-                ));
-                return error_reply(413, None, &err);
+                let err = RpcError::limit(
+                    Bound::Size,
+                    format!(
+                        "frame of {} bytes exceeds the {}-byte limit",
+                        decoded.len, self.config.limits.max_frame_bytes
+                    ),
+                );
+                return refuse(None, &err);
             }
         };
         let (method, has_meta_version) = match &frame {
@@ -224,30 +211,34 @@ impl<H: Clone> Engine<H> {
         let env = match frame {
             RawFrame::Single(env) => env,
             RawFrame::Batch(_) => {
-                let err = RpcError::invalid_request("JSON-RPC batches are not accepted on 2026-07-28");
-                return error_reply(400, None, &err);
+                let err = RpcError::incompatible(
+                    ErrorCode::InvalidRequest,
+                    "JSON-RPC batches are not accepted on 2026-07-28",
+                );
+                return error_reply(Era::Modern, None, &err);
             }
             RawFrame::NotAnObject => {
-                let err = RpcError::invalid_request("a JSON-RPC message must be an object");
-                return error_reply(400, None, &err);
+                let err = RpcError::malformed("a JSON-RPC message must be an object");
+                return error_reply(Era::Modern, None, &err);
             }
         };
         let id = env.id.as_deref().and_then(|raw| RequestId::from_json(raw.get()));
         let method = env.method.as_ref().and_then(Value::as_str);
         if let Some(method) = method {
             if let Err(mismatch) = self.check_headers(req, method, env.params.as_ref()) {
-                return error_reply(crate::http::HeaderMismatch::STATUS, id.as_ref(), &mismatch.rpc_error());
+                return error_reply(Era::Modern, id.as_ref(), &mismatch.rpc_error());
             }
         }
         if self.conns.len() >= self.config.limits.max_connections {
-            return error_reply(503, id.as_ref(), &RpcError::new(ErrorCode::InternalError, "server is busy"));
+            return busy(id.as_ref(), "server is busy");
         }
         let listen = method == Some("subscriptions/listen");
         if listen && !accepts.sse {
-            let err = RpcError::invalid_request(
+            let err = RpcError::incompatible(
+                ErrorCode::InvalidRequest,
                 "subscriptions/listen answers with a stream: Accept text/event-stream",
             );
-            return error_reply(406, id.as_ref(), &err);
+            return refuse(id.as_ref(), &err);
         }
         if listen && !self.shutting_down {
             if let Err(reply) = self.take_seat(&req.caller, id.as_ref()) {
@@ -313,7 +304,7 @@ impl<H: Clone> Engine<H> {
             if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
         // The exchange (and, for initialize, the session) count against the connection bound.
         if self.conns.len() + usize::from(initialize) >= self.config.limits.max_connections {
-            return error_reply(503, None, &RpcError::new(ErrorCode::InternalError, "server is busy"));
+            return busy(None, "server is busy");
         }
         let (session, minted) = match headers.session_id {
             Some(sid) => match self.session_for(sid, &req.caller) {
@@ -325,9 +316,8 @@ impl<H: Clone> Engine<H> {
                 Err(reply) => return reply,
             },
             None => {
-                let err =
-                    RpcError::invalid_request("Mcp-Session-Id header is required (send initialize first)");
-                return error_reply(400, None, &err);
+                let err = RpcError::malformed("Mcp-Session-Id header is required (send initialize first)");
+                return refuse(None, &err);
             }
         };
         let version = self.conns.get(session.0).and_then(|c| c.session.as_ref()).map(|s| s.version);
@@ -336,11 +326,12 @@ impl<H: Clone> Engine<H> {
             let fits = ProtocolVersion::parse(header)
                 .is_some_and(|h| h == version || h == ProtocolVersion::V2025_03_26);
             if !fits {
-                let err = RpcError::invalid_request(format!(
+                // The session settled its version; a request that names another contradicts it.
+                let err = RpcError::misbehaving(format!(
                     "MCP-Protocol-Version {header} does not match the session's {}",
                     version.as_str()
                 ));
-                return error_reply(400, None, &err);
+                return refuse(None, &err);
             }
         }
         let Some(c) = self.conns.get_mut(session.0) else { return session_not_found() };
@@ -408,17 +399,15 @@ impl<H: Clone> Engine<H> {
     fn new_session(&mut self, now: Instant, caller: &Caller) -> Result<(ConnId, Option<String>), HttpReply> {
         let limits = self.config.limits.clone();
         if self.shutting_down {
-            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
-                .with_data(serde_json::json!({ "reason": "shutting_down" }));
-            return Err(error_reply(503, None, &err));
+            return Err(refuse(None, &RpcError::shutting_down()));
         }
         if self.sessions.len() >= limits.max_sessions || self.conns.len() >= limits.max_connections {
-            let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
-            return Err(error_reply(503, None, &err));
+            return Err(busy(None, "too many sessions; try again later"));
         }
-        // Without a seed there is no id that cannot be guessed.
+        // Without a seed there is no id that cannot be guessed: the shim's configuration lacks
+        // what legacy sessions need.
         let id = self.sessions.mint(self.config.seed.as_ref());
-        let Some(id) = id else { return Err(error_reply(500, None, &RpcError::internal())) };
+        let Some(id) = id else { return Err(refuse(None, &RpcError::misuse())) };
         let state = SessionState::new(id.clone(), now);
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
         self.sessions.insert(id.clone(), conn);
@@ -438,11 +427,12 @@ impl<H: Clone> Engine<H> {
             Err(reply) => return reply,
         };
         if !admits(self.registry.gate.as_ref(), &req.caller) {
-            return error_reply(403, None, &RpcError::invalid_request("forbidden"));
+            // The application's gate refuses the whole request.
+            let err = RpcError::blamed(Blame::Application, ErrorCode::InvalidRequest, "forbidden");
+            return refuse(None, &err);
         }
         if self.shutting_down {
-            let err = RpcError::new(ErrorCode::InternalError, "server is shutting down");
-            return error_reply(503, None, &err);
+            return refuse(None, &RpcError::shutting_down());
         }
         let previous = match self.conns.get(session.0).map(|c| &c.transport) {
             Some(Transport::Session(s)) => s.get(),
@@ -455,7 +445,7 @@ impl<H: Clone> Engine<H> {
             return reply;
         }
         if self.conns.len() >= self.config.limits.max_connections {
-            return error_reply(503, None, &RpcError::new(ErrorCode::InternalError, "server is busy"));
+            return busy(None, "server is busy");
         }
         let caller = Arc::new(req.caller.clone());
         let conn = self.insert_conn(Transport::Standalone { session }, caller);
@@ -501,8 +491,7 @@ impl<H: Clone> Engine<H> {
             }
         }
         let Some(sid) = headers.session_id else {
-            let err = RpcError::invalid_request("Mcp-Session-Id header is required");
-            return Err(error_reply(400, None, &err));
+            return Err(refuse(None, &RpcError::malformed("Mcp-Session-Id header is required")));
         };
         self.session_for(sid, &req.caller).ok_or_else(session_not_found)
     }
@@ -513,7 +502,7 @@ impl<H: Clone> Engine<H> {
             match self.sessions.room(caller.binding(), &self.config.limits) {
                 Room::Free => return Ok(()),
                 Room::Evict(oldest) => self.forget(oldest, CloseReason::Evicted),
-                Room::Refused(msg) => return Err(error_reply(429, id, &RpcError::invalid_request(msg))),
+                Room::Refused(msg) => return Err(refuse(id, &RpcError::limit(Bound::Share, msg))),
             }
         }
     }
@@ -529,13 +518,14 @@ impl<H: Clone> Engine<H> {
 
     /// Sends `bytes` to `to` as its transport requires. `reply` marks the answer to a request,
     /// which an HTTP exchange counts to know when it is done.
-    pub(super) fn send(&mut self, to: ConnId, bytes: Vec<u8>, reply: bool) {
+    pub(super) fn send(&mut self, to: ConnId, msg: impl Into<Encoded>, reply: bool) {
+        let msg = msg.into();
         let Some(c) = self.conns.get_mut(to.0) else { return };
         match &mut c.transport {
-            Transport::Line => self.out.push_back(Output::Frame { conn: to, bytes }),
+            Transport::Line => self.out.push_back(Output::Frame { conn: to, bytes: msg.bytes }),
             Transport::Session(s) => {
                 if let Some(get) = s.get() {
-                    self.send(get, bytes, false);
+                    self.send(get, msg.bytes, false);
                 }
             }
             Transport::Standalone { session } => {
@@ -544,7 +534,7 @@ impl<H: Clone> Engine<H> {
                 else {
                     return;
                 };
-                let event = s.get_event(&bytes);
+                let event = s.get_event(&msg.bytes);
                 self.out.push_back(Output::Frame { conn: to, bytes: event });
             }
             Transport::Exchange(x) => {
@@ -554,9 +544,10 @@ impl<H: Clone> Engine<H> {
                 let done = x.owed() == 0 && c.listens.is_empty();
                 if !x.started() {
                     if done && x.answers_in_json() {
-                        let head = json_head(status_of(x.is_modern(), &bytes));
+                        let era = if x.is_modern() { Era::Modern } else { Era::Legacy };
+                        let head = json_head(msg.status(era));
                         self.drop_conn(to);
-                        self.respond(to, head, bytes);
+                        self.respond(to, head, msg.bytes);
                         return;
                     }
                     if !x.can_stream() {
@@ -569,7 +560,7 @@ impl<H: Clone> Engine<H> {
                     return;
                 };
                 let id = x.next_event_id();
-                self.out.push_back(Output::Frame { conn: to, bytes: sse::event(id.as_deref(), &bytes) });
+                self.out.push_back(Output::Frame { conn: to, bytes: sse::event(id.as_deref(), &msg.bytes) });
                 if done {
                     self.forget(to, CloseReason::EndOfInput);
                 }

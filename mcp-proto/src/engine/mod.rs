@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use crate::blame::Bound;
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::frame::Decoded;
-use crate::jsonrpc::{encode_error, encode_result, ErrorCode, RequestId, RpcError};
+use crate::jsonrpc::{encode_result, Encoded, RequestId, RpcError};
 use crate::registry::Registry;
 use crate::slab::{Key, Slab};
 use crate::version::ProtocolVersion;
@@ -384,7 +385,8 @@ struct Conn {
 
 /// How one request will be answered.
 enum Answer<H> {
-    Now(Vec<u8>),
+    /// The answer (a result or an error, with its blame) is known at once.
+    Now(Encoded),
     Later(Invocation<H>),
     /// The request stays open and answers later by itself (a listen stream); what it had to
     /// say at once is already sent.
@@ -611,10 +613,8 @@ impl<H: Clone> Engine<H> {
         for call in calls {
             if let Some(c) = self.finish_call(call) {
                 self.out.push_back(Output::Cancel { call });
-                let err = RpcError::new(ErrorCode::InternalError, "server is shutting down")
-                    .with_data(serde_json::json!({ "reason": "shutting_down" }));
-                let bytes = encode_error(Some(&c.id), &err);
-                self.deliver(c, bytes);
+                let answer = RpcError::shutting_down().encode(Some(&c.id));
+                self.deliver(c, answer);
             }
         }
         let conns: Vec<ConnId> = self.conns.iter().map(|(k, _)| ConnId(k)).collect();
@@ -712,9 +712,11 @@ impl<H: Clone> Engine<H> {
             return;
         }
         let max = self.config.limits.max_frame_bytes;
-        let err =
-            RpcError::invalid_request(format!("frame of {seen} bytes or more exceeds the {max}-byte limit"));
-        self.emit(conn, encode_error(None, &err));
+        let err = RpcError::limit(
+            Bound::Size,
+            format!("frame of {seen} bytes or more exceeds the {max}-byte limit"),
+        );
+        self.emit(conn, err.encode(None));
         self.forget(conn, CloseReason::FrameTooLarge);
     }
 
@@ -740,15 +742,18 @@ impl<H: Clone> Engine<H> {
         let frame = match decoded.frame {
             Some(Ok(f)) => f,
             Some(Err(e)) => {
-                self.emit(conn, encode_error(None, &decode_error(e)));
+                self.emit(conn, decode_error(e).encode(None));
                 return FrameOutcome::Reply;
             }
             None => {
-                let err = RpcError::invalid_request(format!(
-                    "frame of {} bytes exceeds the {}-byte limit",
-                    decoded.len, self.config.limits.max_frame_bytes
-                ));
-                self.emit(conn, encode_error(None, &err));
+                let err = RpcError::limit(
+                    Bound::Size,
+                    format!(
+                        "frame of {} bytes exceeds the {}-byte limit",
+                        decoded.len, self.config.limits.max_frame_bytes
+                    ),
+                );
+                self.emit(conn, err.encode(None));
                 return FrameOutcome::Reply;
             }
         };
@@ -798,39 +803,42 @@ impl<H: Clone> Engine<H> {
     pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<(), Stale> {
         self.input(now);
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
-        let bytes = match (reply, &call.kind) {
+        let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
             (Reply::Resource(Ok(contents)), CallKind::Resource(uri)) => {
                 self.read_result(&call, uri, &contents)
             }
-            (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out),
-            (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c),
+            (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
+            (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),
             (
                 Reply::Tool(Err(e))
                 | Reply::Resource(Err(e))
                 | Reply::Prompt(Err(e))
                 | Reply::Completion(Err(e)),
                 _,
-            ) => encode_error(Some(&call.id), &public_error(e)),
+            ) => public_error(e).encode(Some(&call.id)),
             // A reply of the wrong kind is the shim's bug; the peer learns only that it failed.
-            _ => encode_error(Some(&call.id), &RpcError::internal()),
+            _ => RpcError::misuse().encode(Some(&call.id)),
         };
-        let bytes = if bytes.len() > self.config.limits.max_response_bytes {
-            encode_error(Some(&call.id), &RpcError::internal())
+        // Tool results are bounded in `tool_result`; any other answer over the ceiling is the
+        // application's, and becomes the generic internal error.
+        let answer = if answer.bytes.len() > self.config.limits.max_response_bytes {
+            RpcError::internal().encode(Some(&call.id))
         } else {
-            bytes
+            answer
         };
-        self.deliver(call, bytes);
+        self.deliver(call, answer);
         Ok(())
     }
 
-    fn deliver(&mut self, call: Call, bytes: Vec<u8>) {
+    fn deliver(&mut self, call: Call, answer: Encoded) {
         match call.batch() {
             Some((b, slot)) => {
-                self.calls.settle(b, Some((slot, bytes)));
+                // Batches exist only on legacy sessions, whose answers (an array) are all 200.
+                self.calls.settle(b, Some((slot, answer.bytes)));
                 self.flush_batch(b);
             }
-            None => self.send(call.reply_to, bytes, true),
+            None => self.send(call.reply_to, answer, true),
         }
         self.close_drained();
     }
@@ -887,9 +895,10 @@ impl<H: Clone> Engine<H> {
     fn call_timeout(&mut self, call: CallId) {
         if let Some(c) = self.finish_call(call) {
             self.out.push_back(Output::Cancel { call });
-            let err = RpcError::new(ErrorCode::InternalError, "request timed out");
-            let bytes = encode_error(Some(&c.id), &err);
-            self.deliver(c, bytes);
+            // The handler did not answer in time: the application's doing, not the client's.
+            let err = RpcError::new(crate::ErrorCode::InternalError, "request timed out");
+            let answer = err.encode(Some(&c.id));
+            self.deliver(c, answer);
         }
     }
 }

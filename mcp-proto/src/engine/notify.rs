@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 
 use super::subscriptions::{Filter, List};
 use super::{Answer, CallId, ConnId, Ctx, Engine, Listen, Stale, META_SUBSCRIPTION_ID};
+use crate::blame::{Blame, Bound};
 use crate::caller::{admits, Gate};
-use crate::jsonrpc::{encode_result, RequestId, RpcError};
+use crate::jsonrpc::{encode_result, ErrorCode, RequestId, RpcError};
 use crate::slab::Key;
 
 /// A syslog severity, as MCP's `LoggingLevel`.
@@ -267,7 +268,8 @@ impl<H: Clone> Engine<H> {
         let l = &self.config.limits;
         self.notes
             .subscribe(caller.binding(), uri, l.max_subscribed_uris, l.max_subscriptions)
-            .map_err(RpcError::invalid_params)?;
+            // Both bounds are server-wide tables, whoever fills them.
+            .map_err(|msg| RpcError::blamed(Blame::Limit(Bound::Capacity), ErrorCode::InvalidParams, msg))?;
         Ok(encode_result(ctx.id, &Map::new()))
     }
 
@@ -292,7 +294,7 @@ impl<H: Clone> Engine<H> {
         batch: Option<Key>,
     ) -> Result<Answer<H>, RpcError> {
         if batch.is_some() {
-            return Err(RpcError::invalid_request("subscriptions/listen cannot be part of a batch"));
+            return Err(RpcError::misbehaving("subscriptions/listen cannot be part of a batch"));
         }
         self.check_server_gate(ctx)?;
         let Some(Value::Object(requested)) = params.and_then(|p| p.get("notifications")) else {
@@ -317,10 +319,9 @@ impl<H: Clone> Engine<H> {
             None | Some(Value::Null) => {}
             Some(Value::Array(uris)) => {
                 if uris.len() > limits.max_subscribed_uris {
-                    return Err(RpcError::invalid_params(format!(
-                        "at most {} resourceSubscriptions per listen",
-                        limits.max_subscribed_uris
-                    )));
+                    let msg =
+                        format!("at most {} resourceSubscriptions per listen", limits.max_subscribed_uris);
+                    return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
                 }
                 for u in uris {
                     let Value::String(u) = u else {
@@ -334,14 +335,13 @@ impl<H: Clone> Engine<H> {
             Some(_) => return Err(RpcError::invalid_params("\"resourceSubscriptions\" must be an array")),
         }
         let max_listens = limits.max_listens;
-        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::internal)?;
+        let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::misuse)?;
         if conn.listens.len() >= max_listens {
-            return Err(RpcError::invalid_request(format!(
-                "too many open listen streams (limit {max_listens})"
-            )));
+            let msg = format!("too many open listen streams (limit {max_listens})");
+            return Err(RpcError::limit(Bound::Share, msg));
         }
         if conn.calls.holds(ctx.id) || conn.listens.iter().any(|l| &l.id == ctx.id) {
-            return Err(RpcError::invalid_request("a request with this id is already in flight"));
+            return Err(RpcError::misbehaving("a request with this id is already in flight"));
         }
         let mut honoured = Map::new();
         for (name, on) in

@@ -265,17 +265,14 @@ pub struct HeaderMismatch {
 }
 
 impl HeaderMismatch {
-    /// The HTTP status of the rejection.
-    pub const STATUS: u16 = 400;
-
     fn new(header: &str, message: impl Into<String>) -> Self {
         Self { header: header.to_owned(), message: message.into() }
     }
 
     /// The JSON-RPC error to send (with the request's id): `-32020`, this message, and
-    /// `data: {"header": <name>}`.
+    /// `data: {"header": <name>}`; [`Blame::Misbehaving`](crate::Blame::Misbehaving), so HTTP 400.
     pub fn rpc_error(&self) -> RpcError {
-        RpcError::new(ErrorCode::HeaderMismatch, self.message.clone())
+        RpcError::blamed(crate::Blame::Misbehaving, ErrorCode::HeaderMismatch, self.message.clone())
             .with_data(serde_json::json!({ "header": self.header }))
     }
 }

@@ -361,17 +361,6 @@ pub fn check_body_len(limits: &Limits, len: usize) -> Result<(), HttpRefusal> {
     Ok(())
 }
 
-/// The status of a modern (2026-07-28) response carrying a JSON-RPC error `code`: 404 for
-/// `-32601`; 400 for `-32700`, `-32600`, `-32602`, `-32020`, `-32021` and `-32022`; 200 (the
-/// error travels in the body) for everything else, such as `-32603` or an application's code.
-pub fn status_for_error(code: i64) -> u16 {
-    match code {
-        -32601 => 404,
-        -32700 | -32600 | -32602 | -32020 | -32021 | -32022 => 400,
-        _ => 200,
-    }
-}
-
 /// Whether `id` may be used as an `Mcp-Session-Id`: 1 to [`MAX_SESSION_ID_BYTES`] bytes of
 /// visible ASCII (0x21 to 0x7E). A shim minting ids should mint only such ids.
 pub fn is_valid_session_id(id: &str) -> bool {

@@ -412,14 +412,23 @@ fn peers() {
     assert!(check_peer(&open, "192.168.1.2".parse().unwrap()).is_ok());
 }
 
+/// The statuses VERSIONS.md §5c gives 2026-07-28 errors, as the engine's errors carry them.
 #[test]
-fn status_codes_for_errors() {
-    assert_eq!(status_for_error(-32601), 404);
-    for code in [-32602, -32020, -32021, -32022, -32600, -32700] {
-        assert_eq!(status_for_error(code), 400, "{code}");
+fn modern_statuses_for_errors() {
+    use crate::{Era, ErrorCode, RpcError};
+    assert_eq!(RpcError::method_not_found("x").http_status(Era::Modern), 404);
+    let faults = [
+        RpcError::unparsable("x"),
+        RpcError::malformed("x"),
+        RpcError::invalid_params("x"),
+        RpcError::incompatible(ErrorCode::MissingClientCapability, "x"),
+        RpcError::incompatible(ErrorCode::UnsupportedProtocolVersion, "x"),
+    ];
+    for err in faults {
+        assert_eq!(err.http_status(Era::Modern), 400, "{err:?}");
     }
-    for code in [-32603, -32002, -32042, 1, 0] {
-        assert_eq!(status_for_error(code), 200, "{code}");
+    for err in [RpcError::internal(), RpcError::misuse(), RpcError::new(ErrorCode::Other(-32042), "x")] {
+        assert_eq!(err.http_status(Era::Modern), 200, "{err:?}");
     }
 }
 
@@ -497,7 +506,7 @@ fn standard_modern_headers() {
     let err = mismatch.rpc_error();
     assert_eq!(err.code.code(), -32020);
     assert_eq!(err.data, Some(json!({"header": "MCP-Protocol-Version"})));
-    assert_eq!(HeaderMismatch::STATUS, 400);
+    assert_eq!(err.http_status(crate::Era::Modern), 400);
     // Repeated headers mismatch.
     let twice = modern(&[("Mcp-Method", b"tools/list"), ("mcp-method", b"tools/list")]);
     assert_eq!(check(&twice, "tools/list", None, &[]), Err("Mcp-Method".into()));

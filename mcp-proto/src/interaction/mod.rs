@@ -480,7 +480,7 @@ impl Unsupported {
 
     /// `-32021` with `data: {"requiredCapabilities": {...}}`.
     pub fn rpc_error(&self) -> RpcError {
-        RpcError::new(ErrorCode::MissingClientCapability, self.message.clone())
+        RpcError::incompatible(ErrorCode::MissingClientCapability, self.message.clone())
             .with_data(json!({"requiredCapabilities": self.required}))
     }
 }
@@ -512,7 +512,7 @@ impl InvalidAnswer {
 
     /// `-32602` carrying the message.
     pub fn rpc_error(&self) -> RpcError {
-        RpcError::new(ErrorCode::InvalidParams, format!("invalid input response: {}", self.message))
+        RpcError::invalid_params(format!("invalid input response: {}", self.message))
     }
 }
 

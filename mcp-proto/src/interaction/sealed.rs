@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{InteractionError, MAX_STATE_BYTES};
 use crate::cursor::{self, caller_digest, KeyRing};
-use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::jsonrpc::RpcError;
 
 /// The purpose tag inside a sealed request state. Cursors are sealed with the same keys, so the
 /// tag (and the disjoint field names) is what keeps one from being accepted as the other.
@@ -228,11 +228,10 @@ impl StateError {
     /// "invalid requestState" for every other case.
     pub fn rpc_error(self) -> RpcError {
         match self {
-            StateError::Expired => RpcError::new(
-                ErrorCode::InvalidParams,
-                "requestState expired; retry the request without requestState",
-            ),
-            _ => RpcError::new(ErrorCode::InvalidParams, "invalid requestState"),
+            StateError::Expired => {
+                RpcError::invalid_params("requestState expired; retry the request without requestState")
+            }
+            _ => RpcError::invalid_params("invalid requestState"),
         }
     }
 }

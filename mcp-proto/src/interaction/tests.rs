@@ -709,7 +709,7 @@ fn state_errors_are_generic_on_the_wire() {
         StateError::TooLarge,
     ];
     for e in all {
-        assert_eq!(e.rpc_error(), RpcError::new(ErrorCode::InvalidParams, "invalid requestState"), "{e}");
+        assert_eq!(e.rpc_error(), RpcError::invalid_params("invalid requestState"), "{e}");
     }
     let expired = StateError::Expired.rpc_error();
     assert_eq!(expired.code.code(), -32602);

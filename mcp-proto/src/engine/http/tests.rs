@@ -1,6 +1,6 @@
 use super::*;
 use crate::caller::Gate;
-use crate::content::ToolOutput;
+use crate::content::{HandlerError, ToolOutput};
 use crate::cursor::KeyRing;
 use crate::engine::{Config, Implementation, Reply, Seed, Stale};
 use crate::http::{check_head, HttpConfig};
@@ -487,14 +487,61 @@ fn clients_that_list_sse_first_get_streams() {
     );
 }
 
+/// A handler's answer on 2026-07-28: status from the error's blame, whatever its code or id
+/// says. An application's `-32601` is its own error (200), not "method not found" (404); the
+/// engine's own misuse error stays 200; a handler that blames the client gets 400; a shutdown
+/// refusal is 503.
 #[test]
-fn error_codes_are_read_from_our_encoding() {
+fn modern_statuses_follow_blame_not_bytes() {
+    let mut rig = Rig::new(|_| {});
+    let answered = |rig: &mut Rig, id: &str, reply: Reply| -> (u16, Value) {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "echo", "arguments": {}, "_meta": modern_meta()}});
+        let HttpReply::Pending(ex) = modern_post(rig, &[], &body) else { panic!("expected pending") };
+        let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
+        rig.engine.complete(rig.now, inv.ticket, reply).unwrap();
+        match rig.drain().as_slice() {
+            [Output::Respond { conn, head, body }] if *conn == ex => {
+                (head.status, serde_json::from_slice(body).unwrap())
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    // An id that spells an error key must not sway the status either.
+    let tricky = r#"a,"error":{"code":-32601"#;
+    let app = RpcError::new(ErrorCode::MethodNotFound, "no such thing in my domain");
+    let (status, body) = answered(&mut rig, tricky, Reply::Tool(Err(HandlerError::Public(app))));
     assert_eq!(
-        error_code(
-            br#"{"jsonrpc":"2.0","id":"a,\"error\":{\"code\":1","error":{"code":-32601,"message":"x"}}"#
-        ),
-        Some(-32601)
+        (status, body["error"]["code"].as_i64(), body["id"].as_str()),
+        (200, Some(-32601), Some(tricky))
     );
-    assert_eq!(error_code(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":5}}}"#), None);
-    assert_eq!(error_code(br#"[{"jsonrpc":"2.0","id":1,"error":{"code":-32601}}]"#), None);
+    let blamed = RpcError::invalid_params("\"n\" must be positive");
+    let (status, body) = answered(&mut rig, "b", Reply::Tool(Err(HandlerError::Public(blamed))));
+    assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32602)));
+    let (status, body) =
+        answered(&mut rig, "c", Reply::Prompt(Ok(crate::PromptOutput::messages(Vec::new()))));
+    assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32603)), "a reply of the wrong kind");
+    rig.engine.shutdown(rig.now);
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": modern_meta()}});
+    let r = Rig::full(modern_post(&mut rig, &[], &body));
+    assert_eq!((r.status, r.json()["error"]["data"]["reason"].as_str()), (503, Some("shutting_down")));
+}
+
+/// Refusals before any exchange: each status comes from its blame (VERSIONS.md §5b/§5c).
+#[test]
+fn transport_refusals_by_blame() {
+    let mut rig = Rig::new(|l| {
+        l.max_connections(3);
+    });
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let r = Rig::full(rig.post(&[], list));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32600)), "no session id");
+    let r = Rig::full(rig.post(&[("Mcp-Session-Id", "nope")], list));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (404, Some(-32001)), "unknown session");
+    let r = Rig::full(rig.post(&[], "{"));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (400, Some(-32700)), "not JSON");
+    let _a = rig.session();
+    let _b = rig.session();
+    let r = Rig::full(rig.post(&[], INIT));
+    assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (503, Some(-32603)), "tables full");
 }
