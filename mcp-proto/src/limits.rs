@@ -41,6 +41,9 @@ pub struct Limits {
     pub(crate) keepalive: std::time::Duration,
     pub(crate) sse_retry: std::time::Duration,
     pub(crate) replay_events: usize,
+
+    // Asking the client (legacy server→client requests).
+    pub(crate) ask_timeout: std::time::Duration,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -86,6 +89,9 @@ impl Default for Limits {
             keepalive: std::time::Duration::from_secs(15),
             sse_retry: std::time::Duration::from_secs(3),
             replay_events: 64,
+
+            // Asking the client.
+            ask_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -240,11 +246,12 @@ impl Limits {
         self
     }
 
-    /// How long a legacy HTTP session may go without a request while no call and no stream of
-    /// it is open. Default 15 minutes.
+    /// How long a legacy HTTP session may go without a request while no stream of it is open
+    /// (its `GET` stream, or the response stream of a call in flight). Default 15 minutes.
     ///
-    /// After that the session is forgotten and its id answers 404, which tells the client to
-    /// initialize again.
+    /// After that the session is forgotten, its calls still in flight are cancelled, and its id
+    /// answers 404, which tells the client to initialize again. A call whose response stream
+    /// the client dropped does not keep the session alive: its answer can reach nobody.
     pub fn session_idle(&mut self, idle: std::time::Duration) -> &mut Self {
         self.session_idle = idle;
         self
@@ -318,6 +325,23 @@ impl Limits {
     /// every list changed instead, so it re-lists and is correct again.
     pub fn replay_events(&mut self, events: usize) -> &mut Self {
         self.replay_events = events;
+        self
+    }
+
+    // Asking the client (legacy server→client requests).
+
+    /// How long a legacy ask ([`Engine::ask`](crate::Engine::ask) on a 2025-03-26 .. 2025-11-25
+    /// session) waits for the client's answers. Default 60 s; `Duration::MAX` waits for ever.
+    ///
+    /// Past it the handler's ask resolves as [`AskError::TimedOut`](crate::AskError::TimedOut)
+    /// (the call itself goes on: the handler decides what to answer), the engine sends the
+    /// client `notifications/cancelled` for each request still unanswered on the call's stream,
+    /// and a late answer is ignored. A client that never answers thus holds an in-flight slot
+    /// ([`max_in_flight`](Self::max_in_flight)) for this long at most, not for ever.
+    /// 2026-07-28 asks are unaffected: they end the call with `input_required` and wait for
+    /// nothing.
+    pub fn ask_timeout(&mut self, timeout: std::time::Duration) -> &mut Self {
+        self.ask_timeout = timeout;
         self
     }
 
