@@ -29,7 +29,7 @@ use std::time::Duration;
 /// - Concurrency: [`max_connections`](Self::max_connections), [`max_in_flight`](Self::max_in_flight),
 ///   [`max_queued_frames`](Self::max_queued_frames), [`max_listens`](Self::max_listens).
 /// - Calls and interactions: [`call_timeout`](Self::call_timeout),
-///   [`max_input_rounds`](Self::max_input_rounds), [`state_ttl`](Self::state_ttl),
+///   [`ask_timeout`](Self::ask_timeout), [`max_input_rounds`](Self::max_input_rounds), [`state_ttl`](Self::state_ttl),
 ///   [`cache_ttl`](Self::cache_ttl), [`progress_interval`](Self::progress_interval),
 ///   [`max_progress_bytes`](Self::max_progress_bytes), [`page_size`](Self::page_size).
 /// - Subscriptions: [`max_subscribed_uris`](Self::max_subscribed_uris),
@@ -105,6 +105,9 @@ pub struct Limits {
     // Server layer.
     pub(crate) drain_timeout: Duration,
     pub(crate) max_parked_frames: usize,
+
+    // Asking the client (legacy server→client requests).
+    pub(crate) ask_timeout: Duration,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -166,6 +169,9 @@ impl Default for Limits {
 
             drain_timeout: Duration::from_secs(10),
             max_parked_frames: 16,
+
+            // Asking the client.
+            ask_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -320,11 +326,12 @@ impl Limits {
         self
     }
 
-    /// How long a legacy HTTP session may go without a request while no call and no stream of
-    /// it is open. Default 15 minutes.
+    /// How long a legacy HTTP session may go without a request while no stream of it is open
+    /// (its `GET` stream, or the response stream of a call in flight). Default 15 minutes.
     ///
-    /// After that the session is forgotten and its id answers 404, which tells the client to
-    /// initialize again.
+    /// After that the session is forgotten, its calls still in flight are cancelled, and its id
+    /// answers 404, which tells the client to initialize again. A call whose response stream
+    /// the client dropped does not keep the session alive: its answer can reach nobody.
     pub fn session_idle(&mut self, idle: Duration) -> &mut Self {
         self.session_idle = idle;
         self
@@ -398,6 +405,23 @@ impl Limits {
     /// every list changed instead, so it re-lists and is correct again.
     pub fn replay_events(&mut self, events: usize) -> &mut Self {
         self.replay_events = events;
+        self
+    }
+
+    // Asking the client (legacy server→client requests).
+
+    /// How long a legacy ask ([`Engine::ask`](crate::Engine::ask) on a 2025-03-26 .. 2025-11-25
+    /// session) waits for the client's answers. Default 60 s; `Duration::MAX` waits for ever.
+    ///
+    /// Past it the handler's ask resolves as [`AskError::TimedOut`](crate::AskError::TimedOut)
+    /// (the call itself goes on: the handler decides what to answer), the engine sends the
+    /// client `notifications/cancelled` for each request still unanswered on the call's stream,
+    /// and a late answer is ignored. A client that never answers thus holds an in-flight slot
+    /// ([`max_in_flight`](Self::max_in_flight)) for this long at most, not for ever.
+    /// 2026-07-28 asks are unaffected: they end the call with `input_required` and wait for
+    /// nothing.
+    pub fn ask_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.ask_timeout = timeout;
         self
     }
 

@@ -26,7 +26,7 @@ pub fn config(limits: Limits, call_timeout: Option<Duration>) -> Config {
     let mut c = Config::new(Implementation::new("fuzz", "0.0.0"), KeyRing::new([0x5a; 32]));
     c.seed = Some(mcp_proto::Seed([0xa5; 32]));
     c.limits = limits;
-    c.call_timeout = call_timeout;
+    c.limits.call_timeout(call_timeout);
     c
 }
 

@@ -69,7 +69,8 @@
 //! HTTP bodies are not schema-validated or counted for replies (the stdio invariants below).
 //!
 //! Ask results and answers: `<kind>` is one of `unsupported`, `rejected`, `invalid`,
-//! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended` (the [`AskError`] variants).
+//! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended`, `timed-out` (the [`AskError`]
+//! variants).
 //! The runner prints a detail after some kinds: the required capabilities for `unsupported`
 //! (`{"sampling":{}}`), the client's code and message for `rejected` (`-1 "no"`), the reason for
 //! `invalid` (`"field ..."`). An expectation may leave the detail out; when it gives one, the
@@ -504,7 +505,7 @@ impl fmt::Display for AskResult {
 }
 
 /// The kinds of [`AskError`], as transcripts name them.
-const ASK_ERROR_KINDS: [&str; 9] = [
+const ASK_ERROR_KINDS: [&str; 10] = [
     "unsupported",
     "rejected",
     "invalid",
@@ -513,6 +514,7 @@ const ASK_ERROR_KINDS: [&str; 9] = [
     "busy",
     "stale",
     "suspended",
+    "timed-out",
     "other",
 ];
 
@@ -527,6 +529,7 @@ fn ask_error(e: &AskError) -> AskResult {
         AskError::Busy => ("busy", String::new()),
         AskError::Stale => ("stale", String::new()),
         AskError::Suspended => ("suspended", String::new()),
+        AskError::TimedOut => ("timed-out", String::new()),
         other => ("other", format!("{other:?}")),
     };
     AskResult::Error { kind, detail }

@@ -11,12 +11,13 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use mcp_proto::http::HttpConfig;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, Caller, HandlerError, Tool, ToolOutput};
 use mcp_server::{Server, StdioEnd, ToolCall};
-use mcp_tests::http::{each, ensure, event_data, serve, Client, Req, Response, Shim, TIMEOUT};
+use mcp_tests::http::{each, ensure, event_data, poll_until, serve, Client, Req, Response, Shim, TIMEOUT};
 use serde_json::{json, Value};
 
 type Outcome = mcp_tests::http::Outcome;
@@ -28,27 +29,31 @@ const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialize
 /// A server whose `ask` tool asks for a name (form-mode elicitation under key `k`) and greets
 /// it; when the client cannot be asked it says so instead of failing.
 fn server() -> Server {
-    let tool = Tool::new("ask", "Asks the user's name", json!({"type": "object"}));
     Server::builder("interactions", "1.0.0")
-        .tool(tool, |call: ToolCall| async move {
-            let schema =
-                json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
-            let request = InputRequest::elicit("What is your name?", schema)
-                .map_err(|e| HandlerError::private(e.to_string()))?;
-            if !call.ctx.can_ask(&request) {
-                return Ok::<_, HandlerError>(ToolOutput::text("cannot ask"));
-            }
-            let answer = match call.ctx.ask_one("k", request).await {
-                Ok(answer) => answer,
-                // 2026-07-28: the call was answered `input_required`; this run is over.
-                Err(AskError::Suspended) => return Err(HandlerError::Cancelled),
-                Err(e) => return Err(e.into()),
-            };
-            let name = answer["content"]["name"].as_str().unwrap_or("nobody").to_owned();
-            Ok(ToolOutput::text(format!("hello {name}")))
-        })
+        .tool(ask_tool(), ask)
         .build()
         .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+fn ask_tool() -> Tool {
+    Tool::new("ask", "Asks the user's name", json!({"type": "object"}))
+}
+
+async fn ask(call: ToolCall) -> Result<ToolOutput, HandlerError> {
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    let request = InputRequest::elicit("What is your name?", schema)
+        .map_err(|e| HandlerError::private(e.to_string()))?;
+    if !call.ctx.can_ask(&request) {
+        return Ok(ToolOutput::text("cannot ask"));
+    }
+    let answer = match call.ctx.ask_one("k", request).await {
+        Ok(answer) => answer,
+        // 2026-07-28: the call was answered `input_required`; this run is over.
+        Err(AskError::Suspended) => return Err(HandlerError::Cancelled),
+        Err(e) => return Err(e.into()),
+    };
+    let name = answer["content"]["name"].as_str().unwrap_or("nobody").to_owned();
+    Ok(ToolOutput::text(format!("hello {name}")))
 }
 
 fn initialize(capabilities: &Value) -> String {
@@ -173,6 +178,111 @@ fn legacy_client_that_cannot_be_asked_is_not_asked() {
             ensure(reply["result"]["content"][0]["text"] == "cannot ask", || format!("{what}: {reply}"))?;
         }
         Ok(())
+    });
+}
+
+/// [`server`] with a `hang` tool whose handler never returns, small bounds so the scenario
+/// crosses them quickly: 4 calls in flight, asks that give up after `ask_timeout`, sessions
+/// idle after 2 s.
+fn bounded_server(ask_timeout: Duration) -> Server {
+    let mut builder = Server::builder("interactions", "1.0.0");
+    let limits = &mut builder.config_mut().limits;
+    limits.max_in_flight(IN_FLIGHT).ask_timeout(ask_timeout).session_idle(Duration::from_secs(2));
+    let hang = Tool::new("hang", "Never returns", json!({"type": "object"}));
+    builder = builder.tool(ask_tool(), ask).tool(hang, |_call: ToolCall| async move {
+        std::future::pending::<()>().await;
+        Ok::<_, HandlerError>(ToolOutput::text("unreachable"))
+    });
+    builder.build().unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+const IN_FLIGHT: usize = 4;
+
+fn call_of(id: usize, tool: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+        .to_string()
+}
+
+/// Sends `tools/call` `id` of the `ask` tool and reads its stream up to `elicitation/create`.
+fn call_until_asked(addr: SocketAddr, sid: &str, id: usize) -> Result<(Client, Value), String> {
+    let mut client = connect(addr)?;
+    client.send(&in_session(Req::post(call_of(id, "ask")), sid).to_bytes()).map_err(|e| e.to_string())?;
+    let head = client.head()?;
+    ensure(head.status == 200 && head.header("content-type") == Some("text/event-stream"), || {
+        format!("call {id}: {head:?}")
+    })?;
+    let asked = next_message(&mut client, "elicitation/create")?;
+    ensure(asked["method"] == "elicitation/create", || format!("call {id}: {asked}"))?;
+    Ok((client, asked))
+}
+
+/// Issue 10 over real sockets. More calls than the in-flight bound each wait on an ask whose
+/// POST stream the client drops: each is cancelled as its stream goes (long before the ask's
+/// deadline), so the next call on the session is still served. A call that never returns, on a
+/// stream the client dropped, does not keep the session alive: it idles out and the call is
+/// cancelled.
+#[test]
+fn legacy_asks_whose_streams_are_dropped_end_and_free_the_session() {
+    each(|shim| {
+        let server = bounded_server(Duration::from_secs(3600));
+        let addr = serve(shim, server.clone(), HttpConfig::default());
+        let sid = legacy_session(addr, &json!({"elicitation": {}}))?;
+        for id in 0..=IN_FLIGHT {
+            let (client, _) = call_until_asked(addr, &sid, 100 + id)?;
+            drop(client);
+            poll_until("the stranded call to be cancelled", TIMEOUT, || {
+                let st = server.status();
+                Ok((st.in_flight == 0 && st.running_handlers == 0).then_some(()))
+            })?;
+        }
+        // The session still serves a call, which the client answers.
+        let (mut client, asked) = call_until_asked(addr, &sid, 7)?;
+        let reply = json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer()});
+        let resp = connect(addr)?.request(&in_session(Req::post(reply.to_string()), &sid))?;
+        expect_status(&resp, 202, "answer")?;
+        let result = next_message(&mut client, "the tool result")?;
+        ensure(result["result"]["content"][0]["text"] == "hello Ada", || {
+            format!("the tool result: {result}")
+        })?;
+
+        // A handler that never returns, its stream dropped: the session idles out anyway.
+        let mut hang = connect(addr)?;
+        hang.send(&in_session(Req::post(call_of(9, "hang")), &sid).to_bytes()).map_err(|e| e.to_string())?;
+        poll_until("the hanging call to run", TIMEOUT, || {
+            Ok((server.status().running_handlers == 1).then_some(()))
+        })?;
+        drop(hang);
+        poll_until("the session to idle out", TIMEOUT, || {
+            let st = server.status();
+            Ok((st.sessions == 0 && st.in_flight == 0 && st.running_handlers == 0).then_some(()))
+        })?;
+        let list = r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#;
+        expect_status(
+            &connect(addr)?.request(&in_session(Req::post(list), &sid))?,
+            404,
+            "the expired session",
+        )
+    });
+}
+
+/// An ask left unanswered on an open stream gives up at its deadline: the stream carries
+/// `notifications/cancelled` for the server's request, then the call's failure, and the slot is
+/// free again.
+#[test]
+fn legacy_ask_left_unanswered_times_out() {
+    each(|shim| {
+        let server = bounded_server(Duration::from_millis(300));
+        let addr = serve(shim, server.clone(), HttpConfig::default());
+        let sid = legacy_session(addr, &json!({"elicitation": {}}))?;
+        let (mut client, asked) = call_until_asked(addr, &sid, 8)?;
+        let note = next_message(&mut client, "notifications/cancelled")?;
+        ensure(
+            note["method"] == "notifications/cancelled" && note["params"]["requestId"] == asked["id"],
+            || format!("the cancellation: {note}"),
+        )?;
+        let failed = next_message(&mut client, "the call's failure")?;
+        ensure(failed["id"] == 8 && failed["error"]["code"] == -32603, || format!("the failure: {failed}"))?;
+        poll_until("the slot to be freed", TIMEOUT, || Ok((server.status().in_flight == 0).then_some(())))
     });
 }
 

@@ -7,12 +7,13 @@
 //! the retry's `inputResponses` without leaving the engine. Nothing about a modern call is kept
 //! between rounds, so any replica sharing the key ring serves the retry.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use super::calls::Call;
 use super::streams;
+use super::timers::Timer;
 use super::{CallId, ConnId, Ctx, Engine, Output, Stale, META_SERVER_INFO};
 use crate::blame::{Blame, Bound};
 use crate::content::HandlerError;
@@ -48,6 +49,10 @@ pub enum AskError {
     /// 2026-07-28: the call was answered with `input_required`; the client will retry it and the
     /// handler runs again. The handler is being cancelled and should just return.
     Suspended,
+    /// The client did not answer within [`Limits::ask_timeout`](crate::Limits::ask_timeout);
+    /// the engine told it the requests are cancelled. The call is still in flight: the handler
+    /// decides what it answers.
+    TimedOut,
 }
 
 impl fmt::Display for AskError {
@@ -61,6 +66,7 @@ impl fmt::Display for AskError {
             AskError::Busy => f.write_str("the call is already waiting for input"),
             AskError::Stale => f.write_str("the call is no longer in flight"),
             AskError::Suspended => f.write_str("the call returned input_required and will be retried"),
+            AskError::TimedOut => f.write_str("the client did not answer in time"),
         }
     }
 }
@@ -108,6 +114,9 @@ struct Asking {
     slots: Vec<(u64, String, InputRequest)>,
     answers: Map<String, Value>,
     remaining: usize,
+    /// When the ask gives up ([`crate::Limits::ask_timeout`]); `None` when that is too far for
+    /// the clock to express (never).
+    deadline: Option<Instant>,
 }
 
 impl CallInput {
@@ -121,6 +130,11 @@ impl CallInput {
             asking: None,
             carry,
         }))
+    }
+
+    /// The deadline of the legacy ask in flight, if any: its timer is disarmed with the call.
+    pub(super) fn ask_deadline(&self) -> Option<Instant> {
+        self.asking.as_ref().and_then(|a| a.deadline)
     }
 }
 
@@ -181,13 +195,43 @@ impl<H: Clone> Engine<H> {
     /// 2026-07-28 the key is the `inputRequests` key the client answers under).
     ///
     /// - Legacy: sends the requests on the call's stream (capabilities checked first) and
-    ///   returns [`Asked::Pending`]; the answers come as one [`Output::Answer`].
+    ///   returns [`Asked::Pending`]; the answers come as one [`Output::Answer`], or the ask
+    ///   ends without them as below.
     /// - 2026-07-28: returns [`Asked::Answered`] when the retry already holds every answer;
     ///   otherwise answers the call with `input_required` (or with `-32021` when the request's
     ///   capabilities rule a request out, or `-32602` for an invalid answer, or
     ///   `interaction_limit` after
     ///   [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)), cancels the handler
     ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
+    ///
+    /// # When a legacy ask ends without answers
+    ///
+    /// The client answers on a request of its own (a new `POST` on HTTP), so the stream that
+    /// carried the question may end before the answer comes; what matters is whether the
+    /// *call* can still be answered. The rule:
+    ///
+    /// - **Nothing can carry the question** (the call's stream is gone, or takes only JSON):
+    ///   `ask` fails at once with [`AskError::Unreachable`]; nothing is sent.
+    /// - **The session or stdio connection ends** with the ask pending: the call is cancelled
+    ///   with every other call of it ([`Output::Cancel`]).
+    /// - **The call's HTTP response stream closes** (the client dropped the `POST`'s SSE
+    ///   response, or the shim could not write to it) with the ask pending: the ask resolves as
+    ///   [`AskError::Unreachable`] ([`Output::Answer`]), then the call is cancelled
+    ///   ([`Output::Cancel`]) and its in-flight slot freed. The engine cannot tell whether the
+    ///   client read the question before the stream went, but it need not: the call's own
+    ///   response had only that stream to travel on (this engine does not resume `POST`
+    ///   streams, and the `GET` stream must not carry responses), so even an answer from the
+    ///   client could only resume a handler whose result reaches nobody. A late answer is then
+    ///   accepted (202) and ignored. A call that is *not* waiting on the client when its stream
+    ///   closes is left to finish, as the spec asks (a disconnect is not a cancellation).
+    /// - **The stream stays open but the client does not answer** within
+    ///   [`Limits::ask_timeout`](crate::Limits::ask_timeout) (default 60 s): the engine sends
+    ///   `notifications/cancelled` for each unanswered request on the call's stream, and the
+    ///   ask resolves as [`AskError::TimedOut`]. The call goes on; the handler decides what to
+    ///   answer.
+    ///
+    /// So a call waits on its client for at most the ask timeout per round, and a client that
+    /// walks away frees its slots at once.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn ask(
@@ -201,7 +245,7 @@ impl<H: Clone> Engine<H> {
         if c.version.is_modern() {
             self.ask_modern(now, call, requests)
         } else {
-            self.ask_legacy(call, requests)
+            self.ask_legacy(now, call, requests)
         }
     }
 
@@ -350,7 +394,12 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    fn ask_legacy(&mut self, call: CallId, requests: Vec<(String, InputRequest)>) -> Result<Asked, AskError> {
+    fn ask_legacy(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        requests: Vec<(String, InputRequest)>,
+    ) -> Result<Asked, AskError> {
         let max_rounds = self.config.limits.max_input_rounds;
         let c = self.calls.get(call).ok_or(AskError::Stale)?;
         let (owner, reply_to, version) = (c.conn, c.reply_to, c.version);
@@ -387,9 +436,19 @@ impl<H: Clone> Engine<H> {
             slots.push((id, key, req));
         }
         let remaining = slots.len();
+        // Same rounding as every engine timer: a zero timeout still waits 1 ms.
+        let deadline = now.checked_add(self.config.limits.ask_timeout.max(Duration::from_millis(1)));
         if let Some(input) = self.calls.get_mut(call).and_then(|c| c.input.as_mut()) {
             input.rounds += 1;
-            input.asking = Some(Asking { slots, answers: Map::new(), remaining });
+            input.asking = Some(Asking { slots, answers: Map::new(), remaining, deadline });
+            if let Some(at) = deadline {
+                self.timers.arm(at, Timer::Ask(call));
+            }
+        }
+        if let Some(streams::Transport::Exchange(x)) =
+            self.conns.get_mut(reply_to.0).map(|c| &mut c.transport)
+        {
+            x.carried_ask(call);
         }
         if remaining == 0 {
             self.settle(call, Ok(()));
@@ -446,14 +505,64 @@ impl<H: Clone> Engine<H> {
         let Some(asking) = input.asking.take() else { return };
         let Some(owner) = self.calls.get(call).map(|c| c.conn) else { return };
         self.outbound.forget(owner, asking.slots.iter().map(|(id, _, _)| *id));
+        if let Some(at) = asking.deadline {
+            self.timers.disarm(at, Timer::Ask(call));
+        }
         let answers = outcome.map(|()| asking.answers);
         self.out.push_back(Output::Answer { call, answers });
     }
 
     /// Drops a finished call's outstanding requests: late answers are then ignored.
-    pub(super) fn forget_asks(&mut self, c: &Call) {
+    pub(super) fn forget_asks(&mut self, c: &Call, call: CallId) {
         if let Some(asking) = c.input.as_ref().and_then(|i| i.asking.as_ref()) {
             self.outbound.forget(c.conn, asking.slots.iter().map(|(id, _, _)| *id));
+            if let Some(at) = asking.deadline {
+                self.timers.disarm(at, Timer::Ask(call));
+            }
+        }
+    }
+
+    /// The legacy ask of `call` reached its deadline ([`crate::Limits::ask_timeout`]) at `now`:
+    /// the client is told that each request it left unanswered is cancelled (legacy versions
+    /// let either side cancel the requests it issued), on the call's stream if it is still
+    /// open, and the handler's ask resolves as [`AskError::TimedOut`]. A late answer is then
+    /// ignored, like any answer to a request the engine no longer awaits.
+    pub(super) fn ask_expired(&mut self, now: Instant, call: CallId) {
+        let Some(c) = self.calls.get_mut(call) else { return };
+        let (owner, reply_to) = (c.conn, c.reply_to);
+        let Some(input) = c.input.as_mut() else { return };
+        // A timer left from an earlier round finds a newer ask (or none) and leaves it alone.
+        if input.asking.as_ref().is_none_or(|a| a.deadline.is_none_or(|d| d > now)) {
+            return;
+        }
+        let Some(asking) = input.asking.take() else { return };
+        for (id, _, _) in &asking.slots {
+            if self.outbound.answered(owner, *id).is_none() {
+                continue;
+            }
+            let note = serde_json::json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "no answer within the server's ask timeout"},
+            });
+            self.send(reply_to, serde_json::to_vec(&note).unwrap_or_default(), false);
+        }
+        self.out.push_back(Output::Answer { call, answers: Err(AskError::TimedOut) });
+    }
+
+    /// The stream `gone` closed; `calls` had sent their questions on it. Each that still waits
+    /// for answers on it is cancelled: see [`Engine::ask`] for why.
+    pub(super) fn strand_asks(&mut self, now: Instant, gone: ConnId, calls: Vec<CallId>) {
+        for call in calls {
+            let waiting = self
+                .calls
+                .get(call)
+                .is_some_and(|c| c.reply_to == gone && c.input.as_ref().is_some_and(|i| i.asking.is_some()));
+            if !waiting {
+                continue;
+            }
+            self.out.push_back(Output::Answer { call, answers: Err(AskError::Unreachable) });
+            self.cancel(now, call);
         }
     }
 }
@@ -480,6 +589,10 @@ impl From<AskError> for HandlerError {
                 Blame::Misuse,
                 ErrorCode::InternalError,
                 "the client cannot be asked for input",
+            )),
+            AskError::TimedOut => HandlerError::Public(RpcError::new(
+                ErrorCode::InternalError,
+                "the client did not answer the request for input in time",
             )),
         }
     }
@@ -603,6 +716,56 @@ mod tests {
         rig.engine.close(rig.now, rig.conn);
         rig.drain();
         assert_eq!(rig.engine.outbound.len(), 0, "an unanswerable request is still awaited");
+    }
+
+    #[test]
+    fn a_legacy_ask_gives_up_at_its_deadline_and_a_modern_one_waits_for_nothing() {
+        let mut rig = Rig::legacy(json!({"elicitation": {}}));
+        let (_, inv) = rig.invoke(json!({"name": "ask"}));
+        let call = inv.unwrap().ticket.call();
+        rig.engine.ask(rig.now, call, vec![("a".into(), name_form()), ("b".into(), name_form())]).unwrap();
+        let ids: Vec<Value> = rig
+            .drain()
+            .iter()
+            .filter_map(|o| match o {
+                Output::Frame { bytes, .. } => serde_json::from_slice::<Value>(bytes).ok(),
+                _ => None,
+            })
+            .map(|f| f["id"].clone())
+            .collect();
+        assert_eq!(ids.len(), 2);
+        // One answer comes; the other never does.
+        let answer = json!({"jsonrpc": "2.0", "id": ids[0], "result": {"action": "decline"}});
+        rig.engine.handle_frame(rig.now, rig.conn, answer.to_string().as_bytes());
+        assert!(rig.drain().is_empty());
+        assert_eq!(rig.engine.poll_timeout(), Some(rig.now + Duration::from_secs(60)));
+        rig.now += Duration::from_secs(60);
+        rig.engine.handle_timeout(rig.now);
+        let outs = rig.drain();
+        let [Output::Frame { bytes, .. }, Output::Answer { call: c, answers: Err(AskError::TimedOut) }] =
+            outs.as_slice()
+        else {
+            panic!("{outs:?}")
+        };
+        assert_eq!(*c, call);
+        let note: Value = serde_json::from_slice(bytes).unwrap();
+        assert_eq!(note["method"], "notifications/cancelled");
+        assert_eq!(note["params"]["requestId"], ids[1], "only the unanswered request is cancelled");
+        assert_eq!(rig.engine.outbound.len(), 0);
+        assert_eq!(rig.engine.poll_timeout(), None);
+        // The late answer is dropped; the handler may ask again.
+        let late = json!({"jsonrpc": "2.0", "id": ids[1], "result": {"action": "decline"}});
+        rig.engine.handle_frame(rig.now, rig.conn, late.to_string().as_bytes());
+        assert!(rig.drain().is_empty());
+        assert_eq!(rig.engine.ask(rig.now, call, vec![("c".into(), name_form())]), Ok(Asked::Pending));
+        // 2026-07-28: the ask ends the call with input_required; nothing waits, no deadline.
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+        let call = inv.unwrap().ticket.call();
+        assert_eq!(rig.engine.ask(rig.now, call, vec![("k".into(), name_form())]), Err(AskError::Suspended));
+        rig.drain();
+        assert_eq!(rig.engine.poll_timeout(), None);
+        assert_eq!(rig.engine.status().in_flight, 0);
     }
 
     #[test]

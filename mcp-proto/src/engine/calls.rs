@@ -99,6 +99,11 @@ impl ConnCalls {
         self.by_id.contains_key(id)
     }
 
+    /// Every call in flight, in no particular order.
+    pub(super) fn ids(&self) -> impl Iterator<Item = CallId> + '_ {
+        self.by_id.values().copied()
+    }
+
     /// Releases the slot of the finished call of request `id`.
     pub(super) fn release(&mut self, id: &RequestId) {
         self.by_id.remove(id);
@@ -195,6 +200,9 @@ impl Calls {
                 let reply_to = self.calls.remove(call.0).map(|k| {
                     if let Some(d) = k.deadline {
                         timers.disarm(d, Timer::Call(call));
+                    }
+                    if let Some(d) = k.input.as_ref().and_then(|i| i.ask_deadline()) {
+                        timers.disarm(d, Timer::Ask(call));
                     }
                     if let Some((b, _)) = k.batch {
                         self.batches.remove(b);

@@ -618,7 +618,12 @@ impl<H: Clone> Engine<H> {
         let idle = self.config.limits.session_idle;
         let Some(c) = self.conns.get(conn.0) else { return };
         let Transport::Session(s) = &c.transport else { return };
-        match s.expiry(now, idle, c.calls.in_flight() > 0) {
+        // At most `max_in_flight` calls to look at, once per idle period.
+        let awaited = c
+            .calls
+            .ids()
+            .any(|call| self.calls.get(call).is_some_and(|k| self.conns.get(k.reply_to.0).is_some()));
+        match s.expiry(now, idle, awaited) {
             Expiry::Expire => self.forget(conn, CloseReason::Expired),
             Expiry::RearmFrom(from) => self.timers.arm_after(from, idle, Timer::Session(conn)),
         }

@@ -651,6 +651,12 @@ impl<H: Clone> Engine<H> {
 
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
         let Some(c) = self.drop_conn(conn) else { return };
+        // Calls of a legacy session that asked the client through this exchange: they outlive
+        // it (the session owns them), but an ask of theirs still waiting may be stranded.
+        let asked = match &c.transport {
+            streams::Transport::Exchange(x) => x.asked(),
+            _ => Vec::new(),
+        };
         // Requests sent to a client that is gone will never be answered.
         self.outbound.forget_owner(conn);
         let mut orphaned = Vec::new();
@@ -675,6 +681,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         self.out.push_back(Output::Close { conn, reason });
+        self.strand_asks(self.clock, conn, asked);
     }
 
     /// Removes a connection from every index, without a word to the shim.
@@ -784,7 +791,7 @@ impl<H: Clone> Engine<H> {
     /// Removes a call from every index and releases its in-flight slot.
     fn finish_call(&mut self, call: CallId) -> Option<Call> {
         let c = self.calls.finish(call, &mut self.timers)?;
-        self.forget_asks(&c);
+        self.forget_asks(&c, call);
         if let Some(conn) = self.conns.get_mut(c.conn.0) {
             conn.calls.release(&c.id);
             if conn.draining && conn.calls.in_flight() == 0 {
@@ -885,6 +892,7 @@ impl<H: Clone> Engine<H> {
         for timer in due {
             match timer {
                 Timer::Call(call) => self.call_timeout(call),
+                Timer::Ask(call) => self.ask_expired(now, call),
                 Timer::Session(conn) => self.session_timer(now, conn),
                 Timer::KeepAlive(conn) => self.keepalive(now, conn),
             }

@@ -5,9 +5,10 @@
 //! The request handling that drives them is `http.rs`'s; this part owns their fields and the
 //! rules for their counters, so event ids and expiry follow from one place.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::ConnId;
+use super::{CallId, ConnId};
 use crate::http::Accepts;
 use crate::sse::{self, EventId, ReplayBuffer};
 
@@ -141,13 +142,16 @@ impl SessionState {
     }
 
     /// Whether the session ends at `now` after `idle` without activity. An unfinished
-    /// handshake ends it; idleness counts from the last request, and not while a call
-    /// (`calls_in_flight`) or the `GET` stream is open.
-    pub(super) fn expiry(&self, now: Instant, idle: Duration, calls_in_flight: bool) -> Expiry {
+    /// handshake ends it; idleness counts from the last request, and not while the client
+    /// waits on the session: its `GET` stream is open, or a call is in flight whose response
+    /// stream is still open (`awaited`). A call whose stream the client dropped keeps nothing
+    /// alive: its answer can no longer reach the client, so a handler that never returns would
+    /// otherwise hold the session (and its calls) for ever.
+    pub(super) fn expiry(&self, now: Instant, idle: Duration, awaited: bool) -> Expiry {
         if !self.established {
             return Expiry::Expire;
         }
-        let busy = calls_in_flight || self.get.is_some();
+        let busy = awaited || self.get.is_some();
         let from = if busy { now } else { self.last_active };
         if !busy && from.checked_add(idle).is_some_and(|due| due <= now) {
             return Expiry::Expire;
@@ -176,6 +180,9 @@ pub(super) struct Exchange {
     minted: Option<String>,
     stream_no: u64,
     seq: u64,
+    /// Calls of its legacy session that sent server→client requests on it. At most the calls
+    /// it carries (one, or a 2025-03-26 batch's members), in [`CallId`] order.
+    asked: BTreeSet<CallId>,
 }
 
 impl Exchange {
@@ -193,6 +200,7 @@ impl Exchange {
             minted: None,
             stream_no: 0,
             seq: 0,
+            asked: BTreeSet::new(),
         }
     }
 
@@ -218,7 +226,18 @@ impl Exchange {
             minted,
             stream_no,
             seq: 0,
+            asked: BTreeSet::new(),
         }
+    }
+
+    /// `call` sent a server→client request on it.
+    pub(super) fn carried_ask(&mut self, call: CallId) {
+        self.asked.insert(call);
+    }
+
+    /// The calls that sent server→client requests on it, in [`CallId`] order.
+    pub(super) fn asked(&self) -> Vec<CallId> {
+        self.asked.iter().copied().collect()
     }
 
     /// The legacy session it belongs to.

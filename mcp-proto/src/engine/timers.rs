@@ -1,8 +1,8 @@
-//! Every deadline the engine waits for, in one ordered queue: call timeouts, legacy session
-//! expiry and held-stream keep-alives.
+//! Every deadline the engine waits for, in one ordered queue: call timeouts, ask deadlines,
+//! legacy session expiry and held-stream keep-alives.
 //!
-//! A step ([`Timers::expired`]) takes everything due at once, calls before HTTP timers and each
-//! kind in time order: the order the engine has always fired them in, and it shows on the wire
+//! A step ([`Timers::expired`]) takes everything due at once, calls (and their asks) before HTTP
+//! timers and each kind in time order: the order the engine has always fired them in, and it shows on the wire
 //! (a timed-out call no longer keeps its session busy, so a session whose idle timer fell due
 //! before the call's deadline, within the same step, is expired rather than re-armed). Taking
 //! them at once changes nothing: nothing handled in a step arms a timer due within it (a call
@@ -20,6 +20,8 @@ use super::{CallId, ConnId};
 pub(super) enum Timer {
     /// A call's [`Limits::call_timeout`](crate::Limits::call_timeout).
     Call(CallId),
+    /// A call's legacy ask ran past [`crate::Limits::ask_timeout`].
+    Ask(CallId),
     /// Expire a legacy session (handshake or idle).
     Session(ConnId),
     /// Re-check a held stream's caller and write a keep-alive comment.
@@ -69,7 +71,7 @@ impl Timers {
             due.push(timer);
         }
         let (calls, http): (Vec<Timer>, Vec<Timer>) =
-            due.into_iter().partition(|t| matches!(t, Timer::Call(_)));
+            due.into_iter().partition(|t| matches!(t, Timer::Call(_) | Timer::Ask(_)));
         calls.into_iter().chain(http)
     }
 }
@@ -91,12 +93,21 @@ mod tests {
         timers.arm(t0 + ms(1), Timer::Session(ConnId(a)));
         timers.arm(t0 + ms(3), Timer::Call(CallId(a)));
         timers.arm(t0 + ms(1), Timer::KeepAlive(ConnId(a)));
+        timers.arm(t0 + ms(4), Timer::Ask(CallId(a)));
         timers.arm(t0 + ms(9), Timer::KeepAlive(ConnId(b)));
         timers.arm_after(t0, Duration::MAX, Timer::Session(ConnId(b)));
         timers.disarm(t0 + ms(3), Timer::Call(CallId(a)));
         assert_eq!(timers.next(), Some(t0 + ms(1)));
         let due: Vec<Timer> = timers.expired(t0 + ms(5)).collect();
-        assert_eq!(due, [Timer::Call(CallId(b)), Timer::Session(ConnId(a)), Timer::KeepAlive(ConnId(a))]);
+        assert_eq!(
+            due,
+            [
+                Timer::Ask(CallId(a)),
+                Timer::Call(CallId(b)),
+                Timer::Session(ConnId(a)),
+                Timer::KeepAlive(ConnId(a))
+            ]
+        );
         assert_eq!(timers.next(), Some(t0 + ms(9)));
         assert_eq!(timers.expired(t0 + ms(8)).count(), 0);
     }

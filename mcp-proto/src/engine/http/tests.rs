@@ -2,7 +2,7 @@ use super::*;
 use crate::caller::Gate;
 use crate::content::{HandlerError, ToolOutput};
 use crate::cursor::KeyRing;
-use crate::engine::{Config, Implementation, Reply, Seed, Stale};
+use crate::engine::{Config, Implementation, Invocation, Reply, Seed, Stale};
 use crate::http::{check_head, HttpConfig};
 use crate::limits::Limits;
 use crate::registry::Tool;
@@ -544,4 +544,193 @@ fn transport_refusals_by_blame() {
     let _b = rig.session();
     let r = Rig::full(rig.post(&[], INIT));
     assert_eq!((r.status, r.json()["error"]["code"].as_i64()), (503, Some(-32603)), "tables full");
+}
+
+const INIT_ELICIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn name_form() -> crate::interaction::InputRequest {
+    crate::interaction::InputRequest::elicit(
+        "Name?",
+        json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+    )
+    .unwrap()
+}
+
+impl Rig {
+    /// An initialized 2025-11-25 session whose client declared form elicitation.
+    fn asking_session(&mut self) -> String {
+        let r = Self::full(self.post(&[], INIT_ELICIT));
+        let sid = r.header("Mcp-Session-Id").unwrap().to_owned();
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert_eq!(Self::full(self.post(&[("Mcp-Session-Id", &sid)], note)).status, 202);
+        sid
+    }
+
+    /// POSTs `tools/call` `id` on the session: its exchange and the invocation.
+    fn call_on(&mut self, sid: &str, id: u32) -> (ConnId, Invocation<u32>) {
+        let HttpReply::Pending(ex) = self.post(&[("Mcp-Session-Id", sid)], &call(id, "echo", None)) else {
+            panic!("call {id} was not admitted")
+        };
+        let Some(Output::Invoke(inv)) = self.drain().into_iter().next() else { panic!("no invoke") };
+        (ex, inv)
+    }
+
+    /// `call_on`, then the handler asks the client for a name: the exchange turns into a stream
+    /// carrying `elicitation/create`, whose id is returned.
+    fn call_and_ask(&mut self, sid: &str, id: u32) -> (ConnId, Invocation<u32>, Value) {
+        let (ex, inv) = self.call_on(sid, id);
+        let asked = self.engine.ask(self.now, inv.ticket.call(), vec![("who".into(), name_form())]);
+        assert_eq!(asked, Ok(crate::engine::Asked::Pending));
+        let text = frames_text(&self.drain(), ex);
+        let data = text.lines().find_map(|l| l.strip_prefix("data: ")).expect("the question");
+        let question: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(question["method"], "elicitation/create");
+        (ex, inv, question["id"].clone())
+    }
+}
+
+#[test]
+fn dropping_the_stream_of_a_waiting_ask_cancels_its_call() {
+    // The issue: each call waits on an ask whose POST stream the client dropped. Its answer
+    // could never reach the client, yet it held an in-flight slot for ever: after 64 of them
+    // every call on the session was refused, and the session never idled out.
+    let mut rig = Rig::new(|l| {
+        l.session_idle(Duration::from_secs(60));
+    });
+    let sid = rig.asking_session();
+    let mut tickets = Vec::new();
+    let mut questions = Vec::new();
+    for id in 0..64 {
+        let (ex, inv, question) = rig.call_and_ask(&sid, 100 + id);
+        let call = inv.ticket.call();
+        rig.engine.close(rig.now, ex);
+        let outs = rig.drain();
+        assert!(
+            matches!(outs.as_slice(), [
+                Output::Close { conn, reason: CloseReason::Closed },
+                Output::Answer { call: a, answers: Err(crate::engine::AskError::Unreachable) },
+                Output::Cancel { call: c },
+            ] if *conn == ex && *a == call && *c == call),
+            "{outs:?}"
+        );
+        tickets.push(inv.ticket);
+        questions.push(question);
+    }
+    assert_eq!(rig.engine.status().in_flight, 0);
+    for ticket in tickets {
+        assert_eq!(
+            rig.engine.complete(rig.now, ticket, Reply::Tool(Ok(ToolOutput::text("late")))),
+            Err(Stale)
+        );
+    }
+    // A late answer to one of the questions is accepted and ignored.
+    let late = json!({"jsonrpc": "2.0", "id": questions[0], "result": {"action": "accept", "content": {"name": "Ada"}}});
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], &late.to_string())).status, 202);
+    assert!(rig.drain().is_empty());
+    // The session still takes calls.
+    let (ex, inv) = rig.call_on(&sid, 500);
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("hi")))).unwrap();
+    assert!(
+        matches!(rig.drain().as_slice(), [Output::Respond { conn, head, .. }] if *conn == ex && head.status == 200)
+    );
+    // And, left alone, it idles out.
+    rig.advance(Duration::from_secs(61));
+    assert_eq!(rig.engine.status().sessions, 0);
+    assert_eq!(rig.engine.status().connections, 0);
+}
+
+#[test]
+fn an_ask_the_client_leaves_unanswered_times_out() {
+    let mut rig = Rig::new(|l| {
+        l.ask_timeout(Duration::from_secs(30));
+    });
+    let sid = rig.asking_session();
+    let (ex, inv, question) = rig.call_and_ask(&sid, 7);
+    let call = inv.ticket.call();
+    rig.advance(Duration::from_secs(29));
+    let outs = rig.drain();
+    assert!(!frames_text(&outs, ex).contains("notifications/cancelled"));
+    assert!(!outs.iter().any(|o| matches!(o, Output::Answer { .. })));
+    rig.advance(Duration::from_secs(1));
+    let outs = rig.drain();
+    let text = frames_text(&outs, ex);
+    let note: Value =
+        serde_json::from_str(text.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+    assert_eq!(note["method"], "notifications/cancelled");
+    assert_eq!(note["params"]["requestId"], question);
+    assert!(matches!(
+        outs.last(),
+        Some(Output::Answer { call: c, answers: Err(crate::engine::AskError::TimedOut) }) if *c == call
+    ));
+    // The answer after the deadline is ignored; the call goes on and answers on its stream.
+    let late =
+        json!({"jsonrpc": "2.0", "id": question, "result": {"action": "accept", "content": {"name": "Ada"}}});
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], &late.to_string())).status, 202);
+    assert!(rig.drain().is_empty());
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("nobody")))).unwrap();
+    let outs = rig.drain();
+    assert!(frames_text(&outs, ex).contains("\"text\":\"nobody\""));
+    assert!(matches!(outs.last(), Some(Output::Close { conn, .. }) if *conn == ex));
+    // An ask answered in time leaves no deadline behind.
+    let (_, inv, question) = rig.call_and_ask(&sid, 8);
+    let answer = json!({"jsonrpc": "2.0", "id": question, "result": {"action": "decline"}});
+    rig.post(&[("Mcp-Session-Id", &sid)], &answer.to_string());
+    assert!(matches!(rig.drain().as_slice(), [Output::Answer { answers: Ok(_), .. }]));
+    let at = rig.now + Duration::from_secs(30);
+    assert!(rig.engine.timers.expired(at).all(|t| !matches!(t, Timer::Ask(_))));
+    inv.ticket.abandon();
+}
+
+#[test]
+fn sixty_four_unanswered_asks_on_open_streams_free_their_slots_at_the_deadline() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.asking_session();
+    let mut held = Vec::new();
+    for id in 0..64 {
+        held.push(rig.call_and_ask(&sid, id));
+    }
+    let refused = Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], &call(64, "echo", None)));
+    assert_eq!(refused.json()["error"]["code"], -32600, "the bound holds meanwhile");
+    rig.advance(Duration::from_secs(60));
+    let timed_out = rig
+        .drain()
+        .into_iter()
+        .filter(|o| matches!(o, Output::Answer { answers: Err(crate::engine::AskError::TimedOut), .. }))
+        .count();
+    assert_eq!(timed_out, 64);
+    // Each handler, told so, answers; the session takes calls again.
+    for (_, inv, _) in held {
+        let e = crate::content::HandlerError::from(crate::engine::AskError::TimedOut);
+        rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Err(e))).unwrap();
+    }
+    rig.drain();
+    assert_eq!(rig.engine.status().in_flight, 0);
+    let (_, inv) = rig.call_on(&sid, 65);
+    inv.ticket.abandon();
+}
+
+#[test]
+fn a_call_whose_stream_is_gone_does_not_keep_its_session_alive() {
+    // A handler that never returns (no call timeout) on a stream the client dropped: nothing
+    // it does can reach the client, so it must not hold the session for ever. The session
+    // idles out, which cancels the call.
+    let mut rig = Rig::new(|l| {
+        l.session_idle(Duration::from_secs(60));
+    });
+    let sid = rig.session();
+    let (ex, inv) = rig.call_on(&sid, 3);
+    let call = inv.ticket.call();
+    inv.ticket.abandon();
+    // While the client holds the stream, the session is busy however long the call runs.
+    rig.advance(Duration::from_secs(61));
+    rig.advance(Duration::from_secs(61));
+    assert_eq!(rig.engine.status().sessions, 1);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    assert_eq!(rig.engine.status().in_flight, 1, "a disconnect is not a cancellation");
+    rig.advance(Duration::from_secs(61));
+    let outs = rig.drain();
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)), "{outs:?}");
+    assert_eq!(rig.engine.status().sessions, 0);
+    assert_eq!(rig.engine.status().in_flight, 0);
 }
