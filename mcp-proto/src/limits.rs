@@ -41,6 +41,10 @@ pub struct Limits {
     pub(crate) keepalive: std::time::Duration,
     pub(crate) sse_retry: std::time::Duration,
     pub(crate) replay_events: usize,
+    // Per-caller shares of the global tables (issue 10). Kept together at the end while the
+    // fields above are being regrouped.
+    pub(crate) max_sessions_per_caller: Option<usize>,
+    pub(crate) max_http_connections_per_peer: Option<usize>,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -86,6 +90,9 @@ impl Default for Limits {
             keepalive: std::time::Duration::from_secs(15),
             sse_retry: std::time::Duration::from_secs(3),
             replay_events: 64,
+            // Per-caller shares.
+            max_sessions_per_caller: Some(64),
+            max_http_connections_per_peer: Some(256),
         }
     }
 }
@@ -157,7 +164,10 @@ impl Limits {
     /// Connections (stdio sessions, HTTP exchanges, streams) open at once. Default 4096.
     ///
     /// [`Engine::open`](crate::Engine::open) beyond it returns
-    /// [`OpenError::TooManyConnections`](crate::OpenError::TooManyConnections).
+    /// [`OpenError::TooManyConnections`](crate::OpenError::TooManyConnections), and an HTTP
+    /// request beyond it is answered with 503, unless the caller holds less than its fair share
+    /// (see the per-caller shares below): then a legacy session of a caller above its share
+    /// (an unfinished handshake first, else an idle one) is displaced to make room.
     pub fn max_connections(&mut self, connections: usize) -> &mut Self {
         self.max_connections = connections;
         self
@@ -233,8 +243,10 @@ impl Limits {
 
     /// Most legacy Streamable HTTP sessions (`Mcp-Session-Id`) alive at once. Default 1024.
     ///
-    /// An `initialize` past it is answered with HTTP 503 and no session is made; sessions that
-    /// expire or are deleted free their places.
+    /// An `initialize` past it displaces a session when the per-caller shares allow it (see
+    /// [`max_sessions_per_caller`](Self::max_sessions_per_caller)); otherwise it is answered
+    /// with HTTP 503 and no session is made. Sessions that expire or are deleted free their
+    /// places.
     pub fn max_sessions(&mut self, sessions: usize) -> &mut Self {
         self.max_sessions = sessions;
         self
@@ -263,7 +275,9 @@ impl Limits {
     /// Most held SSE streams (legacy `GET` streams and 2026 `subscriptions/listen` streams) over
     /// all callers. Default 1024; `None` lifts the bound.
     ///
-    /// A stream past it is refused with HTTP 429, whatever the [`SeatPolicy`].
+    /// A stream past it of a caller holding less than its fair share of the bound displaces the
+    /// oldest stream of the caller holding the most (if that is more than its share); any other
+    /// stream past it is refused with HTTP 429, whatever the [`SeatPolicy`].
     pub fn max_streams(&mut self, streams: Option<usize>) -> &mut Self {
         self.max_streams = streams;
         self
@@ -319,6 +333,72 @@ impl Limits {
     pub fn replay_events(&mut self, events: usize) -> &mut Self {
         self.replay_events = events;
         self
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Per-caller shares
+    //
+    // Every table above with a server-wide bound (sessions, connections, held streams) is also
+    // shared fairly: when it is full, a caller holding less than its *fair share* (the bound
+    // divided by the number of callers holding entries, itself included, and at least 1) takes
+    // the place of an entry of a caller holding more than its share, so one caller filling a
+    // table never locks the others out. A caller at or above its share can only displace its
+    // own oldest unfinished work (a handshake not yet finished, a connection still sending its
+    // head); otherwise it is refused as before. Callers are told apart by
+    // [`Caller::binding`](crate::Caller::binding): the identity the middleware set, else the
+    // peer address. Displaced entries close with
+    // [`CloseReason::Displaced`](crate::CloseReason::Displaced).
+    // -----------------------------------------------------------------------------------------
+
+    /// Most legacy HTTP sessions one caller (its identity, else its peer address) may hold at
+    /// once, whatever room the table has. Default 64; `None` lifts the bound.
+    ///
+    /// An `initialize` past it first displaces that caller's own least recently active session
+    /// still in its handshake (it answers 404 from then on); when there is none the
+    /// `initialize` is answered with HTTP 429 and no session is made.
+    ///
+    /// Independently, when [`max_sessions`](Self::max_sessions) are alive an `initialize` of a
+    /// caller below its fair share displaces a session of a caller above its share: that
+    /// caller's least recently active unfinished handshake, else its least recently active
+    /// session, idle ones (no call in flight, no `GET` stream) first. A caller at or above its
+    /// share displaces only its own unfinished handshakes, else gets 503.
+    pub fn max_sessions_per_caller(&mut self, sessions: Option<usize>) -> &mut Self {
+        self.max_sessions_per_caller = sessions;
+        self
+    }
+
+    /// Most TCP connections one client address may hold open at once on an HTTP listener
+    /// served by `mcp_server::HttpService::serve`. Default 256; `None` lifts the bound.
+    ///
+    /// A connection accepted past it is closed at once, before a byte is read. The listener's
+    /// own connection bound is shared the same way as the tables here: when it is full, a
+    /// connection from an address below its fair share takes the place of the oldest
+    /// connection still reading its request head (an idle keep-alive, or a slow head) of an
+    /// address above its share, else of the address holding the most; an address at or above
+    /// its share replaces only its own oldest connection still reading its head, else its new
+    /// connection is closed at once. The engine does not enforce this; a mounted service relies
+    /// on the host server's bounds. Behind a reverse proxy every connection comes from the
+    /// proxy's address: lift the bound there.
+    pub fn max_http_connections_per_peer(&mut self, connections: Option<usize>) -> &mut Self {
+        self.max_http_connections_per_peer = connections;
+        self
+    }
+
+    /// A caller's fair share of a table of `capacity` places held among `holders` callers (the
+    /// caller asking counted among them): `capacity / holders`, and at least 1. The rule every
+    /// per-caller share here follows, for layers that keep tables of their own.
+    ///
+    /// ```
+    /// assert_eq!(mcp_proto::Limits::fair_share(1024, 2), 512);
+    /// assert_eq!(mcp_proto::Limits::fair_share(3, 5), 1);
+    /// ```
+    pub fn fair_share(capacity: usize, holders: usize) -> usize {
+        (capacity / holders.max(1)).max(1)
+    }
+
+    /// The current [`max_http_connections_per_peer`](Self::max_http_connections_per_peer).
+    pub fn http_connections_per_peer(&self) -> Option<usize> {
+        self.max_http_connections_per_peer
     }
 
     /// The current [`stream_queue`](Self::stream_queue).

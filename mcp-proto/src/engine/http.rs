@@ -13,6 +13,7 @@
 //! call pays for no event framing.
 
 use super::sessions::Room;
+use super::shares::NoSession;
 use super::streams::{Exchange, Expiry, SessionState, Transport};
 use std::sync::Arc;
 use std::time::Instant;
@@ -239,7 +240,7 @@ impl<H: Clone> Engine<H> {
                 return error_reply(crate::http::HeaderMismatch::STATUS, id.as_ref(), &mismatch.rpc_error());
             }
         }
-        if self.conns.len() >= self.config.limits.max_connections {
+        if !self.room_for_conns(&req.caller, 1) {
             return error_reply(503, id.as_ref(), &RpcError::new(ErrorCode::InternalError, "server is busy"));
         }
         let listen = method == Some("subscriptions/listen");
@@ -312,7 +313,7 @@ impl<H: Clone> Engine<H> {
         let initialize = matches!(&frame, RawFrame::Single(env)
             if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
         // The exchange (and, for initialize, the session) count against the connection bound.
-        if self.conns.len() + usize::from(initialize) >= self.config.limits.max_connections {
+        if !self.room_for_conns(&req.caller, 1 + usize::from(initialize)) {
             return error_reply(503, None, &RpcError::new(ErrorCode::InternalError, "server is busy"));
         }
         let (session, minted) = match headers.session_id {
@@ -412,7 +413,21 @@ impl<H: Clone> Engine<H> {
                 .with_data(serde_json::json!({ "reason": "shutting_down" }));
             return Err(error_reply(503, None, &err));
         }
-        if self.sessions.len() >= limits.max_sessions || self.conns.len() >= limits.max_connections {
+        match self.room_for_session(caller) {
+            Ok(()) => {}
+            Err(NoSession::PerCaller(per)) => {
+                let err = RpcError::new(
+                    ErrorCode::InternalError,
+                    format!("too many sessions for this caller (limit {per}); end one or try again later"),
+                );
+                return Err(error_reply(429, None, &err));
+            }
+            Err(NoSession::Full) => {
+                let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
+                return Err(error_reply(503, None, &err));
+            }
+        }
+        if self.conns.len() >= limits.max_connections {
             let err = RpcError::new(ErrorCode::InternalError, "too many sessions; try again later");
             return Err(error_reply(503, None, &err));
         }
@@ -421,7 +436,7 @@ impl<H: Clone> Engine<H> {
         let Some(id) = id else { return Err(error_reply(500, None, &RpcError::internal())) };
         let state = SessionState::new(id.clone(), now);
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
-        self.sessions.insert(id.clone(), conn);
+        self.sessions.insert(id.clone(), conn, caller.binding());
         self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
     }
@@ -454,7 +469,7 @@ impl<H: Clone> Engine<H> {
         if let Err(reply) = self.take_seat(&req.caller, None) {
             return reply;
         }
-        if self.conns.len() >= self.config.limits.max_connections {
+        if !self.room_for_conns(&req.caller, 1) {
             return error_reply(503, None, &RpcError::new(ErrorCode::InternalError, "server is busy"));
         }
         let caller = Arc::new(req.caller.clone());
@@ -512,6 +527,7 @@ impl<H: Clone> Engine<H> {
             match self.sessions.room(caller.binding(), &self.config.limits) {
                 Room::Free => return Ok(()),
                 Room::Evict(oldest) => self.forget(oldest, CloseReason::Evicted),
+                Room::Displace(other) => self.forget(other, CloseReason::Displaced),
                 Room::Refused(msg) => return Err(error_reply(429, id, &RpcError::invalid_request(msg))),
             }
         }
