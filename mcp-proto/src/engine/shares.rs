@@ -86,9 +86,11 @@ impl<H: Clone> Engine<H> {
                 return false;
             }
             let notes = &self.notes;
-            let greediest = self.sessions.all().filter_map(|s| self.conns.get(s.0)).fold(0, |most, c| {
-                most.max(notes.conns_of(c.caller.binding()))
-            });
+            let greediest = self
+                .sessions
+                .all()
+                .filter_map(|s| self.conns.get(s.0))
+                .fold(0, |most, c| most.max(notes.conns_of(c.caller.binding())));
             let victim = self.session_victim(|b| notes.conns_of(b) > share, Pick::Handshakes).or_else(|| {
                 self.session_victim(|b| greediest > share && notes.conns_of(b) == greediest, Pick::Idle)
             });
