@@ -362,6 +362,10 @@ impl Limits {
     /// caller's least recently active unfinished handshake, else its least recently active
     /// session, idle ones (no call in flight, no `GET` stream) first. A caller at or above its
     /// share displaces only its own unfinished handshakes, else gets 503.
+    ///
+    /// Callers with neither an identity nor a peer address (a mounted service that is told
+    /// neither) are all one caller here, as they are for stream seats: give such a service a
+    /// `PeerAddr` or an identity, or lift the bound.
     pub fn max_sessions_per_caller(&mut self, sessions: Option<usize>) -> &mut Self {
         self.max_sessions_per_caller = sessions;
         self
