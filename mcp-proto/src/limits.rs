@@ -48,6 +48,7 @@ use std::time::Duration;
 /// [`max_head_bytes`](Self::max_head_bytes), [`header_read_timeout`](Self::header_read_timeout),
 /// [`body_read_timeout`](Self::body_read_timeout),
 /// [`max_http_connections`](Self::max_http_connections),
+/// [`max_http_connections_per_peer`](Self::max_http_connections_per_peer),
 /// [`max_discard_bytes`](Self::max_discard_bytes), [`discard_timeout`](Self::discard_timeout).
 /// The body bound is [`max_frame_bytes`](Self::max_frame_bytes): a body is one frame.
 ///
@@ -108,6 +109,10 @@ pub struct Limits {
 
     // Asking the client (legacy server→client requests).
     pub(crate) ask_timeout: Duration,
+
+    // Per-caller shares of the global tables.
+    pub(crate) max_sessions_per_caller: Option<usize>,
+    pub(crate) max_http_connections_per_peer: Option<usize>,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -172,6 +177,10 @@ impl Default for Limits {
 
             // Asking the client.
             ask_timeout: Duration::from_secs(60),
+
+            // Per-caller shares.
+            max_sessions_per_caller: Some(64),
+            max_http_connections_per_peer: Some(256),
         }
     }
 }
@@ -243,7 +252,10 @@ impl Limits {
     /// Connections (stdio sessions, HTTP exchanges, streams) open at once. Default 4096.
     ///
     /// [`Engine::open`](crate::Engine::open) beyond it returns
-    /// [`OpenError::TooManyConnections`](crate::OpenError::TooManyConnections).
+    /// [`OpenError::TooManyConnections`](crate::OpenError::TooManyConnections), and an HTTP
+    /// request beyond it is answered with 503, unless the caller holds less than its fair share
+    /// (see the per-caller shares below): then a legacy session of a caller above its share
+    /// (an unfinished handshake first, else an idle one) is displaced to make room.
     pub fn max_connections(&mut self, connections: usize) -> &mut Self {
         self.max_connections = connections;
         self
@@ -319,8 +331,10 @@ impl Limits {
 
     /// Most legacy Streamable HTTP sessions (`Mcp-Session-Id`) alive at once. Default 1024.
     ///
-    /// An `initialize` past it is answered with HTTP 503 and no session is made; sessions that
-    /// expire or are deleted free their places.
+    /// An `initialize` past it displaces a session when the per-caller shares allow it (see
+    /// [`max_sessions_per_caller`](Self::max_sessions_per_caller)); otherwise it is answered
+    /// with HTTP 503 and no session is made. Sessions that expire or are deleted free their
+    /// places.
     pub fn max_sessions(&mut self, sessions: usize) -> &mut Self {
         self.max_sessions = sessions;
         self
@@ -350,7 +364,9 @@ impl Limits {
     /// Most held SSE streams (legacy `GET` streams and 2026 `subscriptions/listen` streams) over
     /// all callers. Default 1024; `None` lifts the bound.
     ///
-    /// A stream past it is refused with HTTP 429, whatever the [`SeatPolicy`].
+    /// A stream past it of a caller holding less than its fair share of the bound displaces the
+    /// oldest stream of the caller holding the most (if that is more than its share); any other
+    /// stream past it is refused with HTTP 429, whatever the [`SeatPolicy`].
     pub fn max_streams(&mut self, streams: Option<usize>) -> &mut Self {
         self.max_streams = streams;
         self
@@ -423,6 +439,76 @@ impl Limits {
     pub fn ask_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.ask_timeout = timeout;
         self
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Per-caller shares
+    //
+    // Every table above with a server-wide bound (sessions, connections, held streams) is also
+    // shared fairly: when it is full, a caller holding less than its *fair share* (the bound
+    // divided by the number of callers holding entries, itself included, and at least 1) takes
+    // the place of an entry of a caller holding more than its share, so one caller filling a
+    // table never locks the others out. A caller at or above its share can only displace its
+    // own oldest unfinished work (a handshake not yet finished, a connection still sending its
+    // head); otherwise it is refused as before. Callers are told apart by
+    // [`Caller::binding`](crate::Caller::binding): the identity the middleware set, else the
+    // peer address. Displaced entries close with
+    // [`CloseReason::Displaced`](crate::CloseReason::Displaced).
+    // -----------------------------------------------------------------------------------------
+
+    /// Most legacy HTTP sessions one caller (its identity, else its peer address) may hold at
+    /// once, whatever room the table has. Default 64; `None` lifts the bound.
+    ///
+    /// An `initialize` past it first displaces that caller's own least recently active session
+    /// still in its handshake (it answers 404 from then on); when there is none the
+    /// `initialize` is answered with HTTP 429 and no session is made.
+    ///
+    /// Independently, when [`max_sessions`](Self::max_sessions) are alive an `initialize` of a
+    /// caller below its fair share displaces a session of a caller above its share: that
+    /// caller's least recently active unfinished handshake, else its least recently active
+    /// session, idle ones (no call in flight, no `GET` stream) first. A caller at or above its
+    /// share displaces only its own unfinished handshakes, else gets 503.
+    ///
+    /// Callers with neither an identity nor a peer address (a mounted service that is told
+    /// neither) are all one caller here, as they are for stream seats: give such a service a
+    /// `PeerAddr` or an identity, or lift the bound.
+    pub fn max_sessions_per_caller(&mut self, sessions: Option<usize>) -> &mut Self {
+        self.max_sessions_per_caller = sessions;
+        self
+    }
+
+    /// Most TCP connections one client address may hold open at once on an HTTP listener
+    /// served by `mcp_server::HttpService::serve`. Default 256; `None` lifts the bound.
+    ///
+    /// A connection accepted past it is closed at once, before a byte is read. The listener's
+    /// own connection bound is shared the same way as the tables here: when it is full, a
+    /// connection from an address below its fair share takes the place of the oldest
+    /// connection still reading its request head (an idle keep-alive, or a slow head) of an
+    /// address above its share, else of the address holding the most; an address at or above
+    /// its share replaces only its own oldest connection still reading its head, else its new
+    /// connection is closed at once. The engine does not enforce this; a mounted service relies
+    /// on the host server's bounds. Behind a reverse proxy every connection comes from the
+    /// proxy's address: lift the bound there.
+    pub fn max_http_connections_per_peer(&mut self, connections: Option<usize>) -> &mut Self {
+        self.max_http_connections_per_peer = connections;
+        self
+    }
+
+    /// A caller's fair share of a table of `capacity` places held among `holders` callers (the
+    /// caller asking counted among them): `capacity / holders`, and at least 1. The rule every
+    /// per-caller share here follows, for layers that keep tables of their own.
+    ///
+    /// ```
+    /// assert_eq!(mcp_proto::Limits::fair_share(1024, 2), 512);
+    /// assert_eq!(mcp_proto::Limits::fair_share(3, 5), 1);
+    /// ```
+    pub fn fair_share(capacity: usize, holders: usize) -> usize {
+        (capacity / holders.max(1)).max(1)
+    }
+
+    /// The current [`max_http_connections_per_peer`](Self::max_http_connections_per_peer).
+    pub fn http_connections_per_peer(&self) -> Option<usize> {
+        self.max_http_connections_per_peer
     }
 
     /// The current [`stream_queue`](Self::stream_queue).
@@ -547,9 +633,16 @@ impl Limits {
 
     /// Most TCP connections the server layer's HTTP listener serves at once. Default 1024.
     ///
-    /// A connection accepted past it is closed at once, before a byte is read: the client sees
-    /// the connection reset or closed and may retry. Keep-alive connections and open SSE streams
-    /// count until they end. A mounted endpoint relies on its host server's bound instead.
+    /// The places are shared fairly among client addresses: when all are taken, a connection
+    /// from an address holding less than its fair share (this bound divided by the addresses
+    /// holding connections, itself included) takes the place of the oldest connection still
+    /// reading its request head (an idle keep-alive or a slow head) of an address above its
+    /// share, else of the oldest connection of the address holding the most, which is cut. Any
+    /// other connection accepted past it, or past
+    /// [`max_http_connections_per_peer`](Self::max_http_connections_per_peer) for its address,
+    /// is closed at once, before a byte is read: the client sees the connection reset or closed
+    /// and may retry. Keep-alive connections and open SSE streams count until they end. A
+    /// mounted endpoint relies on its host server's bound instead.
     pub fn max_http_connections(&mut self, connections: usize) -> &mut Self {
         self.max_http_connections = connections;
         self

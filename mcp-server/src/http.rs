@@ -2,15 +2,16 @@
 //!
 //! See [`HttpService`] for what this layer does and why it is all transport.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -119,6 +120,108 @@ struct Inner {
     http: HttpConfig,
     /// Connections [`HttpService::serve`] is serving now.
     open: AtomicUsize,
+    /// The connections [`HttpService::serve`] admitted, by client address: what the
+    /// per-address shares are judged by.
+    peers: Mutex<Peers>,
+}
+
+/// Admitted connections by client address, each address's oldest first.
+#[derive(Default)]
+struct Peers {
+    by_addr: HashMap<IpAddr, Vec<Held>>,
+    /// The next connection's number: connections are numbered in admission order, so a smaller
+    /// number is an older connection.
+    next: u64,
+}
+
+/// One admitted connection, as the accept loop sees it.
+struct Held {
+    id: u64,
+    /// Requests of it being answered (from a complete head until the response is written):
+    /// while none are, it is reading a head, an idle keep-alive or a slow one.
+    busy: Arc<AtomicUsize>,
+    /// Closes it.
+    cut: async_channel::Sender<()>,
+}
+
+/// Why [`Peers::admit`] turned a connection away.
+#[derive(Debug, PartialEq, Eq)]
+enum Turned {
+    /// Its address holds the per-address bound.
+    PerPeer,
+    /// Every place is taken and its address holds at least its fair share.
+    Full,
+}
+
+impl Peers {
+    /// Admits a connection from `addr` (with its `busy` counter and `cut` switch) when `open`
+    /// connections are served out of `max`, at most `per` per address: its number, and the
+    /// connection it displaced (already forgotten here, to be cut by the caller).
+    ///
+    /// When every place is taken, an address below its fair share
+    /// ([`Limits::fair_share`](mcp_proto::Limits::fair_share)) takes the place of the oldest
+    /// connection still reading its head among addresses above theirs, else of the oldest
+    /// connection of the address holding the most; an address at or above its share is turned
+    /// away.
+    fn admit(
+        &mut self,
+        addr: IpAddr,
+        open: usize,
+        max: usize,
+        per: Option<usize>,
+        busy: Arc<AtomicUsize>,
+        cut: async_channel::Sender<()>,
+    ) -> Result<(u64, Option<Held>), Turned> {
+        let mine = self.by_addr.get(&addr).map_or(0, Vec::len);
+        if per.is_some_and(|per| mine >= per) {
+            return Err(Turned::PerPeer);
+        }
+        let displaced = if open < max {
+            None
+        } else {
+            let holders = self.by_addr.len() + usize::from(mine == 0);
+            let share = mcp_proto::Limits::fair_share(max, holders);
+            if mine >= share {
+                return Err(Turned::Full);
+            }
+            Some(self.displace(share).ok_or(Turned::Full)?)
+        };
+        let id = self.next;
+        self.next += 1;
+        self.by_addr.entry(addr).or_default().push(Held { id, busy, cut });
+        Ok((id, displaced))
+    }
+
+    /// Forgets and returns the connection to displace for an address below `share`.
+    fn displace(&mut self, share: usize) -> Option<Held> {
+        let over = self.by_addr.iter().filter(|(_, held)| held.len() > share);
+        // The oldest connection reading a head among the addresses above their share...
+        let idle = over
+            .clone()
+            .filter_map(|(addr, held)| {
+                held.iter().find(|h| h.busy.load(Ordering::Acquire) == 0).map(|h| (h.id, *addr))
+            })
+            .min();
+        // ...else the oldest of the address holding the most (ties: the older connection).
+        let victim = idle.or_else(|| {
+            over.filter_map(|(addr, held)| held.first().map(|h| (held.len(), std::cmp::Reverse(h.id), *addr)))
+                .max()
+                .map(|(_, std::cmp::Reverse(id), addr)| (id, addr))
+        });
+        let (id, addr) = victim?;
+        self.forget(addr, id)
+    }
+
+    /// Forgets connection `id` of `addr`, if it is still held.
+    fn forget(&mut self, addr: IpAddr, id: u64) -> Option<Held> {
+        let held = self.by_addr.get_mut(&addr)?;
+        let at = held.iter().position(|h| h.id == id)?;
+        let gone = held.remove(at);
+        if held.is_empty() {
+            self.by_addr.remove(&addr);
+        }
+        Some(gone)
+    }
 }
 
 impl fmt::Debug for HttpService {
@@ -137,12 +240,29 @@ impl fmt::Debug for HttpService {
 #[derive(Debug)]
 pub struct ConnectionPermit {
     inner: Arc<Inner>,
+    /// The client address and number it is held under, for a connection admitted by address.
+    held: Option<(IpAddr, u64)>,
 }
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        self.inner.open.fetch_sub(1, Ordering::AcqRel);
+        // A displaced connection gave its place back when it was displaced.
+        let counted = match self.held {
+            None => true,
+            Some((addr, id)) => self.inner.peers().forget(addr, id).is_some(),
+        };
+        if counted {
+            self.inner.open.fetch_sub(1, Ordering::AcqRel);
+        }
         self.inner.server.shared.http_connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Inner {
+    fn peers(&self) -> std::sync::MutexGuard<'_, Peers> {
+        // The table is consistent after every statement that changes it: a panic elsewhere
+        // while it was held leaves nothing half-done.
+        self.peers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -162,7 +282,8 @@ impl HttpService {
     pub fn new<R: Runtime + Clone>(server: Server, rt: R, http: HttpConfig) -> Self {
         server.attach(&rt);
         let rt: Arc<dyn Runtime> = Arc::new(rt);
-        Self { inner: Arc::new(Inner { server, rt, http, open: AtomicUsize::new(0) }) }
+        let peers = Mutex::new(Peers::default());
+        Self { inner: Arc::new(Inner { server, rt, http, open: AtomicUsize::new(0), peers }) }
     }
 
     /// The policy: endpoint path, allowed hosts and origins, keep-alive.
@@ -186,8 +307,37 @@ impl HttpService {
             .ok()
             .map(|_| {
                 self.inner.server.shared.http_connections.fetch_add(1, Ordering::AcqRel);
-                ConnectionPermit { inner: self.inner.clone() }
+                ConnectionPermit { inner: self.inner.clone(), held: None }
             })
+    }
+
+    /// [`admit`](Self::admit) for a connection from `addr`, sharing the places fairly among
+    /// addresses (see
+    /// [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer)).
+    /// A connection displaced to make room is cut (through its `cut` switch) and has already
+    /// given its place back.
+    fn admit_from(
+        &self,
+        addr: IpAddr,
+        busy: Arc<AtomicUsize>,
+        cut: async_channel::Sender<()>,
+    ) -> Result<ConnectionPermit, Turned> {
+        let limits = self.inner.server.limits();
+        let (max, per) = (limits.http_connections(), limits.http_connections_per_peer());
+        let mut peers = self.inner.peers();
+        let open = self.inner.open.load(Ordering::Acquire);
+        let (id, displaced) = peers.admit(addr, open, max, per, busy, cut)?;
+        if displaced.is_none() {
+            self.inner.open.fetch_add(1, Ordering::AcqRel);
+        }
+        drop(peers);
+        if let Some(gone) = displaced {
+            tracing::debug!(%addr, "connection limit reached; displaced a connection of an address above its share");
+            // A switch already thrown, or a connection already ending, needs nothing more.
+            let _ = gone.cut.try_send(());
+        }
+        self.inner.server.shared.http_connections.fetch_add(1, Ordering::AcqRel);
+        Ok(ConnectionPermit { inner: self.inner.clone(), held: Some((addr, id)) })
     }
 
     /// Accepts connections from `listener` and serves each on a task of its own, until the
@@ -195,7 +345,9 @@ impl HttpService {
     /// accepted finish what they were doing.
     ///
     /// Past [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections) a new
-    /// connection is closed at once. A failed accept
+    /// connection displaces one of an address above its share, or is closed at once (see
+    /// [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer)).
+    /// A failed accept
     /// is retried at once when it concerned one connection, and after a second otherwise, so running out of file descriptors slows the
     /// server down instead of stopping it. `timer` is the runtime's hyper timer, which enforces
     /// [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout).
@@ -221,15 +373,20 @@ impl HttpService {
                     continue;
                 }
             };
-            let Some(permit) = self.admit() else {
-                tracing::debug!(%peer, "connection limit reached; closing the new connection");
-                drop(io);
-                continue;
+            let busy = Arc::new(AtomicUsize::new(0));
+            let (cut, cut_off) = async_channel::bounded::<()>(1);
+            let permit = match self.admit_from(peer.ip(), busy.clone(), cut.clone()) {
+                Ok(permit) => permit,
+                Err(why) => {
+                    tracing::debug!(%peer, ?why, "connection limit reached; closing the new connection");
+                    drop(io);
+                    continue;
+                }
             };
             let svc = self.clone();
             let timer = timer.clone();
             self.inner.rt.spawn(Box::pin(async move {
-                svc.serve_connection(io, timer, peer).await;
+                svc.serve_admitted(io, timer, peer, Switch { busy, cut, cut_off }).await;
                 drop(permit);
             }));
         }
@@ -246,14 +403,33 @@ impl HttpService {
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
         T: hyper::rt::Timer + Send + Sync + 'static,
     {
+        let (cut, cut_off) = async_channel::bounded::<()>(1);
+        let switch = Switch { busy: Arc::new(AtomicUsize::new(0)), cut, cut_off };
+        self.serve_admitted(io, timer, peer, switch).await;
+    }
+
+    /// [`serve_connection`](Self::serve_connection) for a connection whose busy counter and cut
+    /// switch the accept loop holds.
+    async fn serve_admitted<I, T>(&self, io: I, timer: T, peer: SocketAddr, switch: Switch)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+        T: hyper::rt::Timer + Send + Sync + 'static,
+    {
         let limits = self.inner.server.limits();
         let svc = self.clone();
-        let (cut, cut_off) = async_channel::bounded::<()>(1);
+        let Switch { busy, cut, cut_off } = switch;
         let cut = Cut(cut);
         let service = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
             let svc = svc.clone();
             req.extensions_mut().insert(cut.clone());
-            async move { Ok::<_, Infallible>(svc.handle(req, Some(peer)).await) }
+            // Counted from the complete head until hyper drops the response body (written, or
+            // the connection gone): until then the connection is not reading a head.
+            let busy = Busy::enter(busy.clone());
+            async move {
+                let mut resp = svc.handle(req, Some(peer)).await;
+                resp.body_mut().busy = Some(busy);
+                Ok::<_, Infallible>(resp)
+            }
         });
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -272,7 +448,9 @@ impl HttpService {
             }
             Either::Left((Ok(()), _)) => {}
             // Dropping the connection closes the socket, whatever it still had to write.
-            Either::Right(_) => tracing::debug!(%peer, "cut the connection of a reader that fell behind"),
+            Either::Right(_) => {
+                tracing::debug!(%peer, "cut the connection (a reader that fell behind, or displaced)")
+            }
         }
     }
 
@@ -409,7 +587,8 @@ impl HttpService {
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Ok(HttpItem::Stream(head)) => {
-                let body = McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard, dropped } };
+                let body =
+                    McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard, dropped }, busy: None };
                 response(head.status, &head.headers, body)
             }
             Ok(HttpItem::Frame(_)) => {
@@ -548,6 +727,31 @@ async fn read_capped<B: Body>(
     Ok(bytes)
 }
 
+/// What the accept loop keeps of a connection it serves: whether it is answering a request,
+/// and the switch that closes it.
+struct Switch {
+    busy: Arc<AtomicUsize>,
+    cut: async_channel::Sender<()>,
+    cut_off: async_channel::Receiver<()>,
+}
+
+/// One request of a connection being answered, until dropped.
+#[derive(Debug)]
+struct Busy(Arc<AtomicUsize>);
+
+impl Busy {
+    fn enter(count: Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Busy(count)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Closes `conn` in the engine when dropped while still armed.
 struct CloseGuard {
     server: Server,
@@ -579,6 +783,8 @@ impl Drop for CloseGuard {
 /// closes the exchange in the engine, which cancels the calls it was waiting for.
 pub struct McpBody {
     kind: Kind,
+    /// The request it answers, counted as its connection's work until the body is dropped.
+    busy: Option<Busy>,
 }
 
 enum Kind {
@@ -594,12 +800,12 @@ impl McpBody {
     /// A complete body.
     pub fn full(bytes: impl Into<Bytes>) -> Self {
         let bytes = bytes.into();
-        Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())) }
+        Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())), busy: None }
     }
 
     /// An empty body.
     pub fn empty() -> Self {
-        Self { kind: Kind::Full(None) }
+        Self { kind: Kind::Full(None), busy: None }
     }
 }
 
@@ -826,6 +1032,63 @@ mod tests {
         assert_eq!(header_timeout(now, Duration::ZERO), Some(Duration::ZERO));
         assert_eq!(header_timeout(now, Duration::from_secs(10)), Some(Duration::from_secs(10)));
         assert_eq!(header_timeout(now, Duration::MAX), None);
+    }
+
+    fn held(peers: &Peers) -> Vec<(IpAddr, Vec<u64>)> {
+        let mut all: Vec<_> =
+            peers.by_addr.iter().map(|(a, h)| (*a, h.iter().map(|h| h.id).collect())).collect();
+        all.sort();
+        all
+    }
+
+    #[test]
+    fn connections_are_shared_among_addresses() {
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) =
+            ("127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let mut peers = Peers::default();
+        let busy: Vec<Arc<AtomicUsize>> = (0..8).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+        // Connection n gets busy[n].
+        let admit = |peers: &mut Peers, addr, open| {
+            let counter = busy.get(usize::try_from(peers.next).unwrap()).unwrap().clone();
+            peers.admit(addr, open, 4, Some(5), counter, async_channel::bounded(1).0)
+        };
+        for open in 0..4 {
+            assert!(matches!(admit(&mut peers, a, open), Ok((_, None))));
+        }
+        // Full, and a holds the whole table: its next connection is turned away.
+        assert_eq!(admit(&mut peers, a, 4).err(), Some(Turned::Full));
+        // b, below its share of 2, takes the place of a's oldest connection reading its head.
+        busy[0].store(1, Ordering::Release);
+        let (_, gone) = admit(&mut peers, b, 4).unwrap();
+        assert_eq!(gone.map(|h| h.id), Some(1));
+        let (_, gone) = admit(&mut peers, b, 4).unwrap();
+        assert_eq!(gone.map(|h| h.id), Some(2));
+        assert_eq!(held(&peers), vec![(b, vec![4, 5]), (a, vec![0, 3])]);
+        // Both hold their share: nobody is displaced.
+        assert_eq!(admit(&mut peers, b, 4).err(), Some(Turned::Full));
+        assert_eq!(admit(&mut peers, a, 4).err(), Some(Turned::Full));
+        // A third address has a share of 1; a and b hold 2 each, so it displaces the oldest
+        // connection still reading its head of either (a's 3: a's 0 is busy).
+        let (_, gone) = admit(&mut peers, c, 4).unwrap();
+        assert_eq!(gone.map(|h| h.id), Some(3));
+        // Busy everywhere above the share: the oldest connection of the address holding most.
+        busy.iter().for_each(|b| b.store(1, Ordering::Release));
+        assert!(peers.forget(c, 6).is_some());
+        let (_, gone) = admit(&mut peers, c, 4).unwrap();
+        assert_eq!(gone.map(|h| h.id), Some(4));
+        assert_eq!(peers.forget(b, 4).map(|h| h.id), None, "a displaced connection is forgotten");
+        assert_eq!(held(&peers), vec![(b, vec![5]), (a, vec![0]), (c, vec![7])]);
+    }
+
+    #[test]
+    fn the_per_address_bound_comes_first() {
+        let a: IpAddr = "127.0.0.2".parse().unwrap();
+        let mut peers = Peers::default();
+        let mut admit = |open| {
+            peers.admit(a, open, 10, Some(2), Arc::new(AtomicUsize::new(0)), async_channel::bounded(1).0)
+        };
+        assert!(admit(0).is_ok() && admit(1).is_ok());
+        assert_eq!(admit(2).err(), Some(Turned::PerPeer));
     }
 
     #[test]

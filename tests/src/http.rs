@@ -323,7 +323,20 @@ pub struct Client {
 impl Client {
     /// Connects to `addr`.
     pub fn connect(addr: SocketAddr) -> io::Result<Self> {
-        let stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
+        Self::setup(TcpStream::connect_timeout(&addr, TIMEOUT)?)
+    }
+
+    /// Connects to `addr` from the local address `from` (any port): on Linux every address of
+    /// 127/8 is loopback, so a test can play several clients that the server tells apart.
+    pub fn connect_from(addr: SocketAddr, from: std::net::IpAddr) -> io::Result<Self> {
+        let domain = socket2::Domain::for_address(addr);
+        let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+        socket.bind(&SocketAddr::new(from, 0).into())?;
+        socket.connect_timeout(&addr.into(), TIMEOUT)?;
+        Self::setup(socket.into())
+    }
+
+    fn setup(stream: TcpStream) -> io::Result<Self> {
         stream.set_read_timeout(Some(TIMEOUT))?;
         // A server that stops reading would otherwise leave a large write blocked for good.
         stream.set_write_timeout(Some(TIMEOUT))?;

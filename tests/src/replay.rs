@@ -600,6 +600,7 @@ fn close_reason(r: CloseReason) -> &'static str {
         CloseReason::Evicted => "evicted",
         CloseReason::Revoked => "revoked",
         CloseReason::Replaced => "replaced",
+        CloseReason::Displaced => "displaced",
         _ => "other",
     }
 }

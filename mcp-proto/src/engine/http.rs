@@ -13,6 +13,7 @@
 //! call pays for no event framing.
 
 use super::sessions::Room;
+use super::shares::NoSession;
 use super::streams::{Exchange, Expiry, SessionState, Transport};
 use std::sync::Arc;
 use std::time::Instant;
@@ -229,7 +230,7 @@ impl<H: Clone> Engine<H> {
                 return error_reply(Era::Modern, id.as_ref(), &mismatch.rpc_error());
             }
         }
-        if self.conns.len() >= self.config.limits.max_connections {
+        if !self.room_for_conns(&req.caller, 1) {
             return busy(id.as_ref(), "server is busy");
         }
         let listen = method == Some("subscriptions/listen");
@@ -303,7 +304,7 @@ impl<H: Clone> Engine<H> {
         let initialize = matches!(&frame, RawFrame::Single(env)
             if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
         // The exchange (and, for initialize, the session) count against the connection bound.
-        if self.conns.len() + usize::from(initialize) >= self.config.limits.max_connections {
+        if !self.room_for_conns(&req.caller, 1 + usize::from(initialize)) {
             return busy(None, "server is busy");
         }
         let (session, minted) = match headers.session_id {
@@ -401,7 +402,16 @@ impl<H: Clone> Engine<H> {
         if self.shutting_down {
             return Err(refuse(None, &RpcError::shutting_down()));
         }
-        if self.sessions.len() >= limits.max_sessions || self.conns.len() >= limits.max_connections {
+        match self.room_for_session(caller) {
+            Ok(()) => {}
+            Err(NoSession::PerCaller(per)) => {
+                let msg =
+                    format!("too many sessions for this caller (limit {per}); end one or try again later");
+                return Err(refuse(None, &RpcError::limit(Bound::Share, msg)));
+            }
+            Err(NoSession::Full) => return Err(busy(None, "too many sessions; try again later")),
+        }
+        if self.conns.len() >= limits.max_connections {
             return Err(busy(None, "too many sessions; try again later"));
         }
         // Without a seed there is no id that cannot be guessed: the shim's configuration lacks
@@ -410,7 +420,7 @@ impl<H: Clone> Engine<H> {
         let Some(id) = id else { return Err(refuse(None, &RpcError::misuse())) };
         let state = SessionState::new(id.clone(), now);
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
-        self.sessions.insert(id.clone(), conn);
+        self.sessions.insert(id.clone(), conn, caller.binding());
         self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
     }
@@ -444,7 +454,7 @@ impl<H: Clone> Engine<H> {
         if let Err(reply) = self.take_seat(&req.caller, None) {
             return reply;
         }
-        if self.conns.len() >= self.config.limits.max_connections {
+        if !self.room_for_conns(&req.caller, 1) {
             return busy(None, "server is busy");
         }
         let caller = Arc::new(req.caller.clone());
@@ -502,6 +512,7 @@ impl<H: Clone> Engine<H> {
             match self.sessions.room(caller.binding(), &self.config.limits) {
                 Room::Free => return Ok(()),
                 Room::Evict(oldest) => self.forget(oldest, CloseReason::Evicted),
+                Room::Displace(other) => self.forget(other, CloseReason::Displaced),
                 Room::Refused(msg) => return Err(refuse(id, &RpcError::limit(Bound::Share, msg))),
             }
         }

@@ -34,6 +34,7 @@ mod notify;
 mod outbound;
 mod registry_mut;
 mod sessions;
+mod shares;
 mod streams;
 mod subscriptions;
 mod timers;
@@ -189,6 +190,11 @@ pub enum CloseReason {
     Revoked,
     /// A newer `GET` stream of the same legacy session took this one's place.
     Replaced,
+    /// A full table (sessions, connections, held streams) made room for a caller below its
+    /// fair share by displacing this entry of a caller above its share, or a caller at its
+    /// bound replaced its own unfinished handshake (see the per-caller shares of
+    /// [`Limits`](crate::Limits)).
+    Displaced,
 }
 
 /// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
@@ -515,7 +521,7 @@ impl<H: Clone> Engine<H> {
         if self.shutting_down {
             return Err(OpenError::ShuttingDown);
         }
-        if self.conns.len() >= self.config.limits.max_connections {
+        if !self.room_for_conns(&caller, 1) {
             return Err(OpenError::TooManyConnections);
         }
         let ConnKind::Stdio = kind;
@@ -693,7 +699,7 @@ impl<H: Clone> Engine<H> {
         }
         match &c.transport {
             streams::Transport::Session(s) => {
-                self.sessions.remove(s.id());
+                self.sessions.remove(s.id(), c.caller.binding());
             }
             streams::Transport::Standalone { session } => {
                 let clock = self.clock;

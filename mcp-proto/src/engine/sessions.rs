@@ -14,6 +14,8 @@ use crate::limits::{Limits, SeatPolicy};
 pub(super) struct Sessions {
     /// Legacy HTTP sessions by `Mcp-Session-Id`.
     by_id: HashMap<String, ConnId>,
+    /// Sessions per caller binding: the holdings fair shares are judged by.
+    owners: HashMap<String, usize>,
     /// Held streams by caller binding, oldest first.
     seats: HashMap<String, VecDeque<ConnId>>,
     /// Held streams over all callers.
@@ -27,8 +29,11 @@ pub(super) struct Sessions {
 pub(super) enum Room {
     /// It may.
     Free,
-    /// Only once this stream, its oldest, is closed ([`SeatPolicy::EvictOldest`]).
+    /// Only once this stream is closed: the caller's oldest ([`SeatPolicy::EvictOldest`]).
     Evict(ConnId),
+    /// Only once this stream is closed: the oldest of the caller holding the most seats, because
+    /// every seat is taken and the asking caller holds less than its fair share.
+    Displace(ConnId),
     /// It may not, for this reason (answered with 429).
     Refused(String),
 }
@@ -69,23 +74,56 @@ impl Sessions {
         (!self.by_id.contains_key(&id)).then_some(id)
     }
 
-    /// Records the session `conn` under `id`.
-    pub(super) fn insert(&mut self, id: String, conn: ConnId) {
-        self.by_id.insert(id, conn);
+    /// Records the session `conn` of the caller `binding` under `id`.
+    pub(super) fn insert(&mut self, id: String, conn: ConnId, binding: &str) {
+        if self.by_id.insert(id, conn).is_none() {
+            *self.owners.entry(binding.to_owned()).or_default() += 1;
+        }
     }
 
-    /// Forgets the session of this id.
-    pub(super) fn remove(&mut self, id: &str) {
-        self.by_id.remove(id);
+    /// Forgets the session of this id, which `binding` held.
+    pub(super) fn remove(&mut self, id: &str, binding: &str) {
+        if self.by_id.remove(id).is_none() {
+            return;
+        }
+        if let Some(n) = self.owners.get_mut(binding) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.owners.remove(binding);
+            }
+        }
+    }
+
+    /// Sessions `binding` holds.
+    pub(super) fn held(&self, binding: &str) -> usize {
+        self.owners.get(binding).copied().unwrap_or(0)
+    }
+
+    /// Callers holding sessions, counting `binding` whether or not it holds any: the divisor of
+    /// its fair share.
+    pub(super) fn holders_with(&self, binding: &str) -> usize {
+        self.owners.len() + usize::from(!self.owners.contains_key(binding))
+    }
+
+    /// Every session, for choosing one to displace.
+    pub(super) fn all(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.by_id.values().copied()
     }
 
     /// Whether `binding` may hold one more stream under `limits`.
     pub(super) fn room(&self, binding: &str, limits: &Limits) -> Room {
-        if limits.max_streams.is_some_and(|max| self.streams >= max) {
+        let held = self.seats.get(binding);
+        if let Some(max) = limits.max_streams.filter(|max| self.streams >= *max) {
+            let holders = self.seats.len() + usize::from(held.is_none());
+            let share = Limits::fair_share(max, holders);
+            if held.map_or(0, VecDeque::len) < share {
+                if let Some(oldest) = self.greediest_oldest(share) {
+                    return Room::Displace(oldest);
+                }
+            }
             return Room::Refused("too many open streams; try again later".to_owned());
         }
         let Some(per) = limits.max_streams_per_caller else { return Room::Free };
-        let held = self.seats.get(binding);
         if held.map_or(0, VecDeque::len) < per {
             return Room::Free;
         }
@@ -96,6 +134,18 @@ impl Sessions {
             Some(oldest) => Room::Evict(*oldest),
             None => Room::Free,
         }
+    }
+
+    /// The oldest stream of the caller holding the most seats, if it holds more than `share`;
+    /// of callers holding equally many, the one whose oldest stream has the smallest id, so the
+    /// choice depends on the inputs alone and not on the map's order.
+    fn greediest_oldest(&self, share: usize) -> Option<ConnId> {
+        self.seats
+            .values()
+            .filter(|q| q.len() > share)
+            .filter_map(|q| q.front().map(|oldest| (q.len(), std::cmp::Reverse(*oldest))))
+            .max()
+            .map(|(_, std::cmp::Reverse(oldest))| oldest)
     }
 
     /// `conn`, a stream of `binding`, takes a seat.
@@ -139,7 +189,31 @@ mod tests {
         s.seat("x", c);
         s.seat("y", a);
         assert_eq!(s.streams(), 3);
-        assert!(matches!(s.room("z", &limits), Room::Refused(_)), "the server-wide bound comes first");
+        // Every seat is taken. x and y are at or above their share of 3 among them and a
+        // newcomer (1 each): they are refused, and z, below it, displaces x's oldest stream.
+        assert!(matches!(s.room("x", &limits), Room::Refused(_)), "the server-wide bound comes first");
+        assert!(matches!(s.room("y", &limits), Room::Refused(_)));
+        assert_eq!(s.room("z", &limits), Room::Displace(b));
+        s.unseat("x", b);
+        s.seat("z", b);
+        // Now every caller holds its share: nobody is displaced.
+        assert!(matches!(s.room("w", &limits), Room::Refused(_)));
+    }
+
+    #[test]
+    fn session_holdings_count_per_caller() {
+        let mut keys: Slab<()> = Slab::default();
+        let (a, b) = (ConnId(keys.insert(())), ConnId(keys.insert(())));
+        let mut s = Sessions::default();
+        s.insert("1".into(), a, "x");
+        s.insert("2".into(), b, "x");
+        assert_eq!((s.held("x"), s.held("y")), (2, 0));
+        assert_eq!((s.holders_with("x"), s.holders_with("y")), (1, 2));
+        s.remove("1", "x");
+        s.remove("1", "x");
+        assert_eq!(s.held("x"), 1);
+        s.remove("2", "x");
+        assert_eq!((s.held("x"), s.holders_with("x"), s.len()), (0, 1, 0));
     }
 
     #[test]
@@ -151,9 +225,9 @@ mod tests {
         assert_ne!(first, second);
         assert_eq!(first.len(), 43);
         assert_eq!(Sessions::default().mint(Some(&seed)), Some(first.clone()));
-        s.insert(first.clone(), ConnId(Slab::default().insert(())));
+        s.insert(first.clone(), ConnId(Slab::default().insert(())), "");
         assert!(s.get(&first).is_some());
-        s.remove(&first);
+        s.remove(&first, "");
         assert_eq!(s.len(), 0);
     }
 }

@@ -68,6 +68,16 @@ impl SessionState {
         self.get
     }
 
+    /// Whether something followed its `initialize` (the handshake finished).
+    pub(super) fn is_established(&self) -> bool {
+        self.established
+    }
+
+    /// When it last saw a request or a stream of its end.
+    pub(super) fn last_active(&self) -> Instant {
+        self.last_active
+    }
+
     /// A `POST` arrived at `now`, not the `initialize` that minted the session when `minted`
     /// is false: the stream number its response takes, and whether this request finished the
     /// handshake.

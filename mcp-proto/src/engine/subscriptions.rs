@@ -233,6 +233,17 @@ impl Notifications {
         self.subs.conn_closed(binding);
     }
 
+    /// Connections `binding` holds open.
+    pub(super) fn conns_of(&self, binding: &str) -> usize {
+        self.subs.conns.get(binding).copied().unwrap_or(0)
+    }
+
+    /// Callers holding connections, counting `binding` whether or not it holds any: the divisor
+    /// of its fair share of the connection table.
+    pub(super) fn conn_holders_with(&self, binding: &str) -> usize {
+        self.subs.conns.len() + usize::from(!self.subs.conns.contains_key(binding))
+    }
+
     /// Subscribes `binding` to `uri`, within `max_uris` distinct URIs and `max_pairs`
     /// caller/URI pairs server-wide; the error says which bound refused it.
     pub(super) fn subscribe(

@@ -330,8 +330,6 @@ fn sessions_expire() {
     let r = Rig::full(rig.post(&[], INIT));
     let lost = r.header("Mcp-Session-Id").unwrap().to_owned();
     let kept = rig.session();
-    // The table is full.
-    assert_eq!(Rig::full(rig.post(&[], INIT)).status, 503);
     rig.advance(Duration::from_secs(5));
     let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
     assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &lost)], list)).status, 404);
@@ -733,4 +731,176 @@ fn a_call_whose_stream_is_gone_does_not_keep_its_session_alive() {
     assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)), "{outs:?}");
     assert_eq!(rig.engine.status().sessions, 0);
     assert_eq!(rig.engine.status().in_flight, 0);
+}
+
+/// A caller known by its peer address alone, as the HTTP layer fills it in.
+fn peer(addr: &str) -> Caller {
+    Caller { peer: Some(addr.to_owned()), ..Caller::default() }
+}
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+impl Rig {
+    /// `initialize` from `who`: the session id, or the refusal's status.
+    fn init_as(&mut self, who: &Caller) -> Result<String, u16> {
+        let r = Self::full(self.request("POST", &[], INIT, who.clone()));
+        match r.header("Mcp-Session-Id") {
+            Some(sid) if r.status == 200 => Ok(sid.to_owned()),
+            _ => Err(r.status),
+        }
+    }
+
+    /// A session of `who` through its handshake.
+    fn session_as(&mut self, who: &Caller) -> String {
+        let sid = self.init_as(who).unwrap();
+        let r = Self::full(self.request("POST", &[("Mcp-Session-Id", &sid)], INITIALIZED, who.clone()));
+        assert_eq!(r.status, 202);
+        sid
+    }
+
+    /// The status of a `tools/list` in `sid` from `who` (404 once the session is gone).
+    fn list_as(&mut self, who: &Caller, sid: &str) -> u16 {
+        Self::full(self.request("POST", &[("Mcp-Session-Id", sid)], LIST, who.clone())).status
+    }
+
+    fn tick(&mut self) {
+        self.now += Duration::from_millis(10);
+    }
+}
+
+#[test]
+fn a_full_table_first_displaces_its_callers_stalest_handshake() {
+    let mut rig = Rig::new(|l| {
+        l.max_sessions(2);
+    });
+    let x = peer("10.0.0.2");
+    let stale = rig.init_as(&x).unwrap();
+    rig.tick();
+    let fresh = rig.init_as(&x).unwrap();
+    rig.tick();
+    // Full, and x holds the whole table (its share): its least recently active handshake goes.
+    let third = rig.init_as(&x).unwrap();
+    assert!(rig.drain().is_empty(), "a session has no transport to close");
+    assert_eq!(rig.list_as(&x, &stale), 404);
+    for sid in [&fresh, &third] {
+        let r = Rig::full(rig.request("POST", &[("Mcp-Session-Id", sid)], INITIALIZED, x.clone()));
+        assert_eq!(r.status, 202);
+    }
+    // Every session is past its handshake: nothing of x's own may go, so x is refused.
+    assert_eq!(rig.init_as(&x), Err(503));
+    assert_eq!(rig.list_as(&x, &fresh), 200);
+    assert_eq!(rig.engine.status().sessions, 2);
+}
+
+#[test]
+fn a_caller_below_its_share_displaces_one_above_it() {
+    let mut rig = Rig::new(|l| {
+        l.max_sessions(4);
+    });
+    let (flood, other) = (peer("10.0.0.2"), peer("10.0.0.1"));
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(rig.session_as(&flood));
+        rig.tick();
+    }
+    // The flooder keeps its sessions busy with requests, newest last.
+    for sid in held.iter().rev() {
+        assert_eq!(rig.list_as(&flood, sid), 200);
+        rig.tick();
+    }
+    assert_eq!(rig.init_as(&flood), Err(503), "the flooder holds the whole table");
+    // The other caller holds nothing, below its share of 2: the flooder's least recently
+    // active session makes room, then the next.
+    let first = rig.session_as(&other);
+    assert_eq!(rig.list_as(&flood, &held[3]), 404);
+    let second = rig.session_as(&other);
+    assert_eq!(rig.list_as(&flood, &held[2]), 404);
+    // Both hold their share now: neither displaces the other.
+    assert_eq!(rig.init_as(&other), Err(503));
+    assert_eq!(rig.init_as(&flood), Err(503));
+    for sid in [&first, &second] {
+        assert_eq!(rig.list_as(&other, sid), 200);
+    }
+    for sid in &held[..2] {
+        assert_eq!(rig.list_as(&flood, sid), 200);
+    }
+}
+
+#[test]
+fn a_handshake_flood_displaces_only_itself() {
+    let mut rig = Rig::new(|l| {
+        l.max_sessions(8).session_handshake(Duration::from_secs(30));
+    });
+    let (flood, other) = (peer("10.0.0.2"), peer("10.0.0.1"));
+    let mut flooded = Vec::new();
+    for _ in 0..8 {
+        flooded.push(rig.init_as(&flood).unwrap());
+        rig.tick();
+    }
+    // Half-way through the other caller's handshake, the flood goes on.
+    let sid = rig.init_as(&other).unwrap();
+    for _ in 0..40 {
+        flooded.push(rig.init_as(&flood).unwrap());
+        rig.tick();
+    }
+    let r = Rig::full(rig.request("POST", &[("Mcp-Session-Id", &sid)], INITIALIZED, other.clone()));
+    assert_eq!(r.status, 202, "the other caller's handshake survived the flood");
+    assert_eq!(rig.list_as(&other, &sid), 200);
+    // The flood displaced its own handshakes, least recently active first.
+    let alive: Vec<usize> =
+        (0..flooded.len()).filter(|i| rig.list_as(&flood, &flooded[*i].clone()) != 404).collect();
+    assert_eq!(alive, (41..48).collect::<Vec<_>>());
+    assert_eq!(rig.engine.status().sessions, 8);
+}
+
+#[test]
+fn sessions_per_caller_are_bounded() {
+    let mut rig = Rig::new(|l| {
+        l.max_sessions_per_caller(Some(2));
+    });
+    let (x, y) = (peer("10.0.0.2"), peer("10.0.0.1"));
+    let stale = rig.init_as(&x).unwrap();
+    rig.tick();
+    let kept = rig.session_as(&x);
+    // At its bound, x's own unfinished handshake makes room...
+    let third = rig.session_as(&x);
+    assert_eq!(rig.list_as(&x, &stale), 404);
+    // ...and with none left x is refused, while others are not.
+    let r = Rig::full(rig.request("POST", &[], INIT, x.clone()));
+    assert_eq!(r.status, 429);
+    assert!(r.header("Mcp-Session-Id").is_none());
+    assert_eq!(r.json()["error"]["code"], -32600);
+    rig.session_as(&y);
+    // An identity is one caller from any address.
+    let id = |addr: &str| Caller { identity: Some("alice".into()), ..peer(addr) };
+    rig.session_as(&id("10.0.0.3"));
+    rig.session_as(&id("10.0.0.4"));
+    assert_eq!(rig.init_as(&id("10.0.0.5")), Err(429));
+    for sid in [&kept, &third] {
+        assert_eq!(rig.list_as(&x, sid), 200);
+    }
+}
+
+#[test]
+fn a_caller_below_its_share_of_connections_displaces_idle_sessions() {
+    let mut rig = Rig::new(|l| {
+        l.max_connections(4);
+    });
+    let (flood, other) = (peer("10.0.0.2"), peer("10.0.0.1"));
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(rig.session_as(&flood));
+        rig.tick();
+    }
+    // An initialize needs two connections (the session and its exchange): three sessions leave
+    // room for none, and the flooder holds the whole table.
+    assert_eq!(rig.init_as(&flood), Err(503));
+    // The other caller holds nothing, below its share of 2: the flooder's least recently active
+    // idle session makes room.
+    let sid = rig.session_as(&other);
+    assert_eq!(rig.list_as(&flood, &held[0]), 404);
+    assert_eq!(rig.list_as(&flood, &held[1]), 200);
+    assert_eq!(rig.list_as(&other, &sid), 200);
+    assert_eq!(rig.engine.status().sessions, 3);
 }
