@@ -77,10 +77,104 @@ pub async fn serve_stdio(server: &Server) -> io::Result<StdioEnd> {
 
 /// [`serve_stdio`] for a given caller: whoever launched the process decides who it is (for
 /// example from a command-line flag), and the server's gates see that caller.
+///
+/// When stdin or stdout is a pipe (as when an MCP client launches the server), it is read or
+/// written through async-io's reactor, in non-blocking mode for the session (blocking mode is
+/// restored after it): a line costs no hand-off to another thread. Anything else (a terminal,
+/// a file) goes through smol's blocking pool ([`smol::Unblock`]).
 pub async fn serve_stdio_as(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
-    let stdin = smol::Unblock::new(std::io::stdin());
-    let stdout = smol::Unblock::new(std::io::stdout());
-    serve_lines(server, caller, stdin, stdout).await
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let stdin = pipe::Pipe::new(std::io::stdin().as_fd());
+        let stdout = pipe::Pipe::new(std::io::stdout().as_fd());
+        match (stdin, stdout) {
+            (Some(i), Some(o)) => serve_lines(server, caller, i, o).await,
+            (Some(i), None) => serve_lines(server, caller, i, smol::Unblock::new(std::io::stdout())).await,
+            (None, Some(o)) => serve_lines(server, caller, smol::Unblock::new(std::io::stdin()), o).await,
+            (None, None) => {
+                let (i, o) = (smol::Unblock::new(std::io::stdin()), smol::Unblock::new(std::io::stdout()));
+                serve_lines(server, caller, i, o).await
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let (i, o) = (smol::Unblock::new(std::io::stdin()), smol::Unblock::new(std::io::stdout()));
+        serve_lines(server, caller, i, o).await
+    }
+}
+
+#[cfg(unix)]
+mod pipe {
+    use std::fs::File;
+    use std::io;
+    use std::os::fd::{AsFd, BorrowedFd};
+    use std::os::unix::fs::FileTypeExt;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use smol::Async;
+
+    /// A duplicate of stdin or stdout that is a FIFO, registered with the reactor. Dropping it
+    /// puts the file description (shared with the process's own stdin or stdout) back in
+    /// blocking mode, for code after the session that uses it with blocking calls.
+    pub(crate) struct Pipe(Option<Async<File>>);
+
+    impl Pipe {
+        /// `None` unless `fd` is a pipe the reactor can watch.
+        pub(crate) fn new(fd: BorrowedFd<'_>) -> Option<Self> {
+            let file = File::from(fd.try_clone_to_owned().ok()?);
+            if !file.metadata().ok()?.file_type().is_fifo() {
+                return None;
+            }
+            Async::new(file).ok().map(|a| Pipe(Some(a)))
+        }
+    }
+
+    impl Drop for Pipe {
+        fn drop(&mut self) {
+            if let Some(file) = self.0.take().and_then(|a| a.into_inner().ok()) {
+                let _ = rustix::io::ioctl_fionbio(file.as_fd(), false);
+            }
+        }
+    }
+
+    fn gone() -> io::Error {
+        io::Error::new(io::ErrorKind::BrokenPipe, "the pipe was given back")
+    }
+
+    impl smol::io::AsyncRead for Pipe {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+            match &mut self.get_mut().0 {
+                Some(a) => Pin::new(a).poll_read(cx, buf),
+                None => Poll::Ready(Err(gone())),
+            }
+        }
+    }
+
+    impl smol::io::AsyncWrite for Pipe {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            match &mut self.get_mut().0 {
+                Some(a) => Pin::new(a).poll_write(cx, buf),
+                None => Poll::Ready(Err(gone())),
+            }
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            match &mut self.get_mut().0 {
+                Some(a) => Pin::new(a).poll_flush(cx),
+                None => Poll::Ready(Ok(())),
+            }
+        }
+
+        fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            match &mut self.get_mut().0 {
+                Some(a) => Pin::new(a).poll_close(cx),
+                None => Poll::Ready(Ok(())),
+            }
+        }
+    }
 }
 
 /// Serves one session over any pair of futures-io byte streams (a pipe, a socket).

@@ -96,13 +96,191 @@ pub async fn serve_stdio(server: &Server) -> io::Result<StdioEnd> {
 
 /// [`serve_stdio`] for a given caller: whoever launched the process decides who it is (for
 /// example from a command-line flag), and the server's gates see that caller.
+///
+/// When stdin or stdout is a pipe (as when an MCP client launches the server), it is read or
+/// written through the runtime's reactor, in non-blocking mode for the session (blocking mode
+/// is restored after it): a line costs no hand-off to another thread. Anything else (a
+/// terminal, a file) is read or written on a thread of its own.
 pub async fn serve_stdio_as(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
-    let (stdout, writer) = StdoutThread::spawn()?;
-    let end = serve_lines(server, caller, StdinThread::spawn(), stdout).await;
+    let (stdin, stdout, writer) = stdio_ends()?;
+    let end = serve_lines(server, caller, stdin, stdout).await;
     // The output is dropped with the session; wait until the thread has written all of it, so
-    // a process that exits next loses no reply.
-    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    // a process that exits next loses no reply. (A pipe's writes are in the kernel already.)
+    if let Some(writer) = writer {
+        let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+    }
     end
+}
+
+/// The session's stdin and stdout: pipes through the reactor where they are pipes, else
+/// threads (whose writer is returned, to be joined).
+fn stdio_ends() -> io::Result<(StdinSource, StdoutSink, Option<std::thread::JoinHandle<()>>)> {
+    #[cfg(unix)]
+    let (input, output) = (pipe_in(), pipe_out());
+    #[cfg(unix)]
+    let (stdin, pipe_out) = match input {
+        Some(pipe) => (StdinSource::Pipe(RestoreOnDrop(Some(pipe))), output),
+        None => (StdinSource::Thread(StdinThread::spawn()), output),
+    };
+    #[cfg(not(unix))]
+    let (stdin, pipe_out) = (StdinSource::Thread(StdinThread::spawn()), None::<std::convert::Infallible>);
+    Ok(match pipe_out {
+        #[cfg(unix)]
+        Some(pipe) => (stdin, StdoutSink::Pipe(RestoreOnDrop(Some(pipe))), None),
+        #[cfg(not(unix))]
+        Some(never) => match never {},
+        None => {
+            let (thread, writer) = StdoutThread::spawn()?;
+            (stdin, StdoutSink::Thread(thread), Some(writer))
+        }
+    })
+}
+
+/// Stdin as a reactor-driven pipe, if it is one.
+#[cfg(unix)]
+fn pipe_in() -> Option<tokio::net::unix::pipe::Receiver> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    // Refuses anything but a FIFO with read access.
+    tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()
+}
+
+/// Stdout as a reactor-driven pipe, if it is one.
+#[cfg(unix)]
+fn pipe_out() -> Option<tokio::net::unix::pipe::Sender> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()
+}
+
+#[cfg(unix)]
+/// A pipe end that puts its file description back in blocking mode when dropped: the
+/// description is shared with the process's own stdin or stdout, which code after the session
+/// may use with blocking calls (`println!` fails on a non-blocking pipe that is full).
+struct RestoreOnDrop<P: IntoBlocking>(Option<P>);
+
+#[cfg(unix)]
+trait IntoBlocking {
+    fn into_blocking(self);
+}
+
+#[cfg(unix)]
+impl IntoBlocking for tokio::net::unix::pipe::Receiver {
+    fn into_blocking(self) {
+        let _ = self.into_blocking_fd();
+    }
+}
+
+#[cfg(unix)]
+impl IntoBlocking for tokio::net::unix::pipe::Sender {
+    fn into_blocking(self) {
+        let _ = self.into_blocking_fd();
+    }
+}
+
+#[cfg(unix)]
+impl<P: IntoBlocking> Drop for RestoreOnDrop<P> {
+    fn drop(&mut self) {
+        if let Some(pipe) = self.0.take() {
+            pipe.into_blocking();
+        }
+    }
+}
+
+/// Where the session's stdin comes from.
+enum StdinSource {
+    #[cfg(unix)]
+    Pipe(RestoreOnDrop<tokio::net::unix::pipe::Receiver>),
+    Thread(StdinThread),
+}
+
+impl tokio::io::AsyncRead for StdinSource {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            #[cfg(unix)]
+            StdinSource::Pipe(RestoreOnDrop(Some(pipe))) => std::pin::Pin::new(pipe).poll_read(cx, buf),
+            #[cfg(unix)]
+            StdinSource::Pipe(RestoreOnDrop(None)) => std::task::Poll::Ready(Ok(())),
+            StdinSource::Thread(thread) => std::pin::Pin::new(thread).poll_read(cx, buf),
+        }
+    }
+}
+
+/// Where the session's stdout goes.
+enum StdoutSink {
+    #[cfg(unix)]
+    Pipe(RestoreOnDrop<tokio::net::unix::pipe::Sender>),
+    Thread(StdoutThread),
+}
+
+impl StdoutSink {
+    fn pin(&mut self) -> std::pin::Pin<&mut (dyn tokio::io::AsyncWrite + Unpin)> {
+        match self {
+            #[cfg(unix)]
+            StdoutSink::Pipe(RestoreOnDrop(Some(pipe))) => std::pin::Pin::new(pipe),
+            #[cfg(unix)]
+            // Only while being dropped; `Closed` is zero-sized, so leaking one allocates nothing.
+            StdoutSink::Pipe(RestoreOnDrop(None)) => std::pin::Pin::new(Box::leak(Box::new(Closed))),
+            StdoutSink::Thread(thread) => std::pin::Pin::new(thread),
+        }
+    }
+}
+
+/// A sink whose writes all fail: a pipe already given back.
+#[cfg(unix)]
+struct Closed;
+
+#[cfg(unix)]
+impl tokio::io::AsyncWrite for Closed {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::task::Poll::Ready(Err(stdout_closed()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for StdoutSink {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        self.get_mut().pin().poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        self.get_mut().pin().poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        self.get_mut().pin().poll_shutdown(cx)
+    }
 }
 
 /// Standard output written on a thread of its own: a write is a hand-off to that thread, not a

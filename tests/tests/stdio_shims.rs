@@ -341,6 +341,50 @@ fn closing_stdout_ends_the_process(program: &str) -> Outcome {
     ensure(!p.stderr_text().contains("panicked"), &p, "the process panicked")
 }
 
+/// Stdin and stdout that are regular files, not pipes (`server < requests > replies`): the
+/// shims read and write them on threads instead of through the reactor, and every request in
+/// the file is answered, in the file.
+fn files_instead_of_pipes_are_served(program: &str) -> Outcome {
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-stdio-files-{}-{}",
+        std::process::id(),
+        program.rsplit('/').next().unwrap_or("server")
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{dir:?}: {e}"))?;
+    let (input, output) = (dir.join("in.jsonl"), dir.join("out.jsonl"));
+    let mut requests = format!("{INITIALIZE}\n{INITIALIZED}\n");
+    for id in 1..=20 {
+        requests.push_str(&String::from_utf8_lossy(&ping(id)));
+        requests.push('\n');
+    }
+    std::fs::write(&input, requests).map_err(|e| format!("{input:?}: {e}"))?;
+    let status = std::process::Command::new(program)
+        .stdin(std::fs::File::open(&input).map_err(|e| e.to_string())?)
+        .stdout(std::fs::File::create(&output).map_err(|e| e.to_string())?)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("{program}: {e}"))?;
+    let written = std::fs::read_to_string(&output).map_err(|e| format!("{output:?}: {e}"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !status.success() {
+        return Err(format!("{program} exited with {status} after writing:\n{written}"));
+    }
+    let lines: Vec<&str> = written.lines().collect();
+    if lines.len() != 21 {
+        return Err(format!(
+            "expected 21 replies (initialize and 20 pings), got {}:\n{written}",
+            lines.len()
+        ));
+    }
+    for id in 1..=20 {
+        let reply = String::from_utf8_lossy(&ping_reply(id)).into_owned();
+        if !lines.contains(&reply.as_str()) {
+            return Err(format!("no reply {reply} in:\n{written}"));
+        }
+    }
+    Ok(())
+}
+
 fn check(outcome: Outcome) {
     if let Err(e) = outcome {
         panic!("{e}");
@@ -374,6 +418,7 @@ on_both_runtimes!(
     end_of_input_waits_for_calls_in_flight,
     stdout_carries_only_protocol_lines,
     pipelined_requests_are_answered_exactly_once,
+    files_instead_of_pipes_are_served,
 );
 
 #[test]
