@@ -16,9 +16,13 @@ pub struct LineTooLong {
 /// frames and must not be answered.
 #[derive(Debug)]
 pub struct LineFramer {
+    /// Input in `start..end`; past `end`, bytes already zeroed for the next read, kept so that a
+    /// read does not pay for clearing its whole buffer again.
     buf: Vec<u8>,
     /// Start of the unread part of `buf`.
     start: usize,
+    /// End of the input in `buf`.
+    end: usize,
     /// How far past `start` is known to hold no newline.
     scanned: usize,
     max: usize,
@@ -28,33 +32,38 @@ pub struct LineFramer {
 impl LineFramer {
     /// A framer for lines of at most `max_line` bytes (excluding the newline).
     pub fn new(max_line: usize) -> Self {
-        Self { buf: Vec::new(), start: 0, scanned: 0, max: max_line, failed: false }
+        Self { buf: Vec::new(), start: 0, end: 0, scanned: 0, max: max_line, failed: false }
     }
 
     /// Appends input bytes.
     pub fn push(&mut self, data: &[u8]) {
-        self.compact();
-        self.buf.extend_from_slice(data);
+        let n = data.len();
+        if let Some(spare) = self.spare(n).get_mut(..n) {
+            spare.copy_from_slice(data);
+        }
+        self.commit(n, n);
     }
 
     /// A writable region of at least `min` bytes at the end of the buffer, for reading straight
     /// into; follow with [`commit`](Self::commit).
     pub fn spare(&mut self, min: usize) -> &mut [u8] {
         self.compact();
-        let len = self.buf.len();
-        self.buf.resize(len + min, 0);
-        self.buf.get_mut(len..).unwrap_or_default()
+        let want = self.end.saturating_add(min);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+        self.buf.get_mut(self.end..want).unwrap_or_default()
     }
 
-    /// Keeps `n` bytes of the region [`spare`](Self::spare) returned and drops the rest.
+    /// Keeps `n` bytes of the `spare_len`-byte region [`spare`](Self::spare) returned.
     pub fn commit(&mut self, spare_len: usize, n: usize) {
-        let keep = self.buf.len().saturating_sub(spare_len) + n.min(spare_len);
-        self.buf.truncate(keep);
+        self.end = self.end.saturating_add(n.min(spare_len)).min(self.buf.len());
     }
 
     fn compact(&mut self) {
         if self.start > 0 {
-            self.buf.drain(..self.start);
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
         }
     }
@@ -67,7 +76,7 @@ impl LineFramer {
             if self.failed {
                 return None;
             }
-            let unread = self.buf.get(self.start..).unwrap_or_default();
+            let unread = self.buf.get(self.start..self.end).unwrap_or_default();
             let from = self.scanned.min(unread.len());
             let found = unread.get(from..).unwrap_or_default().iter().position(|&b| b == b'\n');
             let Some(pos) = found.map(|p| p + from) else {
@@ -98,7 +107,7 @@ impl LineFramer {
 
     /// Bytes buffered but not yet returned as a line (a partial last line at end of input).
     pub fn remainder(&self) -> &[u8] {
-        self.buf.get(self.start..).unwrap_or_default()
+        self.buf.get(self.start..self.end).unwrap_or_default()
     }
 }
 
@@ -136,6 +145,24 @@ mod tests {
         f.push(b"1234\n12345\n");
         assert_eq!(f.next_line(), Some(Ok(&b"1234"[..])));
         assert_eq!(f.next_line(), Some(Err(LineTooLong { seen: 5 })));
+    }
+
+    #[test]
+    fn reads_of_every_size_give_the_same_lines() {
+        let text = b"one\n\r\ntwo\r\nthree-is-longer\n\nfour\nfive";
+        for chunk in 1..=text.len() {
+            let mut f = LineFramer::new(100);
+            let mut seen = Vec::new();
+            for piece in text.chunks(chunk) {
+                // A spare region larger than the piece, partly filled, as a short read leaves it.
+                let s = f.spare(chunk + 3);
+                s[..piece.len()].copy_from_slice(piece);
+                f.commit(chunk + 3, piece.len());
+                seen.extend(lines(&mut f));
+            }
+            assert_eq!(seen, ["one", "two", "three-is-longer", "four"], "reads of {chunk}");
+            assert_eq!(f.remainder(), b"five", "reads of {chunk}");
+        }
     }
 
     #[test]
