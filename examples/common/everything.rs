@@ -26,10 +26,14 @@ pub(crate) struct Args {
     pub(crate) capacity: Option<usize>,
     /// Browser origins allowed besides the server's own (`--allow-origin http://localhost:6274`).
     pub(crate) origins: Vec<String>,
+    /// Runtime worker threads (`--threads N`; 1, the default, is a single-threaded runtime).
+    /// Read by the tokio example; smol runs on one thread.
+    #[allow(dead_code)] // the smol build ignores it
+    pub(crate) threads: Option<usize>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -41,7 +45,9 @@ const USAGE: &str =
     --allow-origin O  also accept requests from the browser origin O (e.g. the MCP Inspector's\n\
     \x20                 http://localhost:6274 when it connects directly, not via its proxy)\n\
     --capacity N      allow N sessions, N held streams (all from one caller if need be) and\n\
-    \x20                 N connections instead of the defaults (for load and memory tests)";
+    \x20                 N connections instead of the defaults (for load and memory tests)\n\
+    --threads N       run the tokio runtime on N worker threads (default 1: single-threaded,\n\
+    \x20                 the fastest on small machines; ignored by the smol build)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -61,6 +67,7 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         http: None,
         capacity: None,
         origins: Vec::new(),
+        threads: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -82,6 +89,13 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 let n = it.next().ok_or_else(|| format!("--capacity needs a number\n{USAGE}"))?;
                 args.capacity =
                     Some(n.parse().map_err(|_| format!("--capacity: {n:?} is not a number\n{USAGE}"))?);
+            }
+            "--threads" => {
+                let n = it.next().ok_or_else(|| format!("--threads needs a number\n{USAGE}"))?;
+                match n.parse() {
+                    Ok(n) if n > 0 => args.threads = Some(n),
+                    _ => return Err(format!("--threads: {n:?} is not a number above 0\n{USAGE}")),
+                }
             }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),

@@ -9,14 +9,20 @@ fn main() {
         eprintln!("{msg}");
         std::process::exit(2)
     });
-    // One pipe is served best by one thread: a handler the session spawns runs on the same
-    // thread, with no other thread to wake (measured: about 1.3x the requests per second of a
-    // multi-thread runtime at 16 in flight, and a lower latency alone). HTTP's many connections
-    // use every core.
-    let mut runtime = if args.http.is_some() {
-        tokio::runtime::Builder::new_multi_thread()
-    } else {
-        tokio::runtime::Builder::new_current_thread()
+    // One thread by default, for stdio and HTTP alike: the engine's driver is one task, so a
+    // second worker mostly adds cross-thread wake-ups between the connections, the driver and
+    // the handlers. Measured on 2 cores with ../shared/bench at 16 clients: one thread served
+    // 1.9x the HTTP echo requests of two workers (63k against 34k per second) and as many
+    // `tools/list`; over stdio about 1.3x. CPU-bound handlers belong on the blocking pool
+    // (`blocking_tool`) either way; `--threads N` gives the runtime N workers.
+    let threads = args.threads.unwrap_or(1);
+    let mut runtime = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
     };
     let runtime = runtime.enable_all().build().unwrap_or_else(|e| {
         eprintln!("everything: cannot start the tokio runtime: {e}");
