@@ -1145,7 +1145,8 @@ impl Runner {
                 Ok(())
             }
             "drop" => {
-                let n: usize = rest.parse().map_err(|_| format!("`! drop N` takes a request number, not {rest:?}"))?;
+                let n: usize =
+                    rest.parse().map_err(|_| format!("`! drop N` takes a request number, not {rest:?}"))?;
                 let conn = self
                     .http_conns
                     .iter()
