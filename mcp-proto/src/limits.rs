@@ -40,6 +40,9 @@ use std::time::Duration;
 ///   [`seat_policy`](Self::seat_policy), [`stream_queue`](Self::stream_queue),
 ///   [`keepalive`](Self::keepalive), [`sse_retry`](Self::sse_retry),
 ///   [`replay_events`](Self::replay_events), [`replay_bytes`](Self::replay_bytes).
+/// - Resuming a legacy `POST` response stream: [`resume_window`](Self::resume_window),
+///   [`resume_bytes`](Self::resume_bytes) (each stream is also bounded by
+///   [`replay_events`](Self::replay_events) and [`replay_bytes`](Self::replay_bytes)).
 ///
 /// # HTTP transport
 ///
@@ -113,6 +116,10 @@ pub struct Limits {
     // Per-caller shares of the global tables.
     pub(crate) max_sessions_per_caller: Option<usize>,
     pub(crate) max_http_connections_per_peer: Option<usize>,
+
+    // Resuming legacy POST response streams.
+    pub(crate) resume_window: Duration,
+    pub(crate) resume_bytes: usize,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -181,6 +188,10 @@ impl Default for Limits {
             // Per-caller shares.
             max_sessions_per_caller: Some(64),
             max_http_connections_per_peer: Some(256),
+
+            // Resuming legacy POST response streams.
+            resume_window: Duration::from_secs(30),
+            resume_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -491,6 +502,47 @@ impl Limits {
     /// proxy's address: lift the bound there.
     pub fn max_http_connections_per_peer(&mut self, connections: Option<usize>) -> &mut Self {
         self.max_http_connections_per_peer = connections;
+        self
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Resuming legacy POST response streams
+    //
+    // The events of a legacy session's `POST` response stream (its priming event, progress,
+    // log messages, server→client requests, the response) are kept, as its `GET` stream's are,
+    // so that a client whose stream broke can resume it with a `GET` carrying `Last-Event-ID`.
+    // Each stream keeps at most [`replay_events`](Self::replay_events) events and
+    // [`replay_bytes`](Self::replay_bytes) bytes; past either its oldest events go first, and a
+    // client resuming from before them is sent what is left (the rest of the call, its
+    // response included).
+    // -----------------------------------------------------------------------------------------
+
+    /// How long a legacy `POST` response stream the client dropped while its call was running
+    /// waits to be resumed, and how long the events of one whose call finished meanwhile are
+    /// kept for the client to fetch. Default 30 s (ten times the default
+    /// [`sse_retry`](Self::sse_retry)); `Duration::MAX` waits for as long as the session lives.
+    ///
+    /// Past it without a resume, a call of the stream still waiting on the client
+    /// ([`Engine::ask`](crate::Engine::ask)) has its ask fail as
+    /// [`AskError::Unreachable`](crate::AskError::Unreachable) and is cancelled; a call not
+    /// asking keeps running, can no longer ask, and its response goes to the kept events (still
+    /// resumable) for this long again; a finished stream's events are dropped, and a resume then
+    /// opens a fresh `GET` stream instead. `Duration::ZERO` turns resumption of `POST` streams
+    /// off: a dropped stream is forgotten at once, its asks failing at once.
+    pub fn resume_window(&mut self, window: Duration) -> &mut Self {
+        self.resume_window = window;
+        self
+    }
+
+    /// Bytes of `POST` response stream events one legacy session keeps for resumption, over all
+    /// its streams. Default 8 MiB.
+    ///
+    /// An event that would cross it evicts the oldest events of its own stream (never another
+    /// stream's), and is itself not kept when even that is not enough; a client resuming that
+    /// stream is sent what is left. At most [`max_in_flight`](Self::max_in_flight) finished
+    /// streams are kept per session, the oldest dropped first.
+    pub fn resume_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.resume_bytes = bytes;
         self
     }
 

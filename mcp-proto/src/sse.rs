@@ -250,6 +250,23 @@ impl ReplayBuffer {
         )
     }
 
+    /// The events still kept after `last_seq`, oldest first, whether or not some in between
+    /// were evicted: for a stream whose remaining events matter more than a complete history
+    /// (a call's response stream, where the final response is what the client waits for).
+    ///
+    /// `None` when `last_seq` is newer than any event pushed: the id was never issued.
+    pub fn kept_after(&self, last_seq: u64) -> Option<impl Iterator<Item = &[u8]> + '_> {
+        if self.newest.is_none_or(|n| last_seq > n) {
+            return None;
+        }
+        Some(
+            self.events
+                .iter()
+                .skip_while(move |(seq, _)| *seq <= last_seq)
+                .map(|(_, bytes)| bytes.as_slice()),
+        )
+    }
+
     /// Events kept.
     pub fn len(&self) -> usize {
         self.events.len()
@@ -421,6 +438,20 @@ mod tests {
         buf.max_bytes(6);
         assert_eq!(buf.len(), 2);
         assert_eq!(collect(&buf, 1).map(|v| v.len()), Some(2));
+    }
+
+    #[test]
+    fn kept_after_ignores_gaps_but_not_unissued_ids() {
+        let mut buf = ReplayBuffer::new(2);
+        assert!(buf.kept_after(0).is_none());
+        for seq in 0..4 {
+            assert!(buf.push(seq, format!("e{seq}").into_bytes()));
+        }
+        let kept = |last| buf.kept_after(last).map(|it| it.map(<[u8]>::to_vec).collect::<Vec<_>>());
+        assert_eq!(kept(0), Some(vec![b"e2".to_vec(), b"e3".to_vec()]), "e1 was evicted");
+        assert_eq!(kept(2), Some(vec![b"e3".to_vec()]));
+        assert_eq!(kept(3), Some(vec![]));
+        assert_eq!(kept(4), None, "never issued");
     }
 
     #[test]

@@ -88,6 +88,7 @@
 //! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! max-input-rounds N`, `! state-ttl 5s`
 //!   (or `ms`): the [`Limits`] setters `call_timeout`, `cache_ttl`, `max_input_rounds` (default
 //!   10) and `state_ttl` (default 10 minutes);
+//! - `! resume-window 5s` (or `ms`): the [`Limits`] setter `resume_window` (default 30 s);
 //! - `! instructions "text"`;
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
@@ -134,6 +135,8 @@
 //! - `! shutdown`: `Engine::shutdown`.
 //! - `! open N <identity|anonymous> [role...]`: opens connection N with that caller.
 //! - `! close [N]` (`Engine::close`), `! close-input [N]` (`Engine::close_input`); N defaults to 1.
+//! - `! drop N`: the client goes away from HTTP request N's pending response (`Engine::close` on
+//!   its connection, as a shim does when the client disconnects).
 //! - `! server-gate role <role>` / `identified` / `none`: `RegistryMut::set_gate`.
 //! - `! register <tool|resource|template|prompt> NAME...` and `! unregister ...`: (un)registers
 //!   each named item, in order, then drains once, so a burst is one line. A fixture name
@@ -162,7 +165,8 @@
 //!   reply: its id is the server's own and is not counted against the client's requests. It
 //!   may only go to a connection whose legacy session is initialized (never 2026-07-28), only
 //!   while the `! ask` that asked for it drains (an ask that returned `pending` must send
-//!   exactly its requests, in order, on the call's connection; `ping` aside), only with a
+//!   exactly its requests, in order, on the call's connection; `ping` aside; an HTTP call's
+//!   requests travel in SSE bodies, which are only compared line by line), only with a
 //!   capability the client declared in `initialize` (`elicitation` for a form, and from
 //!   2025-11-25 not when only `url` was declared; `elicitation.url` and 2025-11-25 for URL
 //!   mode; multi-select fields only from 2025-11-25; `sampling`, with `sampling.tools` for tool
@@ -1051,6 +1055,10 @@ impl Runner {
                 config(self)?;
                 self.settings.limits.state_ttl(parse_duration(rest)?);
             }
+            "resume-window" => {
+                config(self)?;
+                self.settings.limits.resume_window(parse_duration(rest)?);
+            }
             "instructions" => {
                 config(self)?;
                 let (s, _) = json_string(rest)?;
@@ -1134,6 +1142,18 @@ impl Runner {
                 } else {
                     engine.close_input(now, id);
                 }
+                Ok(())
+            }
+            "drop" => {
+                let n: usize =
+                    rest.parse().map_err(|_| format!("`! drop N` takes a request number, not {rest:?}"))?;
+                let conn = self
+                    .http_conns
+                    .iter()
+                    .find(|(_, (ex, _))| *ex == n)
+                    .map(|(conn, _)| *conn)
+                    .ok_or_else(|| format!("HTTP request {n} has no pending response"))?;
+                self.engine_mut()?.close(now, conn);
                 Ok(())
             }
             "open" => {
@@ -1598,7 +1618,11 @@ impl Runner {
                 if let Some(h) = self.held.get_mut(pos) {
                     h.asking = true;
                 }
-                self.ask_sends = methods.into_iter().map(|m| (conn, m)).collect();
+                // Frames inside HTTP bodies (connection 0) are not classified, so an HTTP
+                // call's requests are matched by its transcript lines alone.
+                if conn != 0 {
+                    self.ask_sends = methods.into_iter().map(|m| (conn, m)).collect();
+                }
             }
             Ok(AskOutcome::Answered(_)) | Err(AskError::Suspended) if !version.is_modern() => {
                 self.invariant(format!(

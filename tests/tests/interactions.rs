@@ -183,11 +183,15 @@ fn legacy_client_that_cannot_be_asked_is_not_asked() {
 
 /// [`server`] with a `hang` tool whose handler never returns, small bounds so the scenario
 /// crosses them quickly: 4 calls in flight, asks that give up after `ask_timeout`, sessions
-/// idle after 2 s.
+/// idle after 2 s, dropped streams waiting 200 ms to be resumed.
 fn bounded_server(ask_timeout: Duration) -> Server {
     let mut builder = Server::builder("interactions", "1.0.0");
     let limits = &mut builder.config_mut().limits;
-    limits.max_in_flight(IN_FLIGHT).ask_timeout(ask_timeout).session_idle(Duration::from_secs(2));
+    limits
+        .max_in_flight(IN_FLIGHT)
+        .ask_timeout(ask_timeout)
+        .session_idle(Duration::from_secs(2))
+        .resume_window(Duration::from_millis(200));
     let hang = Tool::new("hang", "Never returns", json!({"type": "object"}));
     builder = builder.tool(ask_tool(), ask).tool(hang, |_call: ToolCall| async move {
         std::future::pending::<()>().await;
@@ -217,8 +221,9 @@ fn call_until_asked(addr: SocketAddr, sid: &str, id: usize) -> Result<(Client, V
 }
 
 /// Issue 10 over real sockets. More calls than the in-flight bound each wait on an ask whose
-/// POST stream the client drops: each is cancelled as its stream goes (long before the ask's
-/// deadline), so the next call on the session is still served. A call that never returns, on a
+/// POST stream the client drops: each is cancelled once the stream is not resumed within the
+/// resume window (long before the ask's deadline), so the next call on the session is still
+/// served. A call that never returns, on a
 /// stream the client dropped, does not keep the session alive: it idles out and the call is
 /// cancelled.
 #[test]
@@ -283,6 +288,63 @@ fn legacy_ask_left_unanswered_times_out() {
         let failed = next_message(&mut client, "the call's failure")?;
         ensure(failed["id"] == 8 && failed["error"]["code"] == -32603, || format!("the failure: {failed}"))?;
         poll_until("the slot to be freed", TIMEOUT, || Ok((server.status().in_flight == 0).then_some(())))
+    });
+}
+
+/// The `id:` of an SSE event, if it has one.
+fn event_id(event: &str) -> Option<&str> {
+    event.lines().find_map(|l| l.strip_prefix("id: "))
+}
+
+/// The client loses a call's POST stream while the call waits on its answer, and resumes it
+/// with a GET carrying `Last-Event-ID` (the priming event's id): the question is replayed with
+/// its id, the client answers, and the resumed stream carries the result and ends.
+#[test]
+fn a_dropped_legacy_post_stream_resumes_with_last_event_id() {
+    each(|shim| {
+        let server = server();
+        let addr = serve(shim, server.clone(), HttpConfig::default());
+        let sid = legacy_session(addr, &json!({"elicitation": {}}))?;
+        let mut call = connect(addr)?;
+        call.send(&in_session(Req::post(CALL), &sid).to_bytes()).map_err(|e| e.to_string())?;
+        let head = call.head()?;
+        ensure(head.status == 200, || format!("tools/call: {head:?}"))?;
+        let priming = call.event()?.ok_or("the stream ended before its priming event")?;
+        let primed = event_id(&priming).ok_or_else(|| format!("priming event: {priming:?}"))?.to_owned();
+        let question = call.event()?.ok_or("the stream ended before the question")?;
+        let asked = event_data(&question).ok_or_else(|| format!("the question: {question:?}"))?;
+        drop(call);
+        // Resumed only once the server saw the stream go, so the stream is resumed from the
+        // store rather than taken over while the server still writes to it.
+        poll_until("the server to see the stream go", TIMEOUT, || {
+            let st = server.status();
+            Ok((st.connections == 0).then_some(()))
+        })?;
+        ensure(server.status().in_flight == 1, || "the call is still in flight".to_owned())?;
+
+        let mut back = connect(addr)?;
+        let get = in_session(Req::new("GET", "/mcp"), &sid)
+            .header("Accept", "text/event-stream")
+            .header("Last-Event-ID", &primed);
+        back.send(&get.to_bytes()).map_err(|e| e.to_string())?;
+        let head = back.head()?;
+        ensure(head.status == 200 && head.header("content-type") == Some("text/event-stream"), || {
+            format!("the resuming GET: {head:?}")
+        })?;
+        let replayed = back.event()?.ok_or("the resumed stream ended at once")?;
+        ensure(
+            event_id(&replayed) == event_id(&question) && event_data(&replayed) == Some(asked.clone()),
+            || format!("replayed {replayed:?}, expected {question:?}"),
+        )?;
+
+        let reply = json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer()});
+        let resp = connect(addr)?.request(&in_session(Req::post(reply.to_string()), &sid))?;
+        expect_status(&resp, 202, "the client's answer")?;
+        let result = next_message(&mut back, "the tool result")?;
+        ensure(result["id"] == 7 && result["result"]["content"][0]["text"] == "hello Ada", || {
+            format!("the tool result: {result}")
+        })?;
+        ensure(back.event()?.is_none(), || "the resumed stream went on after the result".to_owned())
     });
 }
 

@@ -210,20 +210,27 @@ impl<H: Clone> Engine<H> {
     /// carried the question may end before the answer comes; what matters is whether the
     /// *call* can still be answered. The rule:
     ///
-    /// - **Nothing can carry the question** (the call's stream is gone, or takes only JSON):
-    ///   `ask` fails at once with [`AskError::Unreachable`]; nothing is sent.
+    /// - **Nothing can carry the question** (the call's stream is gone, or takes only JSON, or
+    ///   the client dropped it and did not resume it within
+    ///   [`Limits::resume_window`](crate::Limits::resume_window)): `ask` fails at once with
+    ///   [`AskError::Unreachable`]; nothing is sent.
     /// - **The session or stdio connection ends** with the ask pending: the call is cancelled
     ///   with every other call of it ([`Output::Cancel`]).
     /// - **The call's HTTP response stream closes** (the client dropped the `POST`'s SSE
-    ///   response, or the shim could not write to it) with the ask pending: the ask resolves as
+    ///   response, or the shim could not write to it) with the ask pending: the stream waits
+    ///   [`Limits::resume_window`](crate::Limits::resume_window) (default 30 s) for the client
+    ///   to resume it with a `GET` carrying `Last-Event-ID`, which replays what it missed (the
+    ///   question included) and carries the rest of the call. The client may also answer
+    ///   meanwhile (its answer is a `POST` of its own), and the handler goes on. If the window
+    ///   passes with the ask still pending and no resume, the ask resolves as
     ///   [`AskError::Unreachable`] ([`Output::Answer`]), then the call is cancelled
-    ///   ([`Output::Cancel`]) and its in-flight slot freed. The engine cannot tell whether the
-    ///   client read the question before the stream went, but it need not: the call's own
-    ///   response had only that stream to travel on (this engine does not resume `POST`
-    ///   streams, and the `GET` stream must not carry responses), so even an answer from the
-    ///   client could only resume a handler whose result reaches nobody. A late answer is then
-    ///   accepted (202) and ignored. A call that is *not* waiting on the client when its stream
-    ///   closes is left to finish, as the spec asks (a disconnect is not a cancellation).
+    ///   ([`Output::Cancel`]) and its in-flight slot freed: the call's own response has only
+    ///   that stream to travel on (the `GET` stream must not carry responses), and a client
+    ///   that walked away would hold the slot until the ask timeout otherwise. A late answer is
+    ///   then accepted (202) and ignored. A call that is *not* waiting on the client when the
+    ///   window passes is left to finish, as the spec asks (a disconnect is not a
+    ///   cancellation); its response is kept for a resume for another window. With a zero
+    ///   window nothing waits: the ask fails and the call is cancelled as the stream closes.
     /// - **The stream stays open but the client does not answer** within
     ///   [`Limits::ask_timeout`](crate::Limits::ask_timeout) (default 60 s): the engine sends
     ///   `notifications/cancelled` for each unanswered request on the call's stream, and the
@@ -231,7 +238,7 @@ impl<H: Clone> Engine<H> {
     ///   answer.
     ///
     /// So a call waits on its client for at most the ask timeout per round, and a client that
-    /// walks away frees its slots at once.
+    /// walks away frees its slots within the resume window.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn ask(
@@ -460,7 +467,11 @@ impl<H: Clone> Engine<H> {
     fn can_carry_requests(&self, conn: ConnId) -> bool {
         match self.conns.get(conn.0).map(|c| &c.transport) {
             Some(streams::Transport::Line | streams::Transport::Standalone { .. }) => true,
-            Some(streams::Transport::Exchange(x)) => x.can_stream(),
+            // A dropped stream still takes questions while it may be resumed (they wait in its
+            // kept events), not once that wait has lapsed.
+            Some(streams::Transport::Exchange(x)) => {
+                x.can_stream() && x.attachment() != super::resume::Attachment::Lapsed
+            }
             _ => false,
         }
     }

@@ -214,6 +214,16 @@ impl Calls {
             .collect()
     }
 
+    /// Sends what `call` sends to `from` (and its batch's reply) to `to` instead: its response
+    /// stream was resumed on another connection.
+    pub(super) fn redirect(&mut self, call: CallId, from: ConnId, to: ConnId) {
+        let Some(c) = self.calls.get_mut(call.0).filter(|c| c.reply_to == from) else { return };
+        c.reply_to = to;
+        if let Some(b) = c.batch.and_then(|(b, _)| self.batches.get_mut(b)) {
+            b.reply_to = to;
+        }
+    }
+
     /// Starts reading a batch whose reply goes to `reply_to`.
     pub(super) fn open_batch(&mut self, reply_to: ConnId) -> Key {
         self.batches.insert(Batch { reply_to, pending: 0, parts: Vec::new(), open: true })

@@ -12,6 +12,7 @@
 //! (`subscriptions/listen`): the response turns into SSE at the first such message, so a plain
 //! call pays for no event framing.
 
+use super::resume::Attachment;
 use super::sessions::Room;
 use super::shares::NoSession;
 use super::streams::{Exchange, Expiry, SessionState, Transport};
@@ -29,7 +30,7 @@ use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
 use crate::json::RawFrame;
 use crate::jsonrpc::{encode_error, Encoded, ErrorCode, RequestId, RpcError};
 use crate::slab::Slab;
-use crate::sse;
+use crate::sse::{self, EventId};
 use crate::version::ProtocolVersion;
 
 /// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
@@ -79,7 +80,8 @@ fn json_head(status: u16) -> HttpHead {
     HttpHead { status, headers: vec![("Content-Type", "application/json".to_owned())] }
 }
 
-fn sse_head() -> HttpHead {
+/// The head of an SSE response.
+pub(super) fn sse_head() -> HttpHead {
     HttpHead {
         status: 200,
         headers: sse::RESPONSE_HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
@@ -109,7 +111,7 @@ fn session_not_found() -> HttpReply {
 }
 
 /// The capacity refusal: the connection or session table is full.
-fn busy(id: Option<&RequestId>, message: &str) -> HttpReply {
+pub(super) fn busy(id: Option<&RequestId>, message: &str) -> HttpReply {
     refuse(id, &RpcError::limit(Bound::Capacity, message))
 }
 
@@ -444,6 +446,12 @@ impl<H: Clone> Engine<H> {
         if self.shutting_down {
             return refuse(None, &RpcError::shutting_down());
         }
+        // A `POST` response stream's id asks for that stream back, not for the `GET` stream.
+        if let Some(id) = last_event_id.and_then(EventId::parse).filter(|id| id.stream != 0) {
+            if let Some(reply) = self.resume_post(now, session, &req.caller, id) {
+                return reply;
+            }
+        }
         let previous = match self.conns.get(session.0).map(|c| &c.transport) {
             Some(Transport::Session(s)) => s.get(),
             _ => None,
@@ -571,7 +579,15 @@ impl<H: Clone> Engine<H> {
                     return;
                 };
                 let id = x.next_event_id();
-                self.out.push_back(Output::Frame { conn: to, bytes: sse::event(id.as_deref(), &msg.bytes) });
+                let (session, live) = (x.session(), x.attachment() == Attachment::Live);
+                let event = sse::event(id.map(|id| id.to_string()).as_deref(), &msg.bytes);
+                if let (Some(session), Some(id)) = (session, id) {
+                    self.record_post_event(session, id, &event);
+                }
+                // A stream the client dropped gets its events kept for a resume, not written.
+                if live {
+                    self.out.push_back(Output::Frame { conn: to, bytes: event });
+                }
                 if done {
                     self.forget(to, CloseReason::EndOfInput);
                 }
@@ -590,13 +606,22 @@ impl<H: Clone> Engine<H> {
         let minted = x.minted().cloned().filter(|_| initialized(&self.conns, x.session()));
         let Some(Transport::Exchange(x)) = self.conns.get_mut(ex.0).map(|c| &mut c.transport) else { return };
         let Some(prime) = x.start() else { return };
+        let (session, stream_no) = (x.session(), x.stream_no());
         let mut head = sse_head();
         if let Some(id) = minted {
             head.headers.push((crate::http::SESSION_ID_HEADER, id));
         }
         self.out.push_back(Output::Stream { conn: ex, head });
+        // A legacy session's stream can be resumed: its events are kept from the first.
+        if let Some(session) = session {
+            self.post_stream_opened(session, stream_no, ex);
+        }
         if let Some(id) = prime {
-            self.out.push_back(Output::Frame { conn: ex, bytes: sse::priming(&id, Some(retry)) });
+            let bytes = sse::priming(&id.to_string(), Some(retry));
+            if let Some(session) = session {
+                self.record_post_event(session, id, &bytes);
+            }
+            self.out.push_back(Output::Frame { conn: ex, bytes });
         }
         self.timers.arm_after(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
     }
@@ -629,11 +654,13 @@ impl<H: Clone> Engine<H> {
         let idle = self.config.limits.session_idle;
         let Some(c) = self.conns.get(conn.0) else { return };
         let Transport::Session(s) = &c.transport else { return };
-        // At most `max_in_flight` calls to look at, once per idle period.
-        let awaited = c
-            .calls
-            .ids()
-            .any(|call| self.calls.get(call).is_some_and(|k| self.conns.get(k.reply_to.0).is_some()));
+        // At most `max_in_flight` calls to look at, once per idle period. A call whose stream
+        // the client dropped waits on nobody, even while the stream could still be resumed.
+        let awaited = c.calls.ids().any(|call| {
+            self.calls
+                .get(call)
+                .is_some_and(|k| self.conns.get(k.reply_to.0).is_some() && !self.detached(k.reply_to))
+        });
         match s.expiry(now, idle, awaited) {
             Expiry::Expire => self.forget(conn, CloseReason::Expired),
             Expiry::RearmFrom(from) => self.timers.arm_after(from, idle, Timer::Session(conn)),
@@ -643,7 +670,7 @@ impl<H: Clone> Engine<H> {
     pub(super) fn keepalive(&mut self, now: Instant, conn: ConnId) {
         let Some(c) = self.conns.get(conn.0) else { return };
         let held = match &c.transport {
-            Transport::Exchange(x) => x.started(),
+            Transport::Exchange(x) => x.started() && x.attachment() == Attachment::Live,
             Transport::Standalone { .. } => true,
             _ => false,
         };

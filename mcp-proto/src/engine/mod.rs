@@ -33,6 +33,7 @@ mod http;
 mod notify;
 mod outbound;
 mod registry_mut;
+mod resume;
 mod sessions;
 mod shares;
 mod streams;
@@ -649,13 +650,23 @@ impl<H: Clone> Engine<H> {
     /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`], in
     /// [`CallId`] order, whatever ids the peer chose) and the engine emits [`Output::Close`].
     ///
+    /// A legacy session's `POST` response stream (an SSE response whose calls belong to the
+    /// session) is the exception: its calls go on, and the stream waits for the client to
+    /// resume it with `Last-Event-ID` for [`Limits::resume_window`](crate::Limits::resume_window)
+    /// (the engine still emits [`Output::Close`] for `conn` at once, and nothing more for it).
+    ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn close(&mut self, now: Instant, conn: ConnId) {
         self.input(now);
+        if self.park(now, conn) {
+            return;
+        }
         self.forget(conn, CloseReason::Closed);
     }
 
     fn forget(&mut self, conn: ConnId, reason: CloseReason) {
+        // A stream the client dropped was already closed for the shim when it was parked.
+        let told = self.detached(conn);
         let Some(c) = self.drop_conn(conn) else { return };
         // Calls of a legacy session that asked the client through this exchange: they outlive
         // it (the session owns them), but an ask of theirs still waiting may be stranded.
@@ -682,11 +693,18 @@ impl<H: Clone> Engine<H> {
             if let Some(get) = s.get() {
                 self.forget(get, reason);
             }
+            // Dropped streams whose calls were not the session's to cancel: none should be left,
+            // but none may outlive the session either.
+            for ex in s.posts().carriers() {
+                self.forget(ex, reason);
+            }
             // A session has no transport of its own and its id was never handed to the shim:
             // there is nothing to close.
             return;
         }
-        self.out.push_back(Output::Close { conn, reason });
+        if !told {
+            self.out.push_back(Output::Close { conn, reason });
+        }
         self.strand_asks(self.clock, conn, asked);
     }
 
@@ -707,6 +725,11 @@ impl<H: Clone> Engine<H> {
                     self.conns.get_mut(session.0).map(|s| &mut s.transport)
                 {
                     s.stream_ended(conn, clock);
+                }
+            }
+            streams::Transport::Exchange(x) => {
+                if let Some(session) = x.session() {
+                    self.post_stream_gone(session, x.stream_no(), conn, x.attachment());
                 }
             }
             _ => {}
@@ -901,6 +924,7 @@ impl<H: Clone> Engine<H> {
                 Timer::Ask(call) => self.ask_expired(now, call),
                 Timer::Session(conn) => self.session_timer(now, conn),
                 Timer::KeepAlive(conn) => self.keepalive(now, conn),
+                Timer::Resume(session, stream_no) => self.resume_timer(now, session, stream_no),
             }
         }
     }

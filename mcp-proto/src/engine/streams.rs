@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use super::resume::{Attachment, PostStreams};
 use super::{CallId, ConnId};
 use crate::http::Accepts;
 use crate::sse::{self, EventId, ReplayBuffer};
@@ -41,6 +42,8 @@ pub(super) struct SessionState {
     get_seq: u64,
     /// Recent `GET` stream events, made on first use so an idle session costs nothing for it.
     replay: Option<ReplayBuffer>,
+    /// Recent events of its `POST` response streams, for resuming them.
+    posts: PostStreams,
 }
 
 /// What a session's expiry timer finds.
@@ -55,7 +58,26 @@ pub(super) enum Expiry {
 impl SessionState {
     /// A session just minted as `id` by an `initialize` at `now`.
     pub(super) fn new(id: String, now: Instant) -> Self {
-        Self { id, last_active: now, established: false, get: None, next_stream: 1, get_seq: 0, replay: None }
+        Self {
+            id,
+            last_active: now,
+            established: false,
+            get: None,
+            next_stream: 1,
+            get_seq: 0,
+            replay: None,
+            posts: PostStreams::default(),
+        }
+    }
+
+    /// Its `POST` response streams' kept events.
+    pub(super) fn posts(&self) -> &PostStreams {
+        &self.posts
+    }
+
+    /// Its `POST` response streams' kept events, to change.
+    pub(super) fn posts_mut(&mut self) -> &mut PostStreams {
+        &mut self.posts
     }
 
     /// Its `Mcp-Session-Id`.
@@ -193,6 +215,8 @@ pub(super) struct Exchange {
     /// Calls of its legacy session that sent server→client requests on it. At most the calls
     /// it carries (one, or a 2025-03-26 batch's members), in [`CallId`] order.
     asked: BTreeSet<CallId>,
+    /// Whether the client still reads it (see [`Attachment`]).
+    attachment: Attachment,
 }
 
 impl Exchange {
@@ -211,6 +235,7 @@ impl Exchange {
             stream_no: 0,
             seq: 0,
             asked: BTreeSet::new(),
+            attachment: Attachment::Live,
         }
     }
 
@@ -237,7 +262,33 @@ impl Exchange {
             stream_no,
             seq: 0,
             asked: BTreeSet::new(),
+            attachment: Attachment::Live,
         }
+    }
+
+    /// A legacy stream whose calls are over, opened only to replay its kept events to a
+    /// resuming client (it owes nothing and ends once they are written).
+    pub(super) fn replay(session: ConnId, stream_no: u64) -> Self {
+        let accepts = Accepts { json: false, sse: true, prefers_sse: true };
+        let mut x = Self::legacy(session, accepts, None, false, stream_no);
+        x.owed = 0;
+        x.started = true;
+        x
+    }
+
+    /// Its stream number within its session (0 on the 2026-07-28 wire).
+    pub(super) fn stream_no(&self) -> u64 {
+        self.stream_no
+    }
+
+    /// Whether the client still reads it.
+    pub(super) fn attachment(&self) -> Attachment {
+        self.attachment
+    }
+
+    /// The client dropped it, or resumed it, or the wait for a resume lapsed.
+    pub(super) fn attach(&mut self, attachment: Attachment) {
+        self.attachment = attachment;
     }
 
     /// `call` sent a server→client request on it.
@@ -299,7 +350,7 @@ impl Exchange {
 
     /// Turns it into an SSE response: `None` if it already is, else the id of the priming event
     /// to open the stream with, if it primes.
-    pub(super) fn start(&mut self) -> Option<Option<String>> {
+    pub(super) fn start(&mut self) -> Option<Option<EventId>> {
         if self.started {
             return None;
         }
@@ -308,12 +359,12 @@ impl Exchange {
             return Some(None);
         }
         self.seq = 1;
-        Some(Some(EventId { stream: self.stream_no, seq: 0 }.to_string()))
+        Some(Some(EventId { stream: self.stream_no, seq: 0 }))
     }
 
     /// The id of its next event (none on the 2026-07-28 wire, whose streams do not resume).
-    pub(super) fn next_event_id(&mut self) -> Option<String> {
-        let id = (!self.modern).then(|| EventId { stream: self.stream_no, seq: self.seq }.to_string());
+    pub(super) fn next_event_id(&mut self) -> Option<EventId> {
+        let id = (!self.modern).then_some(EventId { stream: self.stream_no, seq: self.seq });
         self.seq += 1;
         id
     }

@@ -1,5 +1,5 @@
 //! Every deadline the engine waits for, in one ordered queue: call timeouts, ask deadlines,
-//! legacy session expiry and held-stream keep-alives.
+//! legacy session expiry, held-stream keep-alives and resume windows.
 //!
 //! A step ([`Timers::expired`]) takes everything due at once, calls (and their asks) before HTTP
 //! timers and each kind in time order: the order the engine has always fired them in, and it shows on the wire
@@ -26,6 +26,9 @@ pub(super) enum Timer {
     Session(ConnId),
     /// Re-check a held stream's caller and write a keep-alive comment.
     KeepAlive(ConnId),
+    /// A dropped `POST` response stream of this legacy session (by its stream number) stops
+    /// waiting to be resumed ([`crate::Limits::resume_window`]).
+    Resume(ConnId, u64),
 }
 
 /// The queue, by time.

@@ -591,28 +591,41 @@ impl Rig {
 fn dropping_the_stream_of_a_waiting_ask_cancels_its_call() {
     // The issue: each call waits on an ask whose POST stream the client dropped. Its answer
     // could never reach the client, yet it held an in-flight slot for ever: after 64 of them
-    // every call on the session was refused, and the session never idled out.
+    // every call on the session was refused, and the session never idled out. Now each stream
+    // waits the resume window for the client to come back, then its call is cancelled.
     let mut rig = Rig::new(|l| {
         l.session_idle(Duration::from_secs(60));
     });
     let sid = rig.asking_session();
     let mut tickets = Vec::new();
     let mut questions = Vec::new();
+    let mut calls = Vec::new();
     for id in 0..64 {
         let (ex, inv, question) = rig.call_and_ask(&sid, 100 + id);
-        let call = inv.ticket.call();
         rig.engine.close(rig.now, ex);
         let outs = rig.drain();
         assert!(
-            matches!(outs.as_slice(), [
-                Output::Close { conn, reason: CloseReason::Closed },
-                Output::Answer { call: a, answers: Err(crate::engine::AskError::Unreachable) },
-                Output::Cancel { call: c },
-            ] if *conn == ex && *a == call && *c == call),
+            matches!(outs.as_slice(), [Output::Close { conn, reason: CloseReason::Closed }] if *conn == ex),
             "{outs:?}"
         );
+        calls.push(inv.ticket.call());
         tickets.push(inv.ticket);
         questions.push(question);
+    }
+    assert_eq!(rig.engine.status().in_flight, 64, "each waits for a resume");
+    rig.advance(Duration::from_secs(29));
+    assert!(rig.drain().is_empty());
+    rig.advance(Duration::from_secs(1));
+    let outs = rig.drain();
+    assert_eq!(outs.len(), 128, "{outs:?}");
+    for (pair, call) in outs.chunks(2).zip(&calls) {
+        assert!(
+            matches!(pair, [
+                Output::Answer { call: a, answers: Err(crate::engine::AskError::Unreachable) },
+                Output::Cancel { call: c },
+            ] if a == call && c == call),
+            "{pair:?}"
+        );
     }
     assert_eq!(rig.engine.status().in_flight, 0);
     for ticket in tickets {
@@ -903,4 +916,329 @@ fn a_caller_below_its_share_of_connections_displaces_idle_sessions() {
     assert_eq!(rig.list_as(&flood, &held[1]), 200);
     assert_eq!(rig.list_as(&other, &sid), 200);
     assert_eq!(rig.engine.status().sessions, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resuming legacy POST response streams
+// ---------------------------------------------------------------------------------------------
+
+/// The SSE events (id, data) in `outs` for `conn`, in order.
+fn events(outs: &[Output<u32>], conn: ConnId) -> Vec<(String, String)> {
+    let text = frames_text(outs, conn);
+    text.split("\n\n")
+        .filter(|e| !e.is_empty() && !e.starts_with(':'))
+        .map(|e| {
+            let id = e.lines().find_map(|l| l.strip_prefix("id: ")).unwrap_or_default().to_owned();
+            let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_default().to_owned();
+            (id, data)
+        })
+        .collect()
+}
+
+fn closed(outs: &[Output<u32>], conn: ConnId, why: CloseReason) -> bool {
+    outs.iter().any(|o| matches!(o, Output::Close { conn: c, reason } if *c == conn && *reason == why))
+}
+
+impl Rig {
+    /// A call with a progress token whose stream carried its priming event and one progress
+    /// notification: the exchange, the invocation and the stream's number.
+    fn streaming_call(&mut self, sid: &str, id: u32) -> (ConnId, Invocation<u32>, u64) {
+        let meta = json!({"progressToken": format!("p{id}")});
+        let HttpReply::Pending(ex) = self.post(&[("Mcp-Session-Id", sid)], &call(id, "echo", Some(meta)))
+        else {
+            panic!("call {id} was not admitted")
+        };
+        let Some(Output::Invoke(inv)) = self.drain().into_iter().next() else { panic!("no invoke") };
+        self.engine.progress(self.now, inv.ticket.call(), 1.into(), None, None).unwrap();
+        let evs = events(&self.drain(), ex);
+        let stream = crate::sse::EventId::parse(&evs[0].0).unwrap().stream;
+        assert_eq!(evs.len(), 2, "{evs:?}");
+        assert_eq!(evs[1].0, format!("{stream}-1"));
+        (ex, inv, stream)
+    }
+
+    /// Progress `n` on `inv`'s call, after the progress interval.
+    fn progress(&mut self, inv: &Invocation<u32>, n: u32) -> Vec<Output<u32>> {
+        self.advance(Duration::from_secs(1));
+        self.engine.progress(self.now, inv.ticket.call(), n.into(), None, None).unwrap();
+        self.drain()
+    }
+
+    fn resume(&mut self, sid: &str, last: &str, who: Caller) -> HttpReply {
+        self.request("GET", &[("Mcp-Session-Id", sid), ("Last-Event-ID", last)], "", who)
+    }
+}
+
+#[test]
+fn a_dropped_post_stream_resumes_with_last_event_id() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    let (ex, inv, s) = rig.streaming_call(&sid, 3);
+    // The client drops the stream: the shim is told it closed, the call goes on.
+    rig.engine.close(rig.now, ex);
+    let outs = rig.drain();
+    assert!(matches!(outs.as_slice(), [Output::Close { conn, reason: CloseReason::Closed }] if *conn == ex));
+    assert_eq!(rig.engine.status().in_flight, 1);
+    // What the call sends meanwhile is kept, not written; closing again changes nothing.
+    assert!(rig.progress(&inv, 2).is_empty());
+    rig.engine.close(rig.now, ex);
+    assert!(rig.drain().is_empty());
+    // Keep-alives are not written to it either.
+    rig.advance(Duration::from_secs(15));
+    assert!(rig.drain().is_empty());
+    // The client resumes after the first progress: it gets the second, then the rest.
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-1"), Caller::anonymous()) else {
+        panic!("expected the stream back")
+    };
+    let outs = rig.drain();
+    assert!(
+        matches!(outs.first(), Some(Output::Stream { conn, head }) if *conn == back && head.status == 200)
+    );
+    let evs = events(&outs, back);
+    assert_eq!(evs.len(), 1, "{evs:?}");
+    assert_eq!(evs[0].0, format!("{s}-2"));
+    assert!(evs[0].1.contains("\"progress\":2"), "{evs:?}");
+    assert_eq!(rig.engine.status().streams, 0, "no GET stream was opened");
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
+    let outs = rig.drain();
+    let evs = events(&outs, back);
+    assert_eq!(evs[0].0, format!("{s}-3"));
+    assert!(evs[0].1.contains("\"id\":3,\"result\""), "{evs:?}");
+    assert!(
+        matches!(outs.last(), Some(Output::Close { conn, reason: CloseReason::EndOfInput }) if *conn == back)
+    );
+    // Replayed to the end, the stream is forgotten: its id now opens a fresh GET stream.
+    let HttpReply::Pending(get) = rig.resume(&sid, &format!("{s}-1"), Caller::anonymous()) else {
+        panic!("expected a stream")
+    };
+    let evs = events(&rig.drain(), get);
+    assert_eq!(evs[0].0, "0-0", "{evs:?}");
+    assert!(evs.iter().all(|(id, _)| id.starts_with("0-")), "{evs:?}");
+    assert_eq!(rig.engine.status().streams, 1);
+    assert_eq!(rig.engine.status().connections, 2, "the session and its GET stream");
+}
+
+#[test]
+fn a_response_made_while_the_stream_is_dropped_waits_one_window() {
+    let mut rig = Rig::new(|l| {
+        l.resume_window(Duration::from_secs(10));
+    });
+    let sid = rig.session();
+    // Finished while dropped, resumed in time: everything after the id, then the end.
+    let (ex, inv, s) = rig.streaming_call(&sid, 3);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("kept")))).unwrap();
+    assert!(rig.drain().is_empty());
+    assert_eq!((rig.engine.status().in_flight, rig.engine.status().connections), (0, 1));
+    rig.advance(Duration::from_secs(9));
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-0"), Caller::anonymous()) else {
+        panic!("expected the stream back")
+    };
+    let outs = rig.drain();
+    let evs = events(&outs, back);
+    assert_eq!(
+        evs.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(),
+        [format!("{s}-1"), format!("{s}-2")]
+    );
+    assert!(evs[1].1.contains("\"text\":\"kept\""), "{evs:?}");
+    assert!(closed(&outs, back, CloseReason::EndOfInput));
+    assert_eq!(rig.engine.status().connections, 1);
+    // Not resumed in time: dropped at the end of the window.
+    let (ex, inv, s) = rig.streaming_call(&sid, 4);
+    rig.engine.close(rig.now, ex);
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("lost")))).unwrap();
+    rig.drain();
+    rig.advance(Duration::from_secs(10));
+    let HttpReply::Pending(get) = rig.resume(&sid, &format!("{s}-0"), Caller::anonymous()) else {
+        panic!("expected a stream")
+    };
+    let text = frames_text(&rig.drain(), get);
+    assert!(text.starts_with("id: 0-0\n") && !text.contains("lost"), "{text}");
+}
+
+#[test]
+fn a_call_running_past_the_window_stays_resumable_but_cannot_ask() {
+    let mut rig = Rig::new(|l| {
+        l.resume_window(Duration::from_secs(10)).session_idle(Duration::from_secs(60));
+    });
+    let sid = rig.asking_session();
+    let (ex, inv, s) = rig.streaming_call(&sid, 3);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    // Within the window the call may still ask: the question waits for the resume.
+    rig.advance(Duration::from_secs(5));
+    assert_eq!(rig.engine.can_ask(inv.ticket.call(), &name_form()), Ok(()));
+    rig.advance(Duration::from_secs(5));
+    assert!(rig.drain().is_empty(), "a call not asking is not cancelled");
+    assert_eq!(rig.engine.status().in_flight, 1);
+    let asked = rig.engine.ask(rig.now, inv.ticket.call(), vec![("who".into(), name_form())]);
+    assert_eq!(asked, Err(crate::engine::AskError::Unreachable));
+    // Its response still goes to the kept events, for a window more.
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("late")))).unwrap();
+    assert!(rig.drain().is_empty());
+    rig.advance(Duration::from_secs(9));
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-1"), Caller::anonymous()) else {
+        panic!("expected the stream back")
+    };
+    let outs = rig.drain();
+    let evs = events(&outs, back);
+    assert_eq!(evs.len(), 1);
+    assert!(evs[0].1.contains("\"text\":\"late\""), "{evs:?}");
+    assert!(closed(&outs, back, CloseReason::EndOfInput));
+    // A handler that never returns on a dropped stream does not keep the session alive.
+    let (ex, inv, _) = rig.streaming_call(&sid, 4);
+    let call = inv.ticket.call();
+    inv.ticket.abandon();
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    rig.advance(Duration::from_secs(61));
+    let outs = rig.drain();
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)), "{outs:?}");
+    assert_eq!(rig.engine.status().sessions, 0);
+    assert_eq!(rig.engine.status().connections, 0);
+}
+
+#[test]
+fn a_question_asked_before_the_drop_is_replayed_and_answered() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.asking_session();
+    let (ex, inv, question) = rig.call_and_ask(&sid, 7);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    let HttpReply::Pending(back) = rig.resume(&sid, &stream_of(&rig, ex), Caller::anonymous()) else {
+        panic!("expected the stream back")
+    };
+    let evs = events(&rig.drain(), back);
+    let asked: Value = serde_json::from_str(&evs[0].1).unwrap();
+    assert_eq!((asked["method"].as_str(), &asked["id"]), (Some("elicitation/create"), &question));
+    let answer =
+        json!({"jsonrpc": "2.0", "id": question, "result": {"action": "accept", "content": {"name": "Ada"}}});
+    assert_eq!(Rig::full(rig.post(&[("Mcp-Session-Id", &sid)], &answer.to_string())).status, 202);
+    assert!(matches!(rig.drain().as_slice(), [Output::Answer { answers: Ok(_), .. }]));
+    // The window passing no longer matters: the stream is read again.
+    rig.advance(Duration::from_secs(31));
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("hello Ada")))).unwrap();
+    let outs = rig.drain();
+    assert!(frames_text(&outs, back).contains("hello Ada"));
+    assert!(closed(&outs, back, CloseReason::EndOfInput));
+}
+
+/// The priming id of `ex`'s stream (`<stream>-0`), read from the engine's state.
+fn stream_of(rig: &Rig, ex: ConnId) -> String {
+    let stream = match rig.engine.conns.get(ex.0).map(|c| &c.transport) {
+        Some(Transport::Exchange(x)) => x.stream_no(),
+        _ => panic!("not an exchange"),
+    };
+    format!("{stream}-0")
+}
+
+#[test]
+fn only_the_streams_own_session_and_caller_resume_it_and_the_newest_resume_wins() {
+    let mut rig = Rig::new(|_| {});
+    let sid = rig.session();
+    let other = rig.session();
+    let (ex, inv, s) = rig.streaming_call(&sid, 3);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    // Another caller holding the session id: 404, as for any session not its own.
+    let r = Rig::full(rig.resume(&sid, &format!("{s}-0"), Caller::identified("mallory")));
+    assert_eq!(r.status, 404);
+    // Another session of the same caller: its ids name its own streams only; it gets its own
+    // fresh GET stream, and the parked stream is untouched.
+    let HttpReply::Pending(get) = rig.resume(&other, &format!("{s}-0"), Caller::anonymous()) else {
+        panic!("expected a stream")
+    };
+    let text = frames_text(&rig.drain(), get);
+    assert!(text.starts_with("id: 0-0\n") && !text.contains("progress"), "{text}");
+    // An id never issued, or not ours at all: a fresh GET stream too.
+    for bogus in [format!("{s}-99"), "99-0".to_owned(), "x".to_owned()] {
+        let HttpReply::Pending(get) = rig.resume(&sid, &bogus, Caller::anonymous()) else {
+            panic!("{bogus}")
+        };
+        let text = frames_text(&rig.drain(), get);
+        assert!(!text.contains("progress"), "{bogus}: {text}");
+    }
+    assert_eq!(rig.engine.status().in_flight, 1);
+    // Resumed twice: the older resumed stream is replaced, the newer replays from its own id.
+    let HttpReply::Pending(first) = rig.resume(&sid, &format!("{s}-0"), Caller::anonymous()) else {
+        panic!()
+    };
+    assert_eq!(events(&rig.drain(), first).len(), 1);
+    let HttpReply::Pending(second) = rig.resume(&sid, &format!("{s}-0"), Caller::anonymous()) else {
+        panic!()
+    };
+    let outs = rig.drain();
+    assert!(closed(&outs, first, CloseReason::Replaced), "{outs:?}");
+    assert_eq!(events(&outs, second).len(), 1);
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("once")))).unwrap();
+    let outs = rig.drain();
+    assert!(frames_text(&outs, first).is_empty());
+    assert!(frames_text(&outs, second).contains("once"));
+    assert!(closed(&outs, second, CloseReason::EndOfInput));
+    // A stream the server still writes to (the client thinks it is dead) is replaced too.
+    let (ex, inv, s) = rig.streaming_call(&sid, 4);
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-1"), Caller::anonymous()) else { panic!() };
+    let outs = rig.drain();
+    assert!(closed(&outs, ex, CloseReason::Replaced));
+    assert!(events(&outs, back).is_empty());
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("moved")))).unwrap();
+    let outs = rig.drain();
+    assert!(frames_text(&outs, ex).is_empty());
+    assert!(frames_text(&outs, back).contains("moved"));
+}
+
+#[test]
+fn a_zero_resume_window_forgets_a_dropped_stream_at_once() {
+    let mut rig = Rig::new(|l| {
+        l.resume_window(Duration::ZERO);
+    });
+    let sid = rig.asking_session();
+    let (ex, inv, _) = rig.call_and_ask(&sid, 7);
+    let call = inv.ticket.call();
+    rig.engine.close(rig.now, ex);
+    let outs = rig.drain();
+    assert!(
+        matches!(outs.as_slice(), [
+            Output::Close { conn, reason: CloseReason::Closed },
+            Output::Answer { call: a, answers: Err(crate::engine::AskError::Unreachable) },
+            Output::Cancel { call: c },
+        ] if *conn == ex && *a == call && *c == call),
+        "{outs:?}"
+    );
+    inv.ticket.abandon();
+}
+
+#[test]
+fn kept_events_are_bounded_per_stream_and_per_session() {
+    let mut rig = Rig::new(|l| {
+        l.replay_events(3).resume_bytes(100_000);
+    });
+    let sid = rig.session();
+    let (ex, inv, s) = rig.streaming_call(&sid, 3);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    for n in 2..=6 {
+        rig.progress(&inv, n);
+    }
+    // Events 0..=6 were made, 3 are kept: a resume from 0 gets what is left.
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-0"), Caller::anonymous()) else { panic!() };
+    let ids: Vec<String> = events(&rig.drain(), back).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, [format!("{s}-4"), format!("{s}-5"), format!("{s}-6")]);
+    inv.ticket.abandon();
+    // A session's total: a stream's events past it are not kept.
+    let mut rig = Rig::new(|l| {
+        l.resume_bytes(200);
+    });
+    let sid = rig.session();
+    let (ex, inv, s) = rig.streaming_call(&sid, 3);
+    rig.engine.close(rig.now, ex);
+    rig.drain();
+    let big = "x".repeat(300);
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text(big)))).unwrap();
+    rig.drain();
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-1"), Caller::anonymous()) else { panic!() };
+    let outs = rig.drain();
+    assert!(events(&outs, back).is_empty());
+    assert!(closed(&outs, back, CloseReason::EndOfInput));
 }

@@ -1,0 +1,314 @@
+//! Resuming a legacy session's `POST` response streams (Streamable HTTP 2025-03-26 ..
+//! 2025-11-25, "Resumability and Redelivery").
+//!
+//! Every event of such a stream (ids `<stream>-<seq>`, the stream number being the session's
+//! count of its `POST`s) is kept in the session's store, bounded per stream
+//! ([`Limits::replay_events`], [`Limits::replay_bytes`]) and per session
+//! ([`Limits::resume_bytes`]). The rules:
+//!
+//! - **The client drops the stream** ([`Engine::close`]) while a call of it is still running:
+//!   the stream is *parked*. The shim is told it closed ([`Output::Close`]) and nothing more is
+//!   written for that connection, but the calls keep sending to it, and what they send (progress,
+//!   log messages, server→client requests, the response) goes to the store only. The connection
+//!   stays in the engine's table (it counts in [`Limits::max_connections`]) until its calls end.
+//! - **A `GET` with `Last-Event-ID: <stream>-<n>`** on the same session (so from the same
+//!   caller: a session is its creator's, and another caller is answered 404 as for any unknown
+//!   session) naming one of its `POST` streams gets that stream back: the kept events after
+//!   `n`, then the rest of the stream's calls as they come, then the end, as the `POST`
+//!   response would have. Stream numbers are per session, so an id from another session names
+//!   nothing here. Events evicted by the bounds are skipped: the client is sent what is left,
+//!   the response included when it is kept.
+//! - **Resuming a stream that is still open** (the original response, or an earlier resume,
+//!   that the server has not yet seen go): the newer request wins. The older connection closes
+//!   with [`CloseReason::Replaced`], as a second `GET` stream replaces the first, so a client
+//!   whose connection died without a word is never locked out of its own call.
+//! - **No resume within [`Limits::resume_window`]**: a call of the stream still waiting on the
+//!   client has its ask fail as [`AskError::Unreachable`](super::AskError::Unreachable) and is
+//!   cancelled (see [`Engine::ask`]); a call not asking keeps running, but the stream can no
+//!   longer carry new asks; when the stream's calls are over, its events are kept for the
+//!   window again, then dropped.
+//! - **A finished stream** whose events were all replayed on a resume is dropped; so is one
+//!   whose last event went out on a stream the client was still reading.
+//! - **An id the engine cannot place** (a stream it never had, or no longer keeps, or a
+//!   sequence number it never issued): the spec lets a server decline to replay, and a `GET`
+//!   opens the session's standalone stream. So it does here, as for a `GET` stream gap: the
+//!   client is told that every list may have changed, and the lost response stays lost (the
+//!   client's request times out on its side).
+//!
+//! [`Limits::replay_events`]: crate::Limits::replay_events
+//! [`Limits::replay_bytes`]: crate::Limits::replay_bytes
+//! [`Limits::resume_bytes`]: crate::Limits::resume_bytes
+//! [`Limits::resume_window`]: crate::Limits::resume_window
+//! [`Limits::max_connections`]: crate::Limits::max_connections
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::http::{busy, sse_head, HttpReply};
+use super::streams::{Exchange, Transport};
+use super::timers::Timer;
+use super::{CloseReason, ConnId, Engine, Output};
+use crate::caller::Caller;
+use crate::sse::{EventId, ReplayBuffer};
+
+/// Whether the client still reads a legacy `POST` response stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Attachment {
+    /// It does: events are written to it.
+    #[default]
+    Live,
+    /// The client dropped it within the resume window: events go to the store only, and its
+    /// calls may still ask (the questions wait in the store for the resume).
+    Parked,
+    /// Dropped, and the window passed: still resumable, but nothing new is asked through it.
+    Lapsed,
+}
+
+/// A session's kept `POST` stream events, by stream number.
+#[derive(Default)]
+pub(super) struct PostStreams {
+    streams: BTreeMap<u64, PostStream>,
+    /// Bytes kept over all streams.
+    bytes: usize,
+}
+
+struct PostStream {
+    events: ReplayBuffer,
+    /// The exchange its calls send to, while any run.
+    carrier: Option<ConnId>,
+    /// When it stops waiting to be resumed; `None` while the client reads it, or after a lapse
+    /// while its calls still run.
+    expires: Option<Instant>,
+}
+
+impl PostStreams {
+    /// The exchange carrying `stream_no`: `None` when the stream is not kept, `Some(None)` when
+    /// its calls are over.
+    fn carrier(&self, stream_no: u64) -> Option<Option<ConnId>> {
+        self.streams.get(&stream_no).map(|s| s.carrier)
+    }
+
+    /// Every exchange carrying one of the streams.
+    pub(super) fn carriers(&self) -> Vec<ConnId> {
+        self.streams.values().filter_map(|s| s.carrier).collect()
+    }
+
+    fn remove(&mut self, stream_no: u64) {
+        if let Some(s) = self.streams.remove(&stream_no) {
+            self.bytes = self.bytes.saturating_sub(s.events.bytes());
+        }
+    }
+
+    /// Keeps `bytes`, the event `id`, evicting its own stream's oldest events while the stream
+    /// is over `per_stream` bytes or the session over `total`.
+    fn record(&mut self, id: EventId, bytes: &[u8], per_stream: usize, total: usize) {
+        let Some(s) = self.streams.get_mut(&id.stream) else { return };
+        let others = self.bytes.saturating_sub(s.events.bytes());
+        s.events.max_bytes(per_stream.min(total.saturating_sub(others)));
+        s.events.push(id.seq, bytes.to_vec());
+        self.bytes = others.saturating_add(s.events.bytes());
+    }
+
+    /// `stream_no`'s calls are over while the client is away: its events wait until `until`.
+    /// Past `max_finished` such streams the oldest goes.
+    fn finish(&mut self, stream_no: u64, until: Option<Instant>, max_finished: usize) {
+        let Some(s) = self.streams.get_mut(&stream_no) else { return };
+        s.carrier = None;
+        s.expires = until;
+        let finished: Vec<u64> =
+            self.streams.iter().filter(|(_, s)| s.carrier.is_none()).map(|(n, _)| *n).collect();
+        for stream_no in finished.iter().take(finished.len().saturating_sub(max_finished)) {
+            self.remove(*stream_no);
+        }
+    }
+}
+
+impl<H: Clone> Engine<H> {
+    fn posts_mut(&mut self, session: ConnId) -> Option<&mut PostStreams> {
+        match self.conns.get_mut(session.0).map(|c| &mut c.transport) {
+            Some(Transport::Session(s)) => Some(s.posts_mut()),
+            _ => None,
+        }
+    }
+
+    fn posts(&self, session: ConnId) -> Option<&PostStreams> {
+        match self.conns.get(session.0).map(|c| &c.transport) {
+            Some(Transport::Session(s)) => Some(s.posts()),
+            _ => None,
+        }
+    }
+
+    /// The legacy exchange `ex` of `session` turned into its SSE stream `stream_no`: its events
+    /// are kept from now on.
+    pub(super) fn post_stream_opened(&mut self, session: ConnId, stream_no: u64, ex: ConnId) {
+        let (events, bytes) = (self.config.limits.replay_events, self.config.limits.replay_bytes);
+        let Some(posts) = self.posts_mut(session) else { return };
+        let mut buf = ReplayBuffer::new(events);
+        buf.max_bytes(bytes);
+        posts.remove(stream_no);
+        posts.streams.insert(stream_no, PostStream { events: buf, carrier: Some(ex), expires: None });
+    }
+
+    /// Keeps the event `id` of one of `session`'s `POST` streams.
+    pub(super) fn record_post_event(&mut self, session: ConnId, id: EventId, bytes: &[u8]) {
+        let (per_stream, total) = (self.config.limits.replay_bytes, self.config.limits.resume_bytes);
+        if let Some(posts) = self.posts_mut(session) {
+            posts.record(id, bytes, per_stream, total);
+        }
+    }
+
+    /// The exchange `conn`, carrying `session`'s stream `stream_no`, left the engine's table:
+    /// a stream the client read ends with it; a dropped one keeps its events for a resume
+    /// within the window.
+    pub(super) fn post_stream_gone(
+        &mut self,
+        session: ConnId,
+        stream_no: u64,
+        conn: ConnId,
+        attachment: Attachment,
+    ) {
+        let (window, max_finished, clock) =
+            (self.config.limits.resume_window, self.config.limits.max_in_flight, self.clock);
+        let Some(posts) = self.posts_mut(session) else { return };
+        if posts.carrier(stream_no) != Some(Some(conn)) {
+            return;
+        }
+        if attachment == Attachment::Live {
+            posts.remove(stream_no);
+            return;
+        }
+        // Same rounding as every engine timer; a window too long for the clock never ends.
+        let until = clock.checked_add(window.max(Duration::from_millis(1)));
+        posts.finish(stream_no, until, max_finished);
+        if let Some(at) = until {
+            self.timers.arm(at, Timer::Resume(session, stream_no));
+        }
+    }
+
+    /// The client dropped `conn` at `now`: if it is a legacy `POST` stream whose calls still
+    /// run, it is parked for a resume (the shim is told it closed) and `true` is returned; also
+    /// `true` for a stream already parked, which has nothing left to close.
+    pub(super) fn park(&mut self, now: Instant, conn: ConnId) -> bool {
+        let window = self.config.limits.resume_window;
+        let Some(Transport::Exchange(x)) = self.conns.get(conn.0).map(|c| &c.transport) else { return false };
+        if x.attachment() != Attachment::Live {
+            return true;
+        }
+        if window.is_zero() || !x.started() || x.owed() == 0 || x.is_modern() {
+            return false;
+        }
+        let Some(session) = x.session() else { return false };
+        let stream_no = x.stream_no();
+        let until = now.checked_add(window);
+        let Some(posts) = self.posts_mut(session) else { return false };
+        let Some(kept) = posts.streams.get_mut(&stream_no).filter(|s| s.carrier == Some(conn)) else {
+            return false;
+        };
+        kept.expires = until;
+        if let Some(at) = until {
+            self.timers.arm(at, Timer::Resume(session, stream_no));
+        }
+        if let Some(Transport::Exchange(x)) = self.conns.get_mut(conn.0).map(|c| &mut c.transport) {
+            x.attach(Attachment::Parked);
+        }
+        self.out.push_back(Output::Close { conn, reason: CloseReason::Closed });
+        true
+    }
+
+    /// The resume window of `session`'s stream `stream_no` may have passed at `now`.
+    pub(super) fn resume_timer(&mut self, now: Instant, session: ConnId, stream_no: u64) {
+        let Some(posts) = self.posts_mut(session) else { return };
+        let Some(kept) = posts.streams.get_mut(&stream_no) else { return };
+        // Resumed, or given a later deadline, since this timer was armed.
+        if kept.expires.is_none_or(|at| at > now) {
+            return;
+        }
+        kept.expires = None;
+        let Some(ex) = kept.carrier else {
+            posts.remove(stream_no);
+            return;
+        };
+        let asked = match self.conns.get_mut(ex.0).map(|c| &mut c.transport) {
+            Some(Transport::Exchange(x)) => {
+                x.attach(Attachment::Lapsed);
+                x.asked()
+            }
+            _ => Vec::new(),
+        };
+        self.strand_asks(now, ex, asked);
+        // Its calls all ended with their asks: no response will come, so nothing is worth
+        // keeping for a resume.
+        if let Some(posts) = self.posts_mut(session) {
+            if posts.carrier(stream_no) == Some(None) {
+                posts.remove(stream_no);
+            }
+        }
+    }
+
+    /// A `GET` of `caller` with `Last-Event-ID` `id` naming `session`'s `POST` stream: that
+    /// stream, resumed after `id`, on a new connection; `None` when it is not one the engine
+    /// can place (see the module docs).
+    pub(super) fn resume_post(
+        &mut self,
+        now: Instant,
+        session: ConnId,
+        caller: &Caller,
+        id: EventId,
+    ) -> Option<HttpReply> {
+        let kept = self.posts(session)?.streams.get(&id.stream)?;
+        let missed: Vec<Vec<u8>> = kept.events.kept_after(id.seq)?.map(<[u8]>::to_vec).collect();
+        let carrier = kept.carrier;
+        if carrier.is_none() && !self.room_for_conns(caller, 1) {
+            return Some(busy(None, "server is busy"));
+        }
+        let (mut x, old) = match carrier {
+            Some(old) => {
+                let c = self.conns.get_mut(old.0)?;
+                if !matches!(c.transport, Transport::Exchange(_)) {
+                    return None;
+                }
+                // Taken out whole (its calls, asks and event numbering go on); the connection
+                // left behind has nothing of the stream for `drop_conn` to end.
+                let Transport::Exchange(x) = std::mem::replace(&mut c.transport, Transport::Line) else {
+                    return None;
+                };
+                self.drop_conn(old);
+                (x, Some(old))
+            }
+            None => (Exchange::replay(session, id.stream), None),
+        };
+        let was_live = x.attachment() == Attachment::Live;
+        x.attach(Attachment::Live);
+        let done = x.owed() == 0;
+        let conn = self.insert_conn(Transport::Exchange(x), Arc::new(caller.clone()));
+        if let Some(old) = old {
+            if was_live {
+                self.out.push_back(Output::Close { conn: old, reason: CloseReason::Replaced });
+            }
+            let calls: Vec<_> =
+                self.conns.get(session.0).map(|s| s.calls.ids().collect()).unwrap_or_default();
+            for call in calls {
+                self.calls.redirect(call, old, conn);
+            }
+        }
+        if let Some(kept) = self.posts_mut(session).and_then(|p| p.streams.get_mut(&id.stream)) {
+            kept.carrier = Some(conn);
+            kept.expires = None;
+        }
+        self.out.push_back(Output::Stream { conn, head: sse_head() });
+        self.out.extend(missed.into_iter().map(|bytes| Output::Frame { conn, bytes }));
+        if done {
+            self.forget(conn, CloseReason::EndOfInput);
+        } else {
+            self.timers.arm_after(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
+        }
+        Some(HttpReply::Pending(conn))
+    }
+
+    /// Whether `conn` is a `POST` stream the client no longer reads.
+    pub(super) fn detached(&self, conn: ConnId) -> bool {
+        matches!(self.conns.get(conn.0).map(|c| &c.transport),
+            Some(Transport::Exchange(x)) if x.attachment() != Attachment::Live)
+    }
+}
