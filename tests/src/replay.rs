@@ -86,8 +86,10 @@
 //!   `! max-uri-bytes N`, `! max-subscribed-uris N`, `! max-subscriptions N`, `! max-listens N`,
 //!   `! max-connections N`: the [`Limits`] setters;
 //! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! max-input-rounds N`, `! state-ttl 5s`
-//!   (or `ms`): the [`Limits`] setters `call_timeout`, `cache_ttl`, `max_input_rounds` (default
-//!   10) and `state_ttl` (default 10 minutes);
+//!   (or `ms`), `! max-ledger-entries N`: the [`Limits`] setters `call_timeout`, `cache_ttl`,
+//!   `max_input_rounds` (default 10), `state_ttl` (default 10 minutes) and `max_ledger_entries`
+//!   (default 4096);
+//! - `! state-epoch N`: [`Config::state_epoch`] (default 0);
 //! - `! instructions "text"`;
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
@@ -139,6 +141,7 @@
 //!   each named item, in order, then drains once, so a burst is one line. A fixture name
 //!   registers that fixture; any other name a plain extra item (see [`crate::tools`]).
 //! - `! notify-updated <uri>`: `Engine::notify_resource_updated`.
+//! - `! bump-epoch`, `! set-epoch N`: `Engine::bump_epoch`, `Engine::set_epoch`.
 //!
 //! # Invariants checked on every run
 //!
@@ -619,6 +622,8 @@ struct Settings {
     templates: Selection,
     prompts: Selection,
     caller: Caller,
+    /// `Config::state_epoch`.
+    state_epoch: u64,
     /// Mirrors of the limits `Limits` has no getter for.
     max_batch_len: usize,
     max_depth: usize,
@@ -636,6 +641,7 @@ impl Default for Settings {
             templates: None,
             prompts: None,
             caller: Caller::anonymous(),
+            state_epoch: 0,
             max_batch_len: 64,
             max_depth: 64,
             max_id_bytes: 256,
@@ -1051,6 +1057,14 @@ impl Runner {
                 config(self)?;
                 self.settings.limits.state_ttl(parse_duration(rest)?);
             }
+            "state-epoch" => {
+                config(self)?;
+                self.settings.state_epoch = number()? as u64;
+            }
+            "max-ledger-entries" => {
+                config(self)?;
+                self.settings.limits.max_ledger_entries(number()?);
+            }
             "instructions" => {
                 config(self)?;
                 let (s, _) = json_string(rest)?;
@@ -1181,6 +1195,16 @@ impl Runner {
                 self.engine_mut()?.notify_resource_updated(now, rest);
                 Ok(())
             }
+            "bump-epoch" => {
+                self.engine_mut()?.bump_epoch(now);
+                Ok(())
+            }
+            "set-epoch" => {
+                let epoch =
+                    rest.parse().map_err(|_| format!("`! set-epoch` takes a number, not {rest:?}"))?;
+                self.engine_mut()?.set_epoch(now, epoch);
+                Ok(())
+            }
             _ => Err(format!("unknown directive `! {name}`")),
         }
     }
@@ -1215,6 +1239,7 @@ impl Runner {
         let mut config = Config::new(info, KeyRing::new([7; 32]));
         config.limits = s.limits.clone();
         config.instructions = s.instructions.clone();
+        config.state_epoch = s.state_epoch;
         // Session ids come from the seed: a fixed one makes them the same on every run.
         config.seed = Some(Seed([11; 32]));
         self.http = Some(HttpConfig::default());

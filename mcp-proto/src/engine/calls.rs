@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use super::ledger::StateUse;
 use super::timers::{Timer, Timers};
 use super::{ask, notify, CallId, ConnId, Ctx, LogLevel};
 use crate::jsonrpc::{RequestId, RpcError};
@@ -34,6 +35,9 @@ pub(super) struct Call {
     pub(super) progress: Option<notify::Progress>,
     /// What the handler may ask the client for, and what it was answered.
     pub(super) input: Option<Box<ask::CallInput>>,
+    /// The 2026-07-28 request state this call continues: its outcome goes in the replay
+    /// ledger.
+    pub(super) used: Option<StateUse>,
     #[cfg(debug_assertions)]
     pub(super) live: super::Live,
 }
@@ -54,6 +58,7 @@ impl Call {
             private: ctx.private,
             progress: ctx.progress.cloned().map(notify::Progress::new),
             input: ask::CallInput::new(ctx),
+            used: ctx.mrtr.and_then(|m| m.used),
             #[cfg(debug_assertions)]
             live: super::Live(std::sync::Arc::new(true.into())),
         }
@@ -186,18 +191,14 @@ impl Calls {
 
     /// Drops every call of a closed connection, with its batch, in [`CallId`] order (the
     /// index is keyed by peer-chosen ids, so its own order is a hash order): each call, and
-    /// where its frames went if it was still in flight.
-    pub(super) fn drop_all(
-        &mut self,
-        owned: ConnCalls,
-        timers: &mut Timers,
-    ) -> Vec<(CallId, Option<ConnId>)> {
+    /// where its frames went and the request it was if it was still in flight.
+    pub(super) fn drop_all(&mut self, owned: ConnCalls, timers: &mut Timers) -> Vec<(CallId, Option<Call>)> {
         let mut calls: Vec<CallId> = owned.by_id.into_values().collect();
         calls.sort_unstable();
         calls
             .into_iter()
             .map(|call| {
-                let reply_to = self.calls.remove(call.0).map(|k| {
+                let dropped = self.calls.remove(call.0).inspect(|k| {
                     if let Some(d) = k.deadline {
                         timers.disarm(d, Timer::Call(call));
                     }
@@ -207,9 +208,8 @@ impl Calls {
                     if let Some((b, _)) = k.batch {
                         self.batches.remove(b);
                     }
-                    k.reply_to
                 });
-                (call, reply_to)
+                (call, dropped)
             })
             .collect()
     }
@@ -333,7 +333,7 @@ mod tests {
         assert!(calls.get(a).is_none() && !owned.holds(&one));
         let dropped = calls.drop_all(owned, &mut timers);
         assert_eq!(dropped.iter().map(|(c, _)| *c).collect::<Vec<_>>().last(), Some(&b));
-        assert!(dropped.iter().all(|(_, to)| *to == Some(conn)));
+        assert!(dropped.iter().all(|(_, c)| c.as_ref().map(|c| c.reply_to) == Some(conn)));
         assert_eq!(timers.next(), None, "every deadline is disarmed");
     }
 

@@ -7,7 +7,9 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::calls::{Call, CallKind};
-use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
+use super::{
+    ledger, notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
+};
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
 use super::{Request, Session, Ticket};
 use crate::blame::Bound;
@@ -390,6 +392,13 @@ impl<H: Clone> Engine<H> {
             }
             _ => None,
         };
+        // A retry whose state was already used is answered from the ledger, never run again.
+        if let Some(used) = mrtr.as_ref().and_then(|m| m.used) {
+            let now_ms = self.unix_ms(now);
+            if let ledger::Seen::Replay(answer) = self.ledger.check(now_ms, used, id)? {
+                return Ok(Answer::Now(answer));
+            }
+        }
         let ctx = Ctx {
             conn,
             id,
@@ -669,6 +678,11 @@ impl<H: Clone> Engine<H> {
         // A timeout too long for the clock to express is no timeout.
         let deadline = self.config.limits.call_timeout.and_then(|t| now.checked_add(t));
         let call = Call::new(ctx, self.reply_to.unwrap_or(ctx.conn), kind, deadline);
-        self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)
+        let used = call.used;
+        let call = self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)?;
+        if let Some(used) = used {
+            self.ledger.start(used);
+        }
+        Ok(call)
     }
 }
