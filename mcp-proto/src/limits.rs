@@ -585,8 +585,10 @@ impl Limits {
         self
     }
 
-    /// The `ttlMs` a 2026-07-28 cacheable result (a list, `server/discover`) tells the client to
-    /// reuse it for. Default 60 s.
+    /// The `ttlMs` a 2026-07-28 list result (`tools/list`, `resources/list`,
+    /// `resources/templates/list`, `prompts/list`) tells the client to reuse it for. Default
+    /// 60 s. `resources/read` and `server/discover` follow their own
+    /// [`CacheHint`](crate::CacheHint)s instead (default private, TTL 0).
     ///
     /// Advisory: nothing is refused; a client may serve the cached result for that long without
     /// asking again. Sent in whole milliseconds, saturating at `u64::MAX`.

@@ -135,6 +135,11 @@ impl CallInput {
         }))
     }
 
+    /// Whether the modern request carried answers (`inputResponses`, or a state holding some).
+    pub(super) fn retried(&self) -> bool {
+        self.mrtr.as_ref().is_some_and(|(m, _)| m.round > 0 || !m.answers.is_empty())
+    }
+
     /// The deadline of the legacy ask in flight, if any: its timer is disarmed with the call.
     pub(super) fn ask_deadline(&self) -> Option<Instant> {
         self.asking.as_ref().and_then(|a| a.deadline)

@@ -64,6 +64,12 @@ impl Call {
         }
     }
 
+    /// Whether the request was a 2026-07-28 retry (it carried `requestState` or
+    /// `inputResponses`): its answer depends on what the user answered.
+    pub(super) fn retried(&self) -> bool {
+        self.used.is_some() || self.input.as_ref().is_some_and(|i| i.retried())
+    }
+
     /// The batch this call's reply belongs in, and its slot there.
     pub(super) fn batch(&self) -> Option<(Key, usize)> {
         self.batch
@@ -74,7 +80,8 @@ impl Call {
 #[derive(Debug)]
 pub(super) enum CallKind {
     Tool(String),
-    Resource(String),
+    /// The URI read, and how the resource or template that answers it may be cached.
+    Resource(String, crate::CacheHint),
     Prompt,
     Complete,
 }

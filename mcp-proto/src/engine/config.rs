@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::cursor::KeyRing;
+use crate::items::CacheHint;
 use crate::limits::Limits;
 use crate::version::ProtocolVersion;
 
@@ -84,6 +85,11 @@ pub struct Config {
     /// [`Engine::bump_epoch`](super::Engine::bump_epoch). Cursors carry no epoch: a list page is
     /// no continuation of a call, and a stale cursor only re-reads the list.
     pub state_epoch: u64,
+    /// How 2026-07-28 clients may cache the `server/discover` result. Default
+    /// [`CacheHint::private`] (private, TTL 0). A [`CacheHint::shared`] hint is sent as such
+    /// only while no gate exists (the server's or any item's): the capabilities it lists are
+    /// derived from what the caller may see, so any gate makes them the caller's own.
+    pub discover_cache: CacheHint,
 }
 
 /// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
@@ -115,6 +121,7 @@ impl Config {
             unix_ms_at_start: 0,
             seed: None,
             state_epoch: 0,
+            discover_cache: CacheHint::private(),
         }
     }
 }

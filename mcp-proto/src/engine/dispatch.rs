@@ -531,18 +531,25 @@ impl<H: Clone> Engine<H> {
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
         }
-        self.cacheable(&mut r, ctx.version, false);
+        // The capabilities follow the caller's gates: any gate makes them the caller's own.
+        let reg = &self.registry;
+        let gated = reg.gate.is_some()
+            || reg.tools.any_gated()
+            || reg.resources.any_gated()
+            || reg.templates.any_gated()
+            || reg.prompts.any_gated();
+        self.cacheable(&mut r, ctx.version, self.config.discover_cache.narrowed(gated));
         self.finish(&mut r, ctx.version);
         encode_result(ctx.id, &r)
     }
 
     /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
-    pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, private: bool) {
+    pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, hint: crate::CacheHint) {
         if v.is_modern() {
             // Saturating: any `Duration` is a valid setting, and u64 milliseconds outlast it anyway.
-            let ttl_ms = u64::try_from(self.config.limits.cache_ttl.as_millis()).unwrap_or(u64::MAX);
+            let ttl_ms = u64::try_from(hint.ttl().as_millis()).unwrap_or(u64::MAX);
             r.insert("ttlMs".into(), ttl_ms.into());
-            r.insert("cacheScope".into(), if private { "private" } else { "public" }.into());
+            r.insert("cacheScope".into(), if hint.is_shared() { "public" } else { "private" }.into());
         }
     }
 

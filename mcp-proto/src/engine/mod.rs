@@ -826,8 +826,8 @@ impl<H: Clone> Engine<H> {
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
         let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
-            (Reply::Resource(Ok(contents)), CallKind::Resource(uri)) => {
-                self.read_result(&call, uri, &contents)
+            (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint)) => {
+                self.read_result(&call, uri, *hint, &contents)
             }
             (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
             (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),
