@@ -66,7 +66,7 @@ enum Outcome {
         tail: Vec<u8>,
         fault: Option<(Blame, ErrorCode)>,
     },
-    OutcomeTooLarge,
+    TooLarge,
     Interrupted,
 }
 
@@ -113,7 +113,7 @@ impl Ledger {
         if let Some(entry) = self.done.get(&used.digest) {
             return match &entry.outcome {
                 Outcome::Kept { tail, fault } => Ok(Seen::Replay(Encoded::with_id(id, tail, *fault))),
-                Outcome::OutcomeTooLarge => Err(already_used(
+                Outcome::TooLarge => Err(already_used(
                     "outcome_too_large",
                     "its outcome was too large to keep; start the call again without requestState",
                 )),
@@ -165,7 +165,7 @@ impl Ledger {
             Some((Some(tail), fault)) if tail.len() <= keep => Outcome::Kept { tail: tail.to_vec(), fault },
             // Too large, or not a response to this id (never, for a call's own answer): the
             // replay is refused rather than answered with something else.
-            Some(_) => Outcome::OutcomeTooLarge,
+            Some(_) => Outcome::TooLarge,
         };
         let cost = ENTRY_OVERHEAD + if let Outcome::Kept { tail, .. } = &outcome { tail.len() } else { 0 };
         while !self.done.is_empty()
