@@ -244,6 +244,7 @@ mod tests {
                 caller: identity,
                 method: "tools/call",
                 arguments_digest: arguments_digest(None),
+                epoch: 0,
             };
             let s7 = seal_state(&KeyRing::new([7; 32]), &b, &state, 1000).unwrap();
             let s8 = seal_state(&KeyRing::new([8; 32]), &b, &state, 1000).unwrap();

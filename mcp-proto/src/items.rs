@@ -1,5 +1,7 @@
 //! Resources, resource templates and prompts: their declarations and how each version lists them.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
 
 use crate::caller::Gate;
@@ -37,6 +39,56 @@ fn annotations_for(a: &Option<Map<String, Value>>, v: ProtocolVersion) -> Option
     Some(Value::Object(a))
 }
 
+/// How a 2026-07-28 client may cache a `resources/read` or `server/discover` result: the
+/// result's `ttlMs` and `cacheScope` (SEP-2549).
+///
+/// The default is private with a TTL of 0: a handler may personalise what it answers (by
+/// caller, by time), so nothing is shared across users or reused without asking, unless the
+/// application says so. [`CacheHint::shared`] marks a result that is the same for everyone
+/// (`cacheScope: "public"`, which shared gateways and proxies may serve to other users). The
+/// engine never widens a hint: a result a gate shaped (the item's, the server's, or another
+/// item's that could answer the same URI) is sent private whatever its hint says, and a
+/// result of a retried request (one that carried `requestState` or `inputResponses`, whose
+/// answer depends on what the user answered) is sent private with TTL 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheHint {
+    shared: bool,
+    ttl: Duration,
+}
+
+impl CacheHint {
+    /// Private, TTL 0: the default. Every read asks the server again.
+    pub const fn private() -> Self {
+        Self { shared: false, ttl: Duration::ZERO }
+    }
+
+    /// Private, and reusable by the same authorization context for `ttl`.
+    pub const fn private_for(ttl: Duration) -> Self {
+        Self { shared: false, ttl }
+    }
+
+    /// The same for every caller (`cacheScope: "public"`), reusable by anyone for `ttl`.
+    pub const fn shared(ttl: Duration) -> Self {
+        Self { shared: true, ttl }
+    }
+
+    /// Whether the result may be shared across users (`"public"`).
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// How long the result may be reused (`ttlMs`, sent in whole milliseconds, saturating).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// This hint as sent: private when `shaped` (a gate or the user's answers made the result
+    /// depend on who asked), the TTL unchanged.
+    pub(crate) fn narrowed(self, shaped: bool) -> Self {
+        Self { shared: self.shared && !shaped, ..self }
+    }
+}
+
 macro_rules! builder_fields {
     () => {
         /// A display title (2025-06-18 and later).
@@ -72,6 +124,18 @@ macro_rules! builder_fields {
     };
 }
 
+macro_rules! cache_field {
+    () => {
+        /// How 2026-07-28 clients may cache what a read of this answers. Default
+        /// [`CacheHint::private`] (private, TTL 0): mark only what is the same for every caller
+        /// as [`CacheHint::shared`]. See [`CacheHint`] for when the engine sends it narrower.
+        pub fn cache(mut self, hint: CacheHint) -> Self {
+            self.cache = hint;
+            self
+        }
+    };
+}
+
 /// A concrete resource, read by exact URI.
 #[derive(Debug, Clone)]
 pub struct Resource {
@@ -85,6 +149,7 @@ pub struct Resource {
     pub(crate) icons: Option<Value>,
     pub(crate) meta: Option<Map<String, Value>>,
     pub(crate) gate: Option<Gate>,
+    pub(crate) cache: CacheHint,
 }
 
 impl Resource {
@@ -101,10 +166,12 @@ impl Resource {
             icons: None,
             meta: None,
             gate: None,
+            cache: CacheHint::private(),
         }
     }
 
     builder_fields!();
+    cache_field!();
 
     /// The media type.
     pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
@@ -250,6 +317,7 @@ pub struct ResourceTemplate {
     pub(crate) icons: Option<Value>,
     pub(crate) meta: Option<Map<String, Value>>,
     pub(crate) gate: Option<Gate>,
+    pub(crate) cache: CacheHint,
 }
 
 impl ResourceTemplate {
@@ -265,10 +333,12 @@ impl ResourceTemplate {
             icons: None,
             meta: None,
             gate: None,
+            cache: CacheHint::private(),
         }
     }
 
     builder_fields!();
+    cache_field!();
 
     /// The media type of matching resources.
     pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {

@@ -252,7 +252,27 @@ impl Encoded {
     pub(crate) fn status(&self, era: Era) -> u16 {
         self.fault.map_or(200, |(blame, code)| blame.http_status(code, era))
     }
+
+    /// What follows the id in this response to request `id` (`,"result":...}` or
+    /// `,"error":...}`): every response this crate writes starts with the same prefix, so the
+    /// rest is the answer alone, ready to go out again under another id. `None` for anything
+    /// else (a batch array, a response to another id).
+    pub(crate) fn after_id(&self, id: &RequestId) -> Option<&[u8]> {
+        self.bytes.strip_prefix(RESPONSE_PREFIX)?.strip_prefix(id.as_json().as_bytes())
+    }
+
+    /// The response to request `id` whose answer is `tail` (from [`Encoded::after_id`]).
+    pub(crate) fn with_id(id: &RequestId, tail: &[u8], fault: Option<(Blame, ErrorCode)>) -> Self {
+        let mut bytes = Vec::with_capacity(RESPONSE_PREFIX.len() + id.as_json().len() + tail.len());
+        bytes.extend_from_slice(RESPONSE_PREFIX);
+        bytes.extend_from_slice(id.as_json().as_bytes());
+        bytes.extend_from_slice(tail);
+        Self { bytes, fault }
+    }
 }
+
+/// How every response this crate writes begins, up to the id.
+const RESPONSE_PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
 
 /// A result, notification or batch array: no error of its own.
 impl From<Vec<u8>> for Encoded {

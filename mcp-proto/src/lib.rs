@@ -116,7 +116,7 @@ pub use engine::{
     OpenError, Output, ProgressOutcome, RegistryMut, Reply, Request, Seed, Stale, Ticket,
 };
 pub use frame::Decoded;
-pub use items::{Prompt, PromptArgument, Resource, ResourceTemplate};
+pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};
 pub use limits::{Limits, SeatPolicy};
 pub use registry::{RegistryError, Tool};

@@ -60,6 +60,11 @@ use std::time::Duration;
 /// Enforced by `mcp-server`'s driver and stdio loop: [`drain_timeout`](Self::drain_timeout),
 /// [`max_parked_frames`](Self::max_parked_frames).
 ///
+/// # Replay ledger
+///
+/// Enforced by the engine on 2026-07-28 retries that carry a `requestState`:
+/// [`max_ledger_entries`](Self::max_ledger_entries), [`max_ledger_bytes`](Self::max_ledger_bytes).
+///
 /// Bounds that are protocol rules rather than policy (the 128-byte `Mcp-Session-Id`, the 100
 /// completion values, the 128-character tool name) are constants, not fields here.
 #[derive(Debug, Clone)]
@@ -120,6 +125,10 @@ pub struct Limits {
     // Resuming legacy POST response streams.
     pub(crate) resume_window: Duration,
     pub(crate) resume_bytes: usize,
+
+    // Replay ledger (2026-07-28 request states already used).
+    pub(crate) max_ledger_entries: usize,
+    pub(crate) max_ledger_bytes: usize,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -192,6 +201,10 @@ impl Default for Limits {
             // Resuming legacy POST response streams.
             resume_window: Duration::from_secs(30),
             resume_bytes: 8 * 1024 * 1024,
+
+            // Replay ledger.
+            max_ledger_entries: 4096,
+            max_ledger_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -624,8 +637,10 @@ impl Limits {
         self
     }
 
-    /// The `ttlMs` a 2026-07-28 cacheable result (a list, `server/discover`) tells the client to
-    /// reuse it for. Default 60 s.
+    /// The `ttlMs` a 2026-07-28 list result (`tools/list`, `resources/list`,
+    /// `resources/templates/list`, `prompts/list`) tells the client to reuse it for. Default
+    /// 60 s. `resources/read` and `server/discover` follow their own
+    /// [`CacheHint`](crate::CacheHint)s instead (default private, TTL 0).
     ///
     /// Advisory: nothing is refused; a client may serve the cached result for that long without
     /// asking again. Sent in whole milliseconds, saturating at `u64::MAX`.
@@ -782,5 +797,54 @@ impl Limits {
     /// The current [`max_parked_frames`](Self::max_parked_frames).
     pub fn parked_frames(&self) -> usize {
         self.max_parked_frames
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Replay ledger
+    //
+    // A 2026-07-28 retry carrying a `requestState` runs a handler with side effects; a client
+    // that re-sends it (as Streamable HTTP tells it to when a response stream breaks) must not
+    // run that handler again. The engine records what each used state's call answered until the
+    // state expires, and answers a replay from the record (see `Engine::ask`, "Replays").
+    // -----------------------------------------------------------------------------------------
+
+    /// Most outcomes of used 2026-07-28 request states the engine keeps for replays. Default
+    /// 4096.
+    ///
+    /// An entry lives until its state expires ([`state_ttl`](Self::state_ttl) after it was
+    /// issued). Past the bound the entry whose state expires first is forgotten, and from then
+    /// on every state expiring no later than it that the ledger does not hold is refused with
+    /// `-32602` "requestState already used" (`data.reason: "evicted"`) rather than run: the
+    /// engine can no longer tell a first use from a replay, and a refused client starts the
+    /// call again without a state. Size it to the modern retries a server completes within one
+    /// `state_ttl` (the default covers about 7 per second for 10 minutes). Calls still running
+    /// are not counted: they are bounded by [`max_in_flight`](Self::max_in_flight). With 0
+    /// nothing is kept and every replay is refused as evicted.
+    pub fn max_ledger_entries(&mut self, entries: usize) -> &mut Self {
+        self.max_ledger_entries = entries;
+        self
+    }
+
+    /// Most bytes of recorded outcomes the replay ledger keeps (each entry counts its encoded
+    /// answer plus 64 bytes of bookkeeping). Default 8 MiB.
+    ///
+    /// Past it entries are forgotten as for [`max_ledger_entries`](Self::max_ledger_entries).
+    /// One outcome larger than a sixteenth of this bound (512 KiB by default) is not kept at
+    /// all, so that one large answer cannot flush the ledger: its replay is refused with
+    /// `-32602` "requestState already used" (`data.reason: "outcome_too_large"`), still
+    /// without running the handler again.
+    pub fn max_ledger_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_ledger_bytes = bytes;
+        self
+    }
+
+    /// The current [`max_ledger_entries`](Self::max_ledger_entries).
+    pub fn ledger_entries(&self) -> usize {
+        self.max_ledger_entries
+    }
+
+    /// The current [`max_ledger_bytes`](Self::max_ledger_bytes).
+    pub fn ledger_bytes(&self) -> usize {
+        self.max_ledger_bytes
     }
 }

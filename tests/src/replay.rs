@@ -86,8 +86,14 @@
 //!   `! max-uri-bytes N`, `! max-subscribed-uris N`, `! max-subscriptions N`, `! max-listens N`,
 //!   `! max-connections N`: the [`Limits`] setters;
 //! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! max-input-rounds N`, `! state-ttl 5s`
-//!   (or `ms`): the [`Limits`] setters `call_timeout`, `cache_ttl`, `max_input_rounds` (default
-//!   10) and `state_ttl` (default 10 minutes);
+//!   (or `ms`), `! max-ledger-entries N`: the [`Limits`] setters `call_timeout`, `cache_ttl`,
+//!   `max_input_rounds` (default 10), `state_ttl` (default 10 minutes) and `max_ledger_entries`
+//!   (default 4096);
+//! - `! state-epoch N`: [`Config::state_epoch`] (default 0);
+//! - `! shareable <uri|uriTemplate> <ttl>` (ttl `30s` or `ms`): registers that resource or
+//!   template (a fixture, or one `! register` adds later) with `CacheHint::shared(ttl)`
+//!   (default: every read is private with TTL 0);
+//! - `! discover-cache shared|private <ttl>`: [`Config::discover_cache`] (default private, 0);
 //! - `! resume-window 5s` (or `ms`): the [`Limits`] setter `resume_window` (default 30 s);
 //! - `! instructions "text"`;
 //! - `! server-info full`: adds a title, description and website to the server's
@@ -142,6 +148,7 @@
 //!   each named item, in order, then drains once, so a burst is one line. A fixture name
 //!   registers that fixture; any other name a plain extra item (see [`crate::tools`]).
 //! - `! notify-updated <uri>`: `Engine::notify_resource_updated`.
+//! - `! bump-epoch`, `! set-epoch N`: `Engine::bump_epoch`, `Engine::set_epoch`.
 //!
 //! # Invariants checked on every run
 //!
@@ -201,8 +208,8 @@ use std::time::{Duration, Instant};
 use mcp_proto::http::{check_body_len, check_head, HttpConfig, HttpRefusal, RequestHead, SESSION_ID_HEADER};
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
-    AskError, Asked as AskOutcome, CallId, Caller, CloseReason, Completion, CompletionRef, Config, ConnId,
-    ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply, HttpRequest,
+    AskError, Asked as AskOutcome, CacheHint, CallId, Caller, CloseReason, Completion, CompletionRef, Config,
+    ConnId, ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply, HttpRequest,
     Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage, PromptOutput, ProtocolVersion,
     RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket, ToolOutput,
 };
@@ -623,6 +630,12 @@ struct Settings {
     templates: Selection,
     prompts: Selection,
     caller: Caller,
+    /// `Config::state_epoch`.
+    state_epoch: u64,
+    /// Resources and templates (by URI or `uriTemplate`) registered with `CacheHint::shared`.
+    shareable: Vec<(String, Duration)>,
+    /// `Config::discover_cache`.
+    discover_cache: CacheHint,
     /// Mirrors of the limits `Limits` has no getter for.
     max_batch_len: usize,
     max_depth: usize,
@@ -640,6 +653,9 @@ impl Default for Settings {
             templates: None,
             prompts: None,
             caller: Caller::anonymous(),
+            state_epoch: 0,
+            shareable: Vec::new(),
+            discover_cache: CacheHint::private(),
             max_batch_len: 64,
             max_depth: 64,
             max_id_bytes: 256,
@@ -1059,6 +1075,27 @@ impl Runner {
                 config(self)?;
                 self.settings.limits.resume_window(parse_duration(rest)?);
             }
+            "state-epoch" => {
+                config(self)?;
+                self.settings.state_epoch = number()? as u64;
+            }
+            "shareable" => {
+                config(self)?;
+                let (item, ttl) = rest.rsplit_once(' ').ok_or("`! shareable <uri|uriTemplate> <ttl>`")?;
+                self.settings.shareable.push((item.trim().to_owned(), parse_duration(ttl)?));
+            }
+            "discover-cache" => {
+                config(self)?;
+                self.settings.discover_cache = match rest.split_once(' ') {
+                    Some(("shared", ttl)) => CacheHint::shared(parse_duration(ttl)?),
+                    Some(("private", ttl)) => CacheHint::private_for(parse_duration(ttl)?),
+                    _ => return Err("`! discover-cache <shared|private> <ttl>`".into()),
+                };
+            }
+            "max-ledger-entries" => {
+                config(self)?;
+                self.settings.limits.max_ledger_entries(number()?);
+            }
             "instructions" => {
                 config(self)?;
                 let (s, _) = json_string(rest)?;
@@ -1187,7 +1224,7 @@ impl Runner {
                 let mut r = engine.registry_mut(now);
                 for n in names.split_whitespace() {
                     if name == "register" {
-                        register(&mut r, kind, n)?;
+                        register(&mut r, kind, n, &self.settings.shareable)?;
                     } else {
                         unregister(&mut r, kind, n)?;
                     }
@@ -1199,6 +1236,16 @@ impl Runner {
                     return Err("`! notify-updated <uri>`".into());
                 }
                 self.engine_mut()?.notify_resource_updated(now, rest);
+                Ok(())
+            }
+            "bump-epoch" => {
+                self.engine_mut()?.bump_epoch(now);
+                Ok(())
+            }
+            "set-epoch" => {
+                let epoch =
+                    rest.parse().map_err(|_| format!("`! set-epoch` takes a number, not {rest:?}"))?;
+                self.engine_mut()?.set_epoch(now, epoch);
                 Ok(())
             }
             _ => Err(format!("unknown directive `! {name}`")),
@@ -1235,6 +1282,8 @@ impl Runner {
         let mut config = Config::new(info, KeyRing::new([7; 32]));
         config.limits = s.limits.clone();
         config.instructions = s.instructions.clone();
+        config.state_epoch = s.state_epoch;
+        config.discover_cache = s.discover_cache;
         // Session ids come from the seed: a fixed one makes them the same on every run.
         config.seed = Some(Seed([11; 32]));
         self.http = Some(HttpConfig::default());
@@ -1281,7 +1330,7 @@ impl Runner {
             [("tool", tools), ("resource", resources), ("template", templates), ("prompt", prompts)]
         {
             for name in list {
-                register(&mut engine.registry_mut(self.now), kind, &name)?;
+                register(&mut engine.registry_mut(self.now), kind, &name, &s.shareable)?;
             }
         }
         let conn = engine
@@ -2437,7 +2486,16 @@ struct Plan {
 }
 
 /// Registers the test item `name` of `kind` (a fixture, or a plain extra item).
-fn register(r: &mut RegistryMut<'_, Fixture>, kind: &str, name: &str) -> Result<(), String> {
+fn register(
+    r: &mut RegistryMut<'_, Fixture>,
+    kind: &str,
+    name: &str,
+    shareable: &[(String, Duration)],
+) -> Result<(), String> {
+    let hint = shareable
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(CacheHint::private(), |(_, ttl)| CacheHint::shared(*ttl));
     let result = match kind {
         "tool" => {
             let found = all_tools().into_iter().chain(gated_tools()).find(|(t, _)| t.name() == name);
@@ -2454,14 +2512,14 @@ fn register(r: &mut RegistryMut<'_, Fixture>, kind: &str, name: &str) -> Result<
             let (res, f) = found.unwrap_or_else(|| {
                 (mcp_proto::Resource::new(name, name), Fixture::Text("text/plain", "extra"))
             });
-            r.add_resource(res, f)
+            r.add_resource(res.cache(hint), f)
         }
         "template" => {
             let found = fixture_templates().into_iter().find(|(t, _, _)| t.uri_template() == name);
             let (t, f, c) = found.unwrap_or_else(|| {
                 (mcp_proto::ResourceTemplate::new(name, "extra"), Fixture::Variables, None)
             });
-            r.add_template(t, f, c)
+            r.add_template(t.cache(hint), f, c)
         }
         "prompt" => {
             let found = fixture_prompts().into_iter().find(|(p, _, _)| p.name() == name);

@@ -12,14 +12,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::calls::Call;
+use super::ledger::StateUse;
 use super::streams;
 use super::timers::Timer;
 use super::{CallId, ConnId, Ctx, Engine, Output, Stale, META_SERVER_INFO};
 use crate::blame::{Blame, Bound};
 use crate::content::HandlerError;
 use crate::interaction::{
-    arguments_digest, open_state, seal_state, InputRequest, InvalidAnswer, RequestState, StateBinding,
-    Unsupported,
+    arguments_digest, open_state_with_expiry, seal_state, InputRequest, InvalidAnswer, RequestState,
+    StateBinding, Unsupported,
 };
 use crate::json::RawEnvelope;
 use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RpcError};
@@ -91,6 +92,8 @@ pub(super) struct Mrtr {
     digest: [u8; 32],
     method: String,
     data: Option<String>,
+    /// The state this retry carried, for the replay ledger; `None` on a first round.
+    pub(super) used: Option<StateUse>,
 }
 
 /// A call's side of asking.
@@ -132,6 +135,11 @@ impl CallInput {
         }))
     }
 
+    /// Whether the modern request carried answers (`inputResponses`, or a state holding some).
+    pub(super) fn retried(&self) -> bool {
+        self.mrtr.as_ref().is_some_and(|(m, _)| m.round > 0 || !m.answers.is_empty())
+    }
+
     /// The deadline of the legacy ask in flight, if any: its timer is disarmed with the call.
     pub(super) fn ask_deadline(&self) -> Option<Instant> {
         self.asking.as_ref().and_then(|a| a.deadline)
@@ -146,7 +154,7 @@ enum Verdict {
 }
 
 impl<H: Clone> Engine<H> {
-    fn unix_ms(&self, now: Instant) -> u64 {
+    pub(super) fn unix_ms(&self, now: Instant) -> u64 {
         let since =
             u64::try_from(now.saturating_duration_since(self.started).as_millis()).unwrap_or(u64::MAX);
         self.config.unix_ms_at_start.saturating_add(since)
@@ -173,13 +181,20 @@ impl<H: Clone> Engine<H> {
             rest.remove(k);
         }
         let digest = arguments_digest(Some(&Value::Object(rest)));
-        let state = match params.and_then(|p| p.get("requestState")) {
-            None | Some(Value::Null) => RequestState::default(),
+        let (state, used) = match params.and_then(|p| p.get("requestState")) {
+            None | Some(Value::Null) => (RequestState::default(), None),
             Some(Value::String(token)) => {
                 let caller = self.caller(conn);
-                let binding = StateBinding { caller: caller.binding(), method, arguments_digest: digest };
-                open_state(&self.config.keys, token, &binding, self.unix_ms(now))
-                    .map_err(|e| e.rpc_error())?
+                let binding = StateBinding {
+                    caller: caller.binding(),
+                    method,
+                    arguments_digest: digest,
+                    epoch: self.config.state_epoch,
+                };
+                let (state, expires) =
+                    open_state_with_expiry(&self.config.keys, token, &binding, self.unix_ms(now))
+                        .map_err(|e| e.rpc_error())?;
+                (state, Some(StateUse::new(token, expires)))
             }
             Some(_) => return Err(RpcError::invalid_params("\"requestState\" must be a string")),
         };
@@ -188,7 +203,7 @@ impl<H: Clone> Engine<H> {
         for (k, v) in state.answers {
             answers.insert(k, v);
         }
-        Ok(Mrtr { round: state.round, answers, digest, method: method.to_owned(), data: state.data })
+        Ok(Mrtr { round: state.round, answers, digest, method: method.to_owned(), data: state.data, used })
     }
 
     /// Asks the client of `call` for input: each request under a key the handler chose (on
@@ -240,6 +255,24 @@ impl<H: Clone> Engine<H> {
     /// So a call waits on its client for at most the ask timeout per round, and a client that
     /// walks away frees its slots within the resume window.
     ///
+    /// # Replays (2026-07-28)
+    ///
+    /// A retry carrying a `requestState` runs its handler once. The engine records what the
+    /// call answered (its result, its error, or its next `input_required`) until the state
+    /// expires, and a copy of the retry (the same state, under any request id; the client may
+    /// re-send when a response stream breaks) gets that answer again without the handler
+    /// running. A copy that cannot be answered so is refused with `-32602` "requestState already
+    /// used" and `data.reason`: `"in_progress"` while the first is still running (send it again
+    /// shortly to get the outcome), `"interrupted"` when the first was cancelled or lost its
+    /// connection before it answered, `"outcome_too_large"` or `"evicted"` when the record was
+    /// not kept (see [`Limits::max_ledger_entries`](crate::Limits::max_ledger_entries)). The
+    /// client then starts the call again without a state. A first round carries no state and
+    /// cannot be told from its copy: only retries are protected. A retry refused for what it
+    /// brought itself (an answer that does not fit the form, a capability its `_meta` did not
+    /// declare, the round limit) gave its handler nothing, so it did not use its state: the
+    /// client may correct it and send it again. The ledger is this engine's own; a replica that
+    /// does not share it runs a copy sent to it.
+    ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn ask(
         &mut self,
@@ -254,6 +287,34 @@ impl<H: Clone> Engine<H> {
         } else {
             self.ask_legacy(now, call, requests)
         }
+    }
+
+    /// The continuation epoch sealed into the `requestState`s issued now
+    /// ([`Config::state_epoch`](crate::Config::state_epoch)).
+    pub fn epoch(&self) -> u64 {
+        self.config.state_epoch
+    }
+
+    /// Makes `epoch` the continuation epoch: every `requestState` sealed in another epoch is
+    /// refused from now on (`-32602` "requestState expired", `data.reason: "epoch"`), and the
+    /// client starts its call again. For an operator moving every replica sharing the key ring
+    /// to the same new epoch (on a deploy, on shutdown); the replay records of the old epoch
+    /// are dropped, since their states can no longer be opened.
+    pub fn set_epoch(&mut self, now: Instant, epoch: u64) {
+        self.input(now);
+        if epoch != self.config.state_epoch {
+            self.config.state_epoch = epoch;
+            self.ledger.clear();
+        }
+    }
+
+    /// Moves the continuation epoch on by one (wrapping at `u64::MAX`, which no deployment
+    /// reaches): [`set_epoch`](Self::set_epoch) with the next epoch. Returns the new epoch, for
+    /// the operator to hand to the other replicas.
+    pub fn bump_epoch(&mut self, now: Instant) -> u64 {
+        let next = self.config.state_epoch.wrapping_add(1);
+        self.set_epoch(now, next);
+        next
     }
 
     /// What the handler of `call` carried from the previous round of this 2026-07-28 request
@@ -346,7 +407,15 @@ impl<H: Clone> Engine<H> {
         }
         let fail = match verdict {
             Verdict::Answered(answers) => return Ok(Asked::Answered(answers)),
-            Verdict::Fail(err) => err,
+            Verdict::Fail(err) => {
+                // Refused for what the retry itself brought (an answer that does not fit, a
+                // capability it did not declare) or for the round limit: the handler got no
+                // answer, so the state was not used, and a corrected retry may still use it.
+                if let Some(used) = self.calls.get_mut(call).and_then(|c| c.used.take()) {
+                    self.ledger.release(used);
+                }
+                err
+            }
             Verdict::Ask(missing, state) => match self.input_required(now, call, version, missing, &state) {
                 Ok(bytes) => {
                     self.end_call(call, bytes.into());
@@ -372,8 +441,12 @@ impl<H: Clone> Engine<H> {
         let c = self.calls.get(call).ok_or_else(RpcError::misuse)?;
         let (mrtr, _) = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).ok_or_else(RpcError::misuse)?;
         let caller = self.caller(c.conn);
-        let binding =
-            StateBinding { caller: caller.binding(), method: &mrtr.method, arguments_digest: mrtr.digest };
+        let binding = StateBinding {
+            caller: caller.binding(),
+            method: &mrtr.method,
+            arguments_digest: mrtr.digest,
+            epoch: self.config.state_epoch,
+        };
         let ttl = u64::try_from(self.config.limits.state_ttl.as_millis()).unwrap_or(u64::MAX);
         let expires = self.unix_ms(now).saturating_add(ttl);
         let token = seal_state(&self.config.keys, &binding, state, expires).map_err(|e| {
@@ -620,8 +693,9 @@ fn interaction_limit(max: Option<u32>) -> RpcError {
 mod tests {
     use super::*;
     use crate::caller::Caller;
+    use crate::content::ToolOutput;
     use crate::cursor::KeyRing;
-    use crate::engine::{Config, ConnKind, Implementation, Invocation};
+    use crate::engine::{Config, ConnKind, Implementation, Invocation, Reply};
     use crate::registry::Tool;
     use serde_json::json;
     use std::time::Duration;
@@ -917,6 +991,120 @@ mod tests {
             fails(&mut rig, json!({"name": "ask", "arguments": {"x": 1}, "requestState": state})),
             Some(-32602)
         );
+    }
+
+    /// A first round that asks, and the retry that answers it: the retry's call, and the
+    /// params a copy of it re-sends.
+    fn answered_retry(rig: &mut Rig) -> (Invocation<u32>, Value) {
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask", "arguments": {"x": 1}})));
+        rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+        let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+        let retry = modern(json!({"name": "ask", "arguments": {"x": 1}, "requestState": state,
+            "inputResponses": {"k": {"action": "accept", "content": {"name": "Ada"}}}}));
+        let (_, inv) = rig.invoke(retry.clone());
+        (inv.expect("the first use runs"), retry)
+    }
+
+    fn send_as(rig: &mut Rig, id: u32, params: &Value) -> Vec<Output<u32>> {
+        rig.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}))
+    }
+
+    #[test]
+    fn a_replayed_retry_gets_the_recorded_outcome_and_never_runs_again() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (inv, retry) = answered_retry(&mut rig);
+        // A copy while the first still runs: in progress, nothing runs.
+        let outs = send_as(&mut rig, 2, &retry);
+        assert!(!outs.iter().any(|o| matches!(o, Output::Invoke(_))), "{outs:?}");
+        let r = frame(&outs);
+        assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!(2), json!(-32602)));
+        assert_eq!(r["error"]["data"]["reason"], "in_progress");
+        let done = Reply::Tool(Ok(ToolOutput::text("charged once")));
+        rig.engine.complete(rig.now, inv.ticket, done).unwrap();
+        let first = frame(&rig.drain());
+        assert_eq!(first["result"]["content"][0]["text"], "charged once");
+        // Copies after it answered: the same answer under their own ids, no handler.
+        for id in [3, 4] {
+            let outs = send_as(&mut rig, id, &retry);
+            assert!(!outs.iter().any(|o| matches!(o, Output::Invoke(_))), "{outs:?}");
+            let mut again = frame(&outs);
+            assert_eq!(again["id"], id);
+            again["id"] = first["id"].clone();
+            assert_eq!(again, first);
+        }
+        // Once the state expired, it is refused as expired, like any other.
+        rig.now += rig.engine.config.limits.state_ttl;
+        let r = frame(&send_as(&mut rig, 5, &retry));
+        assert_eq!(r["error"]["message"], "requestState expired; retry the request without requestState");
+    }
+
+    #[test]
+    fn a_replay_of_a_retry_that_asked_again_gets_the_same_next_prompt() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (inv, retry) = answered_retry(&mut rig);
+        let age = InputRequest::elicit(
+            "Age?",
+            json!({"type": "object", "properties": {"age": {"type": "integer"}}}),
+        )
+        .unwrap();
+        rig.engine.ask(rig.now, inv.ticket.call(), vec![("age".into(), age)]).unwrap_err();
+        let first = frame(&rig.drain());
+        assert_eq!(first["result"]["resultType"], "input_required");
+        let mut again = frame(&send_as(&mut rig, 1, &retry));
+        again["id"] = first["id"].clone();
+        assert_eq!(again, first, "the same question and the same next state");
+        inv.ticket.abandon();
+    }
+
+    #[test]
+    fn a_replay_of_an_interrupted_retry_is_refused() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (inv, retry) = answered_retry(&mut rig);
+        rig.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}));
+        assert_eq!(
+            rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("late")))),
+            Err(Stale)
+        );
+        let outs = send_as(&mut rig, 2, &retry);
+        assert!(!outs.iter().any(|o| matches!(o, Output::Invoke(_))), "{outs:?}");
+        assert_eq!(frame(&outs)["error"]["data"]["reason"], "interrupted");
+        // The same when the connection carrying it closes.
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (inv, retry) = answered_retry(&mut rig);
+        inv.ticket.abandon();
+        rig.engine.close(rig.now, rig.conn);
+        rig.drain();
+        rig.conn = rig.engine.open(rig.now, ConnKind::Stdio, Caller::identified("ada")).unwrap();
+        let outs = send_as(&mut rig, 2, &retry);
+        assert_eq!(frame(&outs)["error"]["data"]["reason"], "interrupted", "{outs:?}");
+    }
+
+    #[test]
+    fn moving_the_epoch_on_refuses_every_outstanding_state() {
+        let mut rig = Rig::new(Caller::identified("ada"));
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+        rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+        let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+        assert_eq!(rig.engine.epoch(), 0);
+        assert_eq!(rig.engine.bump_epoch(rig.now), 1);
+        let (outs, inv) = rig.invoke(modern(json!({"name": "ask", "requestState": state})));
+        assert!(inv.is_none(), "nothing runs");
+        let r = frame(&outs);
+        assert_eq!(r["error"]["code"], -32602);
+        assert_eq!(r["error"]["message"], "requestState expired; retry the request without requestState");
+        assert_eq!(r["error"]["data"], json!({"reason": "epoch"}));
+        // Setting it back (a replica that moved on by mistake) accepts the state again.
+        rig.engine.set_epoch(rig.now, 0);
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask", "requestState": state})));
+        inv.expect("epoch 0 again").ticket.abandon();
+        // A state sealed in the new epoch is accepted in it, and only there.
+        let mut rig = Rig::new(Caller::identified("ada"));
+        rig.engine.set_epoch(rig.now, 7);
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+        rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+        let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+        let (_, inv) = rig.invoke(modern(json!({"name": "ask", "requestState": state})));
+        inv.expect("same epoch").ticket.abandon();
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use super::ledger::StateUse;
 use super::timers::{Timer, Timers};
 use super::{ask, notify, CallId, ConnId, Ctx, LogLevel};
 use crate::jsonrpc::{RequestId, RpcError};
@@ -34,6 +35,9 @@ pub(super) struct Call {
     pub(super) progress: Option<notify::Progress>,
     /// What the handler may ask the client for, and what it was answered.
     pub(super) input: Option<Box<ask::CallInput>>,
+    /// The 2026-07-28 request state this call continues: its outcome goes in the replay
+    /// ledger.
+    pub(super) used: Option<StateUse>,
     #[cfg(debug_assertions)]
     pub(super) live: super::Live,
 }
@@ -54,9 +58,16 @@ impl Call {
             private: ctx.private,
             progress: ctx.progress.cloned().map(notify::Progress::new),
             input: ask::CallInput::new(ctx),
+            used: ctx.mrtr.and_then(|m| m.used),
             #[cfg(debug_assertions)]
             live: super::Live(std::sync::Arc::new(true.into())),
         }
+    }
+
+    /// Whether the request was a 2026-07-28 retry (it carried `requestState` or
+    /// `inputResponses`): its answer depends on what the user answered.
+    pub(super) fn retried(&self) -> bool {
+        self.used.is_some() || self.input.as_ref().is_some_and(|i| i.retried())
     }
 
     /// The batch this call's reply belongs in, and its slot there.
@@ -69,7 +80,8 @@ impl Call {
 #[derive(Debug)]
 pub(super) enum CallKind {
     Tool(String),
-    Resource(String),
+    /// The URI read, and how the resource or template that answers it may be cached.
+    Resource(String, crate::CacheHint),
     Prompt,
     Complete,
 }
@@ -186,18 +198,14 @@ impl Calls {
 
     /// Drops every call of a closed connection, with its batch, in [`CallId`] order (the
     /// index is keyed by peer-chosen ids, so its own order is a hash order): each call, and
-    /// where its frames went if it was still in flight.
-    pub(super) fn drop_all(
-        &mut self,
-        owned: ConnCalls,
-        timers: &mut Timers,
-    ) -> Vec<(CallId, Option<ConnId>)> {
+    /// where its frames went and the request it was if it was still in flight.
+    pub(super) fn drop_all(&mut self, owned: ConnCalls, timers: &mut Timers) -> Vec<(CallId, Option<Call>)> {
         let mut calls: Vec<CallId> = owned.by_id.into_values().collect();
         calls.sort_unstable();
         calls
             .into_iter()
             .map(|call| {
-                let reply_to = self.calls.remove(call.0).map(|k| {
+                let dropped = self.calls.remove(call.0).inspect(|k| {
                     if let Some(d) = k.deadline {
                         timers.disarm(d, Timer::Call(call));
                     }
@@ -207,9 +215,8 @@ impl Calls {
                     if let Some((b, _)) = k.batch {
                         self.batches.remove(b);
                     }
-                    k.reply_to
                 });
-                (call, reply_to)
+                (call, dropped)
             })
             .collect()
     }
@@ -343,7 +350,7 @@ mod tests {
         assert!(calls.get(a).is_none() && !owned.holds(&one));
         let dropped = calls.drop_all(owned, &mut timers);
         assert_eq!(dropped.iter().map(|(c, _)| *c).collect::<Vec<_>>().last(), Some(&b));
-        assert!(dropped.iter().all(|(_, to)| *to == Some(conn)));
+        assert!(dropped.iter().all(|(_, c)| c.as_ref().map(|c| c.reply_to) == Some(conn)));
         assert_eq!(timers.next(), None, "every deadline is disarmed");
     }
 

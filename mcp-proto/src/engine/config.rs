@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::cursor::KeyRing;
+use crate::items::CacheHint;
 use crate::limits::Limits;
 use crate::version::ProtocolVersion;
 
@@ -73,6 +74,22 @@ pub struct Config {
     /// `None`: the engine cannot mint session ids, and a legacy HTTP `initialize` is answered
     /// with 500 rather than with a guessable id.
     pub seed: Option<Seed>,
+    /// The continuation epoch sealed into every 2026-07-28 `requestState`. A state comes back
+    /// valid only while the epoch it was sealed in is still current, so moving the epoch on
+    /// invalidates every outstanding state at once; a refused client starts its call again
+    /// without one (`-32602` "requestState expired", `data.reason: "epoch"`). Default 0.
+    ///
+    /// Replicas sharing a [`KeyRing`] must share the epoch too, or each refuses the others'
+    /// states: set it from the deployment (a release counter, say) and move it on every replica
+    /// together, at run time with [`Engine::set_epoch`](super::Engine::set_epoch) or
+    /// [`Engine::bump_epoch`](super::Engine::bump_epoch). Cursors carry no epoch: a list page is
+    /// no continuation of a call, and a stale cursor only re-reads the list.
+    pub state_epoch: u64,
+    /// How 2026-07-28 clients may cache the `server/discover` result. Default
+    /// [`CacheHint::private`] (private, TTL 0). A [`CacheHint::shared`] hint is sent as such
+    /// only while no gate exists (the server's or any item's): the capabilities it lists are
+    /// derived from what the caller may see, so any gate makes them the caller's own.
+    pub discover_cache: CacheHint,
 }
 
 /// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
@@ -103,6 +120,8 @@ impl Config {
             keys,
             unix_ms_at_start: 0,
             seed: None,
+            state_epoch: 0,
+            discover_cache: CacheHint::private(),
         }
     }
 }

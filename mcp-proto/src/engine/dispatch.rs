@@ -7,7 +7,9 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::calls::{Call, CallKind};
-use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
+use super::{
+    ledger, notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
+};
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
 use super::{Request, Session, Ticket};
 use crate::blame::Bound;
@@ -390,6 +392,13 @@ impl<H: Clone> Engine<H> {
             }
             _ => None,
         };
+        // A retry whose state was already used is answered from the ledger, never run again.
+        if let Some(used) = mrtr.as_ref().and_then(|m| m.used) {
+            let now_ms = self.unix_ms(now);
+            if let ledger::Seen::Replay(answer) = self.ledger.check(now_ms, used, id)? {
+                return Ok(Answer::Now(answer));
+            }
+        }
         let ctx = Ctx {
             conn,
             id,
@@ -522,18 +531,25 @@ impl<H: Clone> Engine<H> {
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
         }
-        self.cacheable(&mut r, ctx.version, false);
+        // The capabilities follow the caller's gates: any gate makes them the caller's own.
+        let reg = &self.registry;
+        let gated = reg.gate.is_some()
+            || reg.tools.any_gated()
+            || reg.resources.any_gated()
+            || reg.templates.any_gated()
+            || reg.prompts.any_gated();
+        self.cacheable(&mut r, ctx.version, self.config.discover_cache.narrowed(gated));
         self.finish(&mut r, ctx.version);
         encode_result(ctx.id, &r)
     }
 
     /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
-    pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, private: bool) {
+    pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, hint: crate::CacheHint) {
         if v.is_modern() {
             // Saturating: any `Duration` is a valid setting, and u64 milliseconds outlast it anyway.
-            let ttl_ms = u64::try_from(self.config.limits.cache_ttl.as_millis()).unwrap_or(u64::MAX);
+            let ttl_ms = u64::try_from(hint.ttl().as_millis()).unwrap_or(u64::MAX);
             r.insert("ttlMs".into(), ttl_ms.into());
-            r.insert("cacheScope".into(), if private { "private" } else { "public" }.into());
+            r.insert("cacheScope".into(), if hint.is_shared() { "public" } else { "private" }.into());
         }
     }
 
@@ -669,6 +685,11 @@ impl<H: Clone> Engine<H> {
         // A timeout too long for the clock to express is no timeout.
         let deadline = self.config.limits.call_timeout.and_then(|t| now.checked_add(t));
         let call = Call::new(ctx, self.reply_to.unwrap_or(ctx.conn), kind, deadline);
-        self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)
+        let used = call.used;
+        let call = self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)?;
+        if let Some(used) = used {
+            self.ledger.start(used);
+        }
+        Ok(call)
     }
 }

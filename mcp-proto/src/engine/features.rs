@@ -12,6 +12,7 @@ use crate::blame::Blame;
 use crate::caller::{admits, Caller};
 use crate::content::{Completion, ContentsWire, PromptOutputWire, ResourceContents};
 use crate::cursor;
+use crate::items::CacheHint;
 use crate::jsonrpc::{encode_result, ErrorCode, RpcError};
 use crate::registry::{Catalogue, Listed};
 use crate::slab::Key;
@@ -137,7 +138,9 @@ impl<H: Clone> Engine<H> {
         }
         if ctx.version.is_modern() {
             let mut tail = Map::new();
-            self.cacheable(&mut tail, ctx.version, private);
+            let ttl = self.config.limits.cache_ttl;
+            let hint = if private { CacheHint::private_for(ttl) } else { CacheHint::shared(ttl) };
+            self.cacheable(&mut tail, ctx.version, hint);
             self.finish(&mut tail, ctx.version);
             for (k, v) in tail {
                 body.push(',');
@@ -199,13 +202,14 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Resolves a URI to the handler that reads it, after gates: an exact resource first, then
-    /// the first template (in `uriTemplate` order) that matches and admits the caller.
+    /// the first template (in `uriTemplate` order) that matches and admits the caller. Also
+    /// says how its answer may be cached, and whether a gate could shape it.
     #[allow(clippy::type_complexity)]
     pub(super) fn resolve(
         &self,
         caller: &Caller,
         uri: &str,
-    ) -> Option<(H, Option<String>, Vec<(String, String)>, bool)> {
+    ) -> Option<(H, Option<String>, Vec<(String, String)>, CacheHint, bool)> {
         // Private when any gated item could answer this URI, admitted or not: another caller
         // may be answered differently.
         let exact = self.registry.resources.get(uri);
@@ -217,7 +221,7 @@ impl<H: Clone> Engine<H> {
                 .any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
         if let Some(r) = exact {
             if admits(r.resource.gate.as_ref(), caller) {
-                return Some((r.handler.clone(), None, Vec::new(), private));
+                return Some((r.handler.clone(), None, Vec::new(), r.resource.cache, private));
             }
         }
         self.registry.templates.values().find_map(|t| {
@@ -225,7 +229,8 @@ impl<H: Clone> Engine<H> {
                 return None;
             }
             let vars = t.matcher.matches(uri)?;
-            Some((t.handler.clone(), Some(t.template.uri_template.clone()), vars, private))
+            let hint = t.template.cache;
+            Some((t.handler.clone(), Some(t.template.uri_template.clone()), vars, hint, private))
         })
     }
 
@@ -252,18 +257,19 @@ impl<H: Clone> Engine<H> {
     ) -> Result<Answer<H>, RpcError> {
         let uri = self.checked_uri(params)?;
         let caller = self.caller(ctx.conn);
-        let Some((handler, template, variables, gated)) = self.resolve(&caller, uri) else {
+        let Some((handler, template, variables, hint, gated)) = self.resolve(&caller, uri) else {
             return Err(self.not_found(ctx.version, uri));
         };
         ctx.private |= gated;
         let request = Request::ReadResource { uri: uri.to_owned(), template, variables };
-        self.invoke(now, ctx, CallKind::Resource(uri.to_owned()), batch, request, handler)
+        self.invoke(now, ctx, CallKind::Resource(uri.to_owned(), hint), batch, request, handler)
     }
 
     pub(super) fn read_result(
         &self,
         call: &super::Call,
         uri: &str,
+        hint: CacheHint,
         contents: &[ResourceContents],
     ) -> crate::jsonrpc::Encoded {
         if contents.is_empty() {
@@ -275,7 +281,10 @@ impl<H: Clone> Engine<H> {
             "contents".into(),
             serde_json::to_value(ContentsWire(contents, call.version)).unwrap_or_default(),
         );
-        self.cacheable(&mut r, call.version, call.private);
+        // The schema requires the hints on every complete read, retries included; what the
+        // user answered makes a retried read theirs alone.
+        let hint = if call.retried() { CacheHint::private() } else { hint.narrowed(call.private) };
+        self.cacheable(&mut r, call.version, hint);
         self.finish(&mut r, call.version);
         encode_result(&call.id, &r).into()
     }

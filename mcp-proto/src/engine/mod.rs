@@ -30,6 +30,7 @@ mod dispatch;
 mod encode;
 mod features;
 mod http;
+mod ledger;
 mod notify;
 mod outbound;
 mod registry_mut;
@@ -447,6 +448,8 @@ pub struct Engine<H> {
     outbound: outbound::Outbound,
     /// The `now` the engine was made with, the origin of [`Config::unix_ms_at_start`].
     started: Instant,
+    /// What became of each 2026-07-28 request state already used (see `ledger.rs`).
+    ledger: ledger::Ledger,
     /// The latest `now` an input gave (every input records it, see `input`). Only for work done
     /// where no input is being handled, so it is always the `now` of the input that caused it:
     /// a keep-alive armed by a stream that starts while [`Engine::poll_output`] flushes
@@ -475,6 +478,7 @@ impl<H: Clone> Engine<H> {
             immediate: None,
             outbound: outbound::Outbound::default(),
             started: now,
+            ledger: ledger::Ledger::default(),
             clock: now,
         }
     }
@@ -679,9 +683,12 @@ impl<H: Clone> Engine<H> {
         let mut orphaned = Vec::new();
         // Cancelled in call order, not in the peer-chosen ids' hash order, so the output depends
         // on the inputs alone.
-        for (call, reply_to) in self.calls.drop_all(c.calls, &mut self.timers) {
-            if let Some(to) = reply_to.filter(|to| *to != conn) {
-                orphaned.push(to);
+        for (call, dropped) in self.calls.drop_all(c.calls, &mut self.timers) {
+            if let Some(dropped) = dropped {
+                self.interrupted(&dropped);
+                if dropped.reply_to != conn {
+                    orphaned.push(dropped.reply_to);
+                }
             }
             self.out.push_back(Output::Cancel { call });
         }
@@ -805,6 +812,7 @@ impl<H: Clone> Engine<H> {
     /// Ends a call without an answer (the peer cancelled it).
     fn cancel(&mut self, _now: Instant, call: CallId) {
         if let Some(c) = self.finish_call(call) {
+            self.interrupted(&c);
             match c.batch() {
                 Some((b, _)) => {
                     self.calls.settle(b, None);
@@ -841,8 +849,8 @@ impl<H: Clone> Engine<H> {
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
         let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
-            (Reply::Resource(Ok(contents)), CallKind::Resource(uri)) => {
-                self.read_result(&call, uri, &contents)
+            (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint)) => {
+                self.read_result(&call, uri, *hint, &contents)
             }
             (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
             (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),
@@ -868,6 +876,10 @@ impl<H: Clone> Engine<H> {
     }
 
     fn deliver(&mut self, call: Call, answer: Encoded) {
+        if let Some(used) = call.used {
+            let now_ms = self.unix_ms(self.clock);
+            self.ledger.finish(now_ms, used, &call.id, Some(&answer), &self.config.limits);
+        }
         match call.batch() {
             Some((b, slot)) => {
                 // Batches exist only on legacy sessions, whose answers (an array) are all 200.
@@ -877,6 +889,14 @@ impl<H: Clone> Engine<H> {
             None => self.send(call.reply_to, answer, true),
         }
         self.close_drained();
+    }
+
+    /// `call` ended without an answer: a copy of the retry it was must not run it again.
+    fn interrupted(&mut self, call: &Call) {
+        if let Some(used) = call.used {
+            let now_ms = self.unix_ms(self.clock);
+            self.ledger.finish(now_ms, used, &call.id, None, &self.config.limits);
+        }
     }
 
     fn close_drained(&mut self) {

@@ -35,7 +35,9 @@ mod tests;
 
 use answers::{elicit_action, validate_elicit_answer, validate_roots_answer, validate_sample_answer};
 use forms::{clip, is_integer_text, is_uri, validate_schema};
-pub use sealed::{arguments_digest, open_state, seal_state, RequestState, StateBinding, StateError};
+pub use sealed::{
+    arguments_digest, open_state, open_state_with_expiry, seal_state, RequestState, StateBinding, StateError,
+};
 
 /// The largest sealed request state, in bytes of the encoded token: 64 KiB.
 ///

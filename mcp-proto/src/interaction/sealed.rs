@@ -45,6 +45,10 @@ pub struct StateBinding<'a> {
     pub method: &'a str,
     /// [`arguments_digest`] of the request's arguments.
     pub arguments_digest: [u8; 32],
+    /// The continuation epoch the state is sealed in and must still be current when it comes
+    /// back ([`Config::state_epoch`](crate::Config::state_epoch)): moving the epoch on
+    /// invalidates every state sealed before, on every replica that moves with it.
+    pub epoch: u64,
 }
 
 /// SHA-256 of a canonical encoding of `args`, so the state can be bound to them without carrying
@@ -137,6 +141,7 @@ pub fn seal_state(
         "mth": binding.method,
         "arg": URL_SAFE_NO_PAD.encode(binding.arguments_digest),
         "exp": expires_at_ms,
+        "ep": binding.epoch,
         "r": state.round,
         "a": Value::Object(state.answers.clone()),
         "d": state.data,
@@ -155,15 +160,28 @@ pub fn seal_state(
 }
 
 /// Opens a `requestState` from a retry, checking, in order: size, MAC, purpose and shape, then
-/// caller, method and arguments against `binding`, then expiry against `now_ms`.
+/// caller, method and arguments against `binding`, then the epoch, then expiry against
+/// `now_ms`.
 ///
-/// Expiry is checked last so only the rightful caller learns that a state expired.
+/// Epoch and expiry are checked last so only the rightful caller learns why a genuine state
+/// is no longer accepted.
 pub fn open_state(
     keys: &KeyRing,
     token: &str,
     binding: &StateBinding<'_>,
     now_ms: u64,
 ) -> Result<RequestState, StateError> {
+    open_state_with_expiry(keys, token, binding, now_ms).map(|(state, _)| state)
+}
+
+/// [`open_state`], also returning when the state expires (unix milliseconds, as sealed): how
+/// long a record of its use must be kept.
+pub fn open_state_with_expiry(
+    keys: &KeyRing,
+    token: &str,
+    binding: &StateBinding<'_>,
+    now_ms: u64,
+) -> Result<(RequestState, u64), StateError> {
     if token.len() > MAX_STATE_BYTES {
         return Err(StateError::TooLarge);
     }
@@ -178,6 +196,11 @@ pub fn open_state(
     }
     let (who, method, args) = (text("who")?, text("mth")?, text("arg")?);
     let expires = field("exp")?.as_u64().ok_or(StateError::Malformed)?;
+    // States sealed before epochs existed carry none: they belong to epoch 0, the default.
+    let epoch = match v.get("ep") {
+        None => 0,
+        Some(e) => e.as_u64().ok_or(StateError::Malformed)?,
+    };
     let round = field("r")?.as_u64().and_then(|r| u32::try_from(r).ok()).ok_or(StateError::Malformed)?;
     let answers = field("a")?.as_object().ok_or(StateError::Malformed)?.clone();
     let data = match v.get("d") {
@@ -194,15 +217,18 @@ pub fn open_state(
     if args != URL_SAFE_NO_PAD.encode(binding.arguments_digest) {
         return Err(StateError::WrongArguments);
     }
+    if epoch != binding.epoch {
+        return Err(StateError::Epoch);
+    }
     if now_ms >= expires {
         return Err(StateError::Expired);
     }
-    Ok(RequestState { round, answers, data })
+    Ok((RequestState { round, answers, data }, expires))
 }
 
 /// Why a `requestState` was refused. The variants exist for logs and tests; on the wire all but
-/// [`StateError::Expired`] look the same ([`StateError::rpc_error`]), so a prober learns nothing
-/// about which check it failed.
+/// [`StateError::Expired`] and [`StateError::Epoch`] look the same ([`StateError::rpc_error`]),
+/// so a prober learns nothing about which check it failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StateError {
@@ -213,6 +239,10 @@ pub enum StateError {
     Tampered,
     /// Genuine, but past its expiry; the client should start the call again without a state.
     Expired,
+    /// Genuine and unexpired, but sealed in another continuation epoch
+    /// ([`Config::state_epoch`](crate::Config::state_epoch)): the operator invalidated it (a
+    /// deploy, a shutdown). The client should start the call again without a state.
+    Epoch,
     /// Sealed for another caller.
     WrongCaller,
     /// Sealed for another method.
@@ -224,12 +254,14 @@ pub enum StateError {
 }
 
 impl StateError {
-    /// `-32602`, with "requestState expired" for [`StateError::Expired`] and one generic
-    /// "invalid requestState" for every other case.
+    /// `-32602`, with "requestState expired" for [`StateError::Expired`] (and for
+    /// [`StateError::Epoch`], with `data: {"reason": "epoch"}`: the client's remedy is the
+    /// same) and one generic "invalid requestState" for every other case.
     pub fn rpc_error(self) -> RpcError {
         match self {
-            StateError::Expired => {
-                RpcError::invalid_params("requestState expired; retry the request without requestState")
+            StateError::Expired => RpcError::invalid_params(EXPIRED),
+            StateError::Epoch => {
+                RpcError::invalid_params(EXPIRED).with_data(serde_json::json!({ "reason": "epoch" }))
             }
             _ => RpcError::invalid_params("invalid requestState"),
         }
@@ -242,6 +274,7 @@ impl fmt::Display for StateError {
             StateError::Malformed => "request state is malformed",
             StateError::Tampered => "request state failed its integrity check",
             StateError::Expired => "request state expired",
+            StateError::Epoch => "request state belongs to another continuation epoch",
             StateError::WrongCaller => "request state belongs to another caller",
             StateError::WrongMethod => "request state belongs to another method",
             StateError::WrongArguments => "request state belongs to other arguments",
@@ -251,3 +284,5 @@ impl fmt::Display for StateError {
 }
 
 impl std::error::Error for StateError {}
+
+const EXPIRED: &str = "requestState expired; retry the request without requestState";

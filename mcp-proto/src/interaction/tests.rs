@@ -617,7 +617,12 @@ fn ring() -> KeyRing {
 }
 
 fn binding(args: &Value) -> StateBinding<'static> {
-    StateBinding { caller: "alice", method: "tools/call", arguments_digest: arguments_digest(Some(args)) }
+    StateBinding {
+        caller: "alice",
+        method: "tools/call",
+        arguments_digest: arguments_digest(Some(args)),
+        epoch: 0,
+    }
 }
 
 fn state() -> RequestState {
@@ -678,6 +683,7 @@ fn state_refusals() {
         caller,
         method,
         arguments_digest: arguments_digest(Some(a)),
+        epoch: 0,
     };
     assert_eq!(
         open_state(&ring(), &token, &other("bob", "tools/call", &args), NOW),
@@ -696,6 +702,29 @@ fn state_refusals() {
         open_state(&ring(), &token, &other("bob", "tools/call", &args), NOW + 5000),
         Err(StateError::WrongCaller)
     );
+}
+
+#[test]
+fn states_belong_to_their_epoch() {
+    let args = json!({"q": 1});
+    let b = binding(&args);
+    let token = seal_state(&ring(), &b, &state(), NOW + 1000).unwrap();
+    let next = StateBinding { epoch: 1, ..b };
+    assert_eq!(open_state(&ring(), &token, &next, NOW), Err(StateError::Epoch));
+    // The epoch is checked after the binding (a prober learns nothing) and before expiry.
+    let bob = StateBinding { caller: "bob", ..next };
+    assert_eq!(open_state(&ring(), &token, &bob, NOW), Err(StateError::WrongCaller));
+    assert_eq!(open_state(&ring(), &token, &next, NOW + 5000), Err(StateError::Epoch));
+    let later = seal_state(&ring(), &next, &state(), NOW + 1000).unwrap();
+    assert_eq!(open_state_with_expiry(&ring(), &later, &next, NOW), Ok((state(), NOW + 1000)));
+    assert_eq!(open_state(&ring(), &later, &b, NOW), Err(StateError::Epoch));
+    // On the wire an epoch refusal reads as an expiry, with the reason in `data`.
+    let e = StateError::Epoch.rpc_error();
+    assert_eq!(
+        (e.code.code(), e.message.as_str()),
+        (-32602, StateError::Expired.rpc_error().message.as_str())
+    );
+    assert_eq!(e.data, Some(json!({"reason": "epoch"})));
 }
 
 #[test]
@@ -737,7 +766,12 @@ fn digest_ignores_key_order_whitespace_and_escapes() {
 #[test]
 fn cursors_and_states_refuse_each_other() {
     let r = ring();
-    let b = StateBinding { caller: "alice", method: "tools/list", arguments_digest: arguments_digest(None) };
+    let b = StateBinding {
+        caller: "alice",
+        method: "tools/list",
+        arguments_digest: arguments_digest(None),
+        epoch: 0,
+    };
     let cursor_token = cursor::make(&r, "tools/list", "alice", "t");
     assert_eq!(open_state(&r, &cursor_token, &b, NOW), Err(StateError::Malformed));
     let state_token = seal_state(&r, &b, &RequestState::default(), NOW + 1000).unwrap();
