@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::ledger::StateUse;
 use super::timers::{Timer, Timers};
-use super::{ask, notify, CallId, ConnId, Ctx, LogLevel};
+use super::{call_state, CallId, ConnId, Ctx, LogLevel};
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::slab::{Key, Slab};
 use crate::version::ProtocolVersion;
@@ -32,14 +32,14 @@ pub(super) struct Call {
     /// A gate shaped what this call may see (2026: `cacheScope: "private"`).
     pub(super) private: bool,
     /// Where progress goes, if the request asked for it.
-    pub(super) progress: Option<notify::Progress>,
+    pub(super) progress: Option<call_state::Progress>,
     /// What the handler may ask the client for, and what it was answered.
-    pub(super) input: Option<Box<ask::CallInput>>,
+    pub(super) input: Option<Box<call_state::CallInput>>,
     /// The 2026-07-28 request state this call continues: its outcome goes in the replay
     /// ledger.
     pub(super) used: Option<StateUse>,
     #[cfg(debug_assertions)]
-    pub(super) live: super::Live,
+    pub(super) live: super::io::Live,
 }
 
 impl Call {
@@ -56,11 +56,11 @@ impl Call {
             deadline,
             log_level: ctx.log_level,
             private: ctx.private,
-            progress: ctx.progress.cloned().map(notify::Progress::new),
-            input: ask::CallInput::new(ctx),
+            progress: ctx.progress.cloned().map(call_state::Progress::new),
+            input: call_state::CallInput::new(ctx),
             used: ctx.mrtr.and_then(|m| m.used),
             #[cfg(debug_assertions)]
-            live: super::Live(std::sync::Arc::new(true.into())),
+            live: super::io::Live(std::sync::Arc::new(true.into())),
         }
     }
 

@@ -102,9 +102,9 @@ impl<H: Clone> Engine<H> {
         // A member cancelled by a later member is already answered (not at all): it never runs,
         // so the shim hears of neither an invocation nor its cancellation.
         let (live, dropped): (Vec<_>, Vec<_>) =
-            invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call).is_some());
+            invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call()).is_some());
         if !dropped.is_empty() {
-            let dropped: Vec<CallId> = dropped.iter().map(|inv| inv.ticket.call).collect();
+            let dropped: Vec<CallId> = dropped.iter().map(|inv| inv.ticket.call()).collect();
             self.out.retain(|o| !matches!(o, Output::Cancel { call } if dropped.contains(call)));
         }
         self.out.extend(live.into_iter().map(Output::Invoke));

@@ -1,6 +1,6 @@
 //! The protocol state machine.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -8,7 +8,6 @@ use serde_json::{Map, Value};
 
 use crate::blame::Bound;
 use crate::caller::Caller;
-use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::frame::Decoded;
 use crate::jsonrpc::{encode_result, Encoded, RequestId, RpcError};
 use crate::registry::Registry;
@@ -22,6 +21,7 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
+mod call_state;
 mod calls;
 mod config;
 #[cfg(test)]
@@ -30,6 +30,7 @@ mod dispatch;
 mod encode;
 mod features;
 mod http;
+mod io;
 mod ledger;
 mod notify;
 mod outbound;
@@ -44,6 +45,10 @@ mod timers;
 pub use ask::{AskError, Asked};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
+pub use io::{
+    CloseReason, CompletionRef, ConnKind, EngineStatus, FrameOutcome, Invocation, OpenError, Output, Reply,
+    Request, Stale, Ticket,
+};
 
 use calls::{Call, CallKind, Calls, ConnCalls};
 pub use config::{Config, Implementation, Seed};
@@ -61,303 +66,6 @@ pub struct ConnId(Key);
 /// One call in flight: the copyable id progress, cancellation and input requests travel by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CallId(Key);
-
-/// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
-/// twice.
-///
-/// Pass every ticket to [`Engine::complete`], even after [`Output::Cancel`] (it is then
-/// [`Stale`]), or give it up with [`abandon`](Self::abandon). Dropping the ticket of a call that
-/// is still in flight leaks the call: it holds an in-flight slot until its connection closes or
-/// [`Limits::call_timeout`](crate::Limits::call_timeout) fires.
-///
-/// Debug builds warn on such a drop (a drop warner, as quinn's `IncomingImproperDropWarner`).
-/// The warning is an `eprintln!`, not a panic: a ticket lives inside a handler's future, and an
-/// executor tearing down its tasks drops them from wherever it is (a panic there aborts the
-/// process or is swallowed by the executor), and the engine has no logging dependency. It fires
-/// only for calls still in flight, so tickets of cancelled or timed-out calls drop silently.
-#[must_use = "a call stays in flight until its ticket is passed to Engine::complete"]
-#[derive(Debug)]
-pub struct Ticket {
-    call: CallId,
-    #[cfg(debug_assertions)]
-    live: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl PartialEq for Ticket {
-    fn eq(&self, other: &Self) -> bool {
-        self.call == other.call
-    }
-}
-
-impl Eq for Ticket {}
-
-impl Ticket {
-    /// The call this ticket answers.
-    pub fn call(&self) -> CallId {
-        self.call
-    }
-
-    /// Gives up the right to answer without a drop warning. The engine is not told: the call
-    /// stays in flight until it is cancelled, times out or its connection closes. For harnesses
-    /// that model handlers which never return.
-    pub fn abandon(self) {
-        self.settle();
-    }
-
-    /// Disarms the drop warner.
-    fn settle(self) -> CallId {
-        #[cfg(debug_assertions)]
-        self.live.store(false, std::sync::atomic::Ordering::Relaxed);
-        self.call
-    }
-}
-
-#[cfg(debug_assertions)]
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if self.live.load(std::sync::atomic::Ordering::Relaxed) && !std::thread::panicking() {
-            eprintln!(
-                "mcp_proto::Ticket of {:?} dropped while its call is in flight: pass it to \
-                 Engine::complete or Ticket::abandon (the call holds an in-flight slot until its \
-                 connection closes or it times out)",
-                self.call
-            );
-        }
-    }
-}
-
-/// The engine's half of a ticket's drop warner: marks the call finished when the engine drops
-/// its record of it (answered, cancelled, timed out, closed, or the engine itself dropped).
-#[cfg(debug_assertions)]
-#[derive(Debug)]
-struct Live(Arc<std::sync::atomic::AtomicBool>);
-
-#[cfg(debug_assertions)]
-impl Drop for Live {
-    fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// What kind of transport a connection is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConnKind {
-    /// A long-lived byte stream of newline-delimited frames (stdio, or any custom stream).
-    Stdio,
-}
-
-/// Why [`Engine::open`] refused a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum OpenError {
-    /// [`Limits::max_connections`](crate::Limits::max_connections) connections are already open.
-    TooManyConnections,
-    /// The engine is shutting down ([`Engine::shutdown`]).
-    ShuttingDown,
-}
-
-/// What [`Engine::handle_frame`] decided at once, before any handler ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameOutcome {
-    /// Exactly one frame will answer this input (now or after handlers complete).
-    Reply,
-    /// Nothing will answer it: it held only notifications or responses (HTTP: 202).
-    NoReply,
-    /// The connection is not open; nothing was done.
-    UnknownConnection,
-}
-
-/// Why a connection closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CloseReason {
-    /// The peer ended its input and every call it made has been answered.
-    EndOfInput,
-    /// The shim (or application) closed it.
-    Closed,
-    /// A frame over [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) arrived on a stream that cannot resynchronise.
-    FrameTooLarge,
-    /// The server is shutting down ([`Engine::shutdown`]) and the connection's calls are done.
-    Shutdown,
-    /// A legacy HTTP session went idle past [`Limits::session_idle`](crate::Limits::session_idle), or never finished its
-    /// handshake within [`Limits::session_handshake`](crate::Limits::session_handshake).
-    Expired,
-    /// The client ended its legacy HTTP session with `DELETE`.
-    Deleted,
-    /// The caller opened a stream past its seat cap under [`crate::SeatPolicy::EvictOldest`]:
-    /// this, its oldest stream, made room.
-    Evicted,
-    /// The server-wide gate no longer admits the stream's caller (checked at every keep-alive).
-    Revoked,
-    /// A newer `GET` stream of the same legacy session took this one's place.
-    Replaced,
-    /// A full table (sessions, connections, held streams) made room for a caller below its
-    /// fair share by displacing this entry of a caller above its share, or a caller at its
-    /// bound replaced its own unfinished handshake (see the per-caller shares of
-    /// [`Limits`](crate::Limits)).
-    Displaced,
-}
-
-/// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
-/// request's; a mismatch is answered with the generic internal error.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Reply {
-    /// The outcome of a `tools/call` handler.
-    Tool(Result<ToolOutput, HandlerError>),
-    /// The contents of a `resources/read` (never empty: an empty list is answered as "not
-    /// found").
-    Resource(Result<Vec<ResourceContents>, HandlerError>),
-    /// The messages of a `prompts/get`.
-    Prompt(Result<PromptOutput, HandlerError>),
-    /// The values of a `completion/complete`.
-    Completion(Result<Completion, HandlerError>),
-}
-
-/// What a `completion/complete` request completes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CompletionRef {
-    /// An argument of the named prompt.
-    Prompt(String),
-    /// A variable of the resource template with this `uriTemplate`.
-    Template(String),
-}
-
-/// A call of application code the engine asks the shim to run.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Request {
-    /// `tools/call`, with arguments already validated against the tool's input schema.
-    CallTool {
-        /// The tool's name.
-        name: String,
-        /// The arguments (`{}` when the request had none).
-        arguments: Map<String, Value>,
-    },
-    /// `resources/read` of a registered resource, or of a URI matching a template.
-    ReadResource {
-        /// The URI asked for.
-        uri: String,
-        /// The matching template's `uriTemplate`, when it was not an exact resource.
-        template: Option<String>,
-        /// The template's variables, in template order (raw, not percent-decoded).
-        variables: Vec<(String, String)>,
-    },
-    /// `prompts/get`, with required arguments present and every argument a string.
-    GetPrompt {
-        /// The prompt's name.
-        name: String,
-        /// The arguments.
-        arguments: BTreeMap<String, String>,
-    },
-    /// `completion/complete` for a prompt argument or template variable.
-    Complete {
-        /// What is being completed.
-        reference: CompletionRef,
-        /// The argument's name.
-        argument: String,
-        /// What the user typed so far.
-        value: String,
-        /// Arguments already resolved (2025-06-18 and later).
-        context: BTreeMap<String, String>,
-    },
-}
-
-/// Run this handler and pass the result to [`Engine::complete`] with the ticket.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Invocation<H> {
-    /// Consumed by [`Engine::complete`].
-    pub ticket: Ticket,
-    /// The connection the request arrived on.
-    pub conn: ConnId,
-    /// Who is calling.
-    pub caller: Arc<Caller>,
-    /// The protocol version the request speaks.
-    pub version: ProtocolVersion,
-    /// What to do.
-    pub request: Request,
-    /// The registered handler.
-    pub handler: H,
-}
-
-/// Something for the shim to do. See [`Engine::poll_output`].
-#[derive(Debug)]
-pub enum Output<H> {
-    /// Write these bytes on `conn` (without a trailing newline; stdio adds one).
-    Frame {
-        /// Where.
-        conn: ConnId,
-        /// One complete JSON-RPC message or batch.
-        bytes: Vec<u8>,
-    },
-    /// Run application code.
-    Invoke(Invocation<H>),
-    /// Stop the handler of this call; its answer, if it still comes, is [`Stale`].
-    Cancel {
-        /// The call.
-        call: CallId,
-    },
-    /// The complete response of an HTTP exchange ([`HttpReply::Pending`]): write it and end
-    /// the response. Nothing more follows for `conn` (no [`Output::Close`]).
-    Respond {
-        /// Which exchange.
-        conn: ConnId,
-        /// Status and headers.
-        head: HttpHead,
-        /// The body (a JSON-RPC message, or empty).
-        body: Vec<u8>,
-    },
-    /// Start an SSE response on `conn` with this head. [`Output::Frame`]s for `conn` then carry
-    /// ready-to-write SSE bytes (events and comments, written as they are), until
-    /// [`Output::Close`].
-    Stream {
-        /// Which exchange or stream.
-        conn: ConnId,
-        /// Status and headers.
-        head: HttpHead,
-    },
-    /// The client answered what the handler of `call` asked with [`Engine::ask`] (legacy
-    /// sessions), or the asking failed. Resume the handler with it.
-    Answer {
-        /// Whose ask.
-        call: CallId,
-        /// The answers by key, exact as the client wrote them, or why there are none.
-        answers: Result<Map<String, Value>, AskError>,
-    },
-    /// Close the transport of `conn`; the engine has forgotten it.
-    Close {
-        /// Which.
-        conn: ConnId,
-        /// Why.
-        reason: CloseReason,
-    },
-}
-
-/// What an engine is doing; see [`Engine::status`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct EngineStatus {
-    /// Connections open.
-    pub connections: usize,
-    /// Requests awaiting an answer, over all connections.
-    pub in_flight: usize,
-    /// `subscriptions/listen` streams open.
-    pub listens: usize,
-    /// Legacy HTTP sessions alive.
-    pub sessions: usize,
-    /// Held SSE streams (legacy `GET` streams and HTTP listen streams), each holding a seat.
-    pub streams: usize,
-    /// [`Engine::shutdown`] has been called.
-    pub shutting_down: bool,
-}
-
-/// An answer for a call that is no longer in flight (cancelled, timed out, or its connection
-/// closed): a normal race, safe to ignore.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stale;
 
 struct Session {
     version: ProtocolVersion,
@@ -416,7 +124,7 @@ struct Ctx<'a> {
     /// The modern request's `_meta` clientCapabilities.
     client_caps: Option<&'a Value>,
     /// The modern request's answers so far (`requestState` and `inputResponses`).
-    mrtr: Option<&'a ask::Mrtr>,
+    mrtr: Option<&'a call_state::Mrtr>,
 }
 
 /// The MCP server protocol engine. See the crate docs for the run loop.

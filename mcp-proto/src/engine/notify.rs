@@ -70,19 +70,6 @@ impl LogLevel {
     }
 }
 
-/// A call's progress channel: its token and what was last sent.
-#[derive(Debug, Clone)]
-pub(super) struct Progress {
-    token: RequestId,
-    last: Option<(Instant, f64)>,
-}
-
-impl Progress {
-    pub(super) fn new(token: RequestId) -> Self {
-        Self { token, last: None }
-    }
-}
-
 /// `_meta.progressToken` when it is a string or an integer of at most `max` encoded bytes;
 /// anything else disables progress for the request without failing it.
 pub(super) fn progress_token(params: Option<&Map<String, Value>>, max: usize) -> Option<RequestId> {
