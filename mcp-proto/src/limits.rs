@@ -843,7 +843,9 @@ impl Limits {
     /// with the same fair share per caller, in bytes: a caller below its share of bytes takes
     /// the place of an entry of one above its share (the caller with the most entries if it is
     /// above its share of entries, else the one with the most bytes), and a caller at or above
-    /// its share forgets its own; the refusals that follow are that caller's alone.
+    /// its share forgets its own; the refusals that follow are that caller's alone. An outcome
+    /// past its caller's share of bytes by itself, while nobody is past theirs, is kept only as
+    /// too large (`outcome_too_large`) rather than pushing out a caller within its share.
     /// One outcome larger than a sixteenth of this bound (512 KiB by default) is not kept at
     /// all, so that one large answer cannot flush the ledger: its replay is refused with
     /// `-32602` "requestState already used" (`data.reason: "outcome_too_large"`), still

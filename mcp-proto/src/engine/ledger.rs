@@ -40,7 +40,8 @@
 //! - otherwise the caller holding the most entries, if it is past its share, else the caller
 //!   holding the most bytes, if it is past its share, else the caller holding the most entries,
 //!   gives up its record that expires first. So a caller below its share is never evicted while
-//!   another is above its share.
+//!   another is above its share. An answer past the caller's share of bytes by itself, when
+//!   nobody is past theirs, is not kept: its replay is refused as `outcome_too_large`.
 //!
 //! An eviction raises the *evicted caller's* floor: its states expiring no later than the evicted
 //! record that the ledger does not hold are refused as `evicted`; other callers' states are not.
@@ -221,14 +222,15 @@ impl Ledger {
             return;
         }
         let keep = limits.max_ledger_bytes / 16;
-        let outcome = match answer.map(|a| (a.after_id(id), a.fault)) {
+        let mut outcome = match answer.map(|a| (a.after_id(id), a.fault)) {
             None => Outcome::Interrupted,
             Some((Some(tail), fault)) if tail.len() <= keep => Outcome::Kept { tail: tail.to_vec(), fault },
             // Too large, or not a response to this id (never, for a call's own answer): the
             // replay is refused rather than answered with something else.
             Some(_) => Outcome::TooLarge,
         };
-        let cost = ENTRY_OVERHEAD + if let Outcome::Kept { tail, .. } = &outcome { tail.len() } else { 0 };
+        let mut cost =
+            ENTRY_OVERHEAD + if let Outcome::Kept { tail, .. } = &outcome { tail.len() } else { 0 };
         // The same state answered twice: only possible if a copy ran after its record was
         // pruned, which `check` prevents. Keep the accounting right all the same.
         self.drop_record(now_ms, used.digest, false);
@@ -260,10 +262,17 @@ impl Ledger {
             } else {
                 let most = self.by_places.last().copied();
                 let heaviest = self.by_bytes.last().copied();
-                most.filter(|(n, _)| *n > place_share)
-                    .or(heaviest.filter(|(b, _)| *b > byte_share))
-                    .or(most)
-                    .map(|(_, caller)| caller)
+                let over =
+                    most.filter(|(n, _)| *n > place_share).or(heaviest.filter(|(b, _)| *b > byte_share));
+                if over.is_none() && cost > byte_share && matches!(outcome, Outcome::Kept { .. }) {
+                    // This one answer is past the caller's share of bytes on its own, and
+                    // nobody else is past theirs: keep only that it was too large, rather
+                    // than evict a caller within its share for it.
+                    outcome = Outcome::TooLarge;
+                    cost = ENTRY_OVERHEAD;
+                    continue;
+                }
+                over.or(most).map(|(_, caller)| caller)
             };
             // No victim means nothing is held, and then the record fits (checked above).
             let Some(victim) = victim else { break };
@@ -561,5 +570,31 @@ mod tests {
         assert_eq!(l.callers(), 1, "caller 1 had only an expired record");
         assert!(matches!(l.check(250, of(2, 300), &id(2)), Ok(Seen::Fresh)));
         assert_eq!((l.callers(), l.held().0), (0, 0), "all expired, the floors too");
+    }
+
+    #[test]
+    fn an_answer_past_its_callers_share_of_bytes_does_not_push_out_others() {
+        let (mut l, mut limits) = (Ledger::default(), Limits::default());
+        limits.max_ledger_bytes(32 * 1024);
+        let of = |who: u64, n: u64| StateUse::new(&format!("{who}/{n}"), &format!("caller {who}"), n);
+        let mut probe = Ledger::default();
+        probe.finish(0, of(0, 1), &id(1), Some(&answer(1, "")), &limits);
+        let framing = probe.held().1;
+        // 20 callers, each within its share once a 21st comes (32 KiB / 21 = 1560 bytes), and
+        // together leaving less room than the newcomer's answer needs.
+        let small = "x".repeat(1550 - framing);
+        for who in 0..20 {
+            l.finish(0, of(who, 1000), &id(1), Some(&answer(1, &small)), &limits);
+        }
+        let before = l.held();
+        assert_eq!(before, (20, 20 * 1550));
+        // Within the 2 KiB a single outcome may take, but past the newcomer's share.
+        let large = "y".repeat(2040 + ENTRY_OVERHEAD - framing);
+        l.finish(0, of(99, 1000), &id(1), Some(&answer(1, &large)), &limits);
+        assert_eq!(reason(l.check(0, of(99, 1000), &id(2)).err().unwrap()), "outcome_too_large");
+        for who in 0..20 {
+            assert!(matches!(l.check(0, of(who, 1000), &id(2)), Ok(Seen::Replay(_))), "{who}");
+        }
+        assert_eq!(l.held(), (before.0 + 1, before.1 + ENTRY_OVERHEAD));
     }
 }
