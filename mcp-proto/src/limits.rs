@@ -64,6 +64,8 @@ use std::time::Duration;
 ///
 /// Enforced by the engine on 2026-07-28 retries that carry a `requestState`:
 /// [`max_ledger_entries`](Self::max_ledger_entries), [`max_ledger_bytes`](Self::max_ledger_bytes).
+/// Both are shared fairly among callers, like the session and connection tables: a caller that
+/// fills the ledger evicts its own records, and the `evicted` refusals that follow are its own.
 ///
 /// Bounds that are protocol rules rather than policy (the 128-byte `Mcp-Session-Id`, the 100
 /// completion values, the 128-character tool name) are constants, not fields here.
@@ -812,14 +814,23 @@ impl Limits {
     /// 4096.
     ///
     /// An entry lives until its state expires ([`state_ttl`](Self::state_ttl) after it was
-    /// issued). Past the bound the entry whose state expires first is forgotten, and from then
-    /// on every state expiring no later than it that the ledger does not hold is refused with
-    /// `-32602` "requestState already used" (`data.reason: "evicted"`) rather than run: the
-    /// engine can no longer tell a first use from a replay, and a refused client starts the
-    /// call again without a state. Size it to the modern retries a server completes within one
-    /// `state_ttl` (the default covers about 7 per second for 10 minutes). Calls still running
-    /// are not counted: they are bounded by [`max_in_flight`](Self::max_in_flight). With 0
-    /// nothing is kept and every replay is refused as evicted.
+    /// issued). The bound is shared fairly among callers ([`Caller::binding`](crate::Caller::binding),
+    /// as [`fair_share`](Self::fair_share) computes it among those holding entries): past it, a
+    /// caller at or above its share forgets its own entry whose state expires first; a caller
+    /// below its share takes the place of the first-expiring entry of the caller holding the
+    /// most (above its share whenever anyone is), never of one below its share. From then on
+    /// every state *of the caller that lost the entry* expiring no later than it that the ledger
+    /// does not hold is refused with `-32602` "requestState already used"
+    /// (`data.reason: "evicted"`) rather than run: the engine can no longer tell a first use
+    /// from a replay, and a refused client starts the call again without a state. Other
+    /// callers' states are unaffected, so a caller flooding the ledger evicts and refuses only
+    /// its own. A caller whose every entry was evicted keeps that refusal as one entry of the
+    /// bound until the time passes; only when more callers than the bound hold one at once does
+    /// such a refusal, pushed out, apply to every caller. Size it to the modern retries a
+    /// server completes within one `state_ttl` (the default covers about 7 per second for 10
+    /// minutes). Calls still running are not counted: they are bounded by
+    /// [`max_in_flight`](Self::max_in_flight). With 0 nothing is kept and every replay (and every
+    /// state expiring no later than one used) is refused as evicted.
     pub fn max_ledger_entries(&mut self, entries: usize) -> &mut Self {
         self.max_ledger_entries = entries;
         self
@@ -828,7 +839,13 @@ impl Limits {
     /// Most bytes of recorded outcomes the replay ledger keeps (each entry counts its encoded
     /// answer plus 64 bytes of bookkeeping). Default 8 MiB.
     ///
-    /// Past it entries are forgotten as for [`max_ledger_entries`](Self::max_ledger_entries).
+    /// Past it entries are forgotten as for [`max_ledger_entries`](Self::max_ledger_entries),
+    /// with the same fair share per caller, in bytes: a caller below its share of bytes takes
+    /// the place of an entry of one above its share (the caller with the most entries if it is
+    /// above its share of entries, else the one with the most bytes), and a caller at or above
+    /// its share forgets its own; the refusals that follow are that caller's alone. An outcome
+    /// past its caller's share of bytes by itself, while nobody is past theirs, is kept only as
+    /// too large (`outcome_too_large`) rather than pushing out a caller within its share.
     /// One outcome larger than a sixteenth of this bound (512 KiB by default) is not kept at
     /// all, so that one large answer cannot flush the ledger: its replay is refused with
     /// `-32602` "requestState already used" (`data.reason: "outcome_too_large"`), still

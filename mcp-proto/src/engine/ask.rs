@@ -132,7 +132,7 @@ impl<H: Clone> Engine<H> {
                 let (state, expires) =
                     open_state_with_expiry(&self.config.keys, token, &binding, self.unix_ms(now))
                         .map_err(|e| e.rpc_error())?;
-                (state, Some(StateUse::new(token, expires)))
+                (state, Some(StateUse::new(token, caller.binding(), expires)))
             }
             Some(_) => return Err(RpcError::invalid_params("\"requestState\" must be a string")),
         };
@@ -204,7 +204,9 @@ impl<H: Clone> Engine<H> {
     /// shortly to get the outcome), `"interrupted"` when the first was cancelled or lost its
     /// connection before it answered, `"outcome_too_large"` or `"evicted"` when the record was
     /// not kept (see [`Limits::max_ledger_entries`](crate::Limits::max_ledger_entries)). The
-    /// client then starts the call again without a state. A first round carries no state and
+    /// client then starts the call again without a state. The records are shared fairly among
+    /// callers: one that floods the ledger evicts its own records, and only its own states are
+    /// then refused as `"evicted"`. A first round carries no state and
     /// cannot be told from its copy: only retries are protected. A retry refused for what it
     /// brought itself (an answer that does not fit the form, a capability its `_meta` did not
     /// declare, the round limit) gave its handler nothing, so it did not use its state: the

@@ -432,3 +432,65 @@ fn modern_capabilities_answers_and_round_limit() {
         }
     }
 }
+
+#[test]
+fn one_caller_flooding_the_ledger_costs_only_itself() {
+    let mut rig = Rig::new(Caller::identified("flood"));
+    rig.engine.config.limits.max_ledger_entries(4);
+    let a = rig.conn;
+    let b = rig.engine.open(rig.now, ConnKind::Stdio, Caller::identified("bea")).unwrap();
+    // B's first round comes first, so its state expires before any of A's.
+    rig.conn = b;
+    let (_, inv) = rig.invoke(modern(json!({"name": "ask", "arguments": {"x": 1}})));
+    rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+    let b_state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+    let b_retry = modern(json!({"name": "ask", "arguments": {"x": 1}, "requestState": b_state,
+        "inputResponses": {"k": {"action": "accept", "content": {"name": "Bea"}}}}));
+    // A fills the ledger twice over with recorded retries, each state expiring later.
+    rig.conn = a;
+    let mut a_retries = Vec::new();
+    let flood = |rig: &mut Rig, n: usize, into: &mut Vec<Value>| {
+        for _ in 0..n {
+            rig.now += Duration::from_millis(5);
+            let (inv, retry) = answered_retry(rig);
+            rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("a")))).unwrap();
+            rig.drain();
+            into.push(retry);
+        }
+    };
+    flood(&mut rig, 8, &mut a_retries);
+    // B's first retry runs, although A's evicted records expire later than B's state.
+    rig.conn = b;
+    let outs = send_as(&mut rig, 10, &b_retry);
+    let inv = outs.into_iter().find_map(|o| match o {
+        Output::Invoke(i) => Some(i),
+        _ => None,
+    });
+    let done = Reply::Tool(Ok(ToolOutput::text("b once")));
+    rig.engine.complete(rig.now, inv.expect("B's first use runs").ticket, done).unwrap();
+    let first = frame(&rig.drain());
+    assert_eq!(first["result"]["content"][0]["text"], "b once");
+    // A floods on; B's record stays (B is below its share), A's own oldest go.
+    rig.conn = a;
+    flood(&mut rig, 8, &mut a_retries);
+    rig.conn = b;
+    let outs = send_as(&mut rig, 11, &b_retry);
+    assert!(!outs.iter().any(|o| matches!(o, Output::Invoke(_))), "{outs:?}");
+    let mut again = frame(&outs);
+    again["id"] = first["id"].clone();
+    assert_eq!(again, first, "B's replay is answered from the ledger");
+    rig.conn = a;
+    let reasons: Vec<Value> = a_retries
+        .iter()
+        .map(|retry| {
+            let outs = send_as(&mut rig, 12, retry);
+            assert!(!outs.iter().any(|o| matches!(o, Output::Invoke(_))), "{outs:?}");
+            let r = frame(&outs);
+            r["error"]["data"]["reason"].clone()
+        })
+        .collect();
+    // A holds what is left beside B's one record: its three latest; the rest it evicted.
+    let evicted = json!("evicted");
+    assert!(reasons[..13].iter().all(|r| *r == evicted), "{reasons:?}");
+    assert!(reasons[13..].iter().all(|r| r.is_null()), "{reasons:?}");
+}
