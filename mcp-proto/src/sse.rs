@@ -239,15 +239,10 @@ impl ReplayBuffer {
     /// `None` when they cannot all be replayed: some were evicted, or `last_seq` is newer than
     /// any event pushed (the id was never issued). The client must then start over.
     pub fn since(&self, last_seq: u64) -> Option<impl Iterator<Item = &[u8]> + '_> {
-        if self.newest.is_none_or(|n| last_seq > n) || self.evicted.is_some_and(|e| last_seq < e) {
+        if self.evicted.is_some_and(|e| last_seq < e) {
             return None;
         }
-        Some(
-            self.events
-                .iter()
-                .skip_while(move |(seq, _)| *seq <= last_seq)
-                .map(|(_, bytes)| bytes.as_slice()),
-        )
+        self.kept_after(last_seq)
     }
 
     /// The events still kept after `last_seq`, oldest first, whether or not some in between
