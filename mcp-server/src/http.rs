@@ -587,8 +587,9 @@ impl HttpService {
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Ok(HttpItem::Stream(head)) => {
-                let body =
-                    McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard, dropped }, busy: None };
+                let taken = Arc::new(AtomicUsize::new(0));
+                let kind = Kind::Stream { queue: Box::pin(queue), guard, dropped, taken };
+                let body = McpBody { kind, busy: None };
                 response(head.status, &head.headers, body)
             }
             Ok(HttpItem::Frame(_)) => {
@@ -765,6 +766,22 @@ impl CloseGuard {
     }
 }
 
+impl CloseGuard {
+    /// Counts one frame taken by the body and, unless a report is already on its way, tells the
+    /// engine: at most one report per stream is ever queued, however fast the reader goes.
+    fn report_taken(&self, taken: &Arc<AtomicUsize>) {
+        let Some(conn) = self.conn else { return };
+        if taken.fetch_add(1, Ordering::AcqRel) != 0 {
+            return;
+        }
+        let taken = taken.clone();
+        self.server.submit(Box::new(move |_: &Server, st: &mut State, now: Instant| {
+            let frames = taken.swap(0, Ordering::AcqRel);
+            st.engine.written(now, conn, frames);
+        }));
+    }
+}
+
 impl Drop for CloseGuard {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
@@ -793,6 +810,8 @@ enum Kind {
         queue: Pin<Box<async_channel::Receiver<HttpItem>>>,
         guard: CloseGuard,
         dropped: Arc<std::sync::atomic::AtomicBool>,
+        /// Frames taken and not yet reported to the engine ([`Engine::written`](mcp_proto::Engine::written)).
+        taken: Arc<AtomicUsize>,
     },
 }
 
@@ -830,11 +849,12 @@ impl Body for McpBody {
     ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Stream { queue, guard, dropped } => loop {
+            Kind::Stream { queue, guard, dropped, taken } => loop {
                 match queue.as_mut().poll_next(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Some(HttpItem::Frame(bytes))) => {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))))
+                        guard.report_taken(taken);
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))));
                     }
                     // Only bytes follow a stream's head.
                     Poll::Ready(Some(_)) => continue,
@@ -866,15 +886,17 @@ impl Body for McpBody {
     }
 }
 
-/// Why an SSE body ended in an error: its reader fell more than
-/// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames behind and was dropped.
-/// The connection is cut, which frees its place at once.
+/// Why an SSE body ended in an error: its reader kept its queue
+/// ([`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames) full and took
+/// nothing for [`Limits::stall_time`](mcp_proto::Limits::stall_time), and was cut
+/// ([`CloseReason::Stalled`](mcp_proto::CloseReason::Stalled)). The connection is cut too,
+/// which frees its place at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamDropped;
 
 impl fmt::Display for StreamDropped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the client fell behind its event stream and was dropped")
+        f.write_str("the client stopped reading its event stream and was cut")
     }
 }
 

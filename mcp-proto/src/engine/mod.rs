@@ -22,6 +22,7 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
+mod backlog;
 mod calls;
 mod config;
 #[cfg(test)]
@@ -195,6 +196,9 @@ pub enum CloseReason {
     /// bound replaced its own unfinished handshake (see the per-caller shares of
     /// [`Limits`](crate::Limits)).
     Displaced,
+    /// A paced stream ([`Engine::pace`]) sat with a full queue and its reader took nothing for
+    /// [`Limits::stall_timeout`](crate::Limits::stall_timeout).
+    Stalled,
 }
 
 /// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
@@ -350,6 +354,9 @@ pub struct EngineStatus {
     pub streams: usize,
     /// [`Engine::shutdown`] has been called.
     pub shutting_down: bool,
+    /// Progress and log notifications dropped since the engine started because the paced
+    /// stream they were for had a full queue ([`Limits::stream_queue`](crate::Limits::stream_queue)).
+    pub dropped_notifications: u64,
 }
 
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection
@@ -387,6 +394,8 @@ struct Conn {
     listens: Vec<Listen>,
     /// Notifications owed to this connection, coalesced.
     pending: subscriptions::Pending,
+    /// Its shim reports what its writer takes ([`Engine::pace`]): what is still queued.
+    backlog: Option<backlog::Backlog>,
 }
 
 /// How one request will be answered.
@@ -452,6 +461,8 @@ pub struct Engine<H> {
     /// notifications, and the end of a session's `GET` stream closed deep inside another
     /// input's teardown.
     clock: Instant,
+    /// Progress and log notifications dropped for a full paced stream.
+    dropped_notes: u64,
 }
 
 impl<H: Clone> Engine<H> {
@@ -475,6 +486,7 @@ impl<H: Clone> Engine<H> {
             outbound: outbound::Outbound::default(),
             started: now,
             clock: now,
+            dropped_notes: 0,
         }
     }
 
@@ -539,6 +551,7 @@ impl<H: Clone> Engine<H> {
             draining: false,
             listens: Vec::new(),
             pending: subscriptions::Pending::default(),
+            backlog: None,
         }))
     }
 
@@ -638,6 +651,7 @@ impl<H: Clone> Engine<H> {
             shutting_down: self.shutting_down,
             sessions: self.sessions.len(),
             streams: self.sessions.streams(),
+            dropped_notifications: self.dropped_notes,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();
@@ -901,6 +915,7 @@ impl<H: Clone> Engine<H> {
                 Timer::Ask(call) => self.ask_expired(now, call),
                 Timer::Session(conn) => self.session_timer(now, conn),
                 Timer::KeepAlive(conn) => self.keepalive(now, conn),
+                Timer::Stall(conn) => self.stall_check(now, conn),
             }
         }
     }

@@ -1,5 +1,5 @@
 //! Every deadline the engine waits for, in one ordered queue: call timeouts, ask deadlines,
-//! legacy session expiry and held-stream keep-alives.
+//! legacy session expiry, held-stream keep-alives and stall checks of full paced streams.
 //!
 //! A step ([`Timers::expired`]) takes everything due at once, calls (and their asks) before HTTP
 //! timers and each kind in time order: the order the engine has always fired them in, and it shows on the wire
@@ -26,6 +26,8 @@ pub(super) enum Timer {
     Session(ConnId),
     /// Re-check a held stream's caller and write a keep-alive comment.
     KeepAlive(ConnId),
+    /// Look whether a full paced stream's reader is stalled.
+    Stall(ConnId),
 }
 
 /// The queue, by time.
