@@ -587,9 +587,8 @@ impl HttpService {
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Ok(HttpItem::Stream(head)) => {
-                let taken = Arc::new(AtomicUsize::new(0));
-                let kind = Kind::Stream { queue: Box::pin(queue), guard, dropped, taken };
-                let body = McpBody { kind, busy: None };
+                let body =
+                    McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard, dropped }, busy: None };
                 response(head.status, &head.headers, body)
             }
             Ok(HttpItem::Frame(_)) => {
@@ -767,18 +766,15 @@ impl CloseGuard {
 }
 
 impl CloseGuard {
-    /// Counts one frame taken by the body and, unless a report is already on its way, tells the
-    /// engine: at most one report per stream is ever queued, however fast the reader goes.
-    fn report_taken(&self, taken: &Arc<AtomicUsize>) {
-        let Some(conn) = self.conn else { return };
-        if taken.fetch_add(1, Ordering::AcqRel) != 0 {
-            return;
+    /// Tells the engine the body took one more frame ([`Engine::written`](mcp_proto::Engine::written)),
+    /// before handing it on. Synchronously, as the operator calls lock the engine: the engine
+    /// folds a change notification into an identical one it believes unwritten, so it must
+    /// never believe that of one the client may already have read (a queued report would let
+    /// a change made just after the client read its notification vanish).
+    fn report_taken(&self) {
+        if let Some(conn) = self.conn {
+            self.server.with_engine(|engine, now| engine.written(now, conn, 1));
         }
-        let taken = taken.clone();
-        self.server.submit(Box::new(move |_: &Server, st: &mut State, now: Instant| {
-            let frames = taken.swap(0, Ordering::AcqRel);
-            st.engine.written(now, conn, frames);
-        }));
     }
 }
 
@@ -810,8 +806,6 @@ enum Kind {
         queue: Pin<Box<async_channel::Receiver<HttpItem>>>,
         guard: CloseGuard,
         dropped: Arc<std::sync::atomic::AtomicBool>,
-        /// Frames taken and not yet reported to the engine ([`Engine::written`](mcp_proto::Engine::written)).
-        taken: Arc<AtomicUsize>,
     },
 }
 
@@ -849,11 +843,11 @@ impl Body for McpBody {
     ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Stream { queue, guard, dropped, taken } => loop {
+            Kind::Stream { queue, guard, dropped } => loop {
                 match queue.as_mut().poll_next(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Some(HttpItem::Frame(bytes))) => {
-                        guard.report_taken(taken);
+                        guard.report_taken();
                         return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))));
                     }
                     // Only bytes follow a stream's head.

@@ -162,6 +162,10 @@ impl<H: Clone> Engine<H> {
     /// or handed them to its transport). Change notifications held back for it go out on the
     /// next [`poll_output`](Self::poll_output).
     ///
+    /// Report a frame before it can reach the client, not after: until then the engine folds
+    /// identical change notifications into it, and a change made after the client read it
+    /// would otherwise be folded into a notification already read, and never announced.
+    ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn written(&mut self, now: Instant, conn: ConnId, frames: usize) {
         self.input(now);
