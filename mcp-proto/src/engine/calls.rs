@@ -409,3 +409,6 @@ mod tests {
         assert_eq!(calls.flush(batch), None, "a batch replies once");
     }
 }
+
+#[cfg(test)]
+mod share_tests;
