@@ -34,7 +34,6 @@ impl Rig {
         let mut reg = engine.registry_mut(now);
         reg.add_tool(Tool::new("echo", "Echoes", json!({"type": "object"})), 1).unwrap();
         reg.add_prompt(Prompt::new("greet"), 2, None).unwrap();
-        drop(reg);
         let mut rig = Self { engine, now, tools: 0 };
         rig.drain();
         rig
