@@ -34,6 +34,8 @@ use std::time::Duration;
 ///   [`max_progress_bytes`](Self::max_progress_bytes), [`page_size`](Self::page_size).
 /// - Subscriptions: [`max_subscribed_uris`](Self::max_subscribed_uris),
 ///   [`max_subscriptions`](Self::max_subscriptions).
+/// - Slow readers and the engine-wide call table (the last block):
+///   [`stall_timeout`](Self::stall_timeout), [`max_calls`](Self::max_calls).
 /// - HTTP sessions and streams: [`max_sessions`](Self::max_sessions),
 ///   [`session_idle`](Self::session_idle), [`session_handshake`](Self::session_handshake),
 ///   [`max_streams`](Self::max_streams), [`max_streams_per_caller`](Self::max_streams_per_caller),
@@ -131,6 +133,10 @@ pub struct Limits {
     // Replay ledger (2026-07-28 request states already used).
     pub(crate) max_ledger_entries: usize,
     pub(crate) max_ledger_bytes: usize,
+
+    // Slow readers and the engine-wide call table.
+    pub(crate) stall_timeout: Duration,
+    pub(crate) max_calls: usize,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -207,6 +213,10 @@ impl Default for Limits {
             // Replay ledger.
             max_ledger_entries: 4096,
             max_ledger_bytes: 8 * 1024 * 1024,
+
+            // Slow readers and the engine-wide call table.
+            stall_timeout: Duration::from_secs(10),
+            max_calls: 4096,
         }
     }
 }
@@ -415,10 +425,16 @@ impl Limits {
         self
     }
 
-    /// Frames an HTTP response stream may have queued and unwritten. Default 16.
+    /// Frames an HTTP response stream may have queued and unwritten. Default 16; values below
+    /// 1 count as 1.
     ///
-    /// A shim that finds the queue full drops that subscriber (it stopped reading) and closes its
-    /// stream, so one slow reader never stalls the notifier or other streams.
+    /// Enforced by the engine on streams whose shim reports its writes
+    /// ([`Engine::pace`](crate::Engine::pace); `mcp-server` does for every HTTP stream). A full
+    /// stream is not cut for being full: change notifications wait (coalesced, one per kind),
+    /// progress and log notifications are dropped (counted in
+    /// [`EngineStatus::dropped_notifications`](crate::EngineStatus::dropped_notifications)),
+    /// responses and requests to the client are queued past it. Only a reader that stays full
+    /// and takes nothing for [`stall_timeout`](Self::stall_timeout) is cut.
     pub fn stream_queue(&mut self, frames: usize) -> &mut Self {
         self.stream_queue = frames;
         self
@@ -578,9 +594,9 @@ impl Limits {
         self.max_http_connections_per_peer
     }
 
-    /// The current [`stream_queue`](Self::stream_queue).
+    /// The current [`stream_queue`](Self::stream_queue), at least 1.
     pub fn stream_queue_len(&self) -> usize {
-        self.stream_queue
+        self.stream_queue.max(1)
     }
 
     /// The current [`max_queued_frames`](Self::max_queued_frames).
@@ -863,5 +879,50 @@ impl Limits {
     /// The current [`max_ledger_bytes`](Self::max_ledger_bytes).
     pub fn ledger_bytes(&self) -> usize {
         self.max_ledger_bytes
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Slow readers and the engine-wide call table
+    // -----------------------------------------------------------------------------------------
+
+    /// How long a paced stream ([`Engine::pace`](crate::Engine::pace): every HTTP stream
+    /// `mcp-server` serves) may sit with a full queue ([`stream_queue`](Self::stream_queue))
+    /// while its reader takes nothing, before it is cut. Default 10 s.
+    ///
+    /// The clock runs from the later of the reader's last progress and the moment the queue
+    /// went from empty to holding something, so a stream idle for an hour and then filled by a
+    /// burst still has the whole period to read. Past it the stream closes with
+    /// [`CloseReason::Stalled`](crate::CloseReason::Stalled) (its calls are cancelled, its
+    /// seat freed, and the server layer cuts its connection). A reader merely behind by a burst
+    /// keeps taking frames and is never cut. Zero cuts a full stream at the next timer step;
+    /// a duration too large to add to the current instant (such as `Duration::MAX`) never cuts.
+    pub fn stall_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.stall_timeout = timeout;
+        self
+    }
+
+    /// Calls in flight over the whole engine, every connection and session together. Default
+    /// 4096.
+    ///
+    /// [`max_in_flight`](Self::max_in_flight) bounds one connection; a caller holding many
+    /// sessions would otherwise hold that many times as many calls. When this many are in
+    /// flight, a call of a caller holding less than its fair share (this bound divided by the
+    /// callers with calls in flight, itself included) is still admitted; any other is answered
+    /// at once with `-32600` ("too many requests in flight", a share limit) and never reaches a
+    /// handler. A call in flight is never displaced. Admissions below share can take the table
+    /// past this bound, but never past twice it: at that point every call is refused.
+    pub fn max_calls(&mut self, calls: usize) -> &mut Self {
+        self.max_calls = calls;
+        self
+    }
+
+    /// The current [`stall_timeout`](Self::stall_timeout).
+    pub fn stall_time(&self) -> Duration {
+        self.stall_timeout
+    }
+
+    /// The current [`max_calls`](Self::max_calls).
+    pub fn calls(&self) -> usize {
+        self.max_calls
     }
 }

@@ -765,6 +765,19 @@ impl CloseGuard {
     }
 }
 
+impl CloseGuard {
+    /// Tells the engine the body took one more frame ([`Engine::written`](mcp_proto::Engine::written)),
+    /// before handing it on. Synchronously, as the operator calls lock the engine: the engine
+    /// folds a change notification into an identical one it believes unwritten, so it must
+    /// never believe that of one the client may already have read (a queued report would let
+    /// a change made just after the client read its notification vanish).
+    fn report_taken(&self) {
+        if let Some(conn) = self.conn {
+            self.server.with_engine(|engine, now| engine.written(now, conn, 1));
+        }
+    }
+}
+
 impl Drop for CloseGuard {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
@@ -834,7 +847,8 @@ impl Body for McpBody {
                 match queue.as_mut().poll_next(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Some(HttpItem::Frame(bytes))) => {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))))
+                        guard.report_taken();
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))));
                     }
                     // Only bytes follow a stream's head.
                     Poll::Ready(Some(_)) => continue,
@@ -866,15 +880,17 @@ impl Body for McpBody {
     }
 }
 
-/// Why an SSE body ended in an error: its reader fell more than
-/// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames behind and was dropped.
-/// The connection is cut, which frees its place at once.
+/// Why an SSE body ended in an error: its reader kept its queue
+/// ([`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames) full and took
+/// nothing for [`Limits::stall_time`](mcp_proto::Limits::stall_time), and was cut
+/// ([`CloseReason::Stalled`](mcp_proto::CloseReason::Stalled)). The connection is cut too,
+/// which frees its place at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamDropped;
 
 impl fmt::Display for StreamDropped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the client fell behind its event stream and was dropped")
+        f.write_str("the client stopped reading its event stream and was cut")
     }
 }
 

@@ -49,9 +49,9 @@ use handler::{
 };
 
 use mcp_proto::{
-    CallId, Caller, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError, HttpHead,
-    HttpReply, HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt,
-    PromptOutput, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
+    CallId, Caller, CloseReason, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError,
+    HttpHead, HttpReply, HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output,
+    Prompt, PromptOutput, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
 };
 
 /// What a shim supplies: spawning, sleeping and the clock.
@@ -167,9 +167,12 @@ impl Room {
 }
 
 impl State {
-    /// Hands one admitted HTTP request to the engine. A pending answer gets its queue (bounded by
-    /// [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len), plus the head)
+    /// Hands one admitted HTTP request to the engine. A pending answer gets its queue
     /// registered before the engine's output is drained, so nothing the request causes is lost.
+    /// The engine paces it ([`Engine::pace`]): the body reports every frame it takes, and the
+    /// engine keeps the queue near [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len)
+    /// (coalescing change notifications, dropping progress and logs while it is full, never
+    /// responses) and cuts a reader that stalls, so the queue itself needs no bound here.
     fn exchange(
         &mut self,
         now: Instant,
@@ -180,8 +183,8 @@ impl State {
         match self.engine.handle_http_decoded(now, req, decoded) {
             HttpReply::Full { head, body } => Ok((head, body)),
             HttpReply::Pending(conn) => {
-                let cap = self.engine.config().limits.stream_queue_len().saturating_add(1);
-                let (tx, rx) = capped(cap);
+                self.engine.pace(conn);
+                let (tx, rx) = capped(usize::MAX);
                 let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 self.sinks.insert(conn, Sink::Http(tx, dropped.clone(), cut));
                 Err((conn, HttpQueue { rx, dropped }))
@@ -225,8 +228,9 @@ enum Sink {
     /// A line stream (stdio): each frame is one line.
     Lines(Capped<Vec<u8>>),
     /// An HTTP exchange or stream: the response head, then (for a stream) SSE bytes. The flag
-    /// is raised when the reader fell behind and was dropped, so its body ends in an error and
-    /// the connection is cut, rather than waiting for a peer that does not read to take the rest.
+    /// is raised when the engine cut a reader that stalled ([`CloseReason::Stalled`]), so its
+    /// body ends in an error and the connection is cut, rather than waiting for a peer that
+    /// does not read to take the rest.
     Http(Capped<HttpItem>, Arc<std::sync::atomic::AtomicBool>, Option<Cut>),
 }
 
@@ -239,7 +243,7 @@ pub(crate) struct Cut(pub(crate) async_channel::Sender<()>);
 /// The reading end of an HTTP exchange's queue.
 pub(crate) struct HttpQueue {
     pub(crate) rx: async_channel::Receiver<HttpItem>,
-    /// Raised when the engine dropped this reader for falling behind.
+    /// Raised when the engine cut this reader for stalling.
     pub(crate) dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -763,6 +767,7 @@ impl Server {
             sessions: engine.sessions,
             streams: engine.streams,
             shutting_down: engine.shutting_down,
+            dropped_notifications: engine.dropped_notifications,
         }
     }
 
@@ -1056,6 +1061,7 @@ impl Server {
                             h.abort();
                         }
                     }
+                    Output::Close { conn, reason: CloseReason::Stalled } => overflowed.push(conn),
                     Output::Close { conn, .. } => {
                         // Dropping the sender lets the writer flush what is queued, then stop.
                         st.sinks.remove(&conn);
@@ -1066,7 +1072,8 @@ impl Server {
                 break;
             }
             let now = self.now();
-            // A peer that does not read its replies loses its connection, not everyone's.
+            // A peer that does not read its replies loses its connection, not everyone's (a
+            // stalled one is already closed in the engine; closing again does nothing).
             for conn in overflowed {
                 if let Some(Sink::Http(_, dropped, cut)) = st.sinks.remove(&conn) {
                     dropped.store(true, std::sync::atomic::Ordering::Release);
@@ -1234,4 +1241,7 @@ pub struct Status {
     pub streams: usize,
     /// [`Server::shutdown`] has begun.
     pub shutting_down: bool,
+    /// Progress and log notifications dropped because the stream they were for had a full
+    /// queue (see [`Engine::pace`]).
+    pub dropped_notifications: u64,
 }

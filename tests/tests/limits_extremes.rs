@@ -62,6 +62,8 @@ fn every(n: usize, d: Duration, rounds: u32) -> Limits {
         .discard_timeout(d);
     // Server layer.
     l.drain_timeout(d).max_parked_frames(n);
+    // Slow readers and the engine-wide call table.
+    l.stall_timeout(d).max_calls(n);
     l
 }
 

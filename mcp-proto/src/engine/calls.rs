@@ -38,6 +38,8 @@ pub(super) struct Call {
     /// The 2026-07-28 request state this call continues: its outcome goes in the replay
     /// ledger.
     pub(super) used: Option<StateUse>,
+    /// The caller (its binding) it counts for under [`crate::Limits::max_calls`], once held.
+    holder: Option<String>,
     #[cfg(debug_assertions)]
     pub(super) live: super::io::Live,
 }
@@ -59,6 +61,7 @@ impl Call {
             progress: ctx.progress.cloned().map(call_state::Progress::new),
             input: call_state::CallInput::new(ctx),
             used: ctx.mrtr.and_then(|m| m.used),
+            holder: None,
             #[cfg(debug_assertions)]
             live: super::io::Live(std::sync::Arc::new(true.into())),
         }
@@ -140,9 +143,48 @@ struct Batch {
 pub(super) struct Calls {
     calls: Slab<Call>,
     batches: Slab<Batch>,
+    /// Calls in flight per caller binding, for [`crate::Limits::max_calls`]: only callers with
+    /// at least one.
+    held: HashMap<String, usize>,
 }
 
 impl Calls {
+    /// Calls in flight over the engine.
+    pub(super) fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Calls in flight of the caller `binding`.
+    pub(super) fn held(&self, binding: &str) -> usize {
+        self.held.get(binding).copied().unwrap_or(0)
+    }
+
+    /// Callers with calls in flight, counting `binding` whether or not it has any: the divisor
+    /// of its fair share of [`crate::Limits::max_calls`].
+    pub(super) fn holders_with(&self, binding: &str) -> usize {
+        self.held.len() + usize::from(!self.held.contains_key(binding))
+    }
+
+    /// Counts the admitted `call` as the caller `binding`'s until it ends.
+    pub(super) fn hold(&mut self, call: CallId, binding: &str) {
+        let Some(c) = self.calls.get_mut(call.0) else { return };
+        if c.holder.is_some() {
+            return;
+        }
+        c.holder = Some(binding.to_owned());
+        *self.held.entry(binding.to_owned()).or_default() += 1;
+    }
+
+    fn unhold(held: &mut HashMap<String, usize>, c: &mut Call) {
+        let Some(binding) = c.holder.take() else { return };
+        if let Some(n) = held.get_mut(&binding) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&binding);
+            }
+        }
+    }
+
     pub(super) fn get(&self, call: CallId) -> Option<&Call> {
         self.calls.get(call.0)
     }
@@ -189,7 +231,8 @@ impl Calls {
     /// Removes a call and disarms its deadline. The caller releases its slot in its
     /// connection's [`ConnCalls`].
     pub(super) fn finish(&mut self, call: CallId, timers: &mut Timers) -> Option<Call> {
-        let c = self.calls.remove(call.0)?;
+        let mut c = self.calls.remove(call.0)?;
+        Self::unhold(&mut self.held, &mut c);
         if let Some(d) = c.deadline {
             timers.disarm(d, Timer::Call(call));
         }
@@ -205,7 +248,8 @@ impl Calls {
         calls
             .into_iter()
             .map(|call| {
-                let dropped = self.calls.remove(call.0).inspect(|k| {
+                let dropped = self.calls.remove(call.0).map(|mut k| {
+                    Self::unhold(&mut self.held, &mut k);
                     if let Some(d) = k.deadline {
                         timers.disarm(d, Timer::Call(call));
                     }
@@ -215,6 +259,7 @@ impl Calls {
                     if let Some((b, _)) = k.batch {
                         self.batches.remove(b);
                     }
+                    k
                 });
                 (call, dropped)
             })
@@ -382,3 +427,6 @@ mod tests {
         assert_eq!(calls.flush(batch), None, "a batch replies once");
     }
 }
+
+#[cfg(test)]
+mod share_tests;

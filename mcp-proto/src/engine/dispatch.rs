@@ -680,16 +680,44 @@ impl<H: Clone> Engine<H> {
         batch: Option<Key>,
     ) -> Result<CallId, RpcError> {
         let max = self.config.limits.max_in_flight;
+        let caller = self.caller(ctx.conn);
+        self.engine_share(caller.binding())?;
         let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::misuse)?;
         let listening = conn.listens.iter().any(|l| &l.id == ctx.id);
         // A timeout too long for the clock to express is no timeout.
         let deadline = self.config.limits.call_timeout.and_then(|t| now.checked_add(t));
         let call = Call::new(ctx, self.reply_to.unwrap_or(ctx.conn), kind, deadline);
         let used = call.used;
-        let call = self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)?;
+        let id = self.calls.admit(&mut conn.calls, call, batch, max, listening, &mut self.timers)?;
+        self.calls.hold(id, caller.binding());
         if let Some(used) = used {
             self.ledger.start(used);
         }
-        Ok(call)
+        Ok(id)
+    }
+
+    /// Whether one more call of the caller `binding` fits under
+    /// [`Limits::max_calls`](crate::Limits::max_calls): below it everyone gets in; at or above
+    /// it only a caller below its fair share, and never past twice the bound. A call in flight
+    /// is never displaced, so the share is enforced by refusing, not by making room.
+    fn engine_share(&self, binding: &str) -> Result<(), RpcError> {
+        let max = self.config.limits.max_calls;
+        let total = self.calls.len();
+        if total < max {
+            return Ok(());
+        }
+        // Below share, a caller may still get in; each such admission is bounded by its share,
+        // and the ceiling bounds them all together whatever callers come and go.
+        if total >= max.saturating_mul(2) {
+            let msg = format!("server is busy ({total} requests in flight, limit {max})");
+            return Err(RpcError::limit(Bound::Capacity, msg));
+        }
+        let share = crate::Limits::fair_share(max, self.calls.holders_with(binding));
+        if self.calls.held(binding) >= share {
+            let msg =
+                format!("too many requests in flight (server-wide limit {max}, this caller's share {share})");
+            return Err(RpcError::limit(Bound::Share, msg));
+        }
+        Ok(())
     }
 }

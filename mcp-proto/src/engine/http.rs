@@ -478,11 +478,13 @@ impl<H: Clone> Engine<H> {
         let retry_ms = prime.then(|| u64::try_from(retry.as_millis()).unwrap_or(u64::MAX));
         let (events, resumed) = s.open_get(conn, now, replay_cap, last_event_id, retry_ms);
         self.out.push_back(Output::Stream { conn, head: sse_head() });
-        self.out.extend(events.into_iter().map(|bytes| Output::Frame { conn, bytes }));
         // A gap that cannot be filled: every list may have changed, so say so and let the
         // client re-list.
         let lost = if resumed { [false; 3] } else { offered };
         self.notes.stream_opened(&mut c.pending, lost);
+        for bytes in events {
+            self.push_frame(conn, bytes);
+        }
         self.timers.arm_after(now, keepalive, Timer::KeepAlive(conn));
         HttpReply::Pending(conn)
     }
@@ -541,7 +543,7 @@ impl<H: Clone> Engine<H> {
         let msg = msg.into();
         let Some(c) = self.conns.get_mut(to.0) else { return };
         match &mut c.transport {
-            Transport::Line => self.out.push_back(Output::Frame { conn: to, bytes: msg.bytes }),
+            Transport::Line => self.push_frame(to, msg.bytes),
             Transport::Session(s) => {
                 if let Some(get) = s.get() {
                     self.send(get, msg.bytes, false);
@@ -554,7 +556,7 @@ impl<H: Clone> Engine<H> {
                     return;
                 };
                 let event = s.get_event(&msg.bytes);
-                self.out.push_back(Output::Frame { conn: to, bytes: event });
+                self.push_frame(to, event);
             }
             Transport::Exchange(x) => {
                 if reply {
@@ -586,7 +588,7 @@ impl<H: Clone> Engine<H> {
                 }
                 // A stream the client dropped gets its events kept for a resume, not written.
                 if live {
-                    self.out.push_back(Output::Frame { conn: to, bytes: event });
+                    self.push_frame(to, event);
                 }
                 if done {
                     self.forget(to, CloseReason::EndOfInput);
@@ -621,7 +623,7 @@ impl<H: Clone> Engine<H> {
             if let Some(session) = session {
                 self.record_post_event(session, id, &bytes);
             }
-            self.out.push_back(Output::Frame { conn: ex, bytes });
+            self.push_frame(ex, bytes);
         }
         self.timers.arm_after(self.clock, self.config.limits.keepalive, Timer::KeepAlive(ex));
     }
@@ -681,7 +683,10 @@ impl<H: Clone> Engine<H> {
             self.forget(conn, CloseReason::Revoked);
             return;
         }
-        self.out.push_back(Output::Frame { conn, bytes: sse::comment("keep-alive") });
+        // A full queue has bytes waiting to be written already; a comment would add nothing.
+        if !self.lands_full(conn) {
+            self.push_frame(conn, sse::comment("keep-alive"));
+        }
         self.timers.arm_after(now, self.config.limits.keepalive, Timer::KeepAlive(conn));
     }
 }

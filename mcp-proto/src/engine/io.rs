@@ -8,6 +8,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::{AskError, CallId, ConnId, HttpHead};
+// For the intra-doc links to the engine's methods.
+#[cfg(doc)]
+use super::Engine;
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 use crate::version::ProtocolVersion;
@@ -147,6 +150,9 @@ pub enum CloseReason {
     /// bound replaced its own unfinished handshake (see the per-caller shares of
     /// [`Limits`](crate::Limits)).
     Displaced,
+    /// A paced stream ([`Engine::pace`]) sat with a full queue and its reader took nothing for
+    /// [`Limits::stall_timeout`](crate::Limits::stall_timeout).
+    Stalled,
 }
 
 /// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
@@ -302,6 +308,9 @@ pub struct EngineStatus {
     pub streams: usize,
     /// [`Engine::shutdown`] has been called.
     pub shutting_down: bool,
+    /// Progress and log notifications dropped since the engine started because the paced
+    /// stream they were for had a full queue ([`Limits::stream_queue`](crate::Limits::stream_queue)).
+    pub dropped_notifications: u64,
 }
 
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection

@@ -21,6 +21,7 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 mod ask;
+mod backlog;
 mod call_state;
 mod calls;
 mod config;
@@ -97,6 +98,8 @@ struct Conn {
     listens: Vec<Listen>,
     /// Notifications owed to this connection, coalesced.
     pending: subscriptions::Pending,
+    /// Its shim reports what its writer takes ([`Engine::pace`]): what is still queued.
+    backlog: Option<backlog::Backlog>,
 }
 
 /// How one request will be answered.
@@ -164,6 +167,8 @@ pub struct Engine<H> {
     /// notifications, and the end of a session's `GET` stream closed deep inside another
     /// input's teardown.
     clock: Instant,
+    /// Progress and log notifications dropped for a full paced stream.
+    dropped_notes: u64,
 }
 
 impl<H: Clone> Engine<H> {
@@ -188,6 +193,7 @@ impl<H: Clone> Engine<H> {
             started: now,
             ledger: ledger::Ledger::default(),
             clock: now,
+            dropped_notes: 0,
         }
     }
 
@@ -252,6 +258,7 @@ impl<H: Clone> Engine<H> {
             draining: false,
             listens: Vec::new(),
             pending: subscriptions::Pending::default(),
+            backlog: None,
         }))
     }
 
@@ -351,6 +358,7 @@ impl<H: Clone> Engine<H> {
             shutting_down: self.shutting_down,
             sessions: self.sessions.len(),
             streams: self.sessions.streams(),
+            dropped_notifications: self.dropped_notes,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();
@@ -649,6 +657,7 @@ impl<H: Clone> Engine<H> {
         for timer in due {
             match timer {
                 Timer::Call(call) => self.call_timeout(call),
+                Timer::Stall(conn) => self.stall_check(now, conn),
                 Timer::Ask(call) => self.ask_expired(now, call),
                 Timer::Session(conn) => self.session_timer(now, conn),
                 Timer::KeepAlive(conn) => self.keepalive(now, conn),

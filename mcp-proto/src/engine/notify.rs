@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::subscriptions::{Filter, List};
+use super::backlog::Backlog;
+use super::subscriptions::{Filter, List, Pending};
 use super::{Answer, CallId, ConnId, Ctx, Engine, Listen, Stale, META_SUBSCRIPTION_ID};
 use crate::blame::{Blame, Bound};
 use crate::caller::{admits, Gate};
@@ -96,6 +97,10 @@ pub enum ProgressOutcome {
     NotIncreasing,
     /// Over [`Limits::max_progress_bytes`](crate::Limits::max_progress_bytes).
     TooLarge,
+    /// The paced stream it goes to ([`Engine::pace`](crate::Engine::pace)) has a full queue:
+    /// dropped, and counted in
+    /// [`EngineStatus::dropped_notifications`](crate::EngineStatus::dropped_notifications).
+    Dropped,
 }
 
 fn notification(
@@ -131,6 +136,43 @@ fn notification(
     }
     out.push(b'}');
     out
+}
+
+/// A notification a connection is owed, as its pending flags say.
+enum Owed {
+    List(List),
+    Updated(String),
+}
+
+/// The notifications `pending` owes `c`, in order (see [`Engine::flush_notifications`]), each
+/// with its bytes.
+fn owed_notes(c: &super::Conn, pending: &Pending) -> Vec<(Owed, Vec<u8>)> {
+    let mut notes = Vec::new();
+    let updated = |uri: &String, id: Option<&RequestId>| {
+        let mut p = Map::new();
+        p.insert("uri".into(), uri.clone().into());
+        (Owed::Updated(uri.clone()), notification("notifications/resources/updated", id, Some(p)))
+    };
+    if let Some(session) = c.session.as_ref().filter(|s| s.initialized) {
+        for list in List::ALL {
+            let offered = session.lists.get(list.index()).copied().unwrap_or(false);
+            if offered && pending.has(list) {
+                notes.push((Owed::List(list), notification(list.method(), None, None)));
+            }
+        }
+        notes.extend(pending.updated().map(|uri| updated(uri, None)));
+    }
+    for listen in &c.listens {
+        for list in List::ALL {
+            if listen.filter.wants(list) && pending.has(list) {
+                notes.push((Owed::List(list), notification(list.method(), Some(&listen.id), None)));
+            }
+        }
+        notes.extend(
+            pending.updated().filter(|u| listen.filter.watches(u)).map(|u| updated(u, Some(&listen.id))),
+        );
+    }
+    notes
 }
 
 impl<H: Clone> Engine<H> {
@@ -170,56 +212,59 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Turns pending flags into frames; see the module docs.
+    ///
+    /// For a paced destination ([`Engine::pace`]) a notification identical to one still queued
+    /// is folded into it, and what does not fit in the queue stays owed (coalesced) until the
+    /// reader takes frames. Order: per connection, lists in tools, resources, prompts order, then
+    /// updated URIs in order, for the session and then for each listen stream. A notification
+    /// folded into a queued one keeps that one's place; one held back goes after everything
+    /// queued before it was sent, responses included. Neither changes what the client learns:
+    /// each says only "re-list" or "re-read", which it does after reading it.
     pub(super) fn flush_notifications(&mut self) {
         self.notes.take_dirty();
         let server_gate = self.registry.gate.clone();
-        let mut frames = Vec::new();
-        for (key, c) in self.conns.iter_mut() {
-            if c.pending.is_empty() {
-                continue;
-            }
-            if let super::streams::Transport::Session(s) = &c.transport {
-                // Kept, coalesced, until the session opens a stream to carry them.
-                if s.get().is_none() {
-                    continue;
-                }
-            }
+        let owed: Vec<Key> =
+            self.conns.iter().filter(|(_, c)| !c.pending.is_empty()).map(|(k, _)| k).collect();
+        let max_uris = self.config.limits.max_subscribed_uris;
+        for key in owed {
+            let conn = ConnId(key);
+            // Kept, coalesced, until a legacy session opens a stream to carry them.
+            let Some(dest) = self.route(conn) else { continue };
+            let Some(c) = self.conns.get_mut(key) else { continue };
             let pending = std::mem::take(&mut c.pending);
             if !admits(server_gate.as_ref(), &c.caller) {
                 continue;
             }
-            let conn = ConnId(key);
-            if let Some(session) = c.session.as_ref().filter(|s| s.initialized) {
-                for list in List::ALL {
-                    let offered = session.lists.get(list.index()).copied().unwrap_or(false);
-                    if offered && pending.has(list) {
-                        frames.push((conn, notification(list.method(), None, None)));
+            let notes = owed_notes(c, &pending);
+            for (what, bytes) in notes {
+                let backlog = self.backlog(dest);
+                if backlog.is_some_and(|b| b.holds(&bytes)) {
+                    continue;
+                }
+                if backlog.is_some_and(|b| b.is_full()) {
+                    if let Some(c) = self.conns.get_mut(key) {
+                        match what {
+                            Owed::List(list) => self.notes.owe_list(&mut c.pending, list),
+                            Owed::Updated(uri) => self.notes.owe_update(&mut c.pending, &uri, max_uris),
+                        }
                     }
+                    continue;
                 }
-                for uri in pending.updated() {
-                    let mut p = Map::new();
-                    p.insert("uri".into(), uri.clone().into());
-                    frames.push((conn, notification("notifications/resources/updated", None, Some(p))));
-                }
-            }
-            for listen in &c.listens {
-                for list in List::ALL {
-                    if listen.filter.wants(list) && pending.has(list) {
-                        frames.push((conn, notification(list.method(), Some(&listen.id), None)));
-                    }
-                }
-                for uri in pending.updated().filter(|u| listen.filter.watches(u)) {
-                    let mut p = Map::new();
-                    p.insert("uri".into(), uri.clone().into());
-                    frames.push((
-                        conn,
-                        notification("notifications/resources/updated", Some(&listen.id), Some(p)),
-                    ));
-                }
+                let before = backlog.map_or(0, |b| b.len());
+                self.send(conn, bytes.clone(), false);
+                self.tag_note(dest, before, bytes);
             }
         }
-        for (conn, bytes) in frames {
-            self.send(conn, bytes, false);
+        // Re-owing raised the flag, but what was re-owed waits for a full queue: nothing changes
+        // until its reader takes frames (`written` raises the flag again). Only what can go out
+        // now keeps it raised.
+        self.notes.take_dirty();
+        let deliverable = self.conns.iter().any(|(k, c)| {
+            !c.pending.is_empty()
+                && self.route(ConnId(k)).is_some_and(|d| !self.backlog(d).is_some_and(Backlog::is_full))
+        });
+        if deliverable {
+            self.notes.wake();
         }
     }
 
@@ -380,6 +425,8 @@ impl<H: Clone> Engine<H> {
         self.input(now);
         let interval = self.config.limits.progress_interval;
         let max = self.config.limits.max_progress_bytes;
+        let to = self.calls.get(call).ok_or(Stale)?.reply_to;
+        let full = self.lands_full(to);
         let c = self.calls.get_mut(call).ok_or(Stale)?;
         let Some(p) = c.progress.as_mut() else { return Ok(ProgressOutcome::NoToken) };
         let value = progress.as_f64().unwrap_or(f64::NAN);
@@ -407,8 +454,12 @@ impl<H: Clone> Engine<H> {
         if bytes.len() > max {
             return Ok(ProgressOutcome::TooLarge);
         }
+        if full {
+            // Not recorded as sent: the next update may go as soon as the reader catches up.
+            self.dropped_notes = self.dropped_notes.saturating_add(1);
+            return Ok(ProgressOutcome::Dropped);
+        }
         p.last = Some((now, value));
-        let to = c.reply_to;
         self.send(to, bytes, false);
         Ok(ProgressOutcome::Sent)
     }
@@ -447,7 +498,7 @@ impl<H: Clone> Engine<H> {
         let bytes = notification("notifications/message", None, Some(p));
         if bytes.len() <= self.config.limits.max_response_bytes {
             let to = c.reply_to;
-            self.send(to, bytes, false);
+            self.send_droppable(to, bytes);
         }
         Ok(())
     }

@@ -297,7 +297,11 @@ impl<H: Clone> Engine<H> {
             kept.expires = None;
         }
         self.out.push_back(Output::Stream { conn, head: sse_head() });
-        self.out.extend(missed.into_iter().map(|bytes| Output::Frame { conn, bytes }));
+        // Through the pacing of `conn` (if its shim paces it), so that what the writer reports
+        // taken matches what was queued.
+        for bytes in missed {
+            self.push_frame(conn, bytes);
+        }
         if done {
             self.forget(conn, CloseReason::EndOfInput);
         } else {

@@ -198,6 +198,11 @@ impl Notifications {
         std::mem::take(&mut self.dirty)
     }
 
+    /// Notifications held back for a full queue may go out now: the next drain looks again.
+    pub(super) fn wake(&mut self) {
+        self.dirty = true;
+    }
+
     /// `pending` is owed a `list_changed` for `list`.
     pub(super) fn owe_list(&mut self, pending: &mut Pending, list: List) {
         if let Some(flag) = pending.lists.get_mut(list.index()) {

@@ -1,5 +1,6 @@
 //! Every deadline the engine waits for, in one ordered queue: call timeouts, ask deadlines,
-//! legacy session expiry, held-stream keep-alives and resume windows.
+//! legacy session expiry, held-stream keep-alives, resume windows and stall checks of full
+//! paced streams.
 //!
 //! A step ([`Timers::expired`]) takes everything due at once, calls (and their asks) before HTTP
 //! timers and each kind in time order: the order the engine has always fired them in, and it shows on the wire
@@ -29,6 +30,9 @@ pub(super) enum Timer {
     /// A dropped `POST` response stream of this legacy session (by its stream number) stops
     /// waiting to be resumed ([`crate::Limits::resume_window`]).
     Resume(ConnId, u64),
+
+    /// Look whether a full paced stream's reader is stalled.
+    Stall(ConnId),
 }
 
 /// The queue, by time.
