@@ -257,8 +257,13 @@ fn modern_ask_and_retry() {
         retry(3, 1, AnswerSpec::Accept, true),
         Op::Ask { call: 0, ask: AskSpec::Two },
         complete(0),
+        // A used state is a replay now (answered from the ledger), so the invalid answer goes
+        // with a fresh one: a third call asks, and its state (the third) is retried.
+        modern(echo(6)),
+        Op::Ask { call: 0, ask: AskSpec::Elicit },
+        complete(0),
         // An answer that does not fit the form, and a request the client cannot take.
-        retry(4, 0, AnswerSpec::Invalid, false),
+        retry(4, 2, AnswerSpec::Invalid, false),
         Op::Ask { call: 0, ask: AskSpec::Elicit },
         complete(0),
         modern(echo(5)),
@@ -266,11 +271,11 @@ fn modern_ask_and_retry() {
         complete(0),
     ];
     let r = fuzzed(false, ops);
-    assert_eq!(r.input_required, 2, "{r:?}");
-    assert_eq!(r.asks.iter().filter(|a| a.contains("Suspended")).count(), 4, "{r:?}");
+    assert_eq!(r.input_required, 3, "{r:?}");
+    assert_eq!(r.asks.iter().filter(|a| a.contains("Suspended")).count(), 5, "{r:?}");
     assert!(r.asks.iter().any(|a| a.starts_with("Ok(Answered")), "{r:?}");
-    assert_eq!(r.stale, 4, "{r:?}");
-    assert_eq!(r.responded, vec![200, 200, 200, 400, 400], "{r:?}");
+    assert_eq!(r.stale, 5, "{r:?}");
+    assert_eq!(r.responded, vec![200, 200, 200, 200, 400, 400], "{r:?}");
 }
 
 #[test]

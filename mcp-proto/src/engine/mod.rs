@@ -441,6 +441,10 @@ impl<H: Clone> Engine<H> {
         match &c.transport {
             streams::Transport::Session(s) => {
                 self.sessions.remove(s.id(), c.caller.binding());
+                // Its kept POST streams go with it, and so do their resume timers.
+                for (stream_no, at) in s.posts().armed() {
+                    self.timers.disarm(at, Timer::Resume(conn, stream_no));
+                }
             }
             streams::Transport::Standalone { session } => {
                 let clock = self.clock;

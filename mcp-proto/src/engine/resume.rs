@@ -94,10 +94,18 @@ impl PostStreams {
         self.streams.values().filter_map(|s| s.carrier).collect()
     }
 
-    fn remove(&mut self, stream_no: u64) {
-        if let Some(s) = self.streams.remove(&stream_no) {
-            self.bytes = self.bytes.saturating_sub(s.events.bytes());
-        }
+    /// Forgets `stream_no`; returns when its resume timer was armed for, so the caller can
+    /// disarm it (a timer must not outlive what it is for).
+    #[must_use]
+    fn remove(&mut self, stream_no: u64) -> Option<Instant> {
+        let s = self.streams.remove(&stream_no)?;
+        self.bytes = self.bytes.saturating_sub(s.events.bytes());
+        s.expires
+    }
+
+    /// Every armed resume timer, by stream: what dropping the whole store must disarm.
+    pub(super) fn armed(&self) -> Vec<(u64, Instant)> {
+        self.streams.iter().filter_map(|(n, s)| s.expires.map(|at| (*n, at))).collect()
     }
 
     /// Keeps `bytes`, the event `id`, evicting its own stream's oldest events while the stream
@@ -112,15 +120,24 @@ impl PostStreams {
 
     /// `stream_no`'s calls are over while the client is away: its events wait until `until`.
     /// Past `max_finished` such streams the oldest goes.
-    fn finish(&mut self, stream_no: u64, until: Option<Instant>, max_finished: usize) {
-        let Some(s) = self.streams.get_mut(&stream_no) else { return };
+    /// Returns the resume timers this leaves without a purpose (the stream's previous one, and
+    /// those of streams pushed out), to disarm.
+    #[must_use]
+    fn finish(&mut self, stream_no: u64, until: Option<Instant>, max_finished: usize) -> Vec<(u64, Instant)> {
+        let mut stale = Vec::new();
+        let Some(s) = self.streams.get_mut(&stream_no) else { return stale };
         s.carrier = None;
-        s.expires = until;
+        if let Some(at) = std::mem::replace(&mut s.expires, until) {
+            stale.push((stream_no, at));
+        }
         let finished: Vec<u64> =
             self.streams.iter().filter(|(_, s)| s.carrier.is_none()).map(|(n, _)| *n).collect();
-        for stream_no in finished.iter().take(finished.len().saturating_sub(max_finished)) {
-            self.remove(*stream_no);
+        for n in finished.iter().take(finished.len().saturating_sub(max_finished)) {
+            if let Some(at) = self.remove(*n) {
+                stale.push((*n, at));
+            }
         }
+        stale
     }
 }
 
@@ -146,8 +163,11 @@ impl<H: Clone> Engine<H> {
         let Some(posts) = self.posts_mut(session) else { return };
         let mut buf = ReplayBuffer::new(events);
         buf.max_bytes(bytes);
-        posts.remove(stream_no);
+        let stale = posts.remove(stream_no);
         posts.streams.insert(stream_no, PostStream { events: buf, carrier: Some(ex), expires: None });
+        if let Some(at) = stale {
+            self.timers.disarm(at, Timer::Resume(session, stream_no));
+        }
     }
 
     /// Keeps the event `id` of one of `session`'s `POST` streams.
@@ -175,12 +195,17 @@ impl<H: Clone> Engine<H> {
             return;
         }
         if attachment == Attachment::Live {
-            posts.remove(stream_no);
+            if let Some(at) = posts.remove(stream_no) {
+                self.timers.disarm(at, Timer::Resume(session, stream_no));
+            }
             return;
         }
         // Same rounding as every engine timer; a window too long for the clock never ends.
         let until = clock.checked_add(window.max(Duration::from_millis(1)));
-        posts.finish(stream_no, until, max_finished);
+        let stale = posts.finish(stream_no, until, max_finished);
+        for (n, at) in stale {
+            self.timers.disarm(at, Timer::Resume(session, n));
+        }
         if let Some(at) = until {
             self.timers.arm(at, Timer::Resume(session, stream_no));
         }
@@ -205,7 +230,10 @@ impl<H: Clone> Engine<H> {
         let Some(kept) = posts.streams.get_mut(&stream_no).filter(|s| s.carrier == Some(conn)) else {
             return false;
         };
-        kept.expires = until;
+        let stale = std::mem::replace(&mut kept.expires, until);
+        if let Some(at) = stale {
+            self.timers.disarm(at, Timer::Resume(session, stream_no));
+        }
         if let Some(at) = until {
             self.timers.arm(at, Timer::Resume(session, stream_no));
         }
@@ -224,9 +252,10 @@ impl<H: Clone> Engine<H> {
         if kept.expires.is_none_or(|at| at > now) {
             return;
         }
+        // This timer is the one firing: nothing is left to disarm.
         kept.expires = None;
         let Some(ex) = kept.carrier else {
-            posts.remove(stream_no);
+            let _ = posts.remove(stream_no);
             return;
         };
         let asked = match self.conns.get_mut(ex.0).map(|c| &mut c.transport) {
@@ -241,7 +270,7 @@ impl<H: Clone> Engine<H> {
         // keeping for a resume.
         if let Some(posts) = self.posts_mut(session) {
             if posts.carrier(stream_no) == Some(None) {
-                posts.remove(stream_no);
+                let _ = posts.remove(stream_no);
             }
         }
     }
@@ -292,9 +321,12 @@ impl<H: Clone> Engine<H> {
                 self.calls.redirect(call, old, conn);
             }
         }
-        if let Some(kept) = self.posts_mut(session).and_then(|p| p.streams.get_mut(&id.stream)) {
+        let stale = self.posts_mut(session).and_then(|p| p.streams.get_mut(&id.stream)).and_then(|kept| {
             kept.carrier = Some(conn);
-            kept.expires = None;
+            kept.expires.take()
+        });
+        if let Some(at) = stale {
+            self.timers.disarm(at, Timer::Resume(session, id.stream));
         }
         self.out.push_back(Output::Stream { conn, head: sse_head() });
         // Through the pacing of `conn` (if its shim paces it), so that what the writer reports
