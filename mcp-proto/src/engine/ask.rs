@@ -483,7 +483,7 @@ impl<H: Clone> Engine<H> {
             // A dropped stream still takes questions while it may be resumed (they wait in its
             // kept events), not once that wait has lapsed.
             Some(streams::Transport::Exchange(x)) => {
-                x.can_stream() && x.attachment() != super::resume::Attachment::Lapsed
+                x.can_stream() && x.attachment() != super::post_store::Attachment::Lapsed
             }
             _ => false,
         }

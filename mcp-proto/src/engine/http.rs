@@ -12,7 +12,7 @@
 //! (`subscriptions/listen`): the response turns into SSE at the first such message, so a plain
 //! call pays for no event framing.
 
-use super::resume::Attachment;
+use super::post_store::Attachment;
 use super::sessions::Room;
 use super::shares::NoSession;
 use super::streams::{Exchange, Expiry, SessionState, Transport};

@@ -35,6 +35,7 @@ mod io;
 mod ledger;
 mod notify;
 mod outbound;
+mod post_store;
 mod registry_mut;
 mod resume;
 mod sessions;

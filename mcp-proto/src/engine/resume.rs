@@ -41,105 +41,16 @@
 //! [`Limits::resume_window`]: crate::Limits::resume_window
 //! [`Limits::max_connections`]: crate::Limits::max_connections
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::http::{busy, sse_head, HttpReply};
+use super::post_store::{Attachment, PostStream, PostStreams};
 use super::streams::{Exchange, Transport};
 use super::timers::Timer;
 use super::{CloseReason, ConnId, Engine, Output};
 use crate::caller::Caller;
 use crate::sse::{EventId, ReplayBuffer};
-
-/// Whether the client still reads a legacy `POST` response stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) enum Attachment {
-    /// It does: events are written to it.
-    #[default]
-    Live,
-    /// The client dropped it within the resume window: events go to the store only, and its
-    /// calls may still ask (the questions wait in the store for the resume).
-    Parked,
-    /// Dropped, and the window passed: still resumable, but nothing new is asked through it.
-    Lapsed,
-}
-
-/// A session's kept `POST` stream events, by stream number.
-#[derive(Default)]
-pub(super) struct PostStreams {
-    streams: BTreeMap<u64, PostStream>,
-    /// Bytes kept over all streams.
-    bytes: usize,
-}
-
-struct PostStream {
-    events: ReplayBuffer,
-    /// The exchange its calls send to, while any run.
-    carrier: Option<ConnId>,
-    /// When it stops waiting to be resumed; `None` while the client reads it, or after a lapse
-    /// while its calls still run.
-    expires: Option<Instant>,
-}
-
-impl PostStreams {
-    /// The exchange carrying `stream_no`: `None` when the stream is not kept, `Some(None)` when
-    /// its calls are over.
-    fn carrier(&self, stream_no: u64) -> Option<Option<ConnId>> {
-        self.streams.get(&stream_no).map(|s| s.carrier)
-    }
-
-    /// Every exchange carrying one of the streams.
-    pub(super) fn carriers(&self) -> Vec<ConnId> {
-        self.streams.values().filter_map(|s| s.carrier).collect()
-    }
-
-    /// Forgets `stream_no`; returns when its resume timer was armed for, so the caller can
-    /// disarm it (a timer must not outlive what it is for).
-    #[must_use]
-    fn remove(&mut self, stream_no: u64) -> Option<Instant> {
-        let s = self.streams.remove(&stream_no)?;
-        self.bytes = self.bytes.saturating_sub(s.events.bytes());
-        s.expires
-    }
-
-    /// Every armed resume timer, by stream: what dropping the whole store must disarm.
-    pub(super) fn armed(&self) -> Vec<(u64, Instant)> {
-        self.streams.iter().filter_map(|(n, s)| s.expires.map(|at| (*n, at))).collect()
-    }
-
-    /// Keeps `bytes`, the event `id`, evicting its own stream's oldest events while the stream
-    /// is over `per_stream` bytes or the session over `total`.
-    fn record(&mut self, id: EventId, bytes: &[u8], per_stream: usize, total: usize) {
-        let Some(s) = self.streams.get_mut(&id.stream) else { return };
-        let others = self.bytes.saturating_sub(s.events.bytes());
-        s.events.max_bytes(per_stream.min(total.saturating_sub(others)));
-        s.events.push(id.seq, bytes.to_vec());
-        self.bytes = others.saturating_add(s.events.bytes());
-    }
-
-    /// `stream_no`'s calls are over while the client is away: its events wait until `until`.
-    /// Past `max_finished` such streams the oldest goes.
-    /// Returns the resume timers this leaves without a purpose (the stream's previous one, and
-    /// those of streams pushed out), to disarm.
-    #[must_use]
-    fn finish(&mut self, stream_no: u64, until: Option<Instant>, max_finished: usize) -> Vec<(u64, Instant)> {
-        let mut stale = Vec::new();
-        let Some(s) = self.streams.get_mut(&stream_no) else { return stale };
-        s.carrier = None;
-        if let Some(at) = std::mem::replace(&mut s.expires, until) {
-            stale.push((stream_no, at));
-        }
-        let finished: Vec<u64> =
-            self.streams.iter().filter(|(_, s)| s.carrier.is_none()).map(|(n, _)| *n).collect();
-        for n in finished.iter().take(finished.len().saturating_sub(max_finished)) {
-            if let Some(at) = self.remove(*n) {
-                stale.push((*n, at));
-            }
-        }
-        stale
-    }
-}
 
 impl<H: Clone> Engine<H> {
     fn posts_mut(&mut self, session: ConnId) -> Option<&mut PostStreams> {

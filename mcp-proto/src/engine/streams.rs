@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::resume::{Attachment, PostStreams};
+use super::post_store::{Attachment, PostStreams};
 use super::{CallId, ConnId};
 use crate::http::Accepts;
 use crate::sse::{self, EventId, ReplayBuffer};
