@@ -476,8 +476,11 @@ impl EnvelopeVisitor {
         let mut ctx = Ctx::new(self.max_depth);
         // The envelope itself is level 1.
         ctx.depth = 1;
-        let mut seen: Vec<String> = Vec::with_capacity(4);
-        while let Some(key) = map.next_key::<String>()? {
+        // Keys borrow from the frame when they hold no escape (all real ones): no allocation.
+        // The first distinct keys, enough to name any clash: a fixed array, nothing allocated.
+        let mut seen: [Option<Cow<'de, str>>; ENVELOPE_KEYS.len() + 1] =
+            [const { None }; ENVELOPE_KEYS.len() + 1];
+        while let Some(key) = map.next_key_seed(KeySeed)? {
             if eq_fold(&key, "id") {
                 let had_id = env.id.is_some() || env.id_like;
                 if key != "id" {
@@ -486,27 +489,29 @@ impl EnvelopeVisitor {
                 env.id_ambiguous |= had_id;
             }
             if env.problem.is_none() {
-                if seen.contains(&key) {
+                if seen.iter().flatten().any(|k| *k == key) {
                     env.problem = Some(format!("duplicate envelope member \"{}\"", clip(&key)));
-                } else if let Some(other) = seen.iter().find(|k| eq_fold(k, &key)) {
+                } else if let Some(other) = seen.iter().flatten().find(|k| eq_fold(k, &key)) {
                     env.problem = Some(format!(
                         "envelope members \"{}\" and \"{}\" differ only by case",
                         clip(other),
                         clip(&key)
                     ));
-                } else if !ENVELOPE_KEYS.contains(&key.as_str()) {
+                } else if !ENVELOPE_KEYS.contains(&&*key) {
                     env.problem = Some(format!("unknown envelope member \"{}\"", clip(&key)));
                 }
             }
-            let repeated = seen.contains(&key);
-            if seen.len() < ENVELOPE_KEYS.len() + 1 && !repeated {
-                seen.push(key.clone());
+            let repeated = seen.iter().flatten().any(|k| *k == key);
+            if !repeated {
+                if let Some(slot) = seen.iter_mut().find(|k| k.is_none()) {
+                    *slot = Some(key.clone());
+                }
             }
-            match key.as_str() {
+            match &*key {
                 "id" if !repeated => env.id = Some(map.next_value::<Box<RawValue>>()?),
                 "jsonrpc" | "method" | "result" | "error" if !repeated => {
                     let v = map.next_value_seed(Strict(&mut ctx))?;
-                    match key.as_str() {
+                    match &*key {
                         "jsonrpc" => env.jsonrpc = Some(v),
                         "method" => env.method = Some(v),
                         "result" => env.result = Some(v),
@@ -525,6 +530,32 @@ impl EnvelopeVisitor {
         }
         env.fault = ctx.fault;
         Ok(env)
+    }
+}
+
+/// An object key, borrowed from the input when it holds no escape sequence.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
     }
 }
 
@@ -654,6 +685,19 @@ mod tests {
         assert!(e.problem.is_some());
         let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":true}"#);
         assert!(e.problem.unwrap().contains("unknown"));
+    }
+
+    #[test]
+    fn escaped_envelope_keys_are_the_keys_they_spell() {
+        // Keys with escapes cannot borrow from the frame; they must still be recognised.
+        let e = single(r#"{"jsonrpc":"2.0","\u0069d":7,"\u006dethod":"m"}"#);
+        assert!(e.problem.is_none(), "{:?}", e.problem);
+        assert_eq!(e.id.map(|id| id.get().to_owned()).as_deref(), Some("7"));
+        assert_eq!(e.method, Some(Value::String("m".into())));
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","\u006dethod":"n"}"#);
+        assert!(e.problem.unwrap().contains("duplicate"));
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"method":"m","\u004dethod":"n"}"#);
+        assert!(e.problem.unwrap().contains("differ only by case"));
     }
 
     #[test]

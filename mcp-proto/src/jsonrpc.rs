@@ -296,7 +296,8 @@ impl Serialize for RpcError {
 
 /// Writes `{"jsonrpc":"2.0","id":<id>,"result":<result>}`.
 pub(crate) fn encode_result<T: Serialize + ?Sized>(id: &RequestId, result: &T) -> Vec<u8> {
-    let mut out = Vec::with_capacity(128);
+    // Room for a typical small result, so most answers are written without growing.
+    let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     out.extend_from_slice(id.as_json().as_bytes());
     out.extend_from_slice(b",\"result\":");

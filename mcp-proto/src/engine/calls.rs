@@ -172,7 +172,13 @@ impl Calls {
             return;
         }
         c.holder = Some(binding.to_owned());
-        *self.held.entry(binding.to_owned()).or_default() += 1;
+        // The caller usually holds calls already: count without building a key.
+        match self.held.get_mut(binding) {
+            Some(n) => *n += 1,
+            None => {
+                self.held.insert(binding.to_owned(), 1);
+            }
+        }
     }
 
     fn unhold(held: &mut HashMap<String, usize>, c: &mut Call) {
