@@ -15,6 +15,36 @@
 //! synchronous operator calls (registry edits, status, a handler's progress and logs) lock the
 //! engine briefly, as quinn's handles do. `mcp-tokio` and `mcp-smol` only supply the runtime and
 //! the byte streams (stdio, TCP sockets), so the two read as mirror images and behave identically.
+//!
+//! # Tracing and status
+//!
+//! This layer reports through `tracing` (the engine itself does not log; it says how each call
+//! ended through its outputs). Targets:
+//!
+//! - `mcp::request`: an `INFO` span `request` per request a handler serves (`tools/call`,
+//!   `resources/read`, `prompts/get`, `completion/complete`), entered while the handler runs, so
+//!   the handler's own events nest under it. Fields: `method`; `name` (the tool, URI, prompt or
+//!   completed argument); `id` (the JSON-RPC id); `caller` (identity, else peer address, else
+//!   `anonymous`); `session` (a handle of the stdio connection or legacy HTTP session, never the
+//!   `Mcp-Session-Id`); then at the end `outcome` (`ok`, `error` with `error_code`, or why it
+//!   ended unanswered: a [`CancelReason`](mcp_proto::CancelReason) name such as `cancelled`,
+//!   `timed_out`, `closed`, `shutdown`) and `duration_us`. Requests the engine answers itself
+//!   (lists, `ping`, protocol errors, refusals) reach no handler and have no span; they show in
+//!   [`Server::status`].
+//! - `mcp::session`: an `INFO` span `session` per stdio (line) session, from open to close, the
+//!   parent of its requests' spans. Fields: `session`, `caller`, `transport`, then
+//!   `close_reason` (a [`CloseReason`], or the [`OpenError`] of a refused connection) and
+//!   `duration_us`. HTTP legacy sessions have none yet (their requests carry `session`).
+//! - `mcp_server` (`ERROR` events): a handler's panic or private failure, a missing random seed.
+//! - `mcp_server::http`, `mcp_server::handler`: HTTP connection limits (`DEBUG`), accept
+//!   failures (`WARN`), response headers HTTP cannot carry and blocking-thread failures
+//!   (`ERROR`).
+//!
+//! When no subscriber wants these spans, a request costs the callsites' interest checks: no
+//! field is formatted, nothing is allocated or kept. [`Server::status`] is the metrics view: a
+//! [`Status`] snapshot of gauges (connections, handlers, calls in flight, queued work) and
+//! counters of refusals by reason ([`Refusals`](mcp_proto::Refusals)), listed as name/value
+//! pairs by [`Status::metrics`].
 
 mod handler;
 mod http;
