@@ -43,7 +43,7 @@
 //! When no subscriber wants these spans, a request costs the callsites' interest checks: no
 //! field is formatted, nothing is allocated or kept. [`Server::status`] is the metrics view: a
 //! [`Status`] snapshot of gauges (connections, handlers, calls in flight, queued work) and
-//! counters of refusals by reason ([`Refusals`](mcp_proto::Refusals)), listed as name/value
+//! counters of refusals by reason ([`Refusals`]), listed as name/value
 //! pairs by [`Status::metrics`].
 
 mod handler;

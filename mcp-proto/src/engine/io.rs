@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{AskError, CallId, ConnId, HttpHead};
 // For the intra-doc links to the engine's methods.
 #[cfg(doc)]
-use super::Engine;
+use super::{Engine, HttpReply};
 use crate::blame::{Blame, Bound};
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
