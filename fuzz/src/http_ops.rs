@@ -1426,7 +1426,7 @@ impl<'e> Sim<'e> {
                         progress: 0,
                     });
                 }
-                Output::Cancel { call } => {
+                Output::Cancel { call, .. } => {
                     let c = self.calls.iter_mut().find(|c| c.call == call);
                     let c =
                         c.unwrap_or_else(|| panic!("Cancel for {call:?}, which the harness does not hold"));

@@ -646,7 +646,7 @@ impl<'e> Sim<'e> {
                         cancelled: false,
                     });
                 }
-                Output::Cancel { call } => {
+                Output::Cancel { call, .. } => {
                     let p = self.pending.iter_mut().find(|p| p.call == call);
                     let p = p.unwrap_or_else(|| {
                         panic!("Cancel for {call:?}, which the shim was never asked to run")

@@ -15,10 +15,41 @@
 //! synchronous operator calls (registry edits, status, a handler's progress and logs) lock the
 //! engine briefly, as quinn's handles do. `mcp-tokio` and `mcp-smol` only supply the runtime and
 //! the byte streams (stdio, TCP sockets), so the two read as mirror images and behave identically.
+//!
+//! # Tracing and status
+//!
+//! This layer reports through `tracing` (the engine itself does not log; it says how each call
+//! ended through its outputs). Targets:
+//!
+//! - `mcp::request`: an `INFO` span `request` per request a handler serves (`tools/call`,
+//!   `resources/read`, `prompts/get`, `completion/complete`), entered while the handler runs, so
+//!   the handler's own events nest under it. Fields: `method`; `name` (the tool, URI, prompt or
+//!   completed argument); `id` (the JSON-RPC id); `caller` (identity, else peer address, else
+//!   `anonymous`); `session` (a handle of the stdio connection or legacy HTTP session, never the
+//!   `Mcp-Session-Id`); then at the end `outcome` (`ok`, `error` with `error_code`, or why it
+//!   ended unanswered: a [`CancelReason`](mcp_proto::CancelReason) name such as `cancelled`,
+//!   `timed_out`, `closed`, `shutdown`) and `duration_us`. Requests the engine answers itself
+//!   (lists, `ping`, protocol errors, refusals) reach no handler and have no span; they show in
+//!   [`Server::status`].
+//! - `mcp::session`: an `INFO` span `session` per stdio (line) session, from open to close, the
+//!   parent of its requests' spans. Fields: `session`, `caller`, `transport`, then
+//!   `close_reason` (a [`CloseReason`], or the [`OpenError`] of a refused connection) and
+//!   `duration_us`. HTTP legacy sessions have none yet (their requests carry `session`).
+//! - `mcp_server` (`ERROR` events): a handler's panic or private failure, a missing random seed.
+//! - `mcp_server::http`, `mcp_server::handler`: HTTP connection limits (`DEBUG`), accept
+//!   failures (`WARN`), response headers HTTP cannot carry and blocking-thread failures
+//!   (`ERROR`).
+//!
+//! When no subscriber wants these spans, a request costs the callsites' interest checks: no
+//! field is formatted, nothing is allocated or kept. [`Server::status`] is the metrics view: a
+//! [`Status`] snapshot of gauges (connections, handlers, calls in flight, queued work) and
+//! counters of refusals by reason ([`Refusals`]), listed as name/value
+//! pairs by [`Status::metrics`].
 
 mod handler;
 mod http;
 mod stdio;
+mod trace;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -51,7 +82,8 @@ use handler::{
 use mcp_proto::{
     CallId, Caller, CloseReason, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError,
     HttpHead, HttpReply, HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output,
-    Prompt, PromptOutput, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
+    Prompt, PromptOutput, Refusals, RegistryError, Reply, Request, Resource, ResourceContents,
+    ResourceTemplate, Tool,
 };
 
 /// What a shim supplies: spawning, sleeping and the clock.
@@ -135,6 +167,8 @@ struct State {
     /// Frames of line connections held back while their connection is at its in-flight limit,
     /// in arrival order (see [`Server::send_line_frame`]).
     parked: BTreeMap<ConnId, Parked>,
+    /// The `tracing` spans of requests and sessions some subscriber wants.
+    traces: trace::Traces,
 }
 
 /// A line connection's frames waiting for room in the engine.
@@ -486,6 +520,7 @@ impl Server {
                     asks: HashMap::new(),
                     armed: None,
                     parked: BTreeMap::new(),
+                    traces: trace::Traces::default(),
                 }),
                 inbox: async_channel::bounded(INBOX_LEN),
                 control: async_channel::unbounded(),
@@ -755,8 +790,12 @@ impl Server {
         report
     }
 
-    /// Connections open and handlers running: an operator's view.
+    /// A snapshot of what the server is doing and what it turned away: connections open,
+    /// handlers running, work queued, refusals by reason. Cheap (a brief lock and a walk over
+    /// the open connections), so a metrics endpoint may call it on every scrape;
+    /// [`Status::metrics`] lists it as name/value pairs.
     pub fn status(&self) -> Status {
+        let queued_commands = self.shared.queued.load(AtomicOrdering::Acquire);
         let st = self.lock();
         let engine = st.engine.status();
         Status {
@@ -768,6 +807,10 @@ impl Server {
             streams: engine.streams,
             shutting_down: engine.shutting_down,
             dropped_notifications: engine.dropped_notifications,
+            queued_commands,
+            parked_frames: st.parked.values().map(|p| p.frames.len()).sum(),
+            http_connections: self.shared.http_connections.load(AtomicOrdering::Acquire),
+            refusals: engine.refusals,
         }
     }
 
@@ -779,8 +822,13 @@ impl Server {
         caller: Caller,
     ) -> Result<(ConnId, async_channel::Receiver<Vec<u8>>), OpenError> {
         self.attach(rt);
+        let span = trace::Traces::session_starting(&caller);
         let mut st = self.lock();
-        let conn = st.engine.open(self.now(), kind, caller)?;
+        let opened = st.engine.open(self.now(), kind, caller);
+        if let Some(span) = span {
+            st.traces.session_opened(span, opened, || self.now());
+        }
+        let conn = opened?;
         let (tx, rx) = capped(st.engine.config().limits.queued_frames());
         st.sinks.insert(conn, Sink::Lines(tx));
         Ok((conn, rx))
@@ -1055,14 +1103,16 @@ impl Server {
                             let _ = tx.try_send(answers);
                         }
                     }
-                    Output::Cancel { call } => {
+                    Output::Cancel { call, reason } => {
+                        st.traces.request_cancelled(call, reason, || self.now());
                         st.asks.remove(&call);
                         if let Some(h) = st.tasks.remove(&call) {
                             h.abort();
                         }
                     }
                     Output::Close { conn, reason: CloseReason::Stalled } => overflowed.push(conn),
-                    Output::Close { conn, .. } => {
+                    Output::Close { conn, reason } => {
+                        st.traces.session_closed(conn, reason, || self.now());
                         // Dropping the sender lets the writer flush what is queued, then stop.
                         st.sinks.remove(&conn);
                     }
@@ -1094,7 +1144,14 @@ impl Server {
     /// completion comes back to the driver as a command.
     fn spawn_handler(&self, st: &mut State, rt: &dyn Runtime, inv: Invocation<Handler>) {
         let call = inv.ticket.call();
+        let id = st.engine.request_id(call);
+        let session = st.engine.session_of(inv.conn);
+        let span = st.traces.request_started(call, id, session, &inv.caller, &inv.request, || rt.now());
         let (ticket, fut) = self.run(inv);
+        let fut = match span {
+            Some(span) => Box::pin(tracing::Instrument::instrument(fut, span)),
+            None => fut,
+        };
         let (handle, registration) = AbortHandle::new_pair();
         st.tasks.insert(call, handle);
         let server = self.clone();
@@ -1104,7 +1161,8 @@ impl Server {
                 server.submit(Box::new(move |_: &Server, st: &mut State, now: Instant| {
                     st.tasks.remove(&call);
                     // Stale: cancelled meanwhile, nothing to send.
-                    let _ = st.engine.complete(now, ticket, reply);
+                    let answered = st.engine.complete(now, ticket, reply);
+                    st.traces.request_answered(call, answered, now);
                 }));
             },
             registration,
@@ -1244,4 +1302,42 @@ pub struct Status {
     /// Progress and log notifications dropped because the stream they were for had a full
     /// queue (see [`Engine::pace`]).
     pub dropped_notifications: u64,
+    /// Frames and completions waiting for the driver (see the crate docs): a backlog that
+    /// stays high means the driver cannot keep up.
+    pub queued_commands: usize,
+    /// Frames of line connections held back while their connection is at its in-flight limit
+    /// ([`Limits::max_parked_frames`](mcp_proto::Limits::max_parked_frames) each).
+    pub parked_frames: usize,
+    /// HTTP (TCP) connections [`HttpService::serve`] accepted that are still open.
+    pub http_connections: usize,
+    /// Work the engine turned away since the server started, by reason (counters).
+    pub refusals: Refusals,
+}
+
+impl Status {
+    /// Every value as a `(name, value)` pair with a stable snake_case name, for a metrics
+    /// exporter: gauges first (`connections`, `running_handlers`, `in_flight`, `listens`,
+    /// `sessions`, `streams`, `queued_commands`, `parked_frames`, `http_connections`,
+    /// `shutting_down` as 0 or 1), then counters (`dropped_notifications_total` and one
+    /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`).
+    pub fn metrics(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let gauges = [
+            ("connections", wide(self.connections)),
+            ("running_handlers", wide(self.running_handlers)),
+            ("in_flight", wide(self.in_flight)),
+            ("listens", wide(self.listens)),
+            ("sessions", wide(self.sessions)),
+            ("streams", wide(self.streams)),
+            ("queued_commands", wide(self.queued_commands)),
+            ("parked_frames", wide(self.parked_frames)),
+            ("http_connections", wide(self.http_connections)),
+            ("shutting_down", u64::from(self.shutting_down)),
+            ("dropped_notifications_total", self.dropped_notifications),
+        ];
+        gauges
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .chain(self.refusals.iter().map(|(reason, value)| (format!("refused_{reason}_total"), value)))
+    }
 }

@@ -315,7 +315,7 @@ impl StandIn {
                 match out {
                     Output::Frame { conn, bytes } => seen.frames.push((conn, bytes)),
                     Output::Invoke(inv) => handed.push(inv),
-                    Output::Cancel { call } => {
+                    Output::Cancel { call, .. } => {
                         assert!(
                             handed.iter().any(|i| i.ticket.call() == call),
                             "Cancel for {call:?}, which the shim has not been handed (yet)"

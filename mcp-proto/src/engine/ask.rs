@@ -16,7 +16,7 @@ use super::calls::Call;
 use super::ledger::StateUse;
 use super::streams;
 use super::timers::Timer;
-use super::{CallId, ConnId, Engine, Output, Stale, META_SERVER_INFO};
+use super::{CallId, CancelReason, ConnId, Engine, Output, Stale, META_SERVER_INFO};
 use crate::blame::{Blame, Bound};
 use crate::content::HandlerError;
 use crate::interaction::{
@@ -358,14 +358,14 @@ impl<H: Clone> Engine<H> {
             }
             Verdict::Ask(missing, state) => match self.input_required(now, call, version, missing, &state) {
                 Ok(bytes) => {
-                    self.end_call(call, bytes.into());
+                    self.end_call(call, bytes.into(), CancelReason::Suspended);
                     return Err(AskError::Suspended);
                 }
                 Err(err) => err,
             },
         };
         let id = self.calls.get(call).map(|c| c.id.clone()).ok_or(AskError::Stale)?;
-        self.end_call(call, fail.encode(Some(&id)));
+        self.end_call(call, fail.encode(Some(&id)), CancelReason::Refused);
         Err(AskError::Suspended)
     }
 
@@ -407,9 +407,12 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Answers `call` with `bytes` and stops its handler.
-    fn end_call(&mut self, call: CallId, answer: Encoded) {
+    fn end_call(&mut self, call: CallId, answer: Encoded, reason: CancelReason) {
         if let Some(c) = self.finish_call(call) {
-            self.out.push_back(Output::Cancel { call });
+            if let Some((blame, _)) = answer.fault {
+                self.refusals.blamed(blame);
+            }
+            self.out.push_back(Output::Cancel { call, reason });
             self.deliver(c, answer);
         }
     }
@@ -586,7 +589,7 @@ impl<H: Clone> Engine<H> {
                 continue;
             }
             self.out.push_back(Output::Answer { call, answers: Err(AskError::Unreachable) });
-            self.cancel(now, call);
+            self.cancel(now, call, CancelReason::Closed);
         }
     }
 }

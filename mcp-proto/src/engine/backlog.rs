@@ -248,7 +248,7 @@ impl<H: Clone> Engine<H> {
         let Some(b) = self.conns.get_mut(conn.0).and_then(|c| c.backlog.as_mut()) else { return };
         b.set_armed(false);
         match b.stalls_at(stall) {
-            Some(at) if at <= now => self.forget(conn, CloseReason::Stalled),
+            Some(at) if at <= now => self.turn_away(conn, CloseReason::Stalled),
             Some(_) => self.arm_stall(conn),
             None => {}
         }

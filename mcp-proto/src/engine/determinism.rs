@@ -95,7 +95,7 @@ impl Sim {
                     self.pending.push(inv.ticket);
                     line
                 }
-                Output::Cancel { call } => {
+                Output::Cancel { call, .. } => {
                     if let Some(i) = self.pending.iter().position(|t| t.call() == call) {
                         stale.push(self.pending.remove(i));
                     }

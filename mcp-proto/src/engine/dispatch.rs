@@ -28,6 +28,7 @@ impl<H: Clone> Engine<H> {
         match frame {
             RawFrame::Single(env) => match self.message(now, conn, env, None) {
                 Some(Answer::Now(answer)) => {
+                    self.count_refusal(&answer);
                     self.emit(conn, answer);
                     FrameOutcome::Reply
                 }
@@ -88,7 +89,10 @@ impl<H: Clone> Engine<H> {
             };
             match answer {
                 // Inside the batch's array every answer travels alike, errors too.
-                Some(Answer::Now(answer)) => self.calls.answered(batch, answer.bytes),
+                Some(Answer::Now(answer)) => {
+                    self.count_refusal(&answer);
+                    self.calls.answered(batch, answer.bytes);
+                }
                 Some(Answer::Later(inv)) => {
                     // `admit` gave the call this slot: the next one.
                     self.calls.awaits(batch);
@@ -105,7 +109,7 @@ impl<H: Clone> Engine<H> {
             invocations.into_iter().partition(|inv| self.calls.get(inv.ticket.call()).is_some());
         if !dropped.is_empty() {
             let dropped: Vec<CallId> = dropped.iter().map(|inv| inv.ticket.call()).collect();
-            self.out.retain(|o| !matches!(o, Output::Cancel { call } if dropped.contains(call)));
+            self.out.retain(|o| !matches!(o, Output::Cancel { call, .. } if dropped.contains(call)));
         }
         self.out.extend(live.into_iter().map(Output::Invoke));
         self.flush_batch(batch);
@@ -114,6 +118,13 @@ impl<H: Clone> Engine<H> {
 
     /// Sends the reply to a request read from `conn` (or from the HTTP exchange being
     /// dispatched).
+    /// Counts an answer given at once that turned the request away for a bound or a shutdown.
+    fn count_refusal(&mut self, answer: &Encoded) {
+        if let Some((blame, _)) = answer.fault {
+            self.refusals.blamed(blame);
+        }
+    }
+
     pub(super) fn emit(&mut self, conn: ConnId, answer: Encoded) {
         let to = self.reply_to.unwrap_or(conn);
         self.send(to, answer, true);
@@ -234,7 +245,7 @@ impl<H: Clone> Engine<H> {
                 };
                 let call = self.conns.get(conn.0).and_then(|c| c.calls.get(&id));
                 match call {
-                    Some(call) => self.cancel(now, call),
+                    Some(call) => self.cancel(now, call, super::CancelReason::Peer),
                     None => {
                         self.end_listen(conn, &id);
                     }

@@ -110,12 +110,19 @@ fn session_not_found() -> HttpReply {
     refuse(None, &RpcError::blamed(Blame::Misbehaving, ErrorCode::SessionNotFound, "session not found"))
 }
 
-/// The capacity refusal: the connection or session table is full.
-pub(super) fn busy(id: Option<&RequestId>, message: &str) -> HttpReply {
-    refuse(id, &RpcError::limit(Bound::Capacity, message))
-}
-
 impl<H: Clone> Engine<H> {
+    /// The capacity refusal: the connection or session table is full. Counted.
+    pub(super) fn busy(&mut self, id: Option<&RequestId>, message: &str) -> HttpReply {
+        let err = RpcError::limit(Bound::Capacity, message);
+        self.refused(err.blame);
+        refuse(id, &err)
+    }
+
+    /// Counts a refusal by its blame ([`Refusals`](super::Refusals)).
+    pub(super) fn refused(&mut self, blame: Blame) {
+        self.refusals.blamed(blame);
+    }
+
     /// Answers one Streamable HTTP request: legacy sessions (2025-03-26 to 2025-11-25, keyed by
     /// `Mcp-Session-Id`, minted on `initialize`) and the stateless 2026-07-28 wire, on the same
     /// endpoint.
@@ -176,6 +183,7 @@ impl<H: Clone> Engine<H> {
                         decoded.len, self.config.limits.max_frame_bytes
                     ),
                 );
+                self.refused(err.blame);
                 return refuse(None, &err);
             }
         };
@@ -233,7 +241,7 @@ impl<H: Clone> Engine<H> {
             }
         }
         if !self.room_for_conns(&req.caller, 1) {
-            return busy(id.as_ref(), "server is busy");
+            return self.busy(id.as_ref(), "server is busy");
         }
         let listen = method == Some("subscriptions/listen");
         if listen && !accepts.sse {
@@ -307,7 +315,7 @@ impl<H: Clone> Engine<H> {
             if env.method.as_ref().and_then(Value::as_str) == Some("initialize"));
         // The exchange (and, for initialize, the session) count against the connection bound.
         if !self.room_for_conns(&req.caller, 1 + usize::from(initialize)) {
-            return busy(None, "server is busy");
+            return self.busy(None, "server is busy");
         }
         let (session, minted) = match headers.session_id {
             Some(sid) => match self.session_for(sid, &req.caller) {
@@ -402,6 +410,7 @@ impl<H: Clone> Engine<H> {
     fn new_session(&mut self, now: Instant, caller: &Caller) -> Result<(ConnId, Option<String>), HttpReply> {
         let limits = self.config.limits.clone();
         if self.shutting_down {
+            self.refused(Blame::ShuttingDown);
             return Err(refuse(None, &RpcError::shutting_down()));
         }
         match self.room_for_session(caller) {
@@ -409,12 +418,13 @@ impl<H: Clone> Engine<H> {
             Err(NoSession::PerCaller(per)) => {
                 let msg =
                     format!("too many sessions for this caller (limit {per}); end one or try again later");
+                self.refused(Blame::Limit(Bound::Share));
                 return Err(refuse(None, &RpcError::limit(Bound::Share, msg)));
             }
-            Err(NoSession::Full) => return Err(busy(None, "too many sessions; try again later")),
+            Err(NoSession::Full) => return Err(self.busy(None, "too many sessions; try again later")),
         }
         if self.conns.len() >= limits.max_connections {
-            return Err(busy(None, "too many sessions; try again later"));
+            return Err(self.busy(None, "too many sessions; try again later"));
         }
         // Without a seed there is no id that cannot be guessed: the shim's configuration lacks
         // what legacy sessions need.
@@ -444,6 +454,7 @@ impl<H: Clone> Engine<H> {
             return refuse(None, &err);
         }
         if self.shutting_down {
+            self.refused(Blame::ShuttingDown);
             return refuse(None, &RpcError::shutting_down());
         }
         // A `POST` response stream's id asks for that stream back, not for the `GET` stream.
@@ -457,13 +468,13 @@ impl<H: Clone> Engine<H> {
             _ => None,
         };
         if let Some(old) = previous {
-            self.forget(old, CloseReason::Replaced);
+            self.turn_away(old, CloseReason::Replaced);
         }
         if let Err(reply) = self.take_seat(&req.caller, None) {
             return reply;
         }
         if !self.room_for_conns(&req.caller, 1) {
-            return busy(None, "server is busy");
+            return self.busy(None, "server is busy");
         }
         let caller = Arc::new(req.caller.clone());
         let conn = self.insert_conn(Transport::Standalone { session }, caller);
@@ -521,9 +532,12 @@ impl<H: Clone> Engine<H> {
         loop {
             match self.sessions.room(caller.binding(), &self.config.limits) {
                 Room::Free => return Ok(()),
-                Room::Evict(oldest) => self.forget(oldest, CloseReason::Evicted),
-                Room::Displace(other) => self.forget(other, CloseReason::Displaced),
-                Room::Refused(msg) => return Err(refuse(id, &RpcError::limit(Bound::Share, msg))),
+                Room::Evict(oldest) => self.turn_away(oldest, CloseReason::Evicted),
+                Room::Displace(other) => self.turn_away(other, CloseReason::Displaced),
+                Room::Refused(msg) => {
+                    self.refused(Blame::Limit(Bound::Share));
+                    return Err(refuse(id, &RpcError::limit(Bound::Share, msg)));
+                }
             }
         }
     }
@@ -664,7 +678,7 @@ impl<H: Clone> Engine<H> {
                 .is_some_and(|k| self.conns.get(k.reply_to.0).is_some() && !self.detached(k.reply_to))
         });
         match s.expiry(now, idle, awaited) {
-            Expiry::Expire => self.forget(conn, CloseReason::Expired),
+            Expiry::Expire => self.turn_away(conn, CloseReason::Expired),
             Expiry::RearmFrom(from) => self.timers.arm_after(from, idle, Timer::Session(conn)),
         }
     }
@@ -680,7 +694,7 @@ impl<H: Clone> Engine<H> {
             return;
         }
         if !admits(self.registry.gate.as_ref(), &c.caller) {
-            self.forget(conn, CloseReason::Revoked);
+            self.turn_away(conn, CloseReason::Revoked);
             return;
         }
         // A full queue has bytes waiting to be written already; a comment would add nothing.

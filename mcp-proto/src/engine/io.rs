@@ -10,9 +10,11 @@ use serde_json::{Map, Value};
 use super::{AskError, CallId, ConnId, HttpHead};
 // For the intra-doc links to the engine's methods.
 #[cfg(doc)]
-use super::Engine;
+use super::{Engine, HttpReply};
+use crate::blame::{Blame, Bound};
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
+use crate::jsonrpc::ErrorCode;
 use crate::version::ProtocolVersion;
 
 /// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
@@ -155,6 +157,145 @@ pub enum CloseReason {
     Stalled,
 }
 
+/// Why a call ended before its handler answered ([`Output::Cancel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CancelReason {
+    /// The peer cancelled it (`notifications/cancelled`); nothing answers it.
+    Peer,
+    /// It ran past [`Limits::call_timeout`](crate::Limits::call_timeout) and was answered
+    /// `-32603` "request timed out".
+    TimedOut,
+    /// Its connection closed (any [`CloseReason`]), or the stream it was waiting on for the
+    /// client's answers did.
+    Closed,
+    /// The engine answered it with an error on the handler's behalf: an ask it could not make
+    /// ([`Engine::ask`]: a missing client capability, an answer that does not fit, the round
+    /// limit).
+    Refused,
+    /// A shutdown's budget ran out ([`Engine::close_all`]): answered "server is shutting down".
+    Shutdown,
+    /// The engine answered it on the handler's behalf: a 2026-07-28 call that asked the client
+    /// for input was answered `input_required`, and the client's retry runs the handler again.
+    Suspended,
+}
+
+impl CancelReason {
+    /// A short stable name for logs and metrics: `cancelled`, `timed_out`, `closed`,
+    /// `refused`, `shutdown` or `suspended`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Peer => "cancelled",
+            CancelReason::TimedOut => "timed_out",
+            CancelReason::Closed => "closed",
+            CancelReason::Shutdown => "shutdown",
+            CancelReason::Suspended => "suspended",
+            CancelReason::Refused => "refused",
+        }
+    }
+}
+
+/// How [`Engine::complete`] answered a call: what the peer was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Answered {
+    /// The JSON-RPC error the answer carries, or `None` for a result (a tool result with
+    /// `isError: true` is a result). Set also when the engine replaced the handler's answer
+    /// (a reply of the wrong kind, a result over
+    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes), an output that breaks
+    /// the tool's schema).
+    pub error: Option<ErrorCode>,
+}
+
+/// Work the engine turned away since it started, by reason. Each counter only grows (a
+/// Prometheus counter); the engine counts with plain integer additions, nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Refusals {
+    /// Connections, sessions and requests refused because a server-wide table was full
+    /// ([`Bound::Capacity`](crate::Bound::Capacity)):
+    /// [`Limits::max_connections`](crate::Limits::max_connections), the session table, twice
+    /// [`Limits::max_calls`](crate::Limits::max_calls).
+    pub capacity: u64,
+    /// Requests, sessions and streams refused because their caller or connection was at its
+    /// share ([`Bound::Share`](crate::Bound::Share)): requests in flight on a connection, the
+    /// caller's fair share of `max_calls`, sessions or held streams per caller, listen
+    /// streams, subscriptions, input rounds of one call.
+    pub share: u64,
+    /// Frames, bodies and parts of messages over their size bound
+    /// ([`Bound::Size`](crate::Bound::Size)), answered with an error (a stdio frame that also
+    /// closed its connection is counted here and in `frame_too_large`).
+    pub size: u64,
+    /// Requests refused because the server is shutting down.
+    pub shutting_down: u64,
+    /// Calls that ran past [`Limits::call_timeout`](crate::Limits::call_timeout).
+    pub timed_out: u64,
+    /// Entries closed to make room for a caller below its fair share
+    /// ([`CloseReason::Displaced`]).
+    pub displaced: u64,
+    /// Streams closed to make room for a newer one of the same caller
+    /// ([`CloseReason::Evicted`]).
+    pub evicted: u64,
+    /// Paced streams cut because their reader stalled ([`CloseReason::Stalled`]).
+    pub stalled: u64,
+    /// Legacy sessions expired idle or with an unfinished handshake ([`CloseReason::Expired`]).
+    pub expired: u64,
+    /// Streams closed because the gate no longer admits their caller ([`CloseReason::Revoked`]).
+    pub revoked: u64,
+    /// Streams replaced by a newer `GET` stream of their session ([`CloseReason::Replaced`]).
+    pub replaced: u64,
+    /// Stdio connections closed for a frame over
+    /// [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) ([`CloseReason::FrameTooLarge`]).
+    pub frame_too_large: u64,
+}
+
+impl Refusals {
+    /// Every counter with a stable snake_case name, for a metrics exporter.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        [
+            ("capacity", self.capacity),
+            ("share", self.share),
+            ("size", self.size),
+            ("shutting_down", self.shutting_down),
+            ("timed_out", self.timed_out),
+            ("displaced", self.displaced),
+            ("evicted", self.evicted),
+            ("stalled", self.stalled),
+            ("expired", self.expired),
+            ("revoked", self.revoked),
+            ("replaced", self.replaced),
+            ("frame_too_large", self.frame_too_large),
+        ]
+        .into_iter()
+    }
+
+    /// Counts an error answer or refusal by its blame: bounds and shutdown count, the rest
+    /// (the peer's mistakes, the application's errors) are not refusals.
+    pub(super) fn blamed(&mut self, blame: Blame) {
+        match blame {
+            Blame::Limit(Bound::Capacity) => self.capacity += 1,
+            Blame::Limit(Bound::Share) => self.share += 1,
+            Blame::Limit(Bound::Size) => self.size += 1,
+            Blame::ShuttingDown => self.shutting_down += 1,
+            _ => {}
+        }
+    }
+
+    /// Counts a connection the engine closed on its own initiative.
+    pub(super) fn closed(&mut self, reason: CloseReason) {
+        match reason {
+            CloseReason::Displaced => self.displaced += 1,
+            CloseReason::Evicted => self.evicted += 1,
+            CloseReason::Stalled => self.stalled += 1,
+            CloseReason::Expired => self.expired += 1,
+            CloseReason::Revoked => self.revoked += 1,
+            CloseReason::Replaced => self.replaced += 1,
+            CloseReason::FrameTooLarge => self.frame_too_large += 1,
+            CloseReason::EndOfInput | CloseReason::Closed | CloseReason::Shutdown | CloseReason::Deleted => {}
+        }
+    }
+}
+
 /// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
 /// request's; a mismatch is answered with the generic internal error.
 #[derive(Debug)]
@@ -255,6 +396,8 @@ pub enum Output<H> {
     Cancel {
         /// The call.
         call: CallId,
+        /// Why it ended without its handler's answer.
+        reason: CancelReason,
     },
     /// The complete response of an HTTP exchange ([`HttpReply::Pending`]): write it and end
     /// the response. Nothing more follows for `conn` (no [`Output::Close`]).
@@ -311,6 +454,8 @@ pub struct EngineStatus {
     /// Progress and log notifications dropped since the engine started because the paced
     /// stream they were for had a full queue ([`Limits::stream_queue`](crate::Limits::stream_queue)).
     pub dropped_notifications: u64,
+    /// Work turned away since the engine started, by reason.
+    pub refusals: Refusals,
 }
 
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection

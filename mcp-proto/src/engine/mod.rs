@@ -40,6 +40,8 @@ mod registry_mut;
 mod resume;
 mod sessions;
 mod shares;
+#[cfg(test)]
+mod status_tests;
 mod streams;
 mod subscriptions;
 mod timers;
@@ -48,8 +50,8 @@ pub use ask::{AskError, Asked};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
 pub use io::{
-    CloseReason, CompletionRef, ConnKind, EngineStatus, FrameOutcome, Invocation, OpenError, Output, Reply,
-    Request, Stale, Ticket,
+    Answered, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus, FrameOutcome, Invocation,
+    OpenError, Output, Refusals, Reply, Request, Stale, Ticket,
 };
 
 use calls::{Call, CallKind, Calls, ConnCalls};
@@ -170,6 +172,8 @@ pub struct Engine<H> {
     clock: Instant,
     /// Progress and log notifications dropped for a full paced stream.
     dropped_notes: u64,
+    /// Work turned away, by reason ([`EngineStatus::refusals`]).
+    refusals: Refusals,
 }
 
 impl<H: Clone> Engine<H> {
@@ -195,6 +199,7 @@ impl<H: Clone> Engine<H> {
             ledger: ledger::Ledger::default(),
             clock: now,
             dropped_notes: 0,
+            refusals: Refusals::default(),
         }
     }
 
@@ -242,6 +247,7 @@ impl<H: Clone> Engine<H> {
             return Err(OpenError::ShuttingDown);
         }
         if !self.room_for_conns(&caller, 1) {
+            self.refusals.capacity += 1;
             return Err(OpenError::TooManyConnections);
         }
         let ConnKind::Stdio = kind;
@@ -266,6 +272,36 @@ impl<H: Clone> Engine<H> {
     /// Number of requests of `conn` awaiting an answer.
     pub fn in_flight(&self, conn: ConnId) -> usize {
         self.conns.get(conn.0).map_or(0, |c| c.calls.in_flight())
+    }
+
+    /// The JSON-RPC id of the request `call` answers, while it is in flight: for a shim's
+    /// logs and traces, looked up only when wanted.
+    pub fn request_id(&self, call: CallId) -> Option<&RequestId> {
+        self.calls.get(call).map(|c| &c.id)
+    }
+
+    /// The session `conn` belongs to: the legacy HTTP session of an exchange or stream, or
+    /// the connection itself for a line connection (whose session it is). `None` for a
+    /// 2026-07-28 exchange (stateless) and for a connection that is not open. A handle for
+    /// logs and traces, not the `Mcp-Session-Id`, which is a credential and never leaves the
+    /// engine this way.
+    pub fn session_of(&self, conn: ConnId) -> Option<ConnId> {
+        let c = self.conns.get(conn.0)?;
+        match &c.transport {
+            streams::Transport::Line => Some(conn),
+            streams::Transport::Session(_) => Some(conn),
+            streams::Transport::Standalone { session } => Some(*session),
+            streams::Transport::Exchange(x) => x.session(),
+        }
+    }
+
+    /// Closes `conn` on the engine's own initiative (to make room, or to protect itself),
+    /// counted in [`EngineStatus::refusals`].
+    fn turn_away(&mut self, conn: ConnId, reason: CloseReason) {
+        if self.conns.get(conn.0).is_some() {
+            self.refusals.closed(reason);
+        }
+        self.forget(conn, reason);
     }
 
     /// The peer will send nothing more on `conn`. Once every call it made is answered the
@@ -339,7 +375,7 @@ impl<H: Clone> Engine<H> {
         let calls = self.calls.ids();
         for call in calls {
             if let Some(c) = self.finish_call(call) {
-                self.out.push_back(Output::Cancel { call });
+                self.out.push_back(Output::Cancel { call, reason: CancelReason::Shutdown });
                 let answer = RpcError::shutting_down().encode(Some(&c.id));
                 self.deliver(c, answer);
             }
@@ -360,6 +396,7 @@ impl<H: Clone> Engine<H> {
             sessions: self.sessions.len(),
             streams: self.sessions.streams(),
             dropped_notifications: self.dropped_notes,
+            refusals: self.refusals,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();
@@ -407,7 +444,7 @@ impl<H: Clone> Engine<H> {
                     orphaned.push(dropped.reply_to);
                 }
             }
-            self.out.push_back(Output::Cancel { call });
+            self.out.push_back(Output::Cancel { call, reason: CancelReason::Closed });
         }
         // Exchanges waiting for calls that will never answer are ended, not left hanging.
         for ex in orphaned {
@@ -481,7 +518,8 @@ impl<H: Clone> Engine<H> {
             format!("frame of {seen} bytes or more exceeds the {max}-byte limit"),
         );
         self.emit(conn, err.encode(None));
-        self.forget(conn, CloseReason::FrameTooLarge);
+        self.refusals.size += 1;
+        self.turn_away(conn, CloseReason::FrameTooLarge);
     }
 
     /// Handles one inbound frame (a stdio line, an HTTP body) from `conn`: [`Decoded::new`]
@@ -517,6 +555,7 @@ impl<H: Clone> Engine<H> {
                         decoded.len, self.config.limits.max_frame_bytes
                     ),
                 );
+                self.refusals.size += 1;
                 self.emit(conn, err.encode(None));
                 return FrameOutcome::Reply;
             }
@@ -530,8 +569,9 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// Ends a call without an answer (the peer cancelled it).
-    fn cancel(&mut self, _now: Instant, call: CallId) {
+    /// Ends a call without an answer (the peer cancelled it, or the stream it waits on for
+    /// the client's answers is gone).
+    fn cancel(&mut self, _now: Instant, call: CallId, reason: CancelReason) {
         if let Some(c) = self.finish_call(call) {
             self.interrupted(&c);
             match c.batch() {
@@ -541,7 +581,7 @@ impl<H: Clone> Engine<H> {
                 }
                 None => self.unowe(c.reply_to),
             }
-            self.out.push_back(Output::Cancel { call });
+            self.out.push_back(Output::Cancel { call, reason });
             self.close_drained();
         }
     }
@@ -562,10 +602,11 @@ impl<H: Clone> Engine<H> {
 
     /// Answers the call of `ticket` with `reply`.
     ///
-    /// Returns [`Stale`] when the call is no longer in flight (cancelled, timed out, or its
-    /// connection closed); that is a normal race and nothing is sent. Follow with
+    /// Returns what the peer was sent ([`Answered`]: a result, or the error code the handler
+    /// or the engine chose), or [`Stale`] when the call is no longer in flight (cancelled, timed
+    /// out, or its connection closed); that is a normal race and nothing is sent. Follow with
     /// [`poll_output`](Self::poll_output).
-    pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<(), Stale> {
+    pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<Answered, Stale> {
         self.input(now);
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
         let answer = match (reply, &call.kind) {
@@ -592,8 +633,9 @@ impl<H: Clone> Engine<H> {
         } else {
             answer
         };
+        let answered = Answered { error: answer.fault.map(|(_, code)| code) };
         self.deliver(call, answer);
-        Ok(())
+        Ok(answered)
     }
 
     fn deliver(&mut self, call: Call, answer: Encoded) {
@@ -674,7 +716,8 @@ impl<H: Clone> Engine<H> {
     /// `call` ran past [`Limits::call_timeout`](crate::Limits::call_timeout): stop it and answer that it timed out.
     fn call_timeout(&mut self, call: CallId) {
         if let Some(c) = self.finish_call(call) {
-            self.out.push_back(Output::Cancel { call });
+            self.refusals.timed_out += 1;
+            self.out.push_back(Output::Cancel { call, reason: CancelReason::TimedOut });
             // The handler did not answer in time: the application's doing, not the client's.
             let err = RpcError::new(crate::ErrorCode::InternalError, "request timed out");
             let answer = err.encode(Some(&c.id));

@@ -44,7 +44,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::http::{busy, sse_head, HttpReply};
+use super::http::{sse_head, HttpReply};
 use super::post_store::{Attachment, PostStream, PostStreams};
 use super::streams::{Exchange, Transport};
 use super::timers::Timer;
@@ -200,7 +200,7 @@ impl<H: Clone> Engine<H> {
         let missed: Vec<Vec<u8>> = kept.events.kept_after(id.seq)?.map(<[u8]>::to_vec).collect();
         let carrier = kept.carrier;
         if carrier.is_none() && !self.room_for_conns(caller, 1) {
-            return Some(busy(None, "server is busy"));
+            return Some(self.busy(None, "server is busy"));
         }
         let (mut x, old) = match carrier {
             Some(old) => {
@@ -224,6 +224,7 @@ impl<H: Clone> Engine<H> {
         let conn = self.insert_conn(Transport::Exchange(x), Arc::new(caller.clone()));
         if let Some(old) = old {
             if was_live {
+                self.refusals.closed(CloseReason::Replaced);
                 self.out.push_back(Output::Close { conn: old, reason: CloseReason::Replaced });
             }
             let calls: Vec<_> =

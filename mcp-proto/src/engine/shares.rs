@@ -44,7 +44,7 @@ impl<H: Clone> Engine<H> {
                 // out its own stale handshakes, not its working sessions.
                 let own = self.session_victim(|b| b == binding, Pick::Handshakes);
                 let Some(victim) = own else { return Err(NoSession::PerCaller(per)) };
-                self.forget(victim, CloseReason::Displaced);
+                self.turn_away(victim, CloseReason::Displaced);
                 continue;
             }
             if self.sessions.len() < max {
@@ -61,7 +61,7 @@ impl<H: Clone> Engine<H> {
                 self.session_victim(|b| b == binding, Pick::Handshakes)
             };
             let Some(victim) = victim else { return Err(NoSession::Full) };
-            self.forget(victim, CloseReason::Displaced);
+            self.turn_away(victim, CloseReason::Displaced);
         }
     }
 
@@ -95,7 +95,7 @@ impl<H: Clone> Engine<H> {
                 self.session_victim(|b| greediest > share && notes.conns_of(b) == greediest, Pick::Idle)
             });
             let Some(victim) = victim else { return false };
-            self.forget(victim, CloseReason::Displaced);
+            self.turn_away(victim, CloseReason::Displaced);
         }
     }
 

@@ -203,7 +203,7 @@ fn modern_ask_suspends_and_resumes_from_sealed_state() {
         Err(AskError::Suspended)
     );
     let outs = rig.drain();
-    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)));
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c, .. } if *c == call)));
     let r = frame(&outs);
     assert_eq!(r["result"]["resultType"], "input_required");
     assert_eq!(r["result"]["inputRequests"]["user_name"]["method"], "elicitation/create");

@@ -408,7 +408,7 @@ fn stateless_call_cancelled_by_closing_the_stream() {
     let Some(Output::Invoke(inv)) = rig.drain().into_iter().next() else { panic!("no invoke") };
     rig.engine.close(rig.now, ex);
     let outs = rig.drain();
-    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call } if *call == inv.ticket.call())));
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call, .. } if *call == inv.ticket.call())));
     assert_eq!(
         rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("late")))),
         Err(Stale)
@@ -622,7 +622,7 @@ fn dropping_the_stream_of_a_waiting_ask_cancels_its_call() {
         assert!(
             matches!(pair, [
                 Output::Answer { call: a, answers: Err(crate::engine::AskError::Unreachable) },
-                Output::Cancel { call: c },
+                Output::Cancel { call: c, .. },
             ] if a == call && c == call),
             "{pair:?}"
         );
@@ -741,7 +741,7 @@ fn a_call_whose_stream_is_gone_does_not_keep_its_session_alive() {
     assert_eq!(rig.engine.status().in_flight, 1, "a disconnect is not a cancellation");
     rig.advance(Duration::from_secs(61));
     let outs = rig.drain();
-    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)), "{outs:?}");
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c, .. } if *c == call)), "{outs:?}");
     assert_eq!(rig.engine.status().sessions, 0);
     assert_eq!(rig.engine.status().in_flight, 0);
 }
@@ -893,6 +893,9 @@ fn sessions_per_caller_are_bounded() {
     for sid in [&kept, &third] {
         assert_eq!(rig.list_as(&x, sid), 200);
     }
+    // Each refusal is counted by its reason, and so is the handshake that made room.
+    let refusals = rig.engine.status().refusals;
+    assert_eq!((refusals.share, refusals.displaced, refusals.capacity), (2, 1, 0));
 }
 
 #[test]
@@ -916,6 +919,8 @@ fn a_caller_below_its_share_of_connections_displaces_idle_sessions() {
     assert_eq!(rig.list_as(&flood, &held[1]), 200);
     assert_eq!(rig.list_as(&other, &sid), 200);
     assert_eq!(rig.engine.status().sessions, 3);
+    let refusals = rig.engine.status().refusals;
+    assert_eq!((refusals.capacity, refusals.displaced, refusals.share), (1, 1, 0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1094,7 +1099,7 @@ fn a_call_running_past_the_window_stays_resumable_but_cannot_ask() {
     rig.drain();
     rig.advance(Duration::from_secs(61));
     let outs = rig.drain();
-    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c } if *c == call)), "{outs:?}");
+    assert!(outs.iter().any(|o| matches!(o, Output::Cancel { call: c, .. } if *c == call)), "{outs:?}");
     assert_eq!(rig.engine.status().sessions, 0);
     assert_eq!(rig.engine.status().connections, 0);
 }
@@ -1202,7 +1207,7 @@ fn a_zero_resume_window_forgets_a_dropped_stream_at_once() {
         matches!(outs.as_slice(), [
             Output::Close { conn, reason: CloseReason::Closed },
             Output::Answer { call: a, answers: Err(crate::engine::AskError::Unreachable) },
-            Output::Cancel { call: c },
+            Output::Cancel { call: c, .. },
         ] if *conn == ex && *a == call && *c == call),
         "{outs:?}"
     );

@@ -1,0 +1,130 @@
+//! How calls end as the shim sees it ([`Output::Cancel`]'s reason, what [`Engine::complete`]
+//! answered) and the refusal counters of [`Engine::status`], on a line connection.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::{Answered, CancelReason, Config, ConnId, ConnKind, Engine, Implementation, Output, Reply};
+use crate::caller::Caller;
+use crate::content::{HandlerError, ToolOutput};
+use crate::cursor::KeyRing;
+use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::registry::Tool;
+use crate::Ticket;
+
+struct Rig {
+    engine: Engine<u32>,
+    now: Instant,
+    conn: ConnId,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
+        config.limits.call_timeout(Some(Duration::from_secs(5)));
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let mut engine = Engine::new(config, now);
+        engine.registry_mut(now).add_tool(Tool::new("t", "T", json!({"type": "object"})), 1).unwrap();
+        let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
+        let mut rig = Rig { engine, now, conn };
+        rig.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#);
+        rig.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        rig
+    }
+
+    fn send(&mut self, frame: &str) -> Vec<Output<u32>> {
+        self.engine.handle_frame(self.now, self.conn, frame.as_bytes());
+        std::iter::from_fn(|| self.engine.poll_output()).collect()
+    }
+
+    /// Calls the tool; the ticket of its invocation.
+    fn call(&mut self, id: u32) -> Ticket {
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "t"}});
+        let outs = self.send(&frame.to_string());
+        outs.into_iter()
+            .find_map(|o| match o {
+                Output::Invoke(inv) => Some(inv.ticket),
+                _ => None,
+            })
+            .unwrap()
+    }
+}
+
+fn cancels(outs: &[Output<u32>]) -> Vec<CancelReason> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Cancel { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn complete_says_what_was_answered() {
+    let mut rig = Rig::new();
+    let t = rig.call(1);
+    assert_eq!(rig.engine.request_id(t.call()).map(|id| id.as_json().to_owned()), Some("1".to_owned()));
+    assert_eq!(rig.engine.session_of(rig.conn), Some(rig.conn));
+    let ok = rig.engine.complete(rig.now, t, Reply::Tool(Ok(ToolOutput::text("x"))));
+    assert_eq!(ok, Ok(Answered { error: None }));
+    let t = rig.call(2);
+    let public = HandlerError::Public(RpcError::new(ErrorCode::Other(-32050), "quota"));
+    let failed = rig.engine.complete(rig.now, t, Reply::Tool(Err(public)));
+    assert_eq!(failed, Ok(Answered { error: Some(ErrorCode::Other(-32050)) }));
+    // A reply of the wrong kind is replaced by the engine's own error.
+    let t = rig.call(3);
+    let wrong = rig.engine.complete(rig.now, t, Reply::Resource(Ok(Vec::new())));
+    assert_eq!(wrong, Ok(Answered { error: Some(ErrorCode::InternalError) }));
+    assert_eq!(rig.engine.status().refusals, super::Refusals::default());
+}
+
+#[test]
+fn cancellations_say_why() {
+    let mut rig = Rig::new();
+    let peer = rig.call(1);
+    let outs = rig.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#);
+    assert_eq!(cancels(&outs), [CancelReason::Peer]);
+    peer.abandon();
+
+    let late = rig.call(2);
+    rig.now += Duration::from_secs(6);
+    rig.engine.handle_timeout(rig.now);
+    let outs: Vec<_> = std::iter::from_fn(|| rig.engine.poll_output()).collect();
+    assert_eq!(cancels(&outs), [CancelReason::TimedOut]);
+    assert_eq!(rig.engine.status().refusals.timed_out, 1);
+    late.abandon();
+
+    let stuck = rig.call(3);
+    rig.engine.close_all(rig.now);
+    let outs: Vec<_> = std::iter::from_fn(|| rig.engine.poll_output()).collect();
+    assert_eq!(cancels(&outs), [CancelReason::Shutdown]);
+    stuck.abandon();
+
+    let mut rig = Rig::new();
+    let orphan = rig.call(1);
+    rig.engine.close(rig.now, rig.conn);
+    let outs: Vec<_> = std::iter::from_fn(|| rig.engine.poll_output()).collect();
+    assert_eq!(cancels(&outs), [CancelReason::Closed]);
+    orphan.abandon();
+}
+
+#[test]
+fn refused_connections_and_oversized_frames_are_counted() {
+    let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
+    config.limits.max_connections(1).max_frame_bytes(64);
+    #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+    let now = Instant::now();
+    let mut engine: Engine<u32> = Engine::new(config, now);
+    let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
+    assert!(engine.open(now, ConnKind::Stdio, Caller::anonymous()).is_err());
+    assert_eq!(engine.status().refusals.capacity, 1);
+    engine.handle_frame(now, conn, &[b' '; 100]);
+    assert_eq!((engine.status().refusals.size, engine.status().refusals.frame_too_large), (1, 0));
+    engine.handle_oversized_frame(now, conn, 100);
+    let r = engine.status().refusals;
+    assert_eq!((r.size, r.frame_too_large), (2, 1));
+    let names: Vec<&str> = r.iter().filter(|(_, n)| *n > 0).map(|(name, _)| name).collect();
+    assert_eq!(names, ["capacity", "size", "frame_too_large"]);
+}

@@ -1,0 +1,190 @@
+//! `tracing` spans for requests handed to handlers (target `mcp::request`) and for line
+//! sessions (target `mcp::session`); see the crate docs for their fields.
+//!
+//! The engine decides how a call ends and says so through its outputs ([`Output::Cancel`]'s
+//! reason, what [`Engine::complete`] answered); this module only turns that into spans. When no
+//! subscriber wants a span, the only work left per request is the callsite's interest check:
+//! nothing is formatted, allocated or stored.
+//!
+//! [`Output::Cancel`]: mcp_proto::Output::Cancel
+//! [`Engine::complete`]: mcp_proto::Engine::complete
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mcp_proto::{Answered, CallId, Caller, CancelReason, CloseReason, ConnId, Request, Stale};
+use tracing::field::{debug, display, Empty};
+use tracing::Span;
+
+/// The spans open on a server: only spans some subscriber is interested in are kept.
+#[derive(Default)]
+pub(crate) struct Traces {
+    requests: HashMap<CallId, Open>,
+    sessions: HashMap<ConnId, Open>,
+}
+
+struct Open {
+    span: Span,
+    started: Instant,
+}
+
+impl Open {
+    fn duration_us(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.started).as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The JSON-RPC method of a request handed to a handler, and what it names.
+fn method(request: &Request) -> (&'static str, &str) {
+    match request {
+        Request::CallTool { name, .. } => ("tools/call", name),
+        Request::ReadResource { uri, .. } => ("resources/read", uri),
+        Request::GetPrompt { name, .. } => ("prompts/get", name),
+        Request::Complete { argument, .. } => ("completion/complete", argument),
+        // `Request` is non-exhaustive: a method added later is still traced, unnamed.
+        _ => ("unknown", ""),
+    }
+}
+
+/// Who is calling, as logs show it: the identity, else the peer address, else `anonymous`.
+fn caller_name(caller: &Caller) -> &str {
+    match caller.binding() {
+        "" => "anonymous",
+        b => b,
+    }
+}
+
+impl Traces {
+    /// A line connection is about to open for `caller`: its `mcp::session` span, if anyone
+    /// wants it. Made before the engine takes the caller, so nothing is cloned for it.
+    pub(crate) fn session_starting(caller: &Caller) -> Option<Span> {
+        let span = tracing::info_span!(
+            target: "mcp::session",
+            parent: None,
+            "session",
+            session = Empty,
+            caller = Empty,
+            transport = "stdio",
+            close_reason = Empty,
+            duration_us = Empty,
+        );
+        if span.is_disabled() {
+            return None;
+        }
+        span.record("caller", caller_name(caller));
+        Some(span)
+    }
+
+    /// The engine opened the line connection `span` is for (or refused it).
+    pub(crate) fn session_opened(
+        &mut self,
+        span: Span,
+        opened: Result<ConnId, mcp_proto::OpenError>,
+        now: impl FnOnce() -> Instant,
+    ) {
+        match opened {
+            Ok(conn) => {
+                span.record("session", debug(conn));
+                self.sessions.insert(conn, Open { span, started: now() });
+            }
+            Err(e) => {
+                span.record("close_reason", debug(e));
+            }
+        }
+    }
+
+    /// A connection closed: ends its session span with the reason.
+    pub(crate) fn session_closed(
+        &mut self,
+        conn: ConnId,
+        reason: CloseReason,
+        now: impl FnOnce() -> Instant,
+    ) {
+        if self.sessions.is_empty() {
+            return;
+        }
+        if let Some(open) = self.sessions.remove(&conn) {
+            open.span.record("close_reason", debug(reason));
+            open.span.record("duration_us", open.duration_us(now()));
+        }
+    }
+
+    /// A handler is about to run for `call`: starts its `mcp::request` span (a child of its
+    /// session's span, when there is one) and returns it to instrument the handler with, or
+    /// `None` when no subscriber wants it.
+    pub(crate) fn request_started(
+        &mut self,
+        call: CallId,
+        id: Option<&mcp_proto::RequestId>,
+        session: Option<ConnId>,
+        caller: &Arc<Caller>,
+        request: &Request,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Span> {
+        let parent = session.and_then(|s| self.sessions.get(&s)).and_then(|o| o.span.id());
+        let (method, name) = method(request);
+        let span = tracing::info_span!(
+            target: "mcp::request",
+            parent: parent,
+            "request",
+            method,
+            name = Empty,
+            id = Empty,
+            caller = Empty,
+            session = Empty,
+            outcome = Empty,
+            error_code = Empty,
+            duration_us = Empty,
+        );
+        if span.is_disabled() {
+            return None;
+        }
+        span.record("name", name);
+        if let Some(id) = id {
+            span.record("id", display(id));
+        }
+        span.record("caller", caller_name(caller));
+        if let Some(session) = session {
+            span.record("session", debug(session));
+        }
+        self.requests.insert(call, Open { span: span.clone(), started: now() });
+        Some(span)
+    }
+
+    /// The handler of `call` answered and the engine sent (or, when stale, dropped) it.
+    pub(crate) fn request_answered(&mut self, call: CallId, answered: Result<Answered, Stale>, now: Instant) {
+        if self.requests.is_empty() {
+            return;
+        }
+        let Some(open) = self.requests.remove(&call) else { return };
+        match answered {
+            Ok(Answered { error: None, .. }) => {
+                open.span.record("outcome", "ok");
+            }
+            Ok(Answered { error: Some(code), .. }) => {
+                open.span.record("outcome", "error");
+                open.span.record("error_code", code.code());
+            }
+            // Ended before the handler answered; its span was closed then.
+            Err(Stale) => return,
+        }
+        open.span.record("duration_us", open.duration_us(now));
+    }
+
+    /// The engine ended `call` before its handler answered.
+    pub(crate) fn request_cancelled(
+        &mut self,
+        call: CallId,
+        reason: CancelReason,
+        now: impl FnOnce() -> Instant,
+    ) {
+        if self.requests.is_empty() {
+            return;
+        }
+        if let Some(open) = self.requests.remove(&call) {
+            open.span.record("outcome", reason.as_str());
+            open.span.record("duration_us", open.duration_us(now()));
+        }
+    }
+}
