@@ -54,7 +54,8 @@ impl RequestContext {
     }
 
     /// Sends a log message to the client, if it asked for this level (see
-    /// [`Engine::log`](mcp_proto::Engine::log)); a no-op once the call has ended.
+    /// [`Engine::log`](mcp_proto::Engine::log)); a no-op once the call has ended, and on a
+    /// server built without [`ServerBuilder::logging`](crate::ServerBuilder::logging).
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
         if let Some(call) = self.call {
             self.server.log(call, level, logger, data);

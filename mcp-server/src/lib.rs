@@ -413,6 +413,26 @@ impl ServerBuilder {
         self
     }
 
+    /// Declares that handlers log to clients ([`RequestContext::log`]): the server advertises
+    /// the `logging` capability and serves `logging/setLevel`. Off by default, since whether a
+    /// handler logs cannot be known from its type; without it `logging/setLevel` is answered
+    /// `-32601` (method not found) and `RequestContext::log` sends nothing (the first such call
+    /// logs a `tracing` warning naming this method). See [`Config::logging`].
+    pub fn logging(mut self) -> Self {
+        self.config.logging = true;
+        self
+    }
+
+    /// Declares that the application reports resource changes ([`Server::notify_resource_updated`]):
+    /// the server advertises `resources.subscribe` and serves `resources/subscribe` and
+    /// `resources/unsubscribe` (and `resourceSubscriptions` in a 2026-07-28 listen). Off by
+    /// default, since a subscription nobody notifies promises updates that never come; without
+    /// it those methods are answered `-32601`. See [`Config::resource_subscriptions`].
+    pub fn resource_subscriptions(mut self) -> Self {
+        self.config.resource_subscriptions = true;
+        self
+    }
+
     /// Sets the server-wide gate over the data methods.
     pub fn gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));
@@ -648,6 +668,15 @@ impl Server {
 
     fn log(&self, call: CallId, level: LogLevel, logger: Option<&str>, data: Value) {
         let mut st = self.lock();
+        if !st.engine.config().logging {
+            static TOLD: std::sync::Once = std::sync::Once::new();
+            TOLD.call_once(|| {
+                tracing::warn!(
+                    "RequestContext::log called, but this server does not log to clients; \
+                     enable it with ServerBuilder::logging()"
+                )
+            });
+        }
         let now = self.now();
         // Stale: the call ended; a late log line has nowhere to go.
         let _ = st.engine.log(now, call, level, logger, data);
