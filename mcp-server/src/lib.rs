@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use handler::{
-    typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, ReadResource, RequestContext,
+    typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
 };
 pub use http::{
@@ -265,6 +265,17 @@ enum Item {
     Template(ResourceTemplate, Handler, Option<Handler>),
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
+    /// A tool refused before registration (its handler's output type has no object schema);
+    /// [`ServerBuilder::build`] reports it.
+    Refused(RegistryError),
+}
+
+/// The item for `tool` served by `handler`, with the output schema its return type `R` declares.
+fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item {
+    match handler::with_output::<R>(tool) {
+        Ok(tool) => Item::Tool(tool, handler),
+        Err(e) => Item::Refused(e),
+    }
 }
 
 /// Builds a [`Server`].
@@ -315,19 +326,22 @@ impl ServerBuilder {
         self
     }
 
-    /// Adds a tool served by an async closure.
+    /// Adds a tool served by an async closure. A handler that returns [`Json<T>`](Json) declares
+    /// `T`'s schema as the tool's `outputSchema`, unless `tool` declares one.
     pub fn tool<F, Fut, R>(mut self, tool: Tool, f: F) -> Self
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(tool, tool_fn(f)));
+        self.items.push(tool_item::<R>(tool, tool_fn(f)));
         self
     }
 
     /// Adds a typed tool: the input schema is derived from `A`, and the handler receives the
-    /// arguments deserialized.
+    /// arguments deserialized. A handler that returns [`Json<T>`](Json) (or a `Result` of it)
+    /// has typed output too: `T`'s schema becomes the `outputSchema` and each value the
+    /// result's `structuredContent`.
     pub fn typed_tool<A, F, Fut, R>(mut self, name: &str, description: &str, f: F) -> Self
     where
         A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
@@ -335,7 +349,7 @@ impl ServerBuilder {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(typed_tool::<A>(name, description), typed_tool_fn(f)));
+        self.items.push(tool_item::<R>(typed_tool::<A>(name, description), typed_tool_fn(f)));
         self
     }
 
@@ -353,7 +367,7 @@ impl ServerBuilder {
         F: Fn(ToolCall) -> R + Send + Sync + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(tool, blocking_tool_fn(f)));
+        self.items.push(tool_item::<R>(tool, blocking_tool_fn(f)));
         self
     }
 
@@ -366,7 +380,7 @@ impl ServerBuilder {
         F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
+        self.items.push(tool_item::<R>(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
         self
     }
 
@@ -462,6 +476,7 @@ impl ServerBuilder {
                         reg.set_gate(Some(g));
                         Ok(())
                     }
+                    Item::Refused(e) => Err(e),
                 }
                 .map_err(BuildError::Registry)?;
             }
@@ -535,12 +550,15 @@ impl Server {
     }
 
     /// Registers a tool served by an async closure, at any time; listening clients are told.
+    /// A handler returning [`Json<T>`](Json) declares `T`'s schema as the `outputSchema`, as
+    /// with [`ServerBuilder::tool`].
     pub fn add_tool<F, Fut, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
+        let tool = handler::with_output::<R>(tool)?;
         self.registry(|r| r.add_tool(tool, tool_fn(f)))
     }
 
@@ -557,7 +575,7 @@ impl Server {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        let tool = typed_tool::<A>(name, description);
+        let tool = handler::with_output::<R>(typed_tool::<A>(name, description))?;
         self.registry(|r| r.add_tool(tool, typed_tool_fn(f)))
     }
 
@@ -568,6 +586,7 @@ impl Server {
         F: Fn(ToolCall) -> R + Send + Sync + 'static,
         R: IntoToolResult + 'static,
     {
+        let tool = handler::with_output::<R>(tool)?;
         self.registry(|r| r.add_tool(tool, blocking_tool_fn(f)))
     }
 
