@@ -307,6 +307,10 @@ pub(crate) fn build(args: &Args) -> Server {
 /// The conformance fixtures, the trigger tools and the gated items.
 fn fixtures(builder: ServerBuilder) -> ServerBuilder {
     builder
+        // The fixtures log (test_tool_with_logging) and report resource changes
+        // (test_trigger_resource_update), so the server advertises both.
+        .logging()
+        .resource_subscriptions()
         .tool(Tool::new("test_simple_text", "Returns a simple text response", no_args()), |_| async {
             ToolOutput::text("This is a simple text response for testing.")
         })

@@ -58,6 +58,11 @@ impl Tool {
         &self.input_schema
     }
 
+    /// The output schema as declared with [`output_schema`](Self::output_schema), if any.
+    pub fn declared_output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
     /// A display title (2025-06-18 and later).
     pub fn title(mut self, title: impl Into<String>) -> Self {
         self.title = Some(title.into());

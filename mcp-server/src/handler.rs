@@ -7,14 +7,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::Server;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::AskError;
 use mcp_proto::{
-    CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
-    ProtocolVersion, ResourceContents, Tool, ToolOutput,
+    CallId, Caller, Completion, CompletionRef, Content, HandlerError, LogLevel, ProgressOutcome,
+    PromptOutput, ProtocolVersion, RegistryError, ResourceContents, Tool, ToolOutput,
 };
 
 /// A boxed, sendable future: what every handler returns once erased.
@@ -54,7 +55,8 @@ impl RequestContext {
     }
 
     /// Sends a log message to the client, if it asked for this level (see
-    /// [`Engine::log`](mcp_proto::Engine::log)); a no-op once the call has ended.
+    /// [`Engine::log`](mcp_proto::Engine::log)); a no-op once the call has ended, and on a
+    /// server built without [`ServerBuilder::logging`](crate::ServerBuilder::logging).
     pub fn log(&self, level: LogLevel, logger: Option<&str>, data: Value) {
         if let Some(call) = self.call {
             self.server.log(call, level, logger, data);
@@ -193,10 +195,89 @@ pub struct Complete {
 }
 
 /// Converts a handler's return value into a tool result, so handlers can return a `String`,
-/// a [`ToolOutput`] or a `Result` of either.
+/// a [`ToolOutput`], a [`Json`] value or a `Result` of any of them.
 pub trait IntoToolResult {
     /// The conversion.
     fn into_tool_result(self) -> ToolResult;
+
+    /// The `outputSchema` a tool whose handler returns this type declares, if the type knows
+    /// it (only [`Json`] does, and a `Result` of it). Registration puts it on the tool unless
+    /// the tool declares one itself ([`Tool::output_schema`]). Default `None`.
+    fn output_schema() -> Option<Value>
+    where
+        Self: Sized,
+    {
+        None
+    }
+}
+
+/// A typed tool result: the value becomes the result's `structuredContent`, with its JSON text
+/// as the one content block (the copy the spec asks for, for clients that do not read
+/// structured content), and `T`'s JSON Schema (schemars) becomes the tool's `outputSchema`,
+/// against which the engine checks every result, like any declared output schema.
+///
+/// `T` must serialize to a JSON object, since the spec requires an object `outputSchema` (a
+/// `type: "object"` schema) before 2026-07-28: registering a tool whose handler returns a
+/// `Json<T>` whose schema is not one fails with [`RegistryError::InvalidSchema`]
+/// (`ServerBuilder::build` returns it as a [`BuildError`](crate::BuildError)). Such a value is
+/// not wrapped in an invented field: a client would have to know the field's name, and the
+/// schema would no longer describe `T`. Wrap it in a struct of your own instead.
+///
+/// ```
+/// # use mcp_server::{Json, Server, ToolCall};
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Point { x: f64, y: f64 }
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Polar { r: f64, theta: f64 }
+///
+/// let server = Server::builder("demo", "1.0.0")
+///     .typed_tool("polar", "Converts to polar coordinates", |p: Point, _: ToolCall| async move {
+///         Json(Polar { r: p.x.hypot(p.y), theta: p.y.atan2(p.x) })
+///     })
+///     .build();
+/// assert!(server.is_ok());
+/// ```
+///
+/// A value that does not match the schema (a custom `Serialize`, or a schemars attribute the
+/// value breaks) is the application breaking its own contract: the client gets the generic
+/// internal error, as for any structured output that fails its tool's `outputSchema`. A value
+/// that does not serialize at all (a map with non-string keys) is a private handler failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Json<T>(pub T);
+
+impl<T: Serialize + schemars::JsonSchema> IntoToolResult for Json<T> {
+    fn into_tool_result(self) -> ToolResult {
+        let value = serde_json::to_value(&self.0).map_err(HandlerError::private)?;
+        Ok(ToolOutput {
+            content: vec![Content::text(value.to_string())],
+            structured: Some(value),
+            ..ToolOutput::default()
+        })
+    }
+
+    fn output_schema() -> Option<Value> {
+        Some(schema_of::<T>())
+    }
+}
+
+/// `tool` with the `outputSchema` its handler's return type `R` declares (see
+/// [`IntoToolResult::output_schema`]), unless `tool` declares one itself; refused when that
+/// schema is not an object schema.
+pub(crate) fn with_output<R: IntoToolResult>(tool: Tool) -> Result<Tool, RegistryError> {
+    if tool.declared_output_schema().is_some() {
+        return Ok(tool);
+    }
+    match R::output_schema() {
+        None => Ok(tool),
+        Some(schema) if schema.get("type").and_then(Value::as_str) == Some("object") => {
+            Ok(tool.output_schema(schema))
+        }
+        Some(schema) => Err(RegistryError::InvalidSchema(format!(
+            "the handler of {:?} returns Json<T> whose schema is not an object schema (\"type\": \"object\"), \
+             which outputSchema must be; wrap the value in a struct. T's schema: {schema}",
+            tool.name()
+        ))),
+    }
 }
 
 impl IntoToolResult for ToolOutput {
@@ -220,6 +301,10 @@ impl IntoToolResult for &'static str {
 impl<T: IntoToolResult, E: Into<HandlerError>> IntoToolResult for Result<T, E> {
     fn into_tool_result(self) -> ToolResult {
         self.map_err(Into::into).and_then(IntoToolResult::into_tool_result)
+    }
+
+    fn output_schema() -> Option<Value> {
+        T::output_schema()
     }
 }
 
@@ -414,4 +499,71 @@ where
     Fut: Future<Output = Result<Completion, HandlerError>> + Send + 'static,
 {
     Handler(HandlerKind::Completion(erase(f, |r| r)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Serialize, schemars::JsonSchema)]
+    struct Sum {
+        sum: i64,
+    }
+
+    fn plain() -> Tool {
+        Tool::new("t", "d", json!({"type": "object"}))
+    }
+
+    #[test]
+    fn json_is_structured_content_with_its_text_copy() {
+        let out = Json(Sum { sum: 5 }).into_tool_result().unwrap();
+        assert_eq!(out.structured, Some(json!({"sum": 5})));
+        assert_eq!(out.content, vec![Content::text(r#"{"sum":5}"#)]);
+        assert!(!out.is_error);
+    }
+
+    #[test]
+    fn only_json_declares_an_output_schema() {
+        assert_eq!(String::output_schema(), None);
+        assert_eq!(ToolOutput::output_schema(), None);
+        let schema = Json::<Sum>::output_schema().unwrap();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["sum"]["type"], "integer");
+        assert_eq!(schema["required"], json!(["sum"]));
+        assert!(schema.get("title").is_none(), "the tool's name says it");
+        assert_eq!(Result::<Json<Sum>, HandlerError>::output_schema(), Some(schema));
+    }
+
+    #[test]
+    fn registration_takes_the_schema_unless_the_tool_declares_one() {
+        let tool = with_output::<Json<Sum>>(plain()).unwrap();
+        assert_eq!(tool.declared_output_schema(), Json::<Sum>::output_schema().as_ref());
+        let own = json!({"type": "object", "properties": {"sum": {"type": "number"}}});
+        let tool = with_output::<Json<Sum>>(plain().output_schema(own.clone())).unwrap();
+        assert_eq!(tool.declared_output_schema(), Some(&own));
+        assert_eq!(with_output::<String>(plain()).unwrap().declared_output_schema(), None);
+    }
+
+    #[test]
+    fn a_value_that_is_no_object_is_refused_at_registration() {
+        for refused in [with_output::<Json<u32>>(plain()), with_output::<Json<Vec<Sum>>>(plain())] {
+            match refused {
+                Err(RegistryError::InvalidSchema(msg)) => {
+                    assert!(msg.contains("\"t\"") && msg.contains("wrap the value in a struct"), "{msg}")
+                }
+                other => panic!("expected InvalidSchema, got {other:?}"),
+            }
+        }
+        let built = Server::builder("s", "1").tool(plain(), |_: ToolCall| async { Json(7u32) }).build();
+        assert!(matches!(built, Err(crate::BuildError::Registry(RegistryError::InvalidSchema(_)))));
+    }
+
+    #[test]
+    fn a_value_that_does_not_serialize_is_a_private_failure() {
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(vec![1u8], 1u8);
+        // A map with non-string keys has a schema (an object) but no JSON form.
+        assert!(matches!(Json(map).into_tool_result(), Err(HandlerError::Private(_))));
+    }
 }

@@ -10,7 +10,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -624,23 +624,34 @@ pub trait HttpRuntime: Runtime + Clone {
 /// axum application; each shim names it for its runtime (`mcp_tokio::McpService`,
 /// `mcp_smol::McpService`).
 ///
-/// The endpoint path in [`HttpConfig`] must be the path the service is mounted at (by default
-/// `/mcp`). A [`Caller`] that the application's middleware puts in the request's extensions is
+/// Every request the application routes to the service is for the MCP endpoint, whatever its
+/// path: the router already chose, so the service can be mounted at any path, with axum's
+/// `route_service("/api/mcp", ..)` (which keeps the full path) or `nest_service("/api/mcp", ..)`
+/// (which strips it). The endpoint path in [`HttpConfig`] matters only to the standalone
+/// listener ([`HttpService::serve`]), which answers any other path with 404.
+///
+/// A [`Caller`] that the application's middleware puts in the request's extensions is
 /// who the server's gates see. The client's address comes from a [`PeerAddr`] extension, else
-/// from the runtime's convention ([`HttpRuntime::peer_addr`]); without either, the loopback-only
-/// rule cannot be applied and is skipped (the `Host` and `Origin` rules still are). The host
+/// from the runtime's convention ([`HttpRuntime::peer_addr`]: on tokio, axum's
+/// `ConnectInfo<SocketAddr>`, which `into_make_service_with_connect_info::<SocketAddr>()`
+/// provides); without either, the loopback-only rule cannot be applied and is skipped (the
+/// `Host` and `Origin` rules still are), and the first such request logs a warning that says
+/// so. The host
 /// server's own limits (head timeout, connection count, keep-alive) apply instead of the
 /// server's [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) and
 /// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections); the head, body
 /// and discard bounds, the body timeout and every request rule still apply.
 pub struct McpService<R> {
     http: HttpService,
+    /// Whether the missing client address was reported already (shared by clones: one
+    /// warning per mounted service, not one per request).
+    warned: Arc<AtomicBool>,
     runtime: PhantomData<fn() -> R>,
 }
 
 impl<R> Clone for McpService<R> {
     fn clone(&self) -> Self {
-        Self { http: self.http.clone(), runtime: PhantomData }
+        Self { http: self.http.clone(), warned: self.warned.clone(), runtime: PhantomData }
     }
 }
 
@@ -654,7 +665,11 @@ impl<R: HttpRuntime> McpService<R> {
     /// The endpoint for `server` with the policy `http`, on the current runtime
     /// ([`HttpRuntime::current`], which may panic outside one).
     pub fn new(server: Server, http: HttpConfig) -> Self {
-        Self { http: HttpService::new(server, R::current(), http), runtime: PhantomData }
+        Self {
+            http: HttpService::new(server, R::current(), http),
+            warned: Arc::new(AtomicBool::new(false)),
+            runtime: PhantomData,
+        }
     }
 
     /// The runtime-independent endpoint underneath.
@@ -677,15 +692,47 @@ where
         Poll::Ready(Ok(()))
     }
 
-    /// [`HttpService::handle`], with the peer from the request's extensions.
+    /// [`HttpService::handle`] for the endpoint path, with the peer from the request's
+    /// extensions.
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let peer = match req.extensions().get::<PeerAddr>() {
             Some(peer) => Some(peer.0),
             None => R::peer_addr(req.extensions()),
         };
+        let cfg = self.http.config();
+        if peer.is_none() && cfg.is_loopback_only() && !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "McpService: the request carries no client address (no ConnectInfo<SocketAddr> and no \
+                 PeerAddr extension), so the loopback-only rule is not applied; serve the router with \
+                 `into_make_service_with_connect_info::<SocketAddr>()`, insert a PeerAddr, or turn the \
+                 rule off with HttpConfig::loopback_only(false)"
+            );
+        }
+        let req = at_endpoint(req, cfg.endpoint_path());
         let http = self.http.clone();
         Box::pin(async move { Ok(http.handle(req, peer).await) })
     }
+}
+
+/// `req` with its path replaced by `endpoint` (scheme, authority and query kept): a mounted
+/// service serves whatever path its router sent it. An endpoint that is no valid URI path
+/// leaves the request as it is, to be answered 404 like any request for another path.
+fn at_endpoint<B>(mut req: Request<B>, endpoint: &str) -> Request<B> {
+    if req.uri().path() == endpoint {
+        return req;
+    }
+    let target = match req.uri().query() {
+        Some(q) => format!("{endpoint}?{q}"),
+        None => endpoint.to_owned(),
+    };
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(pq) = http::uri::PathAndQuery::try_from(target) {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
 }
 
 /// hyper's header read timeout for `timeout`: none when `now + timeout` (with a year's margin

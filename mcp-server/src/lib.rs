@@ -66,7 +66,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use handler::{
-    typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, ReadResource, RequestContext,
+    typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
 };
 pub use http::{
@@ -299,6 +299,17 @@ enum Item {
     Template(ResourceTemplate, Handler, Option<Handler>),
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
+    /// A tool refused before registration (its handler's output type has no object schema);
+    /// [`ServerBuilder::build`] reports it.
+    Refused(RegistryError),
+}
+
+/// The item for `tool` served by `handler`, with the output schema its return type `R` declares.
+fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item {
+    match handler::with_output::<R>(tool) {
+        Ok(tool) => Item::Tool(tool, handler),
+        Err(e) => Item::Refused(e),
+    }
 }
 
 /// Builds a [`Server`].
@@ -349,19 +360,22 @@ impl ServerBuilder {
         self
     }
 
-    /// Adds a tool served by an async closure.
+    /// Adds a tool served by an async closure. A handler that returns [`Json<T>`](Json) declares
+    /// `T`'s schema as the tool's `outputSchema`, unless `tool` declares one.
     pub fn tool<F, Fut, R>(mut self, tool: Tool, f: F) -> Self
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(tool, tool_fn(f)));
+        self.items.push(tool_item::<R>(tool, tool_fn(f)));
         self
     }
 
     /// Adds a typed tool: the input schema is derived from `A`, and the handler receives the
-    /// arguments deserialized.
+    /// arguments deserialized. A handler that returns [`Json<T>`](Json) (or a `Result` of it)
+    /// has typed output too: `T`'s schema becomes the `outputSchema` and each value the
+    /// result's `structuredContent`.
     pub fn typed_tool<A, F, Fut, R>(mut self, name: &str, description: &str, f: F) -> Self
     where
         A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
@@ -369,7 +383,7 @@ impl ServerBuilder {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(typed_tool::<A>(name, description), typed_tool_fn(f)));
+        self.items.push(tool_item::<R>(typed_tool::<A>(name, description), typed_tool_fn(f)));
         self
     }
 
@@ -387,7 +401,7 @@ impl ServerBuilder {
         F: Fn(ToolCall) -> R + Send + Sync + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(tool, blocking_tool_fn(f)));
+        self.items.push(tool_item::<R>(tool, blocking_tool_fn(f)));
         self
     }
 
@@ -400,7 +414,7 @@ impl ServerBuilder {
         F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
         R: IntoToolResult + 'static,
     {
-        self.items.push(Item::Tool(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
+        self.items.push(tool_item::<R>(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
         self
     }
 
@@ -447,6 +461,26 @@ impl ServerBuilder {
         self
     }
 
+    /// Declares that handlers log to clients ([`RequestContext::log`]): the server advertises
+    /// the `logging` capability and serves `logging/setLevel`. Off by default, since whether a
+    /// handler logs cannot be known from its type; without it `logging/setLevel` is answered
+    /// `-32601` (method not found) and `RequestContext::log` sends nothing (the first such call
+    /// logs a `tracing` warning naming this method). See [`Config::logging`].
+    pub fn logging(mut self) -> Self {
+        self.config.logging = true;
+        self
+    }
+
+    /// Declares that the application reports resource changes ([`Server::notify_resource_updated`]):
+    /// the server advertises `resources.subscribe` and serves `resources/subscribe` and
+    /// `resources/unsubscribe` (and `resourceSubscriptions` in a 2026-07-28 listen). Off by
+    /// default, since a subscription nobody notifies promises updates that never come; without
+    /// it those methods are answered `-32601`. See [`Config::resource_subscriptions`].
+    pub fn resource_subscriptions(mut self) -> Self {
+        self.config.resource_subscriptions = true;
+        self
+    }
+
     /// Sets the server-wide gate over the data methods.
     pub fn gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));
@@ -476,6 +510,7 @@ impl ServerBuilder {
                         reg.set_gate(Some(g));
                         Ok(())
                     }
+                    Item::Refused(e) => Err(e),
                 }
                 .map_err(BuildError::Registry)?;
             }
@@ -550,12 +585,15 @@ impl Server {
     }
 
     /// Registers a tool served by an async closure, at any time; listening clients are told.
+    /// A handler returning [`Json<T>`](Json) declares `T`'s schema as the `outputSchema`, as
+    /// with [`ServerBuilder::tool`].
     pub fn add_tool<F, Fut, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
+        let tool = handler::with_output::<R>(tool)?;
         self.registry(|r| r.add_tool(tool, tool_fn(f)))
     }
 
@@ -572,7 +610,7 @@ impl Server {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        let tool = typed_tool::<A>(name, description);
+        let tool = handler::with_output::<R>(typed_tool::<A>(name, description))?;
         self.registry(|r| r.add_tool(tool, typed_tool_fn(f)))
     }
 
@@ -583,6 +621,7 @@ impl Server {
         F: Fn(ToolCall) -> R + Send + Sync + 'static,
         R: IntoToolResult + 'static,
     {
+        let tool = handler::with_output::<R>(tool)?;
         self.registry(|r| r.add_tool(tool, blocking_tool_fn(f)))
     }
 
@@ -683,6 +722,15 @@ impl Server {
 
     fn log(&self, call: CallId, level: LogLevel, logger: Option<&str>, data: Value) {
         let mut st = self.lock();
+        if !st.engine.config().logging {
+            static TOLD: std::sync::Once = std::sync::Once::new();
+            TOLD.call_once(|| {
+                tracing::warn!(
+                    "RequestContext::log called, but this server does not log to clients; \
+                     enable it with ServerBuilder::logging()"
+                )
+            });
+        }
         let now = self.now();
         // Stale: the call ended; a late log line has nowhere to go.
         let _ = st.engine.log(now, call, level, logger, data);

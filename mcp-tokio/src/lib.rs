@@ -36,9 +36,9 @@ pub use mcp_proto::{
 };
 pub use mcp_server;
 pub use mcp_server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpService, IntoToolResult, McpBody, PeerAddr,
-    ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall,
-    ToolResult,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpService, IntoToolResult, Json, McpBody,
+    PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd,
+    ToolCall, ToolResult,
 };
 
 use hyper_util::rt::{TokioIo, TokioTimer};

@@ -25,6 +25,9 @@ pub fn base_time() -> Instant {
 pub fn config(limits: Limits, call_timeout: Option<Duration>) -> Config {
     let mut c = Config::new(Implementation::new("fuzz", "0.0.0"), KeyRing::new([0x5a; 32]));
     c.seed = Some(mcp_proto::Seed([0xa5; 32]));
+    // Every capability on, so the targets reach logging and subscription paths too.
+    c.logging = true;
+    c.resource_subscriptions = true;
     c.limits = limits;
     c.limits.call_timeout(call_timeout);
     c

@@ -96,6 +96,9 @@
 //! - `! discover-cache shared|private <ttl>`: [`Config::discover_cache`] (default private, 0);
 //! - `! resume-window 5s` (or `ms`): the [`Limits`] setter `resume_window` (default 30 s);
 //! - `! instructions "text"`;
+//! - `! logging off`, `! subscriptions off`: [`Config::logging`] and
+//!   [`Config::resource_subscriptions`] (default: both on, as the fixture server logs and can
+//!   report resource changes; off shows what a server that does neither advertises);
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
 //! - `! tools echo add ...`: register only these test tools (default: all of
@@ -636,6 +639,10 @@ struct Settings {
     shareable: Vec<(String, Duration)>,
     /// `Config::discover_cache`.
     discover_cache: CacheHint,
+    /// `Config::logging`.
+    logging: bool,
+    /// `Config::resource_subscriptions`.
+    subscriptions: bool,
     /// Mirrors of the limits `Limits` has no getter for.
     max_batch_len: usize,
     max_depth: usize,
@@ -656,6 +663,8 @@ impl Default for Settings {
             state_epoch: 0,
             shareable: Vec::new(),
             discover_cache: CacheHint::private(),
+            logging: true,
+            subscriptions: true,
             max_batch_len: 64,
             max_depth: 64,
             max_id_bytes: 256,
@@ -1101,6 +1110,17 @@ impl Runner {
                 let (s, _) = json_string(rest)?;
                 self.settings.instructions = Some(s);
             }
+            "logging" | "subscriptions" => {
+                config(self)?;
+                if rest != "off" {
+                    return Err(format!("`! {name}` takes `off` (it is on by default)"));
+                }
+                if name == "logging" {
+                    self.settings.logging = false;
+                } else {
+                    self.settings.subscriptions = false;
+                }
+            }
             "server-info" => {
                 config(self)?;
                 if rest != "full" {
@@ -1284,6 +1304,8 @@ impl Runner {
         config.instructions = s.instructions.clone();
         config.state_epoch = s.state_epoch;
         config.discover_cache = s.discover_cache;
+        config.logging = s.logging;
+        config.resource_subscriptions = s.subscriptions;
         // Session ids come from the seed: a fixed one makes them the same on every run.
         config.seed = Some(Seed([11; 32]));
         self.http = Some(HttpConfig::default());

@@ -72,7 +72,9 @@ pub fn build_with_limits(opts: &Options, limits: mcp_proto::Limits, sleep: Sleep
         }
     }
     let yield_first = opts.yield_first;
-    let mut builder = Server::builder("replay", "1.0.0").keys(KeyRing::new([7; 32]));
+    // Like the replay runner's engine, which logs and reports resource changes by default.
+    let mut builder =
+        Server::builder("replay", "1.0.0").keys(KeyRing::new([7; 32])).logging().resource_subscriptions();
     builder.config_mut().limits = limits;
     for (tool, handler) in all {
         if opts.tools.as_ref().is_none_or(|w| w.iter().any(|n| n == tool.name())) {

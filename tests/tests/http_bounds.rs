@@ -40,7 +40,8 @@ fn build(limits: impl FnOnce(&mut Limits), gate: Option<Gate>) -> Server {
 }
 
 fn builder(limits: impl FnOnce(&mut Limits), gate: Option<Gate>) -> mcp_server::ServerBuilder {
-    let mut b = Server::builder("bounds", "1.0.0");
+    // Some tests subscribe to resources: the server reports their changes.
+    let mut b = Server::builder("bounds", "1.0.0").resource_subscriptions();
     limits(&mut b.config_mut().limits);
     let slow = Tool::new(
         "slow",

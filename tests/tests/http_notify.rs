@@ -150,7 +150,7 @@ fn a_stream_that_never_reads_is_cut_after_the_stall_time() {
         let mut uri = "test://big/".to_owned();
         uri.extend(std::iter::repeat_n('x', BIG_URI_BYTES - uri.len()));
         let server = {
-            let mut b = Server::builder("notify", "1.0.0");
+            let mut b = Server::builder("notify", "1.0.0").resource_subscriptions();
             b.config_mut()
                 .limits
                 .stream_queue(2)

@@ -90,6 +90,20 @@ pub struct Config {
     /// only while no gate exists (the server's or any item's): the capabilities it lists are
     /// derived from what the caller may see, so any gate makes them the caller's own.
     pub discover_cache: CacheHint,
+    /// Whether the server logs to its clients: advertise the `logging` capability, serve
+    /// `logging/setLevel`, and send what [`Engine::log`](super::Engine::log) is given. Default
+    /// `false`: no engine can know whether a handler will log, so a server says so. Off,
+    /// `logging` is not advertised, `logging/setLevel` is answered `-32601` (method not found,
+    /// as for any method of a capability not declared), and `Engine::log` sends nothing.
+    pub logging: bool,
+    /// Whether the application reports resource changes (calls
+    /// [`Engine::notify_resource_updated`](super::Engine::notify_resource_updated)): advertise
+    /// `resources.subscribe`, serve legacy `resources/subscribe` and `resources/unsubscribe`,
+    /// and honour `resourceSubscriptions` in a 2026-07-28 listen. Default `false`: a
+    /// subscription nobody ever notifies would promise updates that never come. Off (or with no
+    /// resource or template registered), those methods are answered `-32601` and a listen's
+    /// acknowledgement leaves `resourceSubscriptions` out.
+    pub resource_subscriptions: bool,
 }
 
 /// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
@@ -122,6 +136,8 @@ impl Config {
             seed: None,
             state_epoch: 0,
             discover_cache: CacheHint::private(),
+            logging: false,
+            resource_subscriptions: false,
         }
     }
 }

@@ -336,9 +336,11 @@ impl<H: Clone> Engine<H> {
                     mrtr: None,
                 };
                 match method {
+                    // A method of a capability not declared does not exist for this client.
+                    "logging/setLevel" if !self.config.logging => Err(RpcError::method_not_found(method)),
                     "logging/setLevel" => self.set_level(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
                     "resources/subscribe" | "resources/unsubscribe"
-                        if !self.offers(&self.caller(conn)).resources =>
+                        if !self.offers(&self.caller(conn)).subscriptions =>
                     {
                         Err(RpcError::method_not_found(method))
                     }
@@ -472,7 +474,10 @@ impl<H: Clone> Engine<H> {
     }
 
     /// The capabilities `caller` is offered: derived from the items its gates let it see, so a
-    /// gated item that is the only one of its kind does not betray the kind.
+    /// gated item that is the only one of its kind does not betray the kind, and from what the
+    /// configuration says the application does (`logging`, `resources.subscribe`). Each kind
+    /// offered has `listChanged`: the registry can change at run time, and the engine then
+    /// always tells (a legacy session's channel, a 2026-07-28 listen stream).
     pub(super) fn capabilities(&self, caller: &Caller) -> Value {
         let offers = self.offers(caller);
         let listed = || serde_json::json!({ "listChanged": true });
@@ -481,7 +486,12 @@ impl<H: Clone> Engine<H> {
             caps.insert("tools".into(), listed());
         }
         if offers.resources {
-            caps.insert("resources".into(), serde_json::json!({ "subscribe": true, "listChanged": true }));
+            let resources = if offers.subscriptions {
+                serde_json::json!({ "subscribe": true, "listChanged": true })
+            } else {
+                listed()
+            };
+            caps.insert("resources".into(), resources);
         }
         if offers.prompts {
             caps.insert("prompts".into(), listed());
@@ -489,7 +499,9 @@ impl<H: Clone> Engine<H> {
         if offers.completions {
             caps.insert("completions".into(), Value::Object(Map::new()));
         }
-        caps.insert("logging".into(), Value::Object(Map::new()));
+        if offers.logging {
+            caps.insert("logging".into(), Value::Object(Map::new()));
+        }
         Value::Object(caps)
     }
 

@@ -35,6 +35,11 @@ pub(super) struct Offers {
     pub(super) resources: bool,
     pub(super) prompts: bool,
     pub(super) completions: bool,
+    /// `resources.subscribe`: resources are offered and the application reports changes
+    /// ([`Config::resource_subscriptions`](crate::Config::resource_subscriptions)).
+    pub(super) subscriptions: bool,
+    /// [`Config::logging`](crate::Config::logging).
+    pub(super) logging: bool,
 }
 
 impl Offers {
@@ -75,11 +80,18 @@ impl<H: Clone> Engine<H> {
         let sees = |gate: Option<&crate::Gate>| admits(gate, caller);
         let templates = r.templates.values().any(|t| sees(t.template.gate.as_ref()));
         let prompts = r.prompts.values().any(|p| sees(p.prompt.gate.as_ref()));
+        let resources = templates || r.resources.values().any(|x| sees(x.resource.gate.as_ref()));
+        // Completion exists only where a handler can answer it: an item without one would only
+        // ever complete to nothing.
+        let completions = r.prompts.values().any(|p| p.completion.is_some() && sees(p.prompt.gate.as_ref()))
+            || r.templates.values().any(|t| t.completion.is_some() && sees(t.template.gate.as_ref()));
         Offers {
             tools: r.tools.values().any(|t| sees(t.tool.gate.as_ref())),
-            resources: templates || r.resources.values().any(|x| sees(x.resource.gate.as_ref())),
+            resources,
             prompts,
-            completions: prompts || templates,
+            completions,
+            subscriptions: resources && self.config.resource_subscriptions,
+            logging: self.config.logging,
         }
     }
 

@@ -359,7 +359,10 @@ impl<H: Clone> Engine<H> {
                     let Value::String(u) = u else {
                         return Err(RpcError::invalid_params("\"resourceSubscriptions\" must hold strings"));
                     };
-                    if u.len() <= limits.max_uri_bytes && self.resolve(&caller, u).is_some() {
+                    if offers.subscriptions
+                        && u.len() <= limits.max_uri_bytes
+                        && self.resolve(&caller, u).is_some()
+                    {
                         filter.watch(u.clone());
                     }
                 }
@@ -383,8 +386,8 @@ impl<H: Clone> Engine<H> {
                 honoured.insert((*name).into(), true.into());
             }
         }
-        // Left out, not empty, when the server offers this caller no resources at all.
-        if requested.contains_key("resourceSubscriptions") && offers.resources {
+        // Left out, not empty, when the server offers this caller no resource subscriptions.
+        if requested.contains_key("resourceSubscriptions") && offers.subscriptions {
             honoured.insert(
                 "resourceSubscriptions".into(),
                 filter.uris().cloned().map(Value::String).collect::<Vec<_>>().into(),
@@ -464,8 +467,9 @@ impl<H: Clone> Engine<H> {
         Ok(ProgressOutcome::Sent)
     }
 
-    /// Sends a log message about `call` to its client, if the client asked for that level:
-    /// on a legacy session at or above the level of `logging/setLevel` (every level before it is
+    /// Sends a log message about `call` to its client, if the server logs
+    /// ([`Config::logging`](crate::Config::logging); nothing is sent otherwise) and the client
+    /// asked for that level: on a legacy session at or above the level of `logging/setLevel` (every level before it is
     /// set), on 2026-07-28 only when the request's `_meta` carried a logLevel and at or above it.
     ///
     /// Returns [`Stale`] when the call is no longer in flight. Follow with
@@ -480,7 +484,10 @@ impl<H: Clone> Engine<H> {
     ) -> Result<(), Stale> {
         self.input(now);
         let c = self.calls.get(call).ok_or(Stale)?;
-        let send = if c.version.is_modern() {
+        let send = if !self.config.logging {
+            // Not advertised, so no client asked for it.
+            false
+        } else if c.version.is_modern() {
             c.log_level.is_some_and(|min| level >= min)
         } else {
             let session = self.conns.get(c.conn.0).and_then(|conn| conn.session.as_ref());

@@ -28,6 +28,8 @@ impl Rig {
         let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
         limits(&mut config.limits);
         config.seed = Some(Seed([9; 32]));
+        // The tests log through a full queue.
+        config.logging = true;
         #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
         let now = Instant::now();
         let mut engine = Engine::new(config, now);
