@@ -85,7 +85,7 @@ impl Traces {
     ) {
         match opened {
             Ok(conn) => {
-                span.record("session", debug(conn));
+                span.record("session", display(conn));
                 self.sessions.insert(conn, Open { span, started: now() });
             }
             Err(e) => {
@@ -146,7 +146,7 @@ impl Traces {
         }
         span.record("caller", caller_name(caller));
         if let Some(session) = session {
-            span.record("session", debug(session));
+            span.record("session", display(session));
         }
         self.requests.insert(call, Open { span: span.clone(), started: now() });
         Some(span)

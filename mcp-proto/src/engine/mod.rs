@@ -71,6 +71,21 @@ pub struct ConnId(Key);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CallId(Key);
 
+/// Short forms for logs: `c3.1` is slot 3 in its first reuse; the generation keeps a reused slot
+/// apart from the connection that held it before.
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}.{}", self.0.idx, self.0.gen)
+    }
+}
+
+/// Short form for logs, as [`ConnId`]'s: `k12.0`.
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "k{}.{}", self.0.idx, self.0.gen)
+    }
+}
+
 struct Session {
     version: ProtocolVersion,
     initialized: bool,
