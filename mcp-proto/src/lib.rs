@@ -111,10 +111,10 @@ pub use content::{
 };
 pub use cursor::KeyRing;
 pub use engine::{
-    Answered, AskError, Asked, CallId, CancelReason, CloseReason, CompletionRef, Config, ConnId, ConnKind,
-    Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation, Introspection,
-    Invocation, LogLevel, OpenError, Output, ProgressOutcome, Refusals, RegistryMut, Reply, Request, Seed,
-    Stale, Ticket,
+    Answered, AnsweredRequest, AskError, Asked, CallId, CancelReason, CloseReason, CompletionRef, Config,
+    ConnId, ConnKind, Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation,
+    Introspection, Invocation, LogLevel, OpenError, Output, ProgressOutcome, Refusals, RegistryMut, Reply,
+    Request, Seed, Stale, Ticket,
 };
 pub use frame::Decoded;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};

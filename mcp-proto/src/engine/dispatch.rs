@@ -11,7 +11,7 @@ use super::{
     ledger, notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
 };
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
-use super::{Request, Session, Ticket};
+use super::{Peek, Request, Session, Ticket};
 use crate::blame::Bound;
 use crate::caller::{admits, Caller};
 use crate::content::ToolOutput;
@@ -26,22 +26,31 @@ impl<H: Clone> Engine<H> {
     /// Answers a parsed frame from `conn`.
     pub(super) fn dispatch(&mut self, now: Instant, conn: ConnId, frame: RawFrame) -> FrameOutcome {
         match frame {
-            RawFrame::Single(env) => match self.message(now, conn, env, None) {
-                Some(Answer::Now(answer)) => {
-                    self.count_refusal(&answer);
-                    self.emit(conn, answer);
-                    FrameOutcome::Reply
+            RawFrame::Single(env) => {
+                // Read only for a record: off, this is the one branch recording costs.
+                let peek = self.records.on.then(|| self.peek(&env));
+                match self.message(now, conn, env, None) {
+                    Some(Answer::Now(answer)) => {
+                        self.count_refusal(&answer);
+                        self.record_answer(conn, peek, Some(&answer));
+                        self.emit(conn, answer);
+                        FrameOutcome::Reply
+                    }
+                    Some(Answer::Later(inv)) => {
+                        self.out.push_back(Output::Invoke(inv));
+                        FrameOutcome::Reply
+                    }
+                    Some(Answer::Open) => {
+                        self.record_answer(conn, peek, None);
+                        FrameOutcome::Reply
+                    }
+                    None => FrameOutcome::NoReply,
                 }
-                Some(Answer::Later(inv)) => {
-                    self.out.push_back(Output::Invoke(inv));
-                    FrameOutcome::Reply
-                }
-                Some(Answer::Open) => FrameOutcome::Reply,
-                None => FrameOutcome::NoReply,
-            },
+            }
             RawFrame::NotAnObject => {
-                let err = RpcError::malformed("a JSON-RPC message must be an object");
-                self.emit(conn, err.encode(None));
+                let answer = RpcError::malformed("a JSON-RPC message must be an object").encode(None);
+                self.record_now(conn, Peek::unknown, &answer);
+                self.emit(conn, answer);
                 FrameOutcome::Reply
             }
             RawFrame::Batch(items) => self.batch(now, conn, items),
@@ -74,23 +83,30 @@ impl<H: Clone> Engine<H> {
             None
         };
         if let Some(err) = refuse {
-            self.emit(conn, err.encode(None));
+            let answer = err.encode(None);
+            self.record_now(conn, Peek::unknown, &answer);
+            self.emit(conn, answer);
             return FrameOutcome::Reply;
         }
         let reply_to = self.reply_to.unwrap_or(conn);
         let batch = self.calls.open_batch(reply_to);
         let mut invocations = Vec::new();
         for item in items {
-            let answer = match item {
-                RawFrameItem::Message(env) => self.message(now, conn, env, Some(batch)),
-                RawFrameItem::NotAnObject => Some(Answer::Now(
-                    RpcError::malformed("a JSON-RPC message must be an object").encode(None),
-                )),
+            let (answer, peek) = match item {
+                RawFrameItem::Message(env) => {
+                    let peek = self.records.on.then(|| self.peek(&env));
+                    (self.message(now, conn, env, Some(batch)), peek)
+                }
+                RawFrameItem::NotAnObject => {
+                    let answer = RpcError::malformed("a JSON-RPC message must be an object").encode(None);
+                    (Some(Answer::Now(answer)), None)
+                }
             };
             match answer {
                 // Inside the batch's array every answer travels alike, errors too.
                 Some(Answer::Now(answer)) => {
                     self.count_refusal(&answer);
+                    self.record_answer(conn, peek, Some(&answer));
                     self.calls.answered(batch, answer.bytes);
                 }
                 Some(Answer::Later(inv)) => {
@@ -98,7 +114,8 @@ impl<H: Clone> Engine<H> {
                     self.calls.awaits(batch);
                     invocations.push(inv);
                 }
-                None | Some(Answer::Open) => {}
+                Some(Answer::Open) => self.record_answer(conn, peek, None),
+                None => {}
             }
         }
         let Some(replies) = self.calls.close_batch(batch) else { return FrameOutcome::NoReply };
@@ -122,6 +139,16 @@ impl<H: Clone> Engine<H> {
     fn count_refusal(&mut self, answer: &Encoded) {
         if let Some((blame, _)) = answer.fault {
             self.refusals.blamed(blame);
+        }
+    }
+
+    /// Records a request answered at once (`answer`), or a listen stream opened (`None`),
+    /// while recording. `peek` is `None` when recording was off as the request came in, or
+    /// when the message was no object at all (recorded as `unknown`).
+    fn record_answer(&mut self, conn: ConnId, peek: Option<Peek>, answer: Option<&Encoded>) {
+        if self.records.on {
+            let code = answer.and_then(|a| a.fault).map(|(_, code)| code.code());
+            self.record(Some(conn), None, peek.unwrap_or_else(Peek::unknown), code);
         }
     }
 

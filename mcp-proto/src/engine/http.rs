@@ -22,7 +22,9 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::timers::Timer;
-use super::{decode_error, CloseReason, Conn, ConnId, Engine, FrameOutcome, Output, META_PROTOCOL_VERSION};
+use super::{
+    decode_error, CloseReason, Conn, ConnId, Engine, FrameOutcome, Output, Peek, META_PROTOCOL_VERSION,
+};
 use crate::blame::{Blame, Bound, Era};
 use crate::caller::{admits, Caller};
 use crate::frame::Decoded;
@@ -110,6 +112,12 @@ fn session_not_found() -> HttpReply {
     refuse(None, &RpcError::blamed(Blame::Misbehaving, ErrorCode::SessionNotFound, "session not found"))
 }
 
+/// The error code of a JSON-RPC error this module encoded (`None` for a result): read back only
+/// for a record of a request refused before dispatch, where the code was not kept.
+fn error_code_of(body: &[u8]) -> Option<i64> {
+    serde_json::from_slice::<Value>(body).ok()?.get("error")?.get("code")?.as_i64()
+}
+
 impl<H: Clone> Engine<H> {
     /// The capacity refusal: the connection or session table is full. Counted.
     pub(super) fn busy(&mut self, id: Option<&RequestId>, message: &str) -> HttpReply {
@@ -162,7 +170,35 @@ impl<H: Clone> Engine<H> {
         }
     }
 
+    /// A `POST`: one exchange's worth of JSON-RPC. While recording, a request refused before
+    /// dispatch (which records what it answers) is recorded here, without a connection.
     fn http_post(
+        &mut self,
+        now: Instant,
+        req: &HttpRequest<'_>,
+        decoded: Decoded,
+        headers: RouteHeaders<'_>,
+        accepts: Accepts,
+    ) -> HttpReply {
+        if !self.records.on {
+            return self.post_reply(now, req, decoded, headers, accepts);
+        }
+        let made = self.records.made;
+        let peek = match &decoded.frame {
+            Some(Ok(RawFrame::Single(env))) => self.peek(env),
+            _ => Peek::unknown(),
+        };
+        let reply = self.post_reply(now, req, decoded, headers, accepts);
+        if let HttpReply::Full { body, .. } = &reply {
+            // An empty body answers notifications and responses only (202): no request.
+            if self.records.made == made && !body.is_empty() {
+                self.record(None, Some(&req.caller), peek, error_code_of(body));
+            }
+        }
+        reply
+    }
+
+    fn post_reply(
         &mut self,
         now: Instant,
         req: &HttpRequest<'_>,

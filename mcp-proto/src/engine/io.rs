@@ -435,6 +435,50 @@ pub enum Output<H> {
     },
 }
 
+/// A request the engine answered itself, with no handler: `initialize`, `ping`, the lists,
+/// `logging/setLevel`, subscriptions, and every request it answered with an error at once
+/// (unknown method, invalid params, refused for a bound or a shutdown, a frame that did not
+/// parse). Kept only while [`Engine::set_recording`] is on, and drained with
+/// [`Engine::poll_answered`], so a shim can trace these requests as it traces the ones its
+/// handlers serve. Notifications and responses are not requests and are never recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnsweredRequest {
+    /// The connection the request arrived on: a line connection, a legacy HTTP session, or a
+    /// 2026-07-28 exchange (already closed by the time the record is drained). `None` for an
+    /// HTTP request refused before it became an exchange (a full connection table, an unknown
+    /// session, a header mismatch, a body that did not parse).
+    pub conn: Option<ConnId>,
+    /// The session `conn` belongs to, as [`Engine::session_of`] said while it was open.
+    pub session: Option<ConnId>,
+    /// Who asked.
+    pub caller: Arc<Caller>,
+    /// The JSON-RPC method, when it is one the engine knows; otherwise `"unknown"` (also when
+    /// no method could be read). Never the peer's own text, so a record stays small whatever
+    /// was sent.
+    pub method: &'static str,
+    /// What the request names, where its method names something (`tools/call` and
+    /// `prompts/get`: `name`; `resources/read`, `resources/subscribe` and
+    /// `resources/unsubscribe`: `uri`), when it is a string of at most
+    /// [`NAME_BYTES`](Self::NAME_BYTES) bytes.
+    pub name: Option<String>,
+    /// The JSON-RPC id, when the request had a valid one within
+    /// [`Limits::max_id_bytes`](crate::Limits::max_id_bytes).
+    pub id: Option<crate::RequestId>,
+    /// The JSON-RPC error code of the answer, or `None` for a result.
+    pub error_code: Option<i64>,
+}
+
+impl AnsweredRequest {
+    /// Records kept before the oldest is dropped (and counted in
+    /// [`EngineStatus::dropped_records`]): 1024. A shim that drains after every input never
+    /// gets near it; it bounds what a shim that stops draining can cost.
+    pub const QUEUE_CAP: usize = 1024;
+    /// The longest [`name`](Self::name) kept, in bytes: 256. A longer one is left out rather
+    /// than cut, so a record never echoes an unbounded string.
+    pub const NAME_BYTES: usize = 256;
+}
+
 /// What an engine is doing; see [`Engine::status`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -456,6 +500,9 @@ pub struct EngineStatus {
     pub dropped_notifications: u64,
     /// Work turned away since the engine started, by reason.
     pub refusals: Refusals,
+    /// [`AnsweredRequest`] records dropped because
+    /// [`AnsweredRequest::QUEUE_CAP`] were already waiting to be drained.
+    pub dropped_records: u64,
 }
 
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection

@@ -50,8 +50,8 @@ pub use ask::{AskError, Asked};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
 pub use io::{
-    Answered, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus, FrameOutcome, Invocation,
-    OpenError, Output, Refusals, Reply, Request, Stale, Ticket,
+    Answered, AnsweredRequest, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus,
+    FrameOutcome, Invocation, OpenError, Output, Refusals, Reply, Request, Stale, Ticket,
 };
 
 use calls::{Call, CallKind, Calls, ConnCalls};
@@ -189,7 +189,55 @@ pub struct Engine<H> {
     dropped_notes: u64,
     /// Work turned away, by reason ([`EngineStatus::refusals`]).
     refusals: Refusals,
+    /// Requests the engine answered itself, while a shim wants them ([`Engine::set_recording`]).
+    records: Records,
 }
+
+/// The [`AnsweredRequest`] records a shim asked for. Off, it holds nothing and each request
+/// costs one branch on `on`.
+#[derive(Default)]
+struct Records {
+    on: bool,
+    queue: VecDeque<AnsweredRequest>,
+    /// Records made since the engine started: lets the HTTP path tell whether a request it
+    /// answered went through `dispatch` (which recorded it) or was refused before.
+    made: u64,
+    /// Dropped past [`AnsweredRequest::QUEUE_CAP`].
+    dropped: u64,
+}
+
+/// What a record says of a request, read from its envelope before dispatch consumes it.
+struct Peek {
+    method: &'static str,
+    name: Option<String>,
+    id: Option<RequestId>,
+}
+
+impl Peek {
+    /// A message whose method and id could not be read.
+    fn unknown() -> Self {
+        Peek { method: "unknown", name: None, id: None }
+    }
+}
+
+/// The method names a record may carry: every method the engine answers or hands to a handler.
+const KNOWN_METHODS: [&str; 15] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+];
 
 impl<H: Clone> Engine<H> {
     /// A new engine. `now` is the current time; nothing in the engine reads a clock.
@@ -215,6 +263,7 @@ impl<H: Clone> Engine<H> {
             clock: now,
             dropped_notes: 0,
             refusals: Refusals::default(),
+            records: Records::default(),
         }
     }
 
@@ -412,12 +461,102 @@ impl<H: Clone> Engine<H> {
             streams: self.sessions.streams(),
             dropped_notifications: self.dropped_notes,
             refusals: self.refusals,
+            dropped_records: self.records.dropped,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();
             s.listens += c.listens.len();
         }
         s
+    }
+
+    /// Whether to keep an [`AnsweredRequest`] for each request the engine answers itself
+    /// (default off). A shim turns it on while someone wants those requests traced (the server
+    /// layer does while a `tracing` subscriber wants the `mcp::request` target) and drains the
+    /// records with [`poll_answered`](Self::poll_answered). Off, nothing is kept and a request
+    /// costs one branch; on, at most [`AnsweredRequest::QUEUE_CAP`] records wait, the oldest
+    /// dropped past that. Turning it off discards the records not drained. Not an input: it
+    /// changes no output, and may be called at any time.
+    pub fn set_recording(&mut self, on: bool) {
+        if !on && self.records.on {
+            self.records.queue = VecDeque::new();
+        }
+        self.records.on = on;
+    }
+
+    /// Whether [`set_recording`](Self::set_recording) is on.
+    pub fn is_recording(&self) -> bool {
+        self.records.on
+    }
+
+    /// The oldest request the engine answered itself that was not drained yet, while
+    /// [`set_recording`](Self::set_recording) is on; `None` when there is none. Drain it after
+    /// [`poll_output`](Self::poll_output), at the same points.
+    pub fn poll_answered(&mut self) -> Option<AnsweredRequest> {
+        self.records.queue.pop_front()
+    }
+
+    /// What a record of the request in `env` would say, read before dispatch takes it: a known
+    /// method's name (else `"unknown"`), the name it names within
+    /// [`AnsweredRequest::NAME_BYTES`], and its id within the id bound. Only called while
+    /// recording.
+    fn peek(&self, env: &crate::json::RawEnvelope) -> Peek {
+        let method = env
+            .method
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(|m| KNOWN_METHODS.iter().find(|k| **k == m).copied())
+            .unwrap_or("unknown");
+        let field = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+            _ => None,
+        };
+        let name = field
+            .and_then(|f| env.params.as_ref()?.get(f)?.as_str())
+            .filter(|n| n.len() <= AnsweredRequest::NAME_BYTES)
+            .map(str::to_owned);
+        let id = env
+            .id
+            .as_deref()
+            .filter(|raw| raw.get().len() <= self.config.limits.max_id_bytes)
+            .and_then(|raw| RequestId::from_json(raw.get()));
+        Peek { method, name, id }
+    }
+
+    /// Records `answer`, given at once to a request on `conn`, while recording; `peek` says
+    /// what the request was (called only then).
+    fn record_now(&mut self, conn: ConnId, peek: impl FnOnce() -> Peek, answer: &Encoded) {
+        if self.records.on {
+            let code = answer.fault.map(|(_, code)| code.code());
+            self.record(Some(conn), None, peek(), code);
+        }
+    }
+
+    /// Keeps a record of a request answered at once on `conn` (`None`: refused before it had
+    /// a connection, by `caller`).
+    fn record(&mut self, conn: Option<ConnId>, caller: Option<&Caller>, peek: Peek, error_code: Option<i64>) {
+        let open = conn.and_then(|c| self.conns.get(c.0));
+        let caller = match (open, caller) {
+            (Some(c), _) => c.caller.clone(),
+            (None, Some(caller)) => Arc::new(caller.clone()),
+            (None, None) => Arc::default(),
+        };
+        let session = conn.and_then(|c| self.session_of(c));
+        if self.records.queue.len() >= AnsweredRequest::QUEUE_CAP {
+            self.records.queue.pop_front();
+            self.records.dropped += 1;
+        }
+        self.records.made += 1;
+        self.records.queue.push_back(AnsweredRequest {
+            conn,
+            session,
+            caller,
+            method: peek.method,
+            name: peek.name,
+            id: peek.id,
+            error_code,
+        });
     }
 
     /// Closes `conn` now: every call in flight on it is cancelled ([`Output::Cancel`], in
@@ -559,7 +698,9 @@ impl<H: Clone> Engine<H> {
         let frame = match decoded.frame {
             Some(Ok(f)) => f,
             Some(Err(e)) => {
-                self.emit(conn, decode_error(e).encode(None));
+                let answer = decode_error(e).encode(None);
+                self.record_now(conn, Peek::unknown, &answer);
+                self.emit(conn, answer);
                 return FrameOutcome::Reply;
             }
             None => {
@@ -571,7 +712,9 @@ impl<H: Clone> Engine<H> {
                     ),
                 );
                 self.refusals.size += 1;
-                self.emit(conn, err.encode(None));
+                let answer = err.encode(None);
+                self.record_now(conn, Peek::unknown, &answer);
+                self.emit(conn, answer);
                 return FrameOutcome::Reply;
             }
         };

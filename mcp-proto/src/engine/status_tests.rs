@@ -128,3 +128,83 @@ fn refused_connections_and_oversized_frames_are_counted() {
     let names: Vec<&str> = r.iter().filter(|(_, n)| *n > 0).map(|(name, _)| name).collect();
     assert_eq!(names, ["capacity", "size", "frame_too_large"]);
 }
+
+/// The requests the engine answered itself, drained.
+fn answered(engine: &mut Engine<u32>) -> Vec<super::AnsweredRequest> {
+    std::iter::from_fn(|| engine.poll_answered()).collect()
+}
+
+#[test]
+fn nothing_is_recorded_unless_asked() {
+    let mut rig = Rig::new();
+    assert!(!rig.engine.is_recording());
+    rig.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    rig.send(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    rig.send(r#"{"jsonrpc":"2.0","id":3,"method":"no/such"}"#);
+    rig.send("{not json");
+    assert_eq!(answered(&mut rig.engine), Vec::new());
+    assert_eq!(rig.engine.records.queue.capacity(), 0, "nothing was allocated for records");
+    assert_eq!(rig.engine.status().dropped_records, 0);
+}
+
+#[test]
+fn requests_answered_at_once_are_recorded_with_method_name_id_and_code() {
+    let mut rig = Rig::new();
+    rig.engine.set_recording(true);
+    rig.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    rig.send(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#);
+    let long = "x".repeat(4000);
+    rig.send(&json!({"jsonrpc": "2.0", "id": 3, "method": long}).to_string());
+    rig.send(&json!({"jsonrpc": "2.0", "id": 33, "method": "x".repeat(100)}).to_string());
+    rig.send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"nope"}}"#);
+    rig.send(r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#);
+    rig.send(r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":[]}"#);
+    rig.send("{not json");
+    // A call handed to its handler is the shim's to trace, not a record.
+    let ticket = rig.call(6);
+    let got: Vec<_> = answered(&mut rig.engine)
+        .into_iter()
+        .map(|r| {
+            assert_eq!((r.conn, r.session), (Some(rig.conn), Some(rig.conn)));
+            assert_eq!(r.caller.binding(), "");
+            (r.method, r.name, r.id.map(|id| id.as_json().to_owned()), r.error_code)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("tools/list", None, Some("1".to_owned()), None),
+            ("ping", None, Some("\"p\"".to_owned()), None),
+            // Over the method bound, then merely unknown: neither is echoed.
+            ("unknown", None, Some("3".to_owned()), Some(-32600)),
+            ("unknown", None, Some("33".to_owned()), Some(-32601)),
+            ("tools/call", Some("nope".to_owned()), Some("4".to_owned()), Some(-32602)),
+            ("ping", None, Some("5".to_owned()), Some(-32602)),
+            ("unknown", None, None, Some(-32700)),
+        ]
+    );
+    let _ = rig.engine.complete(rig.now, ticket, Reply::Tool(Ok(ToolOutput::text("ok"))));
+    assert_eq!(answered(&mut rig.engine), Vec::new());
+
+    rig.engine.set_recording(false);
+    rig.send(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    assert_eq!(answered(&mut rig.engine), Vec::new());
+}
+
+#[test]
+fn records_past_the_cap_drop_the_oldest_and_are_counted() {
+    let mut rig = Rig::new();
+    rig.engine.set_recording(true);
+    let cap = super::AnsweredRequest::QUEUE_CAP;
+    for id in 0..cap + 3 {
+        rig.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+    }
+    let got = answered(&mut rig.engine);
+    assert_eq!(got.len(), cap);
+    assert_eq!(got[0].id.as_ref().map(|id| id.as_json()), Some("3"));
+    assert_eq!(rig.engine.status().dropped_records, 3);
+    // Turning recording off frees what was not drained.
+    rig.send(r#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#);
+    rig.engine.set_recording(false);
+    assert!(rig.engine.poll_answered().is_none());
+}
