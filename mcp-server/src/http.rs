@@ -21,7 +21,7 @@ use futures_util::stream::Stream;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use super::{BoxFuture, Cut, HttpItem, HttpQueue, Runtime, Server, State};
+use super::{BoxFuture, Cut, HttpItem, HttpQueue, HttpRefused, Runtime, Server, State};
 use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
 use mcp_proto::{Bound, Era, RpcError};
 use mcp_proto::{Caller, ConnId, HttpRequest};
@@ -301,14 +301,15 @@ impl HttpService {
     /// served: the caller then closes the connection unread.
     pub fn admit(&self) -> Option<ConnectionPermit> {
         let max = self.inner.server.limits().http_connections();
-        self.inner
-            .open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
-            .ok()
-            .map(|_| {
-                self.inner.server.shared.http_connections.fetch_add(1, Ordering::AcqRel);
-                ConnectionPermit { inner: self.inner.clone(), held: None }
-            })
+        let taken =
+            self.inner.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1));
+        if taken.is_err() {
+            self.inner.server.http_refused(HttpRefused::Connections);
+        }
+        taken.ok().map(|_| {
+            self.inner.server.shared.http_connections.fetch_add(1, Ordering::AcqRel);
+            ConnectionPermit { inner: self.inner.clone(), held: None }
+        })
     }
 
     /// [`admit`](Self::admit) for a connection from `addr`, sharing the places fairly among
@@ -332,6 +333,7 @@ impl HttpService {
         }
         drop(peers);
         if let Some(gone) = displaced {
+            self.inner.server.http_refused(HttpRefused::Displaced);
             tracing::debug!(%addr, "connection limit reached; displaced a connection of an address above its share");
             // A switch already thrown, or a connection already ending, needs nothing more.
             let _ = gone.cut.try_send(());
@@ -378,6 +380,10 @@ impl HttpService {
             let permit = match self.admit_from(peer.ip(), busy.clone(), cut.clone()) {
                 Ok(permit) => permit,
                 Err(why) => {
+                    self.inner.server.http_refused(match why {
+                        Turned::PerPeer => HttpRefused::PerPeer,
+                        Turned::Full => HttpRefused::Connections,
+                    });
                     tracing::debug!(%peer, ?why, "connection limit reached; closing the new connection");
                     drop(io);
                     continue;
@@ -444,6 +450,11 @@ impl HttpService {
             // Timeouts, resets and malformed requests: the connection's business, not the
             // server's.
             Either::Left((Err(e), _)) => {
+                if e.is_timeout() {
+                    self.inner.server.http_refused(HttpRefused::HeadTimeout);
+                } else if e.is_parse_too_large() {
+                    self.inner.server.http_refused(HttpRefused::HeadTooLarge);
+                }
                 tracing::debug!(%peer, error = %e, "HTTP connection ended with an error")
             }
             Either::Left((Ok(()), _)) => {}
@@ -468,6 +479,7 @@ impl HttpService {
         let limits = self.inner.server.limits();
         if let Some(peer) = peer {
             if let Err(refusal) = check_peer(cfg, peer.ip()) {
+                self.inner.server.http_refused(HttpRefused::HeadRejected);
                 return refused(&refusal);
             }
         }
@@ -480,10 +492,18 @@ impl HttpService {
             // A declared length over the bound. Reading the body of a client that waits for
             // `100 Continue` would invite the upload the 413 refuses: it is told at once.
             Err(refusal) if refusal.status == 413 && !parts.headers.contains_key(http::header::EXPECT) => {
+                self.inner.server.http_refused(HttpRefused::BodyTooLarge);
                 self.discard(pin!(body)).await;
                 return closing(refused(&refusal));
             }
-            Err(refusal) => return refused(&refusal),
+            Err(refusal) => {
+                self.inner.server.http_refused(match refusal.status {
+                    413 => HttpRefused::BodyTooLarge,
+                    431 => HttpRefused::HeadTooLarge,
+                    _ => HttpRefused::HeadRejected,
+                });
+                return refused(&refusal);
+            }
         };
         let (body, decoded) = if post {
             match self.read_body(body).await {
@@ -540,14 +560,22 @@ impl HttpService {
                 Either::Right(_) => None,
             }
         };
+        let server = &self.inner.server;
         match outcome {
             Some(Ok(bytes)) => Ok(bytes),
             Some(Err(BodyError::TooLarge(refusal))) => {
+                server.http_refused(HttpRefused::BodyTooLarge);
                 self.discard(body).await;
                 Err(closing(refused(&refusal)))
             }
-            Some(Err(BodyError::Broken)) => Err(closing(error_response(&Refusal::BrokenBody.error()))),
-            None => Err(closing(error_response(&Refusal::SlowBody.error()))),
+            Some(Err(BodyError::Broken)) => {
+                server.http_refused(HttpRefused::BodyBroken);
+                Err(closing(error_response(&Refusal::BrokenBody.error())))
+            }
+            None => {
+                server.http_refused(HttpRefused::BodyTimeout);
+                Err(closing(error_response(&Refusal::SlowBody.error())))
+            }
         }
     }
 

@@ -55,7 +55,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -129,6 +129,8 @@ struct Shared {
     /// Connections [`HttpService::serve`] accepted for this server that are still open: what
     /// [`Server::shutdown_and_close`] waits for.
     http_connections: AtomicUsize,
+    /// What the HTTP layer turned away before the engine saw it ([`Status::http_refusals`]).
+    http_refusals: HttpCounters,
     /// The engine's limits (fixed once built), for the work done before the driver: decoding.
     limits: mcp_proto::Limits,
     /// The runtime of the first connection; the driver and the handlers run there.
@@ -169,6 +171,9 @@ struct State {
     parked: BTreeMap<ConnId, Parked>,
     /// The `tracing` spans of requests and sessions some subscriber wants.
     traces: trace::Traces,
+    /// When the engine's current input began: the start of the spans of the requests it
+    /// answers itself.
+    input_at: Instant,
 }
 
 /// A line connection's frames waiting for room in the engine.
@@ -547,6 +552,7 @@ impl Server {
             shared: Arc::new(Shared {
                 limits: config.limits.clone(),
                 http_connections: AtomicUsize::new(0),
+                http_refusals: HttpCounters::default(),
                 queued: AtomicUsize::new(0),
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
@@ -556,6 +562,7 @@ impl Server {
                     armed: None,
                     parked: BTreeMap::new(),
                     traces: trace::Traces::default(),
+                    input_at: clock(),
                 }),
                 inbox: async_channel::bounded(INBOX_LEN),
                 control: async_channel::unbounded(),
@@ -859,6 +866,8 @@ impl Server {
             parked_frames: st.parked.values().map(|p| p.frames.len()).sum(),
             http_connections: self.shared.http_connections.load(AtomicOrdering::Acquire),
             refusals: engine.refusals,
+            http_refusals: self.shared.http_refusals.snapshot(),
+            dropped_records: engine.dropped_records,
         }
     }
 
@@ -937,6 +946,8 @@ impl Server {
             return Err(cmd);
         }
         let now = self.now();
+        st.engine.set_recording(trace::wants_requests());
+        st.input_at = now;
         cmd(self, &mut st, now);
         self.pump(&mut st);
         if !st.parked.is_empty() {
@@ -1083,9 +1094,12 @@ impl Server {
             };
             {
                 let mut st = self.lock();
+                st.engine.set_recording(trace::wants_requests());
+                let now = rt.now();
+                st.input_at = now;
                 match first {
                     Some(cmd) => {
-                        cmd(&self, &mut st, rt.now());
+                        cmd(&self, &mut st, now);
                         self.pump(&mut st);
                         self.shared.queued.fetch_sub(1, AtomicOrdering::AcqRel);
                     }
@@ -1097,12 +1111,16 @@ impl Server {
                 }
                 for _ in 1..DRIVER_BATCH {
                     let Ok(cmd) = control.try_recv().or_else(|_| inbox.try_recv()) else { break };
-                    cmd(&self, &mut st, rt.now());
+                    let now = rt.now();
+                    st.input_at = now;
+                    cmd(&self, &mut st, now);
                     self.pump(&mut st);
                     self.shared.queued.fetch_sub(1, AtomicOrdering::AcqRel);
                 }
                 if !st.parked.is_empty() {
-                    self.unpark(&mut st, rt.now());
+                    let now = rt.now();
+                    st.input_at = now;
+                    self.unpark(&mut st, now);
                 }
                 st.armed = st.engine.poll_timeout();
             }
@@ -1164,6 +1182,12 @@ impl Server {
                         // Dropping the sender lets the writer flush what is queued, then stop.
                         st.sinks.remove(&conn);
                     }
+                }
+            }
+            if st.engine.is_recording() {
+                let now = self.now();
+                while let Some(rec) = st.engine.poll_answered() {
+                    st.traces.request_answered_here(rec, st.input_at, now);
                 }
             }
             if overflowed.is_empty() && orphans.is_empty() {
@@ -1360,6 +1384,139 @@ pub struct Status {
     pub http_connections: usize,
     /// Work the engine turned away since the server started, by reason (counters).
     pub refusals: Refusals,
+    /// Connections and requests the HTTP layer turned away before the engine saw them, by
+    /// reason (counters; all zero for a server that serves no HTTP).
+    pub http_refusals: HttpRefusals,
+    /// Records of requests the engine answered itself that were dropped before the server
+    /// traced them ([`EngineStatus::dropped_records`](mcp_proto::EngineStatus::dropped_records));
+    /// it stays 0 while the driver drains them after every input, as it does.
+    pub dropped_records: u64,
+}
+
+/// What the HTTP layer ([`HttpService`], and the accept loop of [`HttpService::serve`]) turned
+/// away before the engine saw it, by reason, since the server started. Each counter only grows
+/// (a Prometheus counter); the refusals the engine makes of HTTP requests (a full session
+/// table, a stream seat, a frame over its bound once read) are in [`Refusals`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct HttpRefusals {
+    /// Connections closed unread because
+    /// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections) were open and
+    /// their address held at least its fair share (or [`HttpService::admit`] said no).
+    pub connections: u64,
+    /// Connections closed unread because their address already held
+    /// [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer).
+    pub per_peer: u64,
+    /// Connections cut to make room for an address below its fair share of
+    /// `max_http_connections`.
+    pub displaced: u64,
+    /// Connections closed because a request head did not arrive within
+    /// [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) (hyper's own
+    /// timeout: an idle keep-alive connection that it ends this way counts too).
+    pub head_timeout: u64,
+    /// Requests whose head exceeded
+    /// [`Limits::max_head_bytes`](mcp_proto::Limits::max_head_bytes) (431), or hyper's buffer
+    /// just above it (the connection closed).
+    pub head_too_large: u64,
+    /// Requests whose head broke a transport rule: a peer outside loopback under
+    /// [`HttpConfig::loopback_only`](mcp_proto::http::HttpConfig::loopback_only), another path
+    /// (404), a `Host` or `Origin` not allowed (403), a method (405), `Accept` (406) or
+    /// `Content-Type` (415) not served, a malformed header (400), a transfer coding not
+    /// implemented (501).
+    pub head_rejected: u64,
+    /// `POST` bodies over [`Limits::max_frame_bytes`](mcp_proto::Limits::max_frame_bytes),
+    /// declared or found while reading (413).
+    pub body_too_large: u64,
+    /// `POST` bodies not read within
+    /// [`Limits::body_read_timeout`](mcp_proto::Limits::body_read_timeout) (408).
+    pub body_timeout: u64,
+    /// `POST` bodies that ended early or could not be read (400).
+    pub body_broken: u64,
+}
+
+impl HttpRefusals {
+    /// Every counter with a stable snake_case name, for a metrics exporter.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        [
+            ("connections", self.connections),
+            ("per_peer", self.per_peer),
+            ("displaced", self.displaced),
+            ("head_timeout", self.head_timeout),
+            ("head_too_large", self.head_too_large),
+            ("head_rejected", self.head_rejected),
+            ("body_too_large", self.body_too_large),
+            ("body_timeout", self.body_timeout),
+            ("body_broken", self.body_broken),
+        ]
+        .into_iter()
+    }
+}
+
+/// A reason the HTTP layer turned something away: one [`HttpRefusals`] counter each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HttpRefused {
+    Connections,
+    PerPeer,
+    Displaced,
+    HeadTimeout,
+    HeadTooLarge,
+    HeadRejected,
+    BodyTooLarge,
+    BodyTimeout,
+    BodyBroken,
+}
+
+/// The live [`HttpRefusals`]: one relaxed atomic increment per refusal, from any task.
+#[derive(Default)]
+struct HttpCounters {
+    connections: AtomicU64,
+    per_peer: AtomicU64,
+    displaced: AtomicU64,
+    head_timeout: AtomicU64,
+    head_too_large: AtomicU64,
+    head_rejected: AtomicU64,
+    body_too_large: AtomicU64,
+    body_timeout: AtomicU64,
+    body_broken: AtomicU64,
+}
+
+impl HttpCounters {
+    fn counter(&self, why: HttpRefused) -> &AtomicU64 {
+        match why {
+            HttpRefused::Connections => &self.connections,
+            HttpRefused::PerPeer => &self.per_peer,
+            HttpRefused::Displaced => &self.displaced,
+            HttpRefused::HeadTimeout => &self.head_timeout,
+            HttpRefused::HeadTooLarge => &self.head_too_large,
+            HttpRefused::HeadRejected => &self.head_rejected,
+            HttpRefused::BodyTooLarge => &self.body_too_large,
+            HttpRefused::BodyTimeout => &self.body_timeout,
+            HttpRefused::BodyBroken => &self.body_broken,
+        }
+    }
+
+    fn snapshot(&self) -> HttpRefusals {
+        let read = |c: &AtomicU64| c.load(AtomicOrdering::Relaxed);
+        HttpRefusals {
+            connections: read(&self.connections),
+            per_peer: read(&self.per_peer),
+            displaced: read(&self.displaced),
+            head_timeout: read(&self.head_timeout),
+            head_too_large: read(&self.head_too_large),
+            head_rejected: read(&self.head_rejected),
+            body_too_large: read(&self.body_too_large),
+            body_timeout: read(&self.body_timeout),
+            body_broken: read(&self.body_broken),
+        }
+    }
+}
+
+impl Server {
+    /// Counts one refusal of the HTTP layer.
+    pub(crate) fn http_refused(&self, why: HttpRefused) {
+        // Counters only: no ordering with anything else is needed.
+        self.shared.http_refusals.counter(why).fetch_add(1, AtomicOrdering::Relaxed);
+    }
 }
 
 impl Status {
@@ -1367,7 +1524,9 @@ impl Status {
     /// exporter: gauges first (`connections`, `running_handlers`, `in_flight`, `listens`,
     /// `sessions`, `streams`, `queued_commands`, `parked_frames`, `http_connections`,
     /// `shutting_down` as 0 or 1), then counters (`dropped_notifications_total` and one
-    /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`).
+    /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`, one
+    /// `http_refused_<reason>_total` per [`HttpRefusals`] field, such as
+    /// `http_refused_per_peer_total`, and `dropped_records_total`).
     pub fn metrics(&self) -> impl Iterator<Item = (String, u64)> + '_ {
         let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let gauges = [
@@ -1387,5 +1546,11 @@ impl Status {
             .into_iter()
             .map(|(name, value)| (name.to_owned(), value))
             .chain(self.refusals.iter().map(|(reason, value)| (format!("refused_{reason}_total"), value)))
+            .chain(
+                self.http_refusals
+                    .iter()
+                    .map(|(reason, value)| (format!("http_refused_{reason}_total"), value)),
+            )
+            .chain(std::iter::once(("dropped_records_total".to_owned(), self.dropped_records)))
     }
 }

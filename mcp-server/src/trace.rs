@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mcp_proto::{Answered, CallId, Caller, CancelReason, CloseReason, ConnId, Request, Stale};
+use mcp_proto::{
+    Answered, AnsweredRequest, CallId, Caller, CancelReason, CloseReason, ConnId, Request, Stale,
+};
 use tracing::field::{debug, display, Empty};
 use tracing::Span;
 
@@ -53,6 +55,16 @@ fn caller_name(caller: &Caller) -> &str {
         "" => "anonymous",
         b => b,
     }
+}
+
+/// Whether some subscriber wants `mcp::request` spans now: what the engine's recording of the
+/// requests it answers itself follows ([`Engine::set_recording`]). One callsite interest
+/// check, re-made at every wake of the engine, so a subscriber set (or a filter changed) later
+/// is honoured from its next input on.
+///
+/// [`Engine::set_recording`]: mcp_proto::Engine::set_recording
+pub(crate) fn wants_requests() -> bool {
+    tracing::enabled!(target: "mcp::request", tracing::Level::INFO)
 }
 
 impl Traces {
@@ -186,5 +198,47 @@ impl Traces {
             open.span.record("outcome", reason.as_str());
             open.span.record("duration_us", open.duration_us(now()));
         }
+    }
+
+    /// A request the engine answered itself, in the input that began at `started`: its
+    /// `mcp::request` span, opened and closed at once with the same fields as a handler's
+    /// (`duration_us` is the engine's work on the input that carried it).
+    pub(crate) fn request_answered_here(&self, rec: AnsweredRequest, started: Instant, now: Instant) {
+        let parent = rec.session.and_then(|s| self.sessions.get(&s)).and_then(|o| o.span.id());
+        let span = tracing::info_span!(
+            target: "mcp::request",
+            parent: parent,
+            "request",
+            method = rec.method,
+            name = Empty,
+            id = Empty,
+            caller = Empty,
+            session = Empty,
+            outcome = Empty,
+            error_code = Empty,
+            duration_us = Empty,
+        );
+        if span.is_disabled() {
+            return;
+        }
+        if let Some(name) = &rec.name {
+            span.record("name", name.as_str());
+        }
+        if let Some(id) = &rec.id {
+            span.record("id", display(id));
+        }
+        span.record("caller", caller_name(&rec.caller));
+        if let Some(session) = rec.session {
+            span.record("session", display(session));
+        }
+        match rec.error_code {
+            None => span.record("outcome", "ok"),
+            Some(code) => {
+                span.record("outcome", "error");
+                span.record("error_code", code)
+            }
+        };
+        let open = Open { span, started };
+        open.span.record("duration_us", open.duration_us(now));
     }
 }

@@ -1,5 +1,6 @@
-//! Observability: the `mcp::request` and `mcp::session` spans a real stdio session produces
-//! (captured by a small recording `Layer`), and the status snapshot's refusal counters.
+//! Observability: the `mcp::request` and `mcp::session` spans a real stdio session and a real
+//! HTTP endpoint produce (captured by a small recording `Layer`), and the status snapshot's
+//! refusal counters, the HTTP layer's included (over real sockets).
 //!
 //! Each test runs on a current-thread runtime with its own recorder as the thread's default
 //! subscriber, so every handler task and the driver of its server record into it.
@@ -172,7 +173,7 @@ async fn request_and_session_spans_carry_their_fields_and_outcomes() {
         (timed_out["id"].clone(), timed_out["error"]["message"].clone()),
         (json!(5), json!("request timed out"))
     );
-    // Engine-answered requests (ping, lists) reach no handler and get no request span.
+    // An engine-answered request (no handler) gets its span too.
     s.send(r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#).await;
     assert_eq!(s.reply().await["id"], 6);
     drop(s.to_server);
@@ -185,12 +186,21 @@ async fn request_and_session_spans_carry_their_fields_and_outcomes() {
     assert_eq!(session.fields["caller"], "alice");
     assert_eq!(session.fields["transport"], "stdio");
     assert_eq!(session.fields["close_reason"], "EndOfInput");
-    assert!(session.fields["session"].starts_with('c') && session.fields["session"].contains('.'), "{session:?}");
+    assert!(
+        session.fields["session"].starts_with('c') && session.fields["session"].contains('.'),
+        "{session:?}"
+    );
     assert!(session.fields.contains_key("duration_us"));
     assert!(session.closed);
 
     let requests = recorder.spans("mcp::request");
-    assert_eq!(requests.len(), 4, "one span per handled request: {requests:#?}");
+    assert_eq!(requests.len(), 6, "one span per request, initialize and ping too: {requests:#?}");
+    for (id, method) in [("\"init\"", "initialize"), ("6", "ping")] {
+        let r = recorder.request(id);
+        assert_eq!((r.fields["method"].as_str(), r.fields["outcome"].as_str()), (method, "ok"), "{r:?}");
+        assert_eq!(r.parent, Some(*session_span), "a child of its session: {r:?}");
+        assert!(r.closed, "{r:?}");
+    }
     for (id, outcome, name) in
         [("2", "ok", "echo"), ("3", "error", "quota"), ("4", "cancelled", "hang"), ("5", "timed_out", "hang")]
     {
@@ -257,4 +267,123 @@ async fn refusals_are_counted_by_reason() {
     assert_eq!(metrics["refused_displaced_total"], 0);
     assert_eq!(metrics["connections"], 0);
     assert_eq!(metrics["shutting_down"], 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn requests_the_engine_answers_get_request_spans() {
+    let recorder = Recorder::default();
+    let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    // One call in flight fills the server: the next is refused for its share.
+    let server = server(|l| {
+        l.max_calls(1).call_timeout(Some(Duration::from_millis(300)));
+    });
+    let mut s = Session::start(&server, Caller::identified("bob"));
+    s.handshake().await;
+
+    s.send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#).await;
+    assert_eq!(s.reply().await["result"]["tools"].as_array().map(Vec::len), Some(3));
+    s.send(r#"{"jsonrpc":"2.0","id":11,"method":"ping"}"#).await;
+    assert_eq!(s.reply().await["id"], 11);
+    s.send(r#"{"jsonrpc":"2.0","id":12,"method":"no/such/method"}"#).await;
+    assert_eq!(s.reply().await["error"]["code"], -32601);
+    s.send(&call(13, "hang")).await;
+    s.send(&call(14, "echo")).await;
+    let refused = s.reply().await;
+    assert_eq!(refused["id"], 14, "{refused}");
+    let refused_code = refused["error"]["code"].as_i64().expect("an error code");
+    // Notifications are not requests.
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#).await;
+    assert_eq!(s.reply().await["id"], 13, "the hanging call times out");
+    drop(s.to_server);
+    assert_eq!(s.served.await.unwrap().unwrap(), mcp_server::StdioEnd::EndOfInput);
+    assert_eq!(server.status().refusals.share, 1);
+
+    let (session_span, session) = recorder.spans("mcp::session").into_iter().next().expect("a session span");
+    for (id, method, name, outcome, code) in [
+        ("10", "tools/list", None, "ok", None),
+        ("11", "ping", None, "ok", None),
+        ("12", "unknown", None, "error", Some(-32601)),
+        ("14", "tools/call", Some("echo"), "error", Some(refused_code)),
+    ] {
+        let r = recorder.request(id);
+        assert_eq!(r.name, "request");
+        assert_eq!(r.fields["method"], method, "{r:?}");
+        assert_eq!(r.fields.get("name").map(String::as_str), name, "{r:?}");
+        assert_eq!(r.fields["caller"], "bob", "{r:?}");
+        assert_eq!(r.fields["session"], session.fields["session"], "{r:?}");
+        assert_eq!(r.fields["outcome"], outcome, "{r:?}");
+        assert_eq!(
+            r.fields.get("error_code").map(String::as_str),
+            code.map(|c| c.to_string()).as_deref(),
+            "{r:?}"
+        );
+        assert!(r.fields["duration_us"].parse::<u64>().is_ok(), "{r:?}");
+        assert_eq!(r.parent, Some(session_span), "a child of its session: {r:?}");
+        assert!(r.closed, "{r:?}");
+    }
+    // The unknown method's name is not echoed anywhere in its span.
+    assert!(!format!("{:?}", recorder.request("12")).contains("no/such"));
+    // initialize, the four above and the timed-out call: nothing for the notifications.
+    assert_eq!(recorder.spans("mcp::request").len(), 6, "{:#?}", recorder.spans("mcp::request"));
+    assert_eq!(recorder.request("13").fields["outcome"], "timed_out");
+}
+
+/// HTTP: a request answered inside an exchange and one refused before it became one (an unknown
+/// session) each get their span. The endpoint runs on a thread of its own, with the recorder as
+/// that thread's subscriber.
+#[test]
+fn http_requests_the_engine_answers_get_request_spans() {
+    use mcp_tests::http::{Client, Req};
+    let recorder = Recorder::default();
+    let server = server(|_| {});
+    let (tx, rx) = std::sync::mpsc::channel();
+    let layer = recorder.clone();
+    std::thread::spawn(move || {
+        let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            mcp_tokio::serve_http(listener, server, mcp_proto::http::HttpConfig::default()).await
+        })
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let post = |req: Req| Client::connect(addr).unwrap().request(&req).unwrap();
+
+    let init = post(Req::post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
+    ));
+    assert_eq!(init.status(), 200);
+    let sid = init.header("mcp-session-id").expect("a session").to_owned();
+    let in_session = |body: &str| {
+        Req::post(body.to_owned()).header("Mcp-Session-Id", &sid).header("MCP-Protocol-Version", "2025-06-18")
+    };
+    assert_eq!(post(in_session(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)).status(), 202);
+    let list = post(in_session(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#));
+    assert_eq!(list.status(), 200);
+    let lost = Req::post(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}"#)
+        .header("Mcp-Session-Id", "no-such-session")
+        .header("MCP-Protocol-Version", "2025-06-18");
+    assert_eq!(post(lost).status(), 404);
+
+    // The spans close on the server's thread as it answers; the responses are already read.
+    let spans = mcp_tests::http::poll_until("three request spans", Duration::from_secs(10), || {
+        let closed = recorder.spans("mcp::request").into_iter().filter(|(_, s)| s.closed).count();
+        Ok((closed >= 3).then_some(()))
+    });
+    assert!(spans.is_ok(), "{spans:?}: {:#?}", recorder.spans("mcp::request"));
+    let init = recorder.request("1");
+    let list = recorder.request("2");
+    let lost = recorder.request("3");
+    assert_eq!((init.fields["method"].as_str(), init.fields["outcome"].as_str()), ("initialize", "ok"));
+    assert_eq!((list.fields["method"].as_str(), list.fields["outcome"].as_str()), ("tools/list", "ok"));
+    assert_eq!(init.fields["session"], list.fields["session"], "both in the legacy session");
+    assert_eq!(list.fields["caller"], "127.0.0.1", "the peer address stands in for an identity");
+    assert_eq!(
+        (lost.fields["method"].as_str(), lost.fields["name"].as_str(), lost.fields["outcome"].as_str()),
+        ("tools/call", "echo", "error")
+    );
+    assert_eq!(lost.fields["error_code"], "-32001");
+    assert!(!lost.fields.contains_key("session"), "refused before it reached a session: {lost:?}");
+    assert_eq!(recorder.spans("mcp::request").len(), 3, "{:#?}", recorder.spans("mcp::request"));
 }
