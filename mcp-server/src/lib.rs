@@ -21,16 +21,23 @@
 //! This layer reports through `tracing` (the engine itself does not log; it says how each call
 //! ended through its outputs). Targets:
 //!
-//! - `mcp::request`: an `INFO` span `request` per request a handler serves (`tools/call`,
-//!   `resources/read`, `prompts/get`, `completion/complete`), entered while the handler runs, so
-//!   the handler's own events nest under it. Fields: `method`; `name` (the tool, URI, prompt or
-//!   completed argument); `id` (the JSON-RPC id); `caller` (identity, else peer address, else
-//!   `anonymous`); `session` (a handle of the stdio connection or legacy HTTP session, never the
-//!   `Mcp-Session-Id`); then at the end `outcome` (`ok`, `error` with `error_code`, or why it
-//!   ended unanswered: a [`CancelReason`](mcp_proto::CancelReason) name such as `cancelled`,
-//!   `timed_out`, `closed`, `shutdown`) and `duration_us`. Requests the engine answers itself
-//!   (lists, `ping`, protocol errors, refusals) reach no handler and have no span; they show in
-//!   [`Server::status`].
+//! - `mcp::request`: an `INFO` span `request` per request, over stdio and HTTP. Fields: `method`;
+//!   `name` (the tool, URI, prompt or completed argument); `id` (the JSON-RPC id); `caller`
+//!   (identity, else peer address, else `anonymous`); `session` (a handle of the stdio
+//!   connection or legacy HTTP session, never the `Mcp-Session-Id`); then at the end `outcome`
+//!   (`ok`, `error` with `error_code`, or why it ended unanswered: a
+//!   [`CancelReason`](mcp_proto::CancelReason) name such as `cancelled`, `timed_out`, `closed`,
+//!   `shutdown`) and `duration_us`. A request a handler serves (`tools/call`, `resources/read`,
+//!   `prompts/get`, `completion/complete`) has its span entered while the handler runs, so the
+//!   handler's own events nest under it. A request the engine answers itself (`initialize`,
+//!   `ping`, the lists, `logging/setLevel`, subscriptions, and every error answered at once: an
+//!   unknown method, invalid params, a refusal for a bound or a shutdown, an HTTP request refused
+//!   before it reached a session) gets its span as it is answered, with the same fields; its
+//!   `duration_us` is the engine's work on the input that carried it, and a method the engine
+//!   does not know is `method = "unknown"`, never the peer's text. Notifications have none. The
+//!   engine keeps [`AnsweredRequest`](mcp_proto::AnsweredRequest) records for these spans only
+//!   while some subscriber wants this target (re-checked each time the engine is worked, so a
+//!   subscriber or filter set later takes effect at once); otherwise it keeps nothing.
 //! - `mcp::session`: an `INFO` span `session` per stdio (line) session, from open to close, the
 //!   parent of its requests' spans. Fields: `session`, `caller`, `transport`, then
 //!   `close_reason` (a [`CloseReason`], or the [`OpenError`] of a refused connection) and
@@ -43,8 +50,9 @@
 //! When no subscriber wants these spans, a request costs the callsites' interest checks: no
 //! field is formatted, nothing is allocated or kept. [`Server::status`] is the metrics view: a
 //! [`Status`] snapshot of gauges (connections, handlers, calls in flight, queued work) and
-//! counters of refusals by reason ([`Refusals`]), listed as name/value
-//! pairs by [`Status::metrics`].
+//! counters of refusals by reason: the engine's ([`Refusals`]) and the HTTP layer's, made before
+//! the engine sees a request ([`HttpRefusals`]: connection bounds, head and body bounds and
+//! timeouts), listed as name/value pairs by [`Status::metrics`].
 
 mod handler;
 mod http;

@@ -93,6 +93,7 @@ impl Recorder {
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
 
 fn call(id: u64, tool: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
@@ -386,4 +387,132 @@ fn http_requests_the_engine_answers_get_request_spans() {
     assert_eq!(lost.fields["error_code"], "-32001");
     assert!(!lost.fields.contains_key("session"), "refused before it reached a session: {lost:?}");
     assert_eq!(recorder.spans("mcp::request").len(), 3, "{:#?}", recorder.spans("mcp::request"));
+}
+
+/// Waits until the HTTP refusal counter `name` of `server` reaches `want`.
+fn http_counter_reaches(server: &Server, name: &str, want: u64) -> Result<(), String> {
+    let counter =
+        |s: &Server| s.status().http_refusals.iter().find(|(n, _)| *n == name).map_or(u64::MAX, |(_, v)| v);
+    mcp_tests::http::poll_until(name, Duration::from_secs(10), || {
+        Ok((counter(server) >= want).then_some(()))
+    })?;
+    let got = counter(server);
+    mcp_tests::http::ensure(got == want, || format!("{name}: {got}, expected {want}"))
+}
+
+/// The connection bounds of the accept loop, each refusal counted by reason: past the
+/// per-address bound, past the total with no one above their share to displace, and the
+/// connection displaced to make room.
+#[test]
+fn http_connection_refusals_are_counted_by_reason() {
+    use mcp_tests::http::{each, ensure, serve, Client, Shim};
+    use std::net::{IpAddr, Ipv4Addr};
+    each(|shim: Shim| {
+        let server = server(|l| {
+            l.max_http_connections(2).max_http_connections_per_peer(Some(2));
+        });
+        let addr = serve(shim, server.clone(), mcp_proto::http::HttpConfig::default());
+        let from = |last: u8| {
+            let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 0, last));
+            Client::connect_from(addr, ip).map_err(|e| format!("connect from {ip}: {e}"))
+        };
+        let a1 = from(1)?;
+        let _a2 = from(1)?;
+        // 127.0.0.1 holds its two: a third is closed unread.
+        let mut a3 = from(1)?;
+        ensure(a3.closed_within(Duration::from_secs(5)), || "a third connection of one address".into())?;
+        http_counter_reaches(&server, "per_peer", 1)?;
+        // Every place is taken; 127.0.0.2 is below its share: the oldest idle of .1 makes room.
+        let _b1 = from(2)?;
+        http_counter_reaches(&server, "displaced", 1)?;
+        let mut a1 = a1;
+        ensure(a1.closed_within(Duration::from_secs(5)), || "the displaced connection is cut".into())?;
+        // Now .1 and .2 hold one each, their share: .3 finds no one to displace.
+        let mut c1 = from(3)?;
+        ensure(c1.closed_within(Duration::from_secs(5)), || "a connection past the total".into())?;
+        http_counter_reaches(&server, "connections", 1)?;
+        let metrics: HashMap<String, u64> = server.status().metrics().collect();
+        ensure(
+            (metrics["http_refused_per_peer_total"], metrics["http_refused_displaced_total"]) == (1, 1)
+                && metrics["http_refused_connections_total"] == 1,
+            || format!("metrics: {metrics:?}"),
+        )
+    });
+}
+
+/// What the HTTP layer refuses before the engine sees a request, each counted by reason: a head
+/// that never completes, a head over its bound, a head for another path, a body declared over
+/// the frame bound, a body that stops arriving, a body that cannot be read.
+#[test]
+fn http_request_refusals_are_counted_by_reason() {
+    use mcp_tests::http::{each, ensure, serve, Client, Req, Shim};
+    each(|shim: Shim| {
+        let server = server(|l| {
+            l.header_read_timeout(Duration::from_millis(300))
+                .body_read_timeout(Duration::from_millis(300))
+                .max_frame_bytes(4096);
+        });
+        let addr = serve(shim, server.clone(), mcp_proto::http::HttpConfig::default());
+        let connect = || Client::connect(addr).map_err(|e| format!("connect: {e}"));
+        let status = |req: Req| -> Result<u16, String> { Ok(connect()?.request(&req)?.status()) };
+
+        // Half a head, then nothing.
+        let mut idle = connect()?;
+        idle.send(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n").map_err(|e| e.to_string())?;
+        ensure(idle.closed_within(Duration::from_secs(5)), || "a head that never completes".into())?;
+        http_counter_reaches(&server, "head_timeout", 1)?;
+        drop(idle);
+
+        let big = Req::post(LIST).header("X-Padding", &"p".repeat(10 * 1024));
+        ensure(status(big)? == 431, || "a head over its bound: 431".into())?;
+        http_counter_reaches(&server, "head_too_large", 1)?;
+
+        ensure(status(Req::new("POST", "/elsewhere").body(LIST))? == 404, || "another path: 404".into())?;
+        http_counter_reaches(&server, "head_rejected", 1)?;
+
+        ensure(status(Req::post(vec![b' '; 8192]))? == 413, || "a body over the frame bound: 413".into())?;
+        http_counter_reaches(&server, "body_too_large", 1)?;
+
+        let mut slow = connect()?;
+        let head = Req::post(LIST).without("content-length").header("Content-Length", "100");
+        let mut bytes = head.to_bytes();
+        bytes.truncate(bytes.len() - LIST.len() + 10);
+        slow.send(&bytes).map_err(|e| e.to_string())?;
+        let resp = slow.response()?;
+        ensure(resp.status() == 408, || format!("a body that stops arriving: {}", resp.status()))?;
+        http_counter_reaches(&server, "body_timeout", 1)?;
+
+        let mut broken = connect()?;
+        let head = Req::post(Vec::new()).without("content-length").header("Transfer-Encoding", "chunked");
+        let mut bytes = head.to_bytes();
+        bytes.extend_from_slice(b"zz\r\nnot a chunk\r\n");
+        broken.send(&bytes).map_err(|e| e.to_string())?;
+        let resp = broken.response()?;
+        ensure(resp.status() == 400, || format!("a body that cannot be read: {}", resp.status()))?;
+        http_counter_reaches(&server, "body_broken", 1)?;
+
+        // None of it reached the engine; the layer's refusals are its own.
+        ensure(server.status().refusals == mcp_proto::Refusals::default(), || "engine refusals".into())?;
+        let metrics: HashMap<String, u64> = server.status().metrics().collect();
+        let http: Vec<(String, u64)> = {
+            let mut v: Vec<_> = metrics.into_iter().filter(|(k, _)| k.starts_with("http_refused_")).collect();
+            v.sort();
+            v
+        };
+        let want: Vec<(String, u64)> = [
+            ("body_broken", 1),
+            ("body_timeout", 1),
+            ("body_too_large", 1),
+            ("connections", 0),
+            ("displaced", 0),
+            ("head_rejected", 1),
+            ("head_timeout", 1),
+            ("head_too_large", 1),
+            ("per_peer", 0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (format!("http_refused_{k}_total"), v))
+        .collect();
+        ensure(http == want, || format!("{http:?}"))
+    });
 }
