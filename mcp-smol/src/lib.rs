@@ -303,6 +303,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// after it (a stdio session ends by itself once its calls are answered):
 ///
 /// ```no_run
+/// # #[cfg(feature = "http")]
 /// # async fn demo(server: mcp_smol::Server) -> std::io::Result<()> {
 /// use std::time::Duration;
 /// let stop = smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
@@ -337,12 +338,12 @@ impl HttpRuntime for SmolRuntime {
     }
 }
 
-#[cfg(test)]
+// Only the HTTP accept step is tested here; without `http` there is nothing of it.
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 
     /// The accept step of `serve_http` hands out sockets with Nagle's algorithm off.
-    #[cfg(feature = "http")]
     #[test]
     fn accepted_sockets_have_nodelay() {
         smol::block_on(async {

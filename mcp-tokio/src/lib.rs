@@ -553,6 +553,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// after it (a stdio session ends by itself once its calls are answered):
 ///
 /// ```no_run
+/// # #[cfg(feature = "http")]
 /// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
 /// use std::time::Duration;
 /// let stop = tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
@@ -607,12 +608,12 @@ impl HttpRuntime for TokioRuntime {
     }
 }
 
-#[cfg(test)]
+// Only the HTTP accept step is tested here; without `http` there is nothing of it.
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 
     /// The accept step of `serve_http` hands out sockets with Nagle's algorithm off.
-    #[cfg(feature = "http")]
     #[tokio::test]
     async fn accepted_sockets_have_nodelay() {
         let listener = TcpListener(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
