@@ -55,6 +55,7 @@
 //! timeouts), listed as name/value pairs by [`Status::metrics`].
 
 mod handler;
+#[cfg(feature = "http")]
 mod http;
 mod stdio;
 mod trace;
@@ -77,6 +78,7 @@ pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
 };
+#[cfg(feature = "http")]
 pub use http::{
     ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr, StreamDropped,
 };
@@ -89,10 +91,11 @@ use handler::{
 
 use mcp_proto::{
     CallId, Caller, CloseReason, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError,
-    HttpHead, HttpReply, HttpRequest, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output,
-    Prompt, PromptOutput, Refusals, RegistryError, Reply, Request, Resource, ResourceContents,
-    ResourceTemplate, Tool,
+    HttpHead, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput,
+    Refusals, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
 };
+#[cfg(feature = "http")]
+use mcp_proto::{HttpReply, HttpRequest};
 
 /// What a shim supplies: spawning, sleeping and the clock.
 pub trait Runtime: Send + Sync + 'static {
@@ -220,6 +223,7 @@ impl State {
     /// engine keeps the queue near [`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len)
     /// (coalescing change notifications, dropping progress and logs while it is full, never
     /// responses) and cuts a reader that stalls, so the queue itself needs no bound here.
+    #[cfg(feature = "http")]
     fn exchange(
         &mut self,
         now: Instant,
@@ -278,6 +282,9 @@ enum Sink {
     /// is raised when the engine cut a reader that stalled ([`CloseReason::Stalled`]), so its
     /// body ends in an error and the connection is cut, rather than waiting for a peer that
     /// does not read to take the rest.
+    // Without the `http` feature nothing opens an HTTP exchange, but the driver's output routing
+    // keeps its arms: one build of the hot path, not two that could drift apart.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     Http(Capped<HttpItem>, Arc<std::sync::atomic::AtomicBool>, Option<Cut>),
 }
 
@@ -288,6 +295,7 @@ enum Sink {
 pub(crate) struct Cut(pub(crate) async_channel::Sender<()>);
 
 /// The reading end of an HTTP exchange's queue.
+#[cfg(feature = "http")]
 pub(crate) struct HttpQueue {
     pub(crate) rx: async_channel::Receiver<HttpItem>,
     /// Raised when the engine cut this reader for stalling.
@@ -296,6 +304,7 @@ pub(crate) struct HttpQueue {
 
 /// One item for an HTTP exchange's writer, in the order the engine produced them.
 #[derive(Debug)]
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // Read by the HTTP service only; see `Sink::Http`.
 pub(crate) enum HttpItem {
     /// The whole (JSON) response; nothing follows.
     Respond(HttpHead, Vec<u8>),
@@ -1042,6 +1051,7 @@ impl Server {
     }
 
     /// Completes once [`shutdown`](Self::shutdown) has begun: listeners stop accepting then.
+    #[cfg(feature = "http")]
     pub(crate) fn closing(&self) -> impl Future<Output = ()> + Send + 'static {
         let signal = self.shared.stop_accepting.1.clone();
         async move {

@@ -22,9 +22,23 @@
 //! mcp_smol::serve_stdio(&server).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Features
+//!
+//! - `http` (on by default): Streamable HTTP, that is `serve_http`, `McpService` and
+//!   `HttpService`, over hyper. A stdio-only server turns it off with `default-features = false`
+//!   and compiles none of hyper, http, http-body or tower-service.
+//!
+//! # Re-exports
+//!
+//! [`serde`], [`serde_json`] and [`schemars`] are the versions this crate is built with, so a
+//! project needs no dependency of its own on them; derive through them by naming the path:
+//! `#[serde(crate = "mcp_smol::serde")]` and
+//! `#[schemars(crate = "mcp_smol::schemars")]` (see mcp-tokio's `examples/hello.rs`).
 #![forbid(unsafe_code)]
 
 use std::io;
+#[cfg(feature = "http")]
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -36,12 +50,23 @@ pub use mcp_proto::{
 };
 pub use mcp_server;
 pub use mcp_server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpService, IntoToolResult, Json, McpBody,
-    PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd,
-    ToolCall, ToolResult,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpRefusals, IntoToolResult, Json, ReadResource,
+    RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult,
 };
+#[cfg(feature = "http")]
+pub use mcp_server::{HttpService, McpBody, PeerAddr};
+// What a user's own code needs beside this crate, at the versions this crate was built with:
+// `typed_tool` bounds its arguments by `serde::Deserialize` and `schemars::JsonSchema`, so a
+// project that picked another major version (schemars 0.8 against our 1.x) would get trait
+// errors far from the cause. Derive through these with `#[serde(crate = "...::serde")]` and
+// `#[schemars(crate = "...::schemars")]`.
+pub use schemars;
+pub use serde;
+pub use serde_json;
 
+#[cfg(feature = "http")]
 use mcp_server::{HttpRuntime, Listener};
+#[cfg(feature = "http")]
 use smol_hyper::rt::{FuturesIo, SmolTimer};
 
 /// The smol [`Runtime`]: spawns on smol's global executor and sleeps on async-io timers.
@@ -186,6 +211,7 @@ where
     mcp_server::serve_lines(server, SmolRuntime, caller, input, output).await
 }
 
+#[cfg(feature = "http")]
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
 /// shuts down ([`Server::shutdown`]): each connection on a task of its own, with the policy `http`
 /// and within the server's [`Limits`] (its "HTTP transport" group; past
@@ -210,8 +236,10 @@ pub async fn serve_http(
 }
 
 /// smol's listener as the server layer's [`Listener`].
+#[cfg(feature = "http")]
 struct TcpListener(smol::net::TcpListener);
 
+#[cfg(feature = "http")]
 impl Listener for TcpListener {
     type Io = FuturesIo<smol::net::TcpStream>;
 
@@ -275,6 +303,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// after it (a stdio session ends by itself once its calls are answered):
 ///
 /// ```no_run
+/// # #[cfg(feature = "http")]
 /// # async fn demo(server: mcp_smol::Server) -> std::io::Result<()> {
 /// use std::time::Duration;
 /// let stop = smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
@@ -299,15 +328,18 @@ pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<
 /// application (see [`mcp_server::McpService`] for what it does and does not enforce).
 ///
 /// The client's address comes from a [`PeerAddr`] extension.
+#[cfg(feature = "http")]
 pub type McpService = mcp_server::McpService<SmolRuntime>;
 
+#[cfg(feature = "http")]
 impl HttpRuntime for SmolRuntime {
     fn current() -> Self {
         SmolRuntime
     }
 }
 
-#[cfg(test)]
+// Only the HTTP accept step is tested here; without `http` there is nothing of it.
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 

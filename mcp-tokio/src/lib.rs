@@ -22,9 +22,25 @@
 //! mcp_tokio::serve_stdio(&server).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Features
+//!
+//! - `http` (on by default): Streamable HTTP, that is `serve_http`, `McpService` and
+//!   `HttpService`, over hyper. A stdio-only server turns it off with `default-features = false`
+//!   and compiles none of hyper, http, http-body or tower-service.
+//! - `axum` (on by default, implies `http`): `McpService` reads the client address from
+//!   axum's `ConnectInfo<SocketAddr>`.
+//!
+//! # Re-exports
+//!
+//! [`serde`], [`serde_json`] and [`schemars`] are the versions this crate is built with, so a
+//! project needs no dependency of its own on them; derive through them by naming the path:
+//! `#[serde(crate = "mcp_tokio::serde")]` and
+//! `#[schemars(crate = "mcp_tokio::schemars")]` (see mcp-tokio's `examples/hello.rs`).
 #![forbid(unsafe_code)]
 
 use std::io;
+#[cfg(feature = "http")]
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -36,12 +52,23 @@ pub use mcp_proto::{
 };
 pub use mcp_server;
 pub use mcp_server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpService, IntoToolResult, Json, McpBody,
-    PeerAddr, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd,
-    ToolCall, ToolResult,
+    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpRefusals, IntoToolResult, Json, ReadResource,
+    RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult,
 };
+#[cfg(feature = "http")]
+pub use mcp_server::{HttpService, McpBody, PeerAddr};
+// What a user's own code needs beside this crate, at the versions this crate was built with:
+// `typed_tool` bounds its arguments by `serde::Deserialize` and `schemars::JsonSchema`, so a
+// project that picked another major version (schemars 0.8 against our 1.x) would get trait
+// errors far from the cause. Derive through these with `#[serde(crate = "...::serde")]` and
+// `#[schemars(crate = "...::schemars")]`.
+pub use schemars;
+pub use serde;
+pub use serde_json;
 
+#[cfg(feature = "http")]
 use hyper_util::rt::{TokioIo, TokioTimer};
+#[cfg(feature = "http")]
 use mcp_server::{HttpRuntime, Listener};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -450,6 +477,7 @@ where
     mcp_server::serve_lines(server, rt, caller, input.compat(), output.compat_write()).await
 }
 
+#[cfg(feature = "http")]
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
 /// shuts down ([`Server::shutdown`]): each connection on a task of its own, with the policy `http`
 /// and within the server's [`Limits`] (its "HTTP transport" group; past
@@ -477,8 +505,10 @@ pub async fn serve_http(
 }
 
 /// tokio's listener as the server layer's [`Listener`].
+#[cfg(feature = "http")]
 struct TcpListener(tokio::net::TcpListener);
 
+#[cfg(feature = "http")]
 impl Listener for TcpListener {
     type Io = TokioIo<tokio::net::TcpStream>;
 
@@ -523,6 +553,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// after it (a stdio session ends by itself once its calls are answered):
 ///
 /// ```no_run
+/// # #[cfg(feature = "http")]
 /// # async fn demo(server: mcp_tokio::Server) -> std::io::Result<()> {
 /// use std::time::Duration;
 /// let stop = tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), Duration::from_secs(10)));
@@ -562,8 +593,10 @@ pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<
 /// The client's address comes from a [`PeerAddr`] extension or (feature `axum`, on by default)
 /// axum's `ConnectInfo<SocketAddr>`, as `into_make_service_with_connect_info` records it.
 /// [`McpService::new`](mcp_server::McpService::new) panics outside a tokio runtime.
+#[cfg(feature = "http")]
 pub type McpService = mcp_server::McpService<TokioRuntime>;
 
+#[cfg(feature = "http")]
 impl HttpRuntime for TokioRuntime {
     fn current() -> Self {
         TokioRuntime::current()
@@ -575,7 +608,8 @@ impl HttpRuntime for TokioRuntime {
     }
 }
 
-#[cfg(test)]
+// Only the HTTP accept step is tested here; without `http` there is nothing of it.
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 

@@ -7,8 +7,11 @@ A measurement for humans (the availability issue's closing note), not a test: th
 versions of these floods are `tests/tests/http_shares.rs`, `interactions.rs` and the engine's
 unit tests. Usage:
 
-    cargo build --release -p mcp-tokio --example everything
-    python3 tests/flood/flood.py target/release/examples/everything [port]
+    cargo build --profile dist -p mcp-tokio --example everything
+    python3 tests/flood/flood.py target/dist/examples/everything [port]
+
+(`dist`: fat LTO and one codegen unit, as a deployed server is built; the peak RSS it reports
+depends on the profile.)
 
 Every flood runs against a fresh server process; the server's `VmHWM` is read at the end.
 """

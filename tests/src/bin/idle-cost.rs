@@ -3,8 +3,12 @@
 //!
 //! ```sh
 //! ulimit -n 20000
-//! cargo run --release -p mcp-tests --bin idle-cost -- target/release/examples/everything 10000
+//! cargo build --profile dist -p mcp-tokio --example everything
+//! cargo run --release -p mcp-tests --bin idle-cost -- target/dist/examples/everything 10000
 //! ```
+//!
+//! (The `dist` profile, fat LTO and one codegen unit, is what a deployed server is built with;
+//! its resident set is smaller than a `release` build's, since at rest it is mostly code.)
 //!
 //! The server is started as `SERVER --http 127.0.0.1:0 --bench --capacity N+128`. N sessions are
 //! opened (`initialize` + `notifications/initialized` over one keep-alive connection), then one
