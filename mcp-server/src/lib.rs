@@ -1471,6 +1471,7 @@ impl HttpRefusals {
 }
 
 /// A reason the HTTP layer turned something away: one [`HttpRefusals`] counter each.
+#[cfg(feature = "http")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HttpRefused {
     Connections,
@@ -1499,6 +1500,7 @@ struct HttpCounters {
 }
 
 impl HttpCounters {
+    #[cfg(feature = "http")]
     fn counter(&self, why: HttpRefused) -> &AtomicU64 {
         match why {
             HttpRefused::Connections => &self.connections,
@@ -1529,6 +1531,7 @@ impl HttpCounters {
     }
 }
 
+#[cfg(feature = "http")]
 impl Server {
     /// Counts one refusal of the HTTP layer.
     pub(crate) fn http_refused(&self, why: HttpRefused) {
