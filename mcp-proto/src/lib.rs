@@ -102,6 +102,7 @@ mod slab;
 pub mod sse;
 pub mod stdio;
 mod version;
+pub mod wrap;
 
 pub use blame::{Blame, Bound, Era};
 pub use caller::{Caller, Gate};
@@ -122,3 +123,4 @@ pub use jsonrpc::{ErrorCode, RequestId, RpcError};
 pub use limits::{Limits, SeatPolicy};
 pub use registry::{RegistryError, Tool};
 pub use version::ProtocolVersion;
+pub use wrap::{wrap_output_schema, WrapError};
