@@ -98,6 +98,7 @@ mod json;
 mod jsonrpc;
 mod limits;
 mod registry;
+pub mod schema;
 mod slab;
 pub mod sse;
 pub mod stdio;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::caller::Gate;
 use crate::items::{Prompt, Resource, ResourceTemplate, UriTemplate};
+use crate::schema::Validator;
 use crate::version::ProtocolVersion;
 
 /// The declaration of a tool, as `tools/list` shows it.
@@ -193,17 +194,16 @@ fn valid_tool_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// Compiles a schema without ever fetching a remote `$ref`: the crate is built without its
-/// HTTP and file resolvers, so such a reference fails to compile instead.
-fn compile(schema: &Value) -> Result<jsonschema::Validator, RegistryError> {
-    jsonschema::options().build(schema).map_err(|e| RegistryError::InvalidSchema(e.to_string()))
+/// Compiles a schema without ever fetching a remote `$ref` (see [`crate::schema`]).
+fn compile(schema: &Value) -> Result<Validator, RegistryError> {
+    Validator::compile(schema).map_err(RegistryError::InvalidSchema)
 }
 
 /// A registered tool: its declaration, compiled validators, cached listings and handler.
 pub(crate) struct ToolEntry<H> {
     pub(crate) tool: Tool,
-    pub(crate) input: Option<jsonschema::Validator>,
-    pub(crate) output: Option<jsonschema::Validator>,
+    pub(crate) input: Option<Validator>,
+    pub(crate) output: Option<Validator>,
     /// `tools/list` entries per version, index by [`version_index`].
     listings: [Arc<str>; 4],
     legacy_visible: bool,
@@ -478,28 +478,10 @@ impl<H> Registry<H> {
     }
 }
 
-/// Formats schema validation errors for a peer: at most `MAX` of them, each with its JSON
+/// Formats schema validation errors for a peer: at most 8 of them, each with its JSON
 /// pointer, so the reply stays small whatever the input.
-pub(crate) fn describe_errors(validator: &jsonschema::Validator, instance: &Value) -> Option<Vec<String>> {
-    const MAX: usize = 8;
-    // Most instances are valid: the boolean walk stops at nothing and builds no error.
-    if validator.is_valid(instance) {
-        return None;
-    }
-    let mut out = Vec::new();
-    for e in validator.iter_errors(instance).take(MAX) {
-        let path = e.instance_path().to_string();
-        let mut msg = e.to_string();
-        if msg.len() > 200 {
-            let mut end = 200;
-            while !msg.is_char_boundary(end) {
-                end -= 1;
-            }
-            msg.truncate(end);
-            msg.push('…');
-        }
-        out.push(if path.is_empty() { msg } else { format!("{path}: {msg}") });
-    }
+pub(crate) fn describe_errors(validator: &Validator, instance: &Value) -> Option<Vec<String>> {
+    let out = validator.errors(instance, 8);
     (!out.is_empty()).then_some(out)
 }
 
