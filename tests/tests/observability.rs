@@ -185,7 +185,10 @@ async fn request_and_session_spans_carry_their_fields_and_outcomes() {
     assert_eq!(session.fields["caller"], "alice");
     assert_eq!(session.fields["transport"], "stdio");
     assert_eq!(session.fields["close_reason"], "EndOfInput");
-    assert!(session.fields["session"].starts_with('c') && session.fields["session"].contains('.'), "{session:?}");
+    assert!(
+        session.fields["session"].starts_with('c') && session.fields["session"].contains('.'),
+        "{session:?}"
+    );
     assert!(session.fields.contains_key("duration_us"));
     assert!(session.closed);
 
