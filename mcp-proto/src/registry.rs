@@ -4,6 +4,7 @@
 //! validators, and each tool's listing is serialised for every protocol version, so a
 //! `tools/list` is a concatenation and a `tools/call` a map lookup plus one validation.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -231,6 +232,10 @@ pub(crate) struct ToolEntry<H> {
     pub(crate) diagnostics: Option<Validator>,
     /// `tools/list` entries per version, index by [`version_index`].
     listings: [Arc<str>; 4],
+    /// The listings with the output schema wrapped for envelopes ([`crate::wrap`]), prepared on
+    /// the tool's first authorized access on a server with envelopes, then kept (a failure too:
+    /// the schema cannot change without replacing the tool, which drops this).
+    enveloped: OnceCell<Result<[Arc<str>; 4], String>>,
     legacy_visible: bool,
     /// The input schema's `x-mcp-header` annotations: what 2026-07-28 `Mcp-Param-*` headers
     /// must mirror.
@@ -245,6 +250,28 @@ impl<H> ToolEntry<H> {
 
     pub(crate) fn listing(&self, v: ProtocolVersion) -> &str {
         self.listings.get(version_index(v)).map_or("", |s| s)
+    }
+
+    /// The listing a server with envelopes publishes: the output schema, if any, wrapped as the
+    /// union of `{"value": <schema>}` and the failure envelope. Prepared (wrapped and compiled)
+    /// on first use; `Err` names why it cannot be, for the server's operator, never the peer.
+    pub(crate) fn enveloped_listing(&self, v: ProtocolVersion) -> Result<&str, &str> {
+        if self.tool.output_schema.is_none() {
+            return Ok(self.listing(v));
+        }
+        match self.enveloped.get_or_init(|| self.wrap_listings()) {
+            Ok(listings) => Ok(listings.get(version_index(v)).map_or("", |s| s)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn wrap_listings(&self) -> Result<[Arc<str>; 4], String> {
+        let Some(app) = &self.tool.output_schema else { return Ok(self.listings.clone()) };
+        let wrapped =
+            crate::wrap::prepare(app, self.tool.diagnostics_schema.as_ref()).map_err(|e| e.to_string())?;
+        let mut tool = self.tool.clone();
+        tool.output_schema = Some(wrapped.schema().clone());
+        Ok(listings(|v| tool.listing(v)))
     }
 }
 
@@ -295,6 +322,11 @@ pub(crate) struct PromptEntry<H> {
 /// What every listed item offers the engine's list and gate logic.
 pub(crate) trait Listed {
     fn listing(&self, v: ProtocolVersion) -> &str;
+    /// The listing a server publishes with envelopes on (`enveloped`); only tools differ.
+    fn wire_listing(&self, v: ProtocolVersion, enveloped: bool) -> Result<&str, &str> {
+        let _ = enveloped;
+        Ok(self.listing(v))
+    }
     fn gate(&self) -> Option<&Gate>;
     fn visible_to(&self, _v: ProtocolVersion) -> bool {
         true
@@ -304,6 +336,13 @@ pub(crate) trait Listed {
 impl<H> Listed for ToolEntry<H> {
     fn listing(&self, v: ProtocolVersion) -> &str {
         ToolEntry::listing(self, v)
+    }
+    fn wire_listing(&self, v: ProtocolVersion, enveloped: bool) -> Result<&str, &str> {
+        if enveloped {
+            self.enveloped_listing(v)
+        } else {
+            Ok(self.listing(v))
+        }
     }
     fn gate(&self) -> Option<&Gate> {
         self.tool.gate.as_ref()
@@ -497,8 +536,17 @@ impl<H> Registry<H> {
         let header_params = crate::http::x_mcp_headers(&tool.input_schema)
             .map_err(|e| RegistryError::InvalidSchema(format!("the input schema of {:?}: {e}", tool.name)))?;
         let listings = listings(|v| tool.listing(v));
-        let entry =
-            ToolEntry { tool, input, output, diagnostics, listings, legacy_visible, header_params, handler };
+        let entry = ToolEntry {
+            tool,
+            input,
+            output,
+            diagnostics,
+            listings,
+            enveloped: OnceCell::new(),
+            legacy_visible,
+            header_params,
+            handler,
+        };
         self.tools.insert(entry.tool.name.clone(), entry);
         Ok(())
     }

@@ -331,7 +331,7 @@ impl IntoToolResult for ToolOutput {
 
 impl IntoToolResult for ToolFailure {
     fn into_tool_result(self) -> ToolResult {
-        Err(HandlerError::Failure(self))
+        Err(HandlerError::Failure(Box::new(self)))
     }
 }
 
@@ -410,7 +410,7 @@ where
 /// The failure of arguments that passed the schema but not `A`'s `Deserialize`; without
 /// envelopes, `isError` and the text `invalid arguments: ...`.
 fn invalid_arguments(e: serde_json::Error) -> HandlerError {
-    HandlerError::Failure(ToolFailure::new("invalid_arguments", format!("invalid arguments: {e}")))
+    HandlerError::Failure(Box::new(ToolFailure::new("invalid_arguments", format!("invalid arguments: {e}"))))
 }
 
 /// Wraps a blocking tool closure: each call runs on the server runtime's blocking pool

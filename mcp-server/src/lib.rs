@@ -542,6 +542,13 @@ impl ServerBuilder {
     /// `{"value": ...}` and a failure as `{"failure": {"code", "message", "retryable",
     /// "diagnostics"?}}`, each with its JSON text copy in `content`, so a program can tell a
     /// value from a failure without parsing prose. Fixed for the server's life.
+    ///
+    /// A tool's published `outputSchema` is then its schema wrapped
+    /// ([`mcp_proto::wrap`]): the union of `{"value": <schema>}` and the failure envelope.
+    /// The wrapper is prepared on the tool's first authorized use and kept; a schema it refuses
+    /// (a draft-04, draft-06 or 2019-09 dialect, say) makes that tool unpublishable: the page
+    /// that would list it and a call to it answer `-32603` with `data.reason` `"unpublishable"`
+    /// and the tool's name, and [`build`](Self::build) logs a warning naming it and why.
     pub fn envelopes(mut self, on: bool) -> Self {
         self.config.envelopes = on;
         self
@@ -561,6 +568,7 @@ impl ServerBuilder {
             getrandom::fill(&mut key).map_err(BuildError::Random)?;
             self.config.keys = KeyRing::new(key);
         }
+        let envelopes = self.config.envelopes;
         let server = Server::from_config(self.config);
         {
             let mut st = server.lock();
@@ -568,7 +576,12 @@ impl ServerBuilder {
             let mut reg = st.engine.registry_mut(now);
             for item in self.items {
                 match item {
-                    Item::Tool(t, h) => reg.add_tool(t, h),
+                    Item::Tool(t, h) => {
+                        if envelopes {
+                            warn_unwrappable(&t);
+                        }
+                        reg.add_tool(t, h)
+                    }
                     Item::Resource(r, h) => reg.add_resource(r, h),
                     Item::Template(t, h, c) => reg.add_template(t, h, c),
                     Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
@@ -1418,6 +1431,16 @@ fn guarded<T: Send + 'static>(
         }
         wrap(result)
     })
+}
+
+/// Tells the operator at start-up of a tool that envelopes make unpublishable: its output
+/// schema is one the wrapper refuses, so every page that would list it fails (see
+/// [`ServerBuilder::envelopes`]). The engine finds the same on first use; this says why.
+fn warn_unwrappable(tool: &Tool) {
+    let Some(schema) = tool.declared_output_schema() else { return };
+    if let Err(e) = mcp_proto::wrap::prepare(schema, tool.declared_diagnostics_schema()) {
+        tracing::warn!(tool = tool.name(), error = %e, "the tool's output schema cannot be wrapped for envelopes: it will not be published");
+    }
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {

@@ -106,7 +106,7 @@
 //!   that role when one is given (default: none declared); a refused declaration is a
 //!   transcript error;
 //! - `! tools echo add ...`: register only these test tools (default: all of
-//!   [`crate::tools::all_tools`]; `admin_tool` and `lookup` only when named);
+//!   [`crate::tools::all_tools`]; `admin_tool`, `lookup` and `draft4` only when named);
 //! - `! resources URI... | all`, `! templates URITEMPLATE... | all`, `! prompts NAME... | all`:
 //!   register these test fixtures (default: none; see [`crate::tools`]);
 //! - `! caller <identity|anonymous> [role...]`: the caller of connection 1 (default anonymous,
@@ -2950,7 +2950,7 @@ fn parse_reply(s: &str, handler: Fixture, asked: &Asked) -> Result<Reply, String
         "error-text" => Reply::Tool(Ok(ToolOutput::error(json_string(rest)?.0))),
         "structured" => Reply::Tool(Ok(ToolOutput::structured(json("structured")?))),
         "result" => Reply::Tool(Ok(tool_output(&json("result")?)?)),
-        "failure" => failure(asked, HandlerError::Failure(tool_failure(&json("failure")?)?)),
+        "failure" => failure(asked, HandlerError::from(tool_failure(&json("failure")?)?)),
         "contents" => {
             let v = json("contents")?;
             let items = v.as_array().ok_or("contents is a JSON array")?;

@@ -230,7 +230,7 @@ pub fn auto_reply(
         TestHandler::Lookup => {
             let id = arguments.get("id").cloned().unwrap_or(Value::Null);
             if id.as_u64() == Some(0) {
-                Err(HandlerError::Failure(
+                Err(HandlerError::from(
                     ToolFailure::new("not_found", "no record has id 0")
                         .with_diagnostics(json!({"field": "id"})),
                 ))
@@ -242,7 +242,8 @@ pub fn auto_reply(
 }
 
 /// The tools registered only when a transcript names them: `admin_tool`, gated by role `admin`,
-/// and `lookup`, the tool with typed failures.
+/// `lookup`, the tool with typed failures, and `draft4`, whose output schema (draft-04) the
+/// envelope wrapper refuses.
 pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
     vec![
         (
@@ -265,6 +266,13 @@ pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
                 "properties": {"field": {"type": "string"}},
                 "required": ["field"]
             })),
+            TestHandler::Lookup,
+        ),
+        (
+            Tool::new("draft4", "Declares a draft-04 output schema", json!({"type": "object"}))
+                .output_schema(
+                    json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}),
+                ),
             TestHandler::Lookup,
         ),
     ]

@@ -684,6 +684,12 @@ impl<H: Clone> Engine<H> {
         else {
             return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
         };
+        // With envelopes, a tool's published contract is its wrapped output schema: prepared on
+        // this first authorized use if no listing did it, and a tool whose contract cannot be
+        // published is never run.
+        if self.config.envelopes && entry.enveloped_listing(ctx.version).is_err() {
+            return Err(super::features::unpublishable("tools", &name));
+        }
         let arguments = match params.remove("arguments") {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(v @ Value::Object(_)) => v,

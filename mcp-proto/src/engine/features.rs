@@ -135,11 +135,15 @@ impl<H: Clone> Engine<H> {
         body.push_str(key);
         body.push_str("\":[");
         let mut last = None;
+        let enveloped = self.config.envelopes;
         for (k, t) in visible.by_ref().take(page) {
             if last.is_some() {
                 body.push(',');
             }
-            body.push_str(t.listing(ctx.version));
+            // An item that cannot be published (a tool whose output schema cannot be wrapped)
+            // fails the page with a safe error: never a listing that breaks its own contract.
+            let listing = t.wire_listing(ctx.version, enveloped).map_err(|_| unpublishable(key, k))?;
+            body.push_str(listing);
             last = Some(k);
         }
         body.push(']');
@@ -479,6 +483,14 @@ impl<H: Clone> Engine<H> {
         }
         Ok(entry.handler.clone())
     }
+}
+
+/// The error of a page or call that would publish an item whose definition cannot be prepared
+/// (today: a tool's output schema that the envelope wrapper refuses). The reason stays with the
+/// operator ([`crate::wrap::prepare`] reproduces it); the peer learns which item is broken.
+pub(super) fn unpublishable(kind: &str, name: &str) -> RpcError {
+    RpcError::internal()
+        .with_data(serde_json::json!({ "reason": "unpublishable", "kind": kind, "name": name }))
 }
 
 #[cfg(test)]
