@@ -276,6 +276,82 @@ impl ToolOutput {
     }
 }
 
+/// A tool's typed failure: what went wrong, in a form a program can act on. A tool handler
+/// returns it (as [`HandlerError::Failure`]) when the call reached the tool and the tool could
+/// not do what was asked: a missing record, a refused operation, an upstream outage.
+///
+/// How it goes on the wire depends on the server, not on the handler (see
+/// [`Config::envelopes`](crate::Config::envelopes)): without envelopes it is today's tool error,
+/// `isError: true` and the message as text; with them it also carries
+/// `structuredContent: {"failure": {"code", "message", "retryable", "diagnostics"?}}`. Either
+/// way the call is answered with a result, not a JSON-RPC error, so the model sees it.
+///
+/// Only `code`, `message`, `retryable`, `diagnostics` and `content` are ever serialised; a
+/// [`cause`](Self::with_cause) stays on the server (the server layer logs it, as it logs a
+/// [`HandlerError::Private`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ToolFailure {
+    /// A short, stable, machine-readable code (`not_found`, `quota_exceeded`): what a program
+    /// branches on. The message may change between releases; the code should not.
+    pub code: String,
+    /// What went wrong, for the model and the user.
+    pub message: String,
+    /// Whether the same call may succeed if made again later. Default `false`.
+    pub retryable: bool,
+    /// Machine-readable details (which field, which limit). Validated against the tool's
+    /// [`failure_diagnostics_schema`](crate::Tool::failure_diagnostics_schema) when it declares
+    /// one; sent only with envelopes. Default `None`.
+    pub diagnostics: Option<Value>,
+    /// Content blocks to send before the failure's own text (a partial result, a link to a
+    /// log). Default none.
+    pub content: Vec<Content>,
+    cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ToolFailure {
+    /// A failure that is not retryable, without diagnostics, content or cause.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            retryable: false,
+            diagnostics: None,
+            content: Vec::new(),
+            cause: None,
+        }
+    }
+
+    /// Marks the failure retryable (or not).
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// Attaches machine-readable details.
+    pub fn with_diagnostics(mut self, diagnostics: Value) -> Self {
+        self.diagnostics = Some(diagnostics);
+        self
+    }
+
+    /// Attaches content blocks, sent before the failure's text.
+    pub fn with_content(mut self, content: Vec<Content>) -> Self {
+        self.content = content;
+        self
+    }
+
+    /// Attaches the private cause: logged by the server layer, never serialised.
+    pub fn with_cause(mut self, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        self.cause = Some(cause.into());
+        self
+    }
+
+    /// The private cause, if any.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.cause.as_deref()
+    }
+}
+
 /// Why a handler did not produce a result.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -291,6 +367,17 @@ pub enum HandlerError {
     Panicked,
     /// The handler was cancelled (its future was dropped) before it finished.
     Cancelled,
+    /// A tool's typed failure: answered with a tool result (`isError: true`), encoded as the
+    /// server's configuration says (see [`ToolFailure`]). From a resource, prompt or completion
+    /// handler, which have no results of that kind, it becomes a JSON-RPC error `-32603` with
+    /// the message and `data: {"code", "retryable"}` (diagnostics and content are dropped).
+    Failure(ToolFailure),
+}
+
+impl From<ToolFailure> for HandlerError {
+    fn from(f: ToolFailure) -> Self {
+        HandlerError::Failure(f)
+    }
 }
 
 impl HandlerError {

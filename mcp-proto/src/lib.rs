@@ -90,6 +90,7 @@ mod caller;
 mod content;
 mod cursor;
 mod engine;
+mod extensions;
 mod frame;
 pub mod http;
 pub mod interaction;
@@ -109,7 +110,7 @@ pub use blame::{Blame, Bound, Era};
 pub use caller::{Caller, Gate};
 pub use content::{
     Completion, Content, HandlerError, PromptMessage, PromptOutput, ResourceBody, ResourceContents,
-    ResourceLink, Role, ToolOutput,
+    ResourceLink, Role, ToolFailure, ToolOutput,
 };
 pub use cursor::KeyRing;
 pub use engine::{
@@ -118,6 +119,7 @@ pub use engine::{
     Introspection, Invocation, LogLevel, OpenError, Output, ProgressOutcome, Refusals, RegistryMut, Reply,
     Request, Seed, Stale, Ticket,
 };
+pub use extensions::Extension;
 pub use frame::Decoded;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};

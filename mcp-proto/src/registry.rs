@@ -27,6 +27,7 @@ pub struct Tool {
     icons: Option<Value>,
     execution: Option<Value>,
     meta: Option<Map<String, Value>>,
+    diagnostics_schema: Option<Value>,
     validate_input: bool,
     pub(crate) gate: Option<Gate>,
 }
@@ -44,6 +45,7 @@ impl Tool {
             icons: None,
             execution: None,
             meta: None,
+            diagnostics_schema: None,
             validate_input: true,
             gate: None,
         }
@@ -100,6 +102,23 @@ impl Tool {
     pub fn meta(mut self, meta: Map<String, Value>) -> Self {
         self.meta = Some(meta);
         self
+    }
+
+    /// A JSON Schema the `diagnostics` of this tool's [`ToolFailure`](crate::ToolFailure)s must
+    /// satisfy. Compiled at registration like the other schemas; not listed by itself (the
+    /// output-schema wrapper of envelope mode is where a client sees it). A failure whose
+    /// diagnostics break it is the application breaking its own contract, answered as an
+    /// invalid `structuredContent` is: the generic internal error (`-32603`). Without one, any
+    /// JSON value is accepted. Default none.
+    pub fn failure_diagnostics_schema(mut self, schema: Value) -> Self {
+        self.diagnostics_schema = Some(schema);
+        self
+    }
+
+    /// The diagnostics schema as declared with
+    /// [`failure_diagnostics_schema`](Self::failure_diagnostics_schema), if any.
+    pub fn declared_diagnostics_schema(&self) -> Option<&Value> {
+        self.diagnostics_schema.as_ref()
     }
 
     /// Hides the tool from callers the gate refuses and refuses their calls with the same error
@@ -171,6 +190,9 @@ pub enum RegistryError {
     InvalidTemplate(String),
     /// An empty URI or name, or a URI over [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes).
     InvalidUri(String),
+    /// An extension id that is not a prefixed `_meta`-style key, or settings that are not a
+    /// JSON object (see [`Extension`](crate::Extension)). The text says which.
+    InvalidExtension(String),
 }
 
 impl fmt::Display for RegistryError {
@@ -183,6 +205,7 @@ impl fmt::Display for RegistryError {
             RegistryError::InvalidSchema(e) => write!(f, "invalid schema: {e}"),
             RegistryError::InvalidTemplate(e) => write!(f, "invalid URI template {e}"),
             RegistryError::InvalidUri(e) => write!(f, "invalid resource: {e}"),
+            RegistryError::InvalidExtension(e) => write!(f, "invalid extension: {e}"),
         }
     }
 }
@@ -204,6 +227,8 @@ pub(crate) struct ToolEntry<H> {
     pub(crate) tool: Tool,
     pub(crate) input: Option<Validator>,
     pub(crate) output: Option<Validator>,
+    /// What a failure's `diagnostics` must satisfy ([`Tool::failure_diagnostics_schema`]).
+    pub(crate) diagnostics: Option<Validator>,
     /// `tools/list` entries per version, index by [`version_index`].
     listings: [Arc<str>; 4],
     legacy_visible: bool,
@@ -370,6 +395,8 @@ pub(crate) struct Registry<H> {
     pub(crate) prompts: Catalogue<PromptEntry<H>>,
     /// The server-wide gate over the data methods.
     pub(crate) gate: Option<Gate>,
+    /// Declared extensions, by id: the order `capabilities.extensions` lists them in.
+    pub(crate) extensions: BTreeMap<String, crate::extensions::Extension>,
 }
 
 impl<H> Default for Registry<H> {
@@ -380,6 +407,7 @@ impl<H> Default for Registry<H> {
             templates: Catalogue::default(),
             prompts: Catalogue::default(),
             gate: None,
+            extensions: BTreeMap::new(),
         }
     }
 }
@@ -461,6 +489,7 @@ impl<H> Registry<H> {
         }
         let input = if tool.validate_input { Some(compile(&tool.input_schema)?) } else { None };
         let output = tool.output_schema.as_ref().map(compile).transpose()?;
+        let diagnostics = tool.diagnostics_schema.as_ref().map(compile).transpose()?;
         let legacy_visible = tool
             .output_schema
             .as_ref()
@@ -468,8 +497,21 @@ impl<H> Registry<H> {
         let header_params = crate::http::x_mcp_headers(&tool.input_schema)
             .map_err(|e| RegistryError::InvalidSchema(format!("the input schema of {:?}: {e}", tool.name)))?;
         let listings = listings(|v| tool.listing(v));
-        let entry = ToolEntry { tool, input, output, listings, legacy_visible, header_params, handler };
+        let entry =
+            ToolEntry { tool, input, output, diagnostics, listings, legacy_visible, header_params, handler };
         self.tools.insert(entry.tool.name.clone(), entry);
+        Ok(())
+    }
+
+    pub(crate) fn add_extension(
+        &mut self,
+        extension: crate::extensions::Extension,
+    ) -> Result<(), RegistryError> {
+        extension.checked()?;
+        if self.extensions.contains_key(extension.id()) {
+            return Err(RegistryError::Duplicate(extension.id().to_owned()));
+        }
+        self.extensions.insert(extension.id().to_owned(), extension);
         Ok(())
     }
 

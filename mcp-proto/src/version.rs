@@ -97,6 +97,14 @@ impl ProtocolVersion {
         self >= Self::V2025_06_18
     }
 
+    /// `capabilities.extensions`, the server's and the client's. In the schema from 2026-07-28;
+    /// 2025-11-25 has no such field but tolerates it as an extra one, and the MCP Apps extension
+    /// negotiates through it on that version, so it is sent there too. Older versions never
+    /// see it.
+    pub fn has_extensions(self) -> bool {
+        self >= Self::V2025_11_25
+    }
+
     /// `description`/`websiteUrl` on `Implementation`.
     pub fn implementation_has_description(self) -> bool {
         self >= Self::V2025_11_25

@@ -14,8 +14,8 @@ use super::Server;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::AskError;
 use mcp_proto::{
-    CallId, Caller, Completion, CompletionRef, Content, HandlerError, LogLevel, ProgressOutcome,
-    PromptOutput, ProtocolVersion, RegistryError, ResourceContents, Tool, ToolOutput,
+    CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
+    ProtocolVersion, RegistryError, ResourceContents, Tool, ToolFailure, ToolOutput,
 };
 
 /// A boxed, sendable future: what every handler returns once erased.
@@ -35,6 +35,8 @@ pub struct RequestContext {
     /// made with [`Server::call_tool_as`], which has no client to tell anything.
     pub call: Option<CallId>,
     pub(crate) server: Server,
+    /// What the client declared under `capabilities.extensions`.
+    pub(crate) client_extensions: Arc<Map<String, Value>>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -43,11 +45,28 @@ impl std::fmt::Debug for RequestContext {
             .field("caller", &self.caller)
             .field("version", &self.version)
             .field("call", &self.call)
+            .field("client_extensions", &self.client_extensions)
             .finish_non_exhaustive()
     }
 }
 
 impl RequestContext {
+    /// The settings the client declared for extension `id` (`io.modelcontextprotocol/ui`,
+    /// say) under `capabilities.extensions`, exactly as it sent them; `None` when it declared
+    /// no such extension. A legacy session's come from its `initialize`; a 2026-07-28
+    /// request's from its own `_meta` client capabilities, so they can differ from one request
+    /// to the next. An in-process call ([`Server::call_tool_as`]) has no client and declares
+    /// none.
+    pub fn client_extension(&self, id: &str) -> Option<&Value> {
+        self.client_extensions.get(id)
+    }
+
+    /// Every extension the client declared, by id (see
+    /// [`client_extension`](Self::client_extension)).
+    pub fn client_extensions(&self) -> &Map<String, Value> {
+        &self.client_extensions
+    }
+
     /// The server serving this request: handlers may register or unregister items, or raise
     /// `notifications/resources/updated`, through it.
     pub fn server(&self) -> &Server {
@@ -195,7 +214,33 @@ pub struct Complete {
 }
 
 /// Converts a handler's return value into a tool result, so handlers can return a `String`,
-/// a [`ToolOutput`], a [`Json`] value or a `Result` of any of them.
+/// a [`ToolOutput`], a [`Json`] value, a [`ToolFailure`] or a `Result` of any of them.
+///
+/// A typed failure is a `Result` whose error is a [`ToolFailure`] (or a [`HandlerError`],
+/// into which `?` converts a `ToolFailure`): the call is answered with a tool result that says
+/// it failed, encoded as the server chooses
+/// ([`ServerBuilder::envelopes`](crate::ServerBuilder::envelopes)), never with a protocol
+/// error. Its [cause](ToolFailure::with_cause) is logged, not sent.
+///
+/// ```
+/// # use mcp_server::{Json, Server, ToolCall};
+/// # use mcp_proto::ToolFailure;
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Lookup { id: u64 }
+/// #[derive(serde::Serialize, schemars::JsonSchema)]
+/// struct Record { id: u64, name: String }
+///
+/// let server = Server::builder("demo", "1.0.0")
+///     .envelopes(true)
+///     .typed_tool("lookup", "Finds a record", |q: Lookup, _: ToolCall| async move {
+///         if q.id == 0 {
+///             return Err(ToolFailure::new("not_found", format!("no record {}", q.id)));
+///         }
+///         Ok(Json(Record { id: q.id, name: "first".into() }))
+///     })
+///     .build();
+/// assert!(server.is_ok());
+/// ```
 pub trait IntoToolResult {
     /// The conversion.
     fn into_tool_result(self) -> ToolResult;
@@ -248,11 +293,9 @@ pub struct Json<T>(pub T);
 impl<T: Serialize + schemars::JsonSchema> IntoToolResult for Json<T> {
     fn into_tool_result(self) -> ToolResult {
         let value = serde_json::to_value(&self.0).map_err(HandlerError::private)?;
-        Ok(ToolOutput {
-            content: vec![Content::text(value.to_string())],
-            structured: Some(value),
-            ..ToolOutput::default()
-        })
+        // No content: the engine adds the text copy, of the value or (with envelopes) of the
+        // envelope, so it is never sent twice.
+        Ok(ToolOutput::structured(value))
     }
 
     fn output_schema() -> Option<Value> {
@@ -283,6 +326,12 @@ pub(crate) fn with_output<R: IntoToolResult>(tool: Tool) -> Result<Tool, Registr
 impl IntoToolResult for ToolOutput {
     fn into_tool_result(self) -> ToolResult {
         Ok(self)
+    }
+}
+
+impl IntoToolResult for ToolFailure {
+    fn into_tool_result(self) -> ToolResult {
+        Err(HandlerError::Failure(self))
     }
 }
 
@@ -352,10 +401,16 @@ where
                 // The schema derived from `A` already passed; this is a type the schema cannot
                 // fully express (a custom Deserialize, a number out of range). The model can fix
                 // it, so it is a tool-level failure.
-                Err(e) => Ok(ToolOutput::error(format!("invalid arguments: {e}"))),
+                Err(e) => Err(invalid_arguments(e)),
             }
         }
     })
+}
+
+/// The failure of arguments that passed the schema but not `A`'s `Deserialize`; without
+/// envelopes, `isError` and the text `invalid arguments: ...`.
+fn invalid_arguments(e: serde_json::Error) -> HandlerError {
+    HandlerError::Failure(ToolFailure::new("invalid_arguments", format!("invalid arguments: {e}")))
 }
 
 /// Wraps a blocking tool closure: each call runs on the server runtime's blocking pool
@@ -386,7 +441,7 @@ where
         match serde_json::from_value::<A>(Value::Object(args)) {
             Ok(a) => f(a, call).into_tool_result(),
             // As for an async typed tool: a tool-level failure the model can fix.
-            Err(e) => Ok(ToolOutput::error(format!("invalid arguments: {e}"))),
+            Err(e) => Err(invalid_arguments(e)),
         }
     })
 }
@@ -516,11 +571,26 @@ mod tests {
     }
 
     #[test]
-    fn json_is_structured_content_with_its_text_copy() {
+    fn json_is_structured_content_whose_text_copy_the_engine_adds() {
         let out = Json(Sum { sum: 5 }).into_tool_result().unwrap();
         assert_eq!(out.structured, Some(json!({"sum": 5})));
-        assert_eq!(out.content, vec![Content::text(r#"{"sum":5}"#)]);
+        assert_eq!(out.content, vec![]);
         assert!(!out.is_error);
+    }
+
+    #[test]
+    fn a_tool_failure_is_a_typed_failure_however_it_is_returned() {
+        let failed = |r: ToolResult| match r {
+            Err(HandlerError::Failure(f)) => (f.code, f.message, f.retryable),
+            other => panic!("expected a failure, got {other:?}"),
+        };
+        let f = || ToolFailure::new("busy", "try later").retryable(true);
+        let expected = ("busy".to_owned(), "try later".to_owned(), true);
+        assert_eq!(failed(f().into_tool_result()), expected);
+        assert_eq!(failed(Err::<Json<Sum>, _>(f()).into_tool_result()), expected);
+        let through_question_mark = || -> Result<String, HandlerError> { Err(f())? };
+        assert_eq!(failed(through_question_mark().into_tool_result()), expected);
+        assert_eq!(Result::<Json<Sum>, ToolFailure>::output_schema(), Json::<Sum>::output_schema());
     }
 
     #[test]

@@ -90,9 +90,9 @@ use handler::{
 };
 
 use mcp_proto::{
-    CallId, Caller, CloseReason, Completion, Config, ConnId, ConnKind, Decoded, Engine, Gate, HandlerError,
-    HttpHead, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt, PromptOutput,
-    Refusals, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
+    CallId, Caller, CloseReason, Completion, Config, ConnId, ConnKind, Decoded, Engine, Extension, Gate,
+    HandlerError, HttpHead, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt,
+    PromptOutput, Refusals, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
 };
 #[cfg(feature = "http")]
 use mcp_proto::{HttpReply, HttpRequest};
@@ -321,6 +321,7 @@ enum Item {
     Template(ResourceTemplate, Handler, Option<Handler>),
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
+    Extension(Extension),
     /// A tool refused before registration (its handler's output type has no object schema);
     /// [`ServerBuilder::build`] reports it.
     Refused(RegistryError),
@@ -503,6 +504,48 @@ impl ServerBuilder {
         self
     }
 
+    /// Declares a protocol extension to every caller: `id` (such as
+    /// `io.modelcontextprotocol/ui` or an application's own `com.example/audit`) goes under
+    /// `capabilities.extensions` with `settings`, a JSON object (`json!({})` for none), in the
+    /// `initialize` result of 2025-11-25 sessions and in `server/discover` on 2026-07-28; older
+    /// versions have no such field and are not told. A malformed id, settings that are not an
+    /// object, or an id declared twice make [`build`](Self::build) fail with
+    /// [`RegistryError::InvalidExtension`] (or `Duplicate`). Declaring an extension promises
+    /// what its specification asks of a server; the engine implements none by itself.
+    ///
+    /// ```
+    /// # use mcp_server::Server;
+    /// let server = Server::builder("demo", "1.0.0")
+    ///     .extension("io.modelcontextprotocol/ui", serde_json::json!({}))
+    ///     .extension("com.example/audit", serde_json::json!({"level": "full"}))
+    ///     .build();
+    /// assert!(server.is_ok());
+    /// assert!(Server::builder("demo", "1.0.0").extension("audit", serde_json::json!({})).build().is_err());
+    /// ```
+    pub fn extension(mut self, id: impl Into<String>, settings: Value) -> Self {
+        self.items.push(Item::Extension(Extension::new(id, settings)));
+        self
+    }
+
+    /// [`extension`](Self::extension), declared only to the callers `gate` admits: to the
+    /// others it does not exist, as a gated tool does not.
+    pub fn gated_extension(mut self, id: impl Into<String>, settings: Value, gate: Gate) -> Self {
+        self.items.push(Item::Extension(Extension::new(id, settings).gate(gate)));
+        self
+    }
+
+    /// Whether tool results carry the value/failure envelope (see
+    /// [`Config::envelopes`](mcp_proto::Config::envelopes) for the wire form). Default `false`:
+    /// results are the MCP norm, and a [`ToolFailure`](mcp_proto::ToolFailure) is sent as
+    /// `isError: true` with its message as text. On, structured output is sent as
+    /// `{"value": ...}` and a failure as `{"failure": {"code", "message", "retryable",
+    /// "diagnostics"?}}`, each with its JSON text copy in `content`, so a program can tell a
+    /// value from a failure without parsing prose. Fixed for the server's life.
+    pub fn envelopes(mut self, on: bool) -> Self {
+        self.config.envelopes = on;
+        self
+    }
+
     /// Sets the server-wide gate over the data methods.
     pub fn gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));
@@ -528,6 +571,7 @@ impl ServerBuilder {
                     Item::Resource(r, h) => reg.add_resource(r, h),
                     Item::Template(t, h, c) => reg.add_template(t, h, c),
                     Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
+                    Item::Extension(e) => reg.add_extension(e),
                     Item::Gate(g) => {
                         reg.set_gate(Some(g));
                         Ok(())
@@ -776,6 +820,7 @@ impl Server {
             version: mcp_proto::ProtocolVersion::V2026_07_28,
             call: None,
             server: self.clone(),
+            client_extensions: Arc::default(),
         };
         let call = ToolCall { name: name.to_owned(), arguments, ctx };
         let reply = guarded(format!("tool {name}"), move || f(call), Reply::Tool).await;
@@ -1264,8 +1309,14 @@ impl Server {
     /// when first polled, on its own task, and catches panics so one bad handler cannot take the
     /// connection down; private failures are logged, never shown to the peer.
     fn run(&self, inv: Invocation<Handler>) -> (mcp_proto::Ticket, BoxFuture<Reply>) {
-        let Invocation { ticket, caller, version, request, handler, .. } = inv;
-        let ctx = RequestContext { caller, version, call: Some(ticket.call()), server: self.clone() };
+        let Invocation { ticket, caller, version, request, handler, client_extensions, .. } = inv;
+        let ctx = RequestContext {
+            caller,
+            version,
+            call: Some(ticket.call()),
+            server: self.clone(),
+            client_extensions: Arc::new(client_extensions),
+        };
         let fut: BoxFuture<Reply> = match (handler.0, request) {
             (HandlerKind::Tool(f), Request::CallTool { name, arguments }) => {
                 let what = format!("tool {name}");
@@ -1347,9 +1398,22 @@ fn guarded<T: Send + 'static>(
             tracing::error!(handler = what, panic = panic_text(&*panic), "handler panicked");
             Err(HandlerError::Panicked)
         });
-        if let Err(HandlerError::Private(e)) = &result {
-            // The detail stays in the server's log; the peer gets the generic error.
-            tracing::error!(handler = what, error = %e, "handler failed");
+        match &result {
+            Err(HandlerError::Private(e)) => {
+                // The detail stays in the server's log; the peer gets the generic error.
+                tracing::error!(handler = what, error = %e, "handler failed");
+            }
+            Err(HandlerError::Failure(f)) => {
+                // A typed failure is the tool's answer, not the server's fault; its cause, if
+                // any, is the part the peer never sees.
+                match f.cause() {
+                    Some(cause) => {
+                        tracing::warn!(handler = what, code = f.code, cause = %cause, "tool failed")
+                    }
+                    None => tracing::debug!(handler = what, code = f.code, "tool failed"),
+                }
+            }
+            _ => {}
         }
         wrap(result)
     })

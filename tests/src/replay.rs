@@ -101,8 +101,12 @@
 //!   report resource changes; off shows what a server that does neither advertises);
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
+//! - `! envelopes on|off`: [`Config::envelopes`] (default off);
+//! - `! extension <id> {settings} [role <role>]`: declares that extension at start, gated by
+//!   that role when one is given (default: none declared); a refused declaration is a
+//!   transcript error;
 //! - `! tools echo add ...`: register only these test tools (default: all of
-//!   [`crate::tools::all_tools`]; `admin_tool` only when named);
+//!   [`crate::tools::all_tools`]; `admin_tool` and `lookup` only when named);
 //! - `! resources URI... | all`, `! templates URITEMPLATE... | all`, `! prompts NAME... | all`:
 //!   register these test fixtures (default: none; see [`crate::tools`]);
 //! - `! caller <identity|anonymous> [role...]`: the caller of connection 1 (default anonymous,
@@ -120,7 +124,8 @@
 //!   (`3`, `"abc"`; the oldest held call with that id) or `#N`, the N-th invocation of the
 //!   transcript (from 1). `<reply>` is one of:
 //!   - tool results: `text "..."`, `error-text "..."` (a result with `isError: true`),
-//!     `structured {json}`, `result {"content":[...],"structuredContent":..,"isError":..,"_meta":{..}}`
+//!     `structured {json}`, `failure {"code":..,"message":..,"retryable":..,"diagnostics":..,"content":[...]}`
+//!     (a [`ToolFailure`]), `result {"content":[...],"structuredContent":..,"isError":..,"_meta":{..}}`
 //!     (content blocks `text`, `image`, `audio`, `resource_link`, `resource`);
 //!   - `contents [{"uri":..,"mimeType":..,"text"|"blob":..,"_meta":..}, ...]` (a read; `[]` is
 //!     an empty answer), `prompt {"description":..,"messages":[{"role":..,"content":{block}}]}`,
@@ -212,9 +217,10 @@ use mcp_proto::http::{check_body_len, check_head, HttpConfig, HttpRefusal, Reque
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
     AskError, Asked as AskOutcome, CacheHint, CallId, Caller, CloseReason, Completion, CompletionRef, Config,
-    ConnId, ConnKind, Content, Engine, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply, HttpRequest,
+    ConnId, ConnKind, Content, Engine, Extension, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply, HttpRequest,
     Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage, PromptOutput, ProtocolVersion,
-    RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket, ToolOutput,
+    RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket, ToolFailure,
+    ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -643,6 +649,10 @@ struct Settings {
     logging: bool,
     /// `Config::resource_subscriptions`.
     subscriptions: bool,
+    /// `Config::envelopes`.
+    envelopes: bool,
+    /// Extensions declared at start: id, settings, and the role their gate asks for.
+    extensions: Vec<(String, Value, Option<String>)>,
     /// Mirrors of the limits `Limits` has no getter for.
     max_batch_len: usize,
     max_depth: usize,
@@ -665,11 +675,31 @@ impl Default for Settings {
             discover_cache: CacheHint::private(),
             logging: true,
             subscriptions: true,
+            envelopes: false,
+            extensions: Vec::new(),
             max_batch_len: 64,
             max_depth: 64,
             max_id_bytes: 256,
         }
     }
+}
+
+/// `<id> {settings} [role <role>]`.
+fn parse_extension(s: &str) -> Result<(String, Value, Option<String>), String> {
+    let usage = "`! extension <id> {settings} [role <role>]`";
+    let (id, rest) = s.split_once(' ').ok_or(usage)?;
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    let settings = match values.next() {
+        Some(Ok(v)) => v,
+        _ => return Err(usage.into()),
+    };
+    let tail = rest.get(values.byte_offset()..).unwrap_or_default().trim();
+    let role = match tail.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [] => None,
+        ["role", role] => Some((*role).to_owned()),
+        _ => return Err(usage.into()),
+    };
+    Ok((id.to_owned(), settings, role))
 }
 
 /// `<identity|anonymous> [role...]`.
@@ -1121,6 +1151,18 @@ impl Runner {
                     self.settings.subscriptions = false;
                 }
             }
+            "envelopes" => {
+                config(self)?;
+                self.settings.envelopes = match rest {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err("`! envelopes on|off`".into()),
+                };
+            }
+            "extension" => {
+                config(self)?;
+                self.settings.extensions.push(parse_extension(rest)?);
+            }
             "server-info" => {
                 config(self)?;
                 if rest != "full" {
@@ -1306,6 +1348,7 @@ impl Runner {
         config.discover_cache = s.discover_cache;
         config.logging = s.logging;
         config.resource_subscriptions = s.subscriptions;
+        config.envelopes = s.envelopes;
         // Session ids come from the seed: a fixed one makes them the same on every run.
         config.seed = Some(Seed([11; 32]));
         self.http = Some(HttpConfig::default());
@@ -1354,6 +1397,13 @@ impl Runner {
             for name in list {
                 register(&mut engine.registry_mut(self.now), kind, &name, &s.shareable)?;
             }
+        }
+        for (id, settings, role) in &s.extensions {
+            let mut e = Extension::new(id.clone(), settings.clone());
+            if let Some(role) = role {
+                e = e.gate(Gate::role(role.clone()));
+            }
+            engine.registry_mut(self.now).add_extension(e).map_err(|e| format!("`! extension`: {e}"))?;
         }
         let conn = engine
             .open(self.now, ConnKind::Stdio, self.settings.caller.clone())
@@ -2900,6 +2950,7 @@ fn parse_reply(s: &str, handler: Fixture, asked: &Asked) -> Result<Reply, String
         "error-text" => Reply::Tool(Ok(ToolOutput::error(json_string(rest)?.0))),
         "structured" => Reply::Tool(Ok(ToolOutput::structured(json("structured")?))),
         "result" => Reply::Tool(Ok(tool_output(&json("result")?)?)),
+        "failure" => failure(asked, HandlerError::Failure(tool_failure(&json("failure")?)?)),
         "contents" => {
             let v = json("contents")?;
             let items = v.as_array().ok_or("contents is a JSON array")?;
@@ -2967,6 +3018,18 @@ fn prompt_output(v: &Value) -> Result<PromptOutput, String> {
 }
 
 /// A `CallToolResult`-shaped JSON object as a [`ToolOutput`].
+/// `{"code", "message", "retryable"?, "diagnostics"?, "content"?: [...]}` as a [`ToolFailure`].
+fn tool_failure(v: &Value) -> Result<ToolFailure, String> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).ok_or_else(|| format!("failure {v} needs {k:?}"));
+    let mut f = ToolFailure::new(s("code")?, s("message")?)
+        .retryable(v.get("retryable").and_then(Value::as_bool).unwrap_or(false));
+    if let Some(d) = v.get("diagnostics") {
+        f = f.with_diagnostics(d.clone());
+    }
+    let content = v.get("content").and_then(Value::as_array).into_iter().flatten();
+    Ok(f.with_content(content.map(content_block).collect::<Result<_, _>>()?))
+}
+
 fn tool_output(v: &Value) -> Result<ToolOutput, String> {
     let mut out = ToolOutput::default();
     for block in v.get("content").and_then(Value::as_array).into_iter().flatten() {

@@ -18,12 +18,13 @@
 //! `tools/list` shows which fields each protocol version keeps. Tools are listed by name, so the
 //! order above is the order on the wire.
 //!
-//! One more tool is registered only when a transcript names it (`! tools ... admin_tool`), so
-//! that the default set stays the one the stdio servers serve:
+//! Two more tools are registered only when a transcript names them (`! tools ... admin_tool`),
+//! so that the default set stays the one the stdio servers serve:
 //!
 //! | tool         | input schema | gate          | auto behaviour |
 //! |--------------|--------------|---------------|----------------|
 //! | `admin_tool` | `{}`         | role `admin`  | text `ok`      |
+//! | `lookup`     | `{id: integer}`, required; output schema `{id: integer, name: string}`; failure diagnostics `{field: string}` | | `id` 0: the failure `not_found` (diagnostics `{"field":"id"}`); any other: structured `{"id": id, "name": "first"}`, `id` exactly as given |
 //!
 //! # Resources, templates, prompts and completions
 //!
@@ -69,7 +70,7 @@ use std::collections::BTreeMap;
 
 use mcp_proto::{
     Completion, Content, Gate, HandlerError, Prompt, PromptArgument, PromptMessage, PromptOutput, Resource,
-    ResourceContents, ResourceLink, ResourceTemplate, RpcError, Tool, ToolOutput,
+    ResourceContents, ResourceLink, ResourceTemplate, RpcError, Tool, ToolFailure, ToolOutput,
 };
 use serde_json::{json, Map, Value};
 
@@ -98,6 +99,8 @@ pub enum TestHandler {
     PublicFail,
     /// `slow`
     Slow,
+    /// `lookup`
+    Lookup,
 }
 
 fn object(v: Value) -> Map<String, Value> {
@@ -224,15 +227,46 @@ pub fn auto_reply(
                 .with_data(json!({"retryAfterMs": 1000})),
         )),
         TestHandler::Slow => return None,
+        TestHandler::Lookup => {
+            let id = arguments.get("id").cloned().unwrap_or(Value::Null);
+            if id.as_u64() == Some(0) {
+                Err(HandlerError::Failure(
+                    ToolFailure::new("not_found", "no record has id 0").with_diagnostics(json!({"field": "id"})),
+                ))
+            } else {
+                Ok(ToolOutput::structured(json!({"id": id, "name": "first"})))
+            }
+        }
     })
 }
 
-/// The tools registered only when a transcript names them: `admin_tool`, gated by role `admin`.
+/// The tools registered only when a transcript names them: `admin_tool`, gated by role `admin`,
+/// and `lookup`, the tool with typed failures.
 pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
-    vec![(
-        Tool::new("admin_tool", "Only for admins", json!({"type": "object"})).gate(Gate::role("admin")),
-        TestHandler::Nested,
-    )]
+    vec![
+        (
+            Tool::new("admin_tool", "Only for admins", json!({"type": "object"})).gate(Gate::role("admin")),
+            TestHandler::Nested,
+        ),
+        (
+            Tool::new(
+                "lookup",
+                "Finds a record by id",
+                json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
+            )
+            .output_schema(json!({
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+                "required": ["id", "name"]
+            }))
+            .failure_diagnostics_schema(json!({
+                "type": "object",
+                "properties": {"field": {"type": "string"}},
+                "required": ["field"]
+            })),
+            TestHandler::Lookup,
+        ),
+    ]
 }
 
 /// The text of `test://static-text`.

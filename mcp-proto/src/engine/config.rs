@@ -104,6 +104,27 @@ pub struct Config {
     /// resource or template registered), those methods are answered `-32601` and a listen's
     /// acknowledgement leaves `resourceSubscriptions` out.
     pub resource_subscriptions: bool,
+    /// Whether tool results carry the value/failure envelope. Default `false`: results are
+    /// the MCP norm, structured output as the handler gave it and a
+    /// [`ToolFailure`](crate::ToolFailure) as `isError: true` with its message as text.
+    ///
+    /// On, every tool's result is encoded for programs as well as models:
+    ///
+    /// - structured output `v` becomes `structuredContent: {"value": v}` (an explicit `null`
+    ///   stays, as `{"value": null}`; no structured output stays none), and the envelope's JSON
+    ///   text follows the handler's content blocks, for clients that do not read
+    ///   `structuredContent` (2025-03-26 has none: there the text is all it gets). The value is
+    ///   still checked against the tool's `outputSchema` as declared.
+    /// - a failure sets `isError` and carries `structuredContent: {"failure": {"code",
+    ///   "message", "retryable", "diagnostics"?}}`, after the failure's content blocks and
+    ///   followed by the envelope's text. Arguments that break the input schema (a result from
+    ///   2025-11-25 on) are the failure `invalid_arguments`; a result over
+    ///   [`Limits::max_response_bytes`] is `result_too_large`.
+    /// - a result the handler built with `isError: true` itself is sent as it is.
+    ///
+    /// Numbers keep their exact digits in both the envelope and its text. This does not change
+    /// the `outputSchema` tools list.
+    pub envelopes: bool,
 }
 
 /// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
@@ -138,6 +159,7 @@ impl Config {
             discover_cache: CacheHint::private(),
             logging: false,
             resource_subscriptions: false,
+            envelopes: false,
         }
     }
 }

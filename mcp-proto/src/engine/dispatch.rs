@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::calls::{Call, CallKind};
+use super::encode::ToolOutcome;
 use super::{
     ledger, notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
 };
@@ -14,7 +15,7 @@ use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERS
 use super::{Peek, Request, Session, Ticket};
 use crate::blame::Bound;
 use crate::caller::{admits, Caller};
-use crate::content::ToolOutput;
+use crate::content::ToolFailure;
 use crate::cursor;
 use crate::json::{RawEnvelope, RawFrame, RawFrameItem};
 use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RequestId, RpcError};
@@ -504,8 +505,11 @@ impl<H: Clone> Engine<H> {
     /// gated item that is the only one of its kind does not betray the kind, and from what the
     /// configuration says the application does (`logging`, `resources.subscribe`). Each kind
     /// offered has `listChanged`: the registry can change at run time, and the engine then
-    /// always tells (a legacy session's channel, a 2026-07-28 listen stream).
-    pub(super) fn capabilities(&self, caller: &Caller) -> Value {
+    /// always tells (a legacy session's channel, a 2026-07-28 listen stream). Declared
+    /// extensions the caller's gates admit go under `extensions`, by id, on the versions that
+    /// know the field ([`ProtocolVersion::has_extensions`]); with none admitted the field is
+    /// left out.
+    pub(super) fn capabilities(&self, caller: &Caller, version: ProtocolVersion) -> Value {
         let offers = self.offers(caller);
         let listed = || serde_json::json!({ "listChanged": true });
         let mut caps = Map::new();
@@ -528,6 +532,18 @@ impl<H: Clone> Engine<H> {
         }
         if offers.logging {
             caps.insert("logging".into(), Value::Object(Map::new()));
+        }
+        if version.has_extensions() {
+            let extensions: Map<String, Value> = self
+                .registry
+                .extensions
+                .values()
+                .filter(|e| admits(e.gate.as_ref(), caller))
+                .map(|e| (e.id().to_owned(), e.settings().clone()))
+                .collect();
+            if !extensions.is_empty() {
+                caps.insert("extensions".into(), Value::Object(extensions));
+            }
         }
         Value::Object(caps)
     }
@@ -565,7 +581,7 @@ impl<H: Clone> Engine<H> {
         let mut r = Map::new();
         r.insert("protocolVersion".into(), version.as_str().into());
         let caller = self.caller(conn);
-        r.insert("capabilities".into(), self.capabilities(&caller));
+        r.insert("capabilities".into(), self.capabilities(&caller, version));
         r.insert("serverInfo".into(), self.config.server_info.to_json(version));
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
@@ -577,7 +593,7 @@ impl<H: Clone> Engine<H> {
         let mut r = Map::new();
         let versions: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
         r.insert("supportedVersions".into(), versions.into());
-        r.insert("capabilities".into(), self.capabilities(&self.caller(ctx.conn)));
+        r.insert("capabilities".into(), self.capabilities(&self.caller(ctx.conn), ctx.version));
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
         }
@@ -587,7 +603,8 @@ impl<H: Clone> Engine<H> {
             || reg.tools.any_gated()
             || reg.resources.any_gated()
             || reg.templates.any_gated()
-            || reg.prompts.any_gated();
+            || reg.prompts.any_gated()
+            || reg.extensions.values().any(|e| e.gate.is_some());
         self.cacheable(&mut r, ctx.version, self.config.discover_cache.narrowed(gated));
         self.finish(&mut r, ctx.version);
         encode_result(ctx.id, &r)
@@ -676,7 +693,9 @@ impl<H: Clone> Engine<H> {
             if let Some(errors) = describe_errors(validator, &arguments) {
                 let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
                 if ctx.version.argument_errors_as_results() {
-                    let out = ToolOutput::error(text);
+                    let failure = ToolFailure::new(super::encode::INVALID_ARGUMENTS, text);
+                    let out =
+                        super::encode::encoded_output(ToolOutcome::Failure(failure), self.tool_encoding());
                     return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out).into()));
                 }
                 return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));
@@ -710,6 +729,7 @@ impl<H: Clone> Engine<H> {
             #[cfg(debug_assertions)]
             live: self.calls.get(call).map(|c| c.live.0.clone()).unwrap_or_default(),
         };
+        let client_extensions = self.client_extensions(ctx);
         Ok(Answer::Later(Invocation {
             ticket,
             conn: ctx.conn,
@@ -717,7 +737,23 @@ impl<H: Clone> Engine<H> {
             version: ctx.version,
             request,
             handler,
+            client_extensions,
         }))
+    }
+
+    /// The extensions the client of this request declared: on 2026-07-28 in the request's own
+    /// `_meta` capabilities, before in the session's `initialize` capabilities (read on every
+    /// version: a client that declares one to an older server is taken at its word).
+    fn client_extensions(&self, ctx: Ctx<'_>) -> Map<String, Value> {
+        let caps = if ctx.version.is_modern() {
+            ctx.client_caps
+        } else {
+            self.conns.get(ctx.conn.0).and_then(|c| c.session.as_ref()).map(|s| &s.client_caps)
+        };
+        match caps.and_then(|c| c.get("extensions")) {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Map::new(),
+        }
     }
 
     /// Records a call that a handler will answer, enforcing the in-flight bound and id

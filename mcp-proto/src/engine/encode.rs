@@ -5,48 +5,155 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use super::{Call, CallKind, Engine, META_SERVER_INFO};
-use crate::content::{Content, HandlerError, ToolOutput};
+use crate::content::{Content, HandlerError, ToolFailure, ToolOutput};
 use crate::json::DecodeError;
 use crate::jsonrpc::{encode_result, Encoded, RequestId, RpcError};
 use crate::version::ProtocolVersion;
 use serde_json::{Map, Value};
 
+/// How tool outcomes go on the wire: the server's choice ([`Config::envelopes`]), applied to
+/// every tool alike. Compact publication's `call_tool` encodes with [`Self::Envelopes`] whatever
+/// the server's setting.
+///
+/// [`Config::envelopes`]: crate::Config::envelopes
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolEncoding {
+    /// The MCP norm: structured output as given, a failure as `isError` and its message.
+    Plain,
+    /// Structured success as `{"value": ...}`, a failure as `{"failure": {...}}`, each followed
+    /// in `content` by its JSON text.
+    Envelopes,
+}
+
+/// What a tool call came to, before encoding.
+#[derive(Debug)]
+pub(crate) enum ToolOutcome {
+    /// The handler's result (which may itself set `isError`: passed on as it is).
+    Output(ToolOutput),
+    /// A typed failure: the handler's, or one the engine found (invalid arguments, a result
+    /// over the response limit).
+    Failure(ToolFailure),
+}
+
+/// The failure code of arguments that break the tool's input schema (2025-11-25 and later,
+/// where they are a tool result).
+pub(crate) const INVALID_ARGUMENTS: &str = "invalid_arguments";
+/// The failure code of a result over [`Limits::max_response_bytes`](crate::Limits::max_response_bytes).
+pub(crate) const RESULT_TOO_LARGE: &str = "result_too_large";
+
 impl<H: Clone> Engine<H> {
-    pub(super) fn tool_result(&self, call: &Call, mut out: ToolOutput) -> Encoded {
-        let entry = match &call.kind {
-            CallKind::Tool(name) => self.registry.tools.get(name),
+    /// The encoding of this server's direct tools.
+    pub(super) fn tool_encoding(&self) -> ToolEncoding {
+        if self.config.envelopes {
+            ToolEncoding::Envelopes
+        } else {
+            ToolEncoding::Plain
+        }
+    }
+
+    pub(super) fn tool_result(&self, call: &Call, outcome: ToolOutcome) -> Encoded {
+        let name = match &call.kind {
+            CallKind::Tool(name) => Some(name.as_str()),
             _ => None,
         };
-        if let Some(validator) = entry.and_then(|e| e.output.as_ref()) {
-            if !out.is_error {
-                let ok = out.structured.as_ref().is_some_and(|s| validator.is_valid(s));
-                if !ok {
-                    // The application broke its own contract; the peer learns only that the
-                    // server failed.
-                    return RpcError::misuse().encode(Some(&call.id));
-                }
-            }
+        self.encode_tool_outcome(&call.id, call.version, name, outcome, self.tool_encoding())
+    }
+
+    /// Answers request `id` with the outcome of tool `name`: checked against the tool's
+    /// contracts (its output schema for a success, its diagnostics schema for a failure),
+    /// encoded as `encoding` says, and bounded by the response limit (a larger result becomes a
+    /// `result_too_large` failure, in the same encoding).
+    pub(crate) fn encode_tool_outcome(
+        &self,
+        id: &RequestId,
+        v: ProtocolVersion,
+        name: Option<&str>,
+        outcome: ToolOutcome,
+        encoding: ToolEncoding,
+    ) -> Encoded {
+        let entry = name.and_then(|n| self.registry.tools.get(n));
+        let kept = match &outcome {
+            ToolOutcome::Output(out) if !out.is_error => entry
+                .and_then(|e| e.output.as_ref())
+                .is_none_or(|validator| out.structured.as_ref().is_some_and(|s| validator.is_valid(s))),
+            ToolOutcome::Output(_) => true,
+            ToolOutcome::Failure(f) => match (entry.and_then(|e| e.diagnostics.as_ref()), &f.diagnostics) {
+                (Some(validator), Some(d)) => validator.is_valid(d),
+                _ => true,
+            },
+        };
+        if !kept {
+            // The application broke its own contract; the peer learns only that the server
+            // failed.
+            return RpcError::misuse().encode(Some(id));
         }
-        if let Some(s) = &out.structured {
-            if out.content.is_empty() {
-                out.content.push(Content::text(s.to_string()));
-            }
-        }
-        let bytes = self.encode_tool_result(&call.id, call.version, &out);
+        let bytes = self.encode_tool_result(id, v, &encoded_output(outcome, encoding));
         let max = self.config.limits.max_response_bytes;
         if bytes.len() <= max {
             return bytes.into();
         }
         let msg = format!(
-            "result_too_large: the tool's result of {} bytes exceeds the {max}-byte response limit",
+            "{RESULT_TOO_LARGE}: the tool's result of {} bytes exceeds the {max}-byte response limit",
             bytes.len()
         );
-        self.encode_tool_result(&call.id, call.version, &ToolOutput::error(msg)).into()
+        let failure = ToolOutcome::Failure(ToolFailure::new(RESULT_TOO_LARGE, msg));
+        self.encode_tool_result(id, v, &encoded_output(failure, encoding)).into()
     }
 
     pub(super) fn encode_tool_result(&self, id: &RequestId, v: ProtocolVersion, out: &ToolOutput) -> Vec<u8> {
         let modern = v.is_modern().then_some(&self.server_info_modern);
         encode_result(id, &ToolResultWire { out, v, server_info: modern })
+    }
+}
+
+/// The `CallToolResult` an outcome becomes in `encoding`. Envelopes are built as values and
+/// printed once for their text copy: numbers keep their exact digits (serde_json's
+/// `arbitrary_precision`), and the copy is byte for byte the `structuredContent` sent.
+pub(crate) fn encoded_output(outcome: ToolOutcome, encoding: ToolEncoding) -> ToolOutput {
+    match (outcome, encoding) {
+        (ToolOutcome::Output(mut out), ToolEncoding::Plain) => {
+            if let Some(s) = &out.structured {
+                if out.content.is_empty() {
+                    out.content.push(Content::text(s.to_string()));
+                }
+            }
+            out
+        }
+        (ToolOutcome::Output(mut out), ToolEncoding::Envelopes) => {
+            // A handler's own `isError` result and a result without structured output are
+            // passed on as they are: absent stays absent.
+            if out.is_error {
+                return out;
+            }
+            if let Some(value) = out.structured.take() {
+                let mut envelope = Map::new();
+                envelope.insert("value".into(), value);
+                let envelope = Value::Object(envelope);
+                out.content.push(Content::text(envelope.to_string()));
+                out.structured = Some(envelope);
+            }
+            out
+        }
+        (ToolOutcome::Failure(f), ToolEncoding::Plain) => {
+            let mut content = f.content;
+            content.push(Content::text(f.message));
+            ToolOutput { content, structured: None, is_error: true, meta: None }
+        }
+        (ToolOutcome::Failure(f), ToolEncoding::Envelopes) => {
+            let mut failure = Map::new();
+            failure.insert("code".into(), Value::String(f.code));
+            failure.insert("message".into(), Value::String(f.message));
+            failure.insert("retryable".into(), Value::Bool(f.retryable));
+            if let Some(d) = f.diagnostics {
+                failure.insert("diagnostics".into(), d);
+            }
+            let mut envelope = Map::new();
+            envelope.insert("failure".into(), Value::Object(failure));
+            let envelope = Value::Object(envelope);
+            let mut content = f.content;
+            content.push(Content::text(envelope.to_string()));
+            ToolOutput { content, structured: Some(envelope), is_error: true, meta: None }
+        }
     }
 }
 
@@ -66,6 +173,10 @@ pub(super) fn public_error(e: HandlerError) -> RpcError {
     match e {
         HandlerError::Public(e) => e,
         HandlerError::Private(_) | HandlerError::Panicked | HandlerError::Cancelled => RpcError::internal(),
+        // A resource, prompt or completion has no result that could carry it: a JSON-RPC error
+        // with the failure's public parts.
+        HandlerError::Failure(f) => RpcError::new(crate::ErrorCode::InternalError, f.message)
+            .with_data(serde_json::json!({ "code": f.code, "retryable": f.retryable })),
     }
 }
 

@@ -378,6 +378,10 @@ pub struct Invocation<H> {
     pub request: Request,
     /// The registered handler.
     pub handler: H,
+    /// The extensions the client declared (`capabilities.extensions`: in `initialize` on a
+    /// legacy session, in this request's `_meta` on 2026-07-28), by id, settings as sent;
+    /// empty when it declared none (or sent something other than an object).
+    pub client_extensions: Map<String, Value>,
 }
 
 /// Something for the shim to do. See [`Engine::poll_output`].

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::blame::Bound;
 use crate::caller::Caller;
+use crate::content::HandlerError;
 use crate::frame::Decoded;
 use crate::jsonrpc::{encode_result, Encoded, RequestId, RpcError};
 use crate::registry::Registry;
@@ -56,7 +57,7 @@ pub use io::{
 
 use calls::{Call, CallKind, Calls, ConnCalls};
 pub use config::{Config, Implementation, Seed};
-use encode::{decode_error, public_error};
+use encode::{decode_error, public_error, ToolOutcome};
 pub use features::Introspection;
 pub use notify::{LogLevel, ProgressOutcome};
 pub use registry_mut::RegistryMut;
@@ -768,7 +769,10 @@ impl<H: Clone> Engine<H> {
         self.input(now);
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
         let answer = match (reply, &call.kind) {
-            (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, out),
+            (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, ToolOutcome::Output(out)),
+            (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(_)) => {
+                self.tool_result(&call, ToolOutcome::Failure(f))
+            }
             (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint)) => {
                 self.read_result(&call, uri, *hint, &contents)
             }

@@ -4,6 +4,7 @@
 use super::subscriptions::List;
 use super::Engine;
 use crate::caller::Gate;
+use crate::extensions::Extension;
 use crate::items::{Prompt, Resource, ResourceTemplate};
 use crate::registry::{RegistryError, Tool};
 
@@ -90,6 +91,23 @@ impl<H: Clone> RegistryMut<'_, H> {
         let entry = self.engine.registry.prompts.remove(name)?;
         self.engine.changed(List::Prompts, entry.prompt.gate.as_ref());
         Some(entry.prompt)
+    }
+
+    /// Declares a protocol extension in `capabilities.extensions` (2025-11-25 and later; see
+    /// [`Extension`]), to the callers its gate admits. Refused when the id is malformed, the
+    /// settings are not an object ([`RegistryError::InvalidExtension`]) or the id is already
+    /// declared ([`RegistryError::Duplicate`]). Capabilities are fixed for a legacy session:
+    /// one already initialized learns of it only when it starts again; a 2026-07-28 client on
+    /// its next `server/discover`.
+    pub fn add_extension(&mut self, extension: Extension) -> Result<(), RegistryError> {
+        self.engine.registry.add_extension(extension)
+    }
+
+    /// Withdraws a declared extension, returning it if it was declared. As with
+    /// [`add_extension`](Self::add_extension), sessions already initialized keep what they
+    /// were told.
+    pub fn remove_extension(&mut self, id: &str) -> Option<Extension> {
+        self.engine.registry.extensions.remove(id)
     }
 
     /// Sets (or with `None` clears) the server-wide gate over the data methods (every method but
