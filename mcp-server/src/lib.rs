@@ -92,7 +92,8 @@ use handler::{
 use mcp_proto::{
     CallId, Caller, CloseReason, Completion, Config, ConnId, ConnKind, Decoded, Engine, Extension, Gate,
     HandlerError, HttpHead, Implementation, Invocation, KeyRing, LogLevel, OpenError, Output, Prompt,
-    PromptOutput, Refusals, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate, Tool,
+    PromptOutput, Refusals, RegistryError, Reply, Request, Resource, ResourceContents, ResourceTemplate,
+    Tool,
 };
 #[cfg(feature = "http")]
 use mcp_proto::{HttpReply, HttpRequest};
@@ -543,6 +544,17 @@ impl ServerBuilder {
     /// value from a failure without parsing prose. Fixed for the server's life.
     pub fn envelopes(mut self, on: bool) -> Self {
         self.config.envelopes = on;
+        self
+    }
+
+    /// How the server publishes its tools: [`Mode::Direct`](mcp_proto::Mode::Direct) (the
+    /// default and the MCP norm: each tool is a native tool) or
+    /// [`Mode::Compact`](mcp_proto::Mode::Compact) (`tools/list` is `search_tools`,
+    /// `get_tool_details` and `call_tool`, and results are always enveloped; see the variant
+    /// for the wire form). Fixed for the server's life. Each server owns its registry, so two
+    /// servers given the same tools may publish them in different modes.
+    pub fn mode(mut self, mode: mcp_proto::Mode) -> Self {
+        self.config.mode = mode;
         self
     }
 
