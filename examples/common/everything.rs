@@ -106,7 +106,10 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 args.mode = match it.next().as_deref() {
                     Some("direct") => mcp_proto::Mode::Direct,
                     Some("compact") => mcp_proto::Mode::Compact,
-                    other => return Err(format!("--mode: {other:?} is neither compact nor direct\n{USAGE}")),
+                    other => {
+                        let given = other.unwrap_or("nothing");
+                        return Err(format!("--mode: {given:?} is neither compact nor direct\n{USAGE}"));
+                    }
                 }
             }
             "-h" | "--help" => return Err(USAGE.to_owned()),
