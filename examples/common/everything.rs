@@ -30,10 +30,12 @@ pub(crate) struct Args {
     /// Read by the tokio example; smol runs on one thread.
     #[allow(dead_code)] // the smol build ignores it
     pub(crate) threads: Option<usize>,
+    /// How tools are published (`--mode compact|direct`; direct, the MCP norm, by default).
+    pub(crate) mode: mcp_proto::Mode,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -47,7 +49,9 @@ const USAGE: &str =
     --capacity N      allow N sessions, N held streams (all from one caller if need be) and\n\
     \x20                 N connections instead of the defaults (for load and memory tests)\n\
     --threads N       run the tokio runtime on N worker threads (default 1: single-threaded,\n\
-    \x20                 the fastest on small machines; ignored by the smol build)";
+    \x20                 the fastest on small machines; ignored by the smol build)\n\
+    --mode M          publish tools directly (direct, the default: each is a native tool) or\n\
+    \x20                 compactly (compact: search_tools, get_tool_details and call_tool)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -68,6 +72,7 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         capacity: None,
         origins: Vec::new(),
         threads: None,
+        mode: mcp_proto::Mode::Direct,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -95,6 +100,16 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 match n.parse() {
                     Ok(n) if n > 0 => args.threads = Some(n),
                     _ => return Err(format!("--threads: {n:?} is not a number above 0\n{USAGE}")),
+                }
+            }
+            "--mode" => {
+                args.mode = match it.next().as_deref() {
+                    Some("direct") => mcp_proto::Mode::Direct,
+                    Some("compact") => mcp_proto::Mode::Compact,
+                    other => {
+                        let given = other.unwrap_or("nothing");
+                        return Err(format!("--mode: {given:?} is neither compact nor direct\n{USAGE}"));
+                    }
                 }
             }
             "-h" | "--help" => return Err(USAGE.to_owned()),
@@ -261,6 +276,7 @@ async fn complete(req: Complete) -> Result<Completion, HandlerError> {
 pub(crate) fn build(args: &Args) -> Server {
     let mut builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
         .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
+        .mode(args.mode)
         .typed_tool("echo", "Echoes back the given text", |a: EchoArgs, _: ToolCall| async move {
             ToolOutput::text(a.text)
         })

@@ -100,6 +100,7 @@ mod jsonrpc;
 mod limits;
 mod registry;
 pub mod schema;
+mod search;
 mod slab;
 pub mod sse;
 pub mod stdio;
@@ -116,8 +117,8 @@ pub use cursor::KeyRing;
 pub use engine::{
     Answered, AnsweredRequest, AskError, Asked, CallId, CancelReason, CloseReason, CompletionRef, Config,
     ConnId, ConnKind, Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation,
-    Introspection, Invocation, LogLevel, OpenError, Output, ProgressOutcome, Refusals, RegistryMut, Reply,
-    Request, Seed, Stale, Ticket,
+    Introspection, Invocation, LogLevel, Mode, OpenError, Output, ProgressOutcome, Refusals, RegistryMut,
+    Reply, Request, Seed, Stale, Ticket,
 };
 pub use extensions::Extension;
 pub use frame::Decoded;

@@ -67,6 +67,16 @@ impl Tool {
         self.output_schema.as_ref()
     }
 
+    /// The title as declared with [`title`](Self::title), if any.
+    pub fn declared_title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    /// The description given to [`new`](Self::new).
+    pub fn declared_description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
     /// A display title (2025-06-18 and later).
     pub fn title(mut self, title: impl Into<String>) -> Self {
         self.title = Some(title.into());
@@ -136,7 +146,7 @@ impl Tool {
         self
     }
 
-    fn listing(&self, v: ProtocolVersion) -> String {
+    pub(crate) fn listing(&self, v: ProtocolVersion) -> String {
         let mut m = Map::new();
         m.insert("name".into(), Value::String(self.name.clone()));
         if v.has_structured_output() {
@@ -285,7 +295,7 @@ pub(crate) fn version_index(v: ProtocolVersion) -> usize {
 }
 
 /// Serialises an item's listing once per version.
-fn listings(f: impl Fn(ProtocolVersion) -> String) -> [Arc<str>; 4] {
+pub(crate) fn listings(f: impl Fn(ProtocolVersion) -> String) -> [Arc<str>; 4] {
     let mut out = ProtocolVersion::ALL.map(|_| Arc::<str>::from(""));
     for v in ProtocolVersion::ALL {
         if let Some(slot) = out.get_mut(version_index(v)) {
@@ -436,6 +446,8 @@ pub(crate) struct Registry<H> {
     pub(crate) gate: Option<Gate>,
     /// Declared extensions, by id: the order `capabilities.extensions` lists them in.
     pub(crate) extensions: BTreeMap<String, crate::extensions::Extension>,
+    /// The tools' search index, kept only where something searches (compact publication).
+    pub(crate) search: Option<crate::search::SearchIndex>,
 }
 
 impl<H> Default for Registry<H> {
@@ -447,11 +459,17 @@ impl<H> Default for Registry<H> {
             prompts: Catalogue::default(),
             gate: None,
             extensions: BTreeMap::new(),
+            search: None,
         }
     }
 }
 
 impl<H> Registry<H> {
+    /// An empty registry that keeps a search index of its tools when `searchable`.
+    pub(crate) fn new(searchable: bool) -> Self {
+        Self { search: searchable.then(crate::search::SearchIndex::default), ..Self::default() }
+    }
+
     pub(crate) fn add_resource(
         &mut self,
         resource: Resource,
@@ -536,6 +554,9 @@ impl<H> Registry<H> {
         let header_params = crate::http::x_mcp_headers(&tool.input_schema)
             .map_err(|e| RegistryError::InvalidSchema(format!("the input schema of {:?}: {e}", tool.name)))?;
         let listings = listings(|v| tool.listing(v));
+        if let Some(index) = &mut self.search {
+            index.insert(&tool);
+        }
         let entry = ToolEntry {
             tool,
             input,
@@ -564,7 +585,11 @@ impl<H> Registry<H> {
     }
 
     pub(crate) fn remove_tool(&mut self, name: &str) -> Option<Tool> {
-        self.tools.remove(name).map(|e| e.tool)
+        let tool = self.tools.remove(name)?.tool;
+        if let Some(index) = &mut self.search {
+            index.remove(&tool);
+        }
+        Some(tool)
     }
 }
 

@@ -554,6 +554,17 @@ impl ServerBuilder {
         self
     }
 
+    /// How the server publishes its tools: [`Mode::Direct`](mcp_proto::Mode::Direct) (the
+    /// default and the MCP norm: each tool is a native tool) or
+    /// [`Mode::Compact`](mcp_proto::Mode::Compact) (`tools/list` is `search_tools`,
+    /// `get_tool_details` and `call_tool`, and results are always enveloped; see the variant
+    /// for the wire form). Fixed for the server's life. Each server owns its registry, so two
+    /// servers given the same tools may publish them in different modes.
+    pub fn mode(mut self, mode: mcp_proto::Mode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
     /// Sets the server-wide gate over the data methods.
     pub fn gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));

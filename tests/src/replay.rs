@@ -102,6 +102,7 @@
 //! - `! server-info full`: adds a title, description and website to the server's
 //!   `Implementation` (default: only name `replay`, version `1.0.0`);
 //! - `! envelopes on|off`: [`Config::envelopes`] (default off);
+//! - `! mode compact|direct`: [`Config::mode`] (default direct);
 //! - `! extension <id> {settings} [role <role>]`: declares that extension at start, gated by
 //!   that role when one is given (default: none declared); a refused declaration is a
 //!   transcript error;
@@ -651,6 +652,8 @@ struct Settings {
     subscriptions: bool,
     /// `Config::envelopes`.
     envelopes: bool,
+    /// `Config::mode`.
+    mode: mcp_proto::Mode,
     /// Extensions declared at start: id, settings, and the role their gate asks for.
     extensions: Vec<(String, Value, Option<String>)>,
     /// Mirrors of the limits `Limits` has no getter for.
@@ -676,6 +679,7 @@ impl Default for Settings {
             logging: true,
             subscriptions: true,
             envelopes: false,
+            mode: mcp_proto::Mode::Direct,
             extensions: Vec::new(),
             max_batch_len: 64,
             max_depth: 64,
@@ -1159,6 +1163,14 @@ impl Runner {
                     _ => return Err("`! envelopes on|off`".into()),
                 };
             }
+            "mode" => {
+                config(self)?;
+                self.settings.mode = match rest {
+                    "compact" => mcp_proto::Mode::Compact,
+                    "direct" => mcp_proto::Mode::Direct,
+                    _ => return Err("`! mode compact|direct`".into()),
+                };
+            }
             "extension" => {
                 config(self)?;
                 self.settings.extensions.push(parse_extension(rest)?);
@@ -1349,6 +1361,7 @@ impl Runner {
         config.logging = s.logging;
         config.resource_subscriptions = s.subscriptions;
         config.envelopes = s.envelopes;
+        config.mode = s.mode;
         // Session ids come from the seed: a fixed one makes them the same on every run.
         config.seed = Some(Seed([11; 32]));
         self.http = Some(HttpConfig::default());
@@ -2268,7 +2281,15 @@ impl Runner {
             }
             _ => None,
         };
-        if let Some((name, arguments)) = call {
+        // A compact `call_tool` invokes the tool it names, with the arguments it carries.
+        let inner = match (method.as_str(), &call) {
+            ("tools/call", Some((outer, args))) if outer == "call_tool" => args
+                .get("name")
+                .and_then(Value::as_str)
+                .map(|n| (n.to_owned(), object_or_empty(args.get("arguments")))),
+            _ => None,
+        };
+        for (name, arguments) in call.into_iter().chain(inner) {
             plan.calls.push(Candidate { conn, id: id.clone(), method: method.clone(), name, arguments });
         }
         let filter = (method == "subscriptions/listen")

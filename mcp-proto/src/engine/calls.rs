@@ -82,7 +82,8 @@ impl Call {
 /// What a call's reply must be.
 #[derive(Debug)]
 pub(super) enum CallKind {
-    Tool(String),
+    /// The tool run, and how its outcome is encoded (a compact `call_tool` always envelopes).
+    Tool(String, super::encode::ToolEncoding),
     /// The URI read, and how the resource or template that answers it may be cached.
     Resource(String, crate::CacheHint),
     Prompt,

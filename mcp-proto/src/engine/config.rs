@@ -125,6 +125,61 @@ pub struct Config {
     /// Numbers keep their exact digits in both the envelope and its text. This does not change
     /// the `outputSchema` tools list.
     pub envelopes: bool,
+    /// How tools are published: each as a native tool ([`Mode::Direct`], the default) or behind
+    /// three discovery tools ([`Mode::Compact`]). Read once, by [`Engine::new`](super::Engine::new):
+    /// a mode never changes at run time (the engine offers no way to change its configuration's
+    /// mode), so a client never sees one tool list turn into the other.
+    pub mode: Mode,
+}
+
+/// How a server publishes its tools. Chosen at construction ([`Config::mode`]) and fixed for
+/// the engine's life.
+///
+/// The registry belongs to its engine (registries are not shared between servers), so the
+/// mode is the server's, not the registry's: two servers built from the same tool declarations
+/// may publish them in different modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// The MCP norm, and the default: every tool the caller may see is a native tool in
+    /// `tools/list`, paged by [`Limits::page_size`](crate::Limits::page_size), and called by
+    /// its own name. A tool named `search_tools` is an ordinary tool here.
+    #[default]
+    Direct,
+    /// `tools/list` is exactly `search_tools`, `get_tool_details` and `call_tool`, on every
+    /// protocol version and for every caller (paged like any list); the registered tools are
+    /// found, read and run through them. Results of all three use the value/failure envelope
+    /// (see [`Config::envelopes`]) whatever `envelopes` says, and they declare no
+    /// `outputSchema`.
+    ///
+    /// - `search_tools {query: string, limit?: integer}` ranks the tools the caller may see
+    ///   (gates and per-version visibility apply as in direct mode) against the query and
+    ///   returns `{"value": {"tools": [{name, title?, description?}, ...]}}`, best first: how
+    ///   it ranks and what a search may cost is in the `search` module (name tokens weigh 10,
+    ///   a name-token prefix 5, title tokens 4, description tokens 1, the whole query being the
+    ///   name 100; ties by name; at most 10 000 index entries per search). `limit` is 5 when
+    ///   absent and must be 1 to 20: anything else is refused with `-32602`, as a malformed
+    ///   request, rather than silently clamped. A query without a word lists the first visible
+    ///   tools by name.
+    /// - `get_tool_details {name}` returns `{"value": <definition>}`, the definition exactly as
+    ///   direct mode's `tools/list` would give it on this protocol version.
+    /// - `call_tool {name, arguments?}` runs the named tool through the same machinery as a
+    ///   direct call (progress, cancellation, logs, asks, timeouts and shares all apply, and on
+    ///   2026-07-28 `input_required` round trips: the request state binds the outer request's
+    ///   `name` and `arguments`, so the inner tool and its arguments too). Its arguments are
+    ///   checked against the tool's own input schema, as given (no default is inserted, numbers
+    ///   keep their digits); arguments that break it are the tool failure `invalid_arguments` on
+    ///   every version. The result is always enveloped.
+    ///
+    /// A name the caller may not see and a name never registered are alike: the tool failure
+    /// `unavailable` (`isError`, `{"failure": {"code": "unavailable", ...}}`). A malformed
+    /// request to one of the three (a member missing or of the wrong type, a member not in its
+    /// input schema) is a protocol error, `-32602`; so is an outer name that is none of the
+    /// three. Discovery runs no handler and changes nothing.
+    ///
+    /// Seed 000 (the source) defaults to compact because it publishes a command tree;
+    /// MCP clients expect native tools, so direct is ours.
+    Compact,
 }
 
 /// The engine's entropy seed: 32 bytes that must be secret and random for session ids to be
@@ -160,6 +215,7 @@ impl Config {
             logging: false,
             resource_subscriptions: false,
             envelopes: false,
+            mode: Mode::Direct,
         }
     }
 }

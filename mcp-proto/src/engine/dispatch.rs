@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::calls::{Call, CallKind};
-use super::encode::ToolOutcome;
+use super::encode::{ToolEncoding, ToolOutcome};
 use super::{
     ledger, notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
 };
@@ -488,7 +488,11 @@ impl<H: Clone> Engine<H> {
         let mut ctx = ctx;
         ctx.private = self.registry.gate.is_some();
         match method {
+            "tools/list" if self.compact() => {
+                self.list_compact(ctx, params.as_ref()).map(|b| Answer::Now(b.into()))
+            }
             "tools/list" => self.list_tools(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
+            "tools/call" if self.compact() => self.call_compact(now, ctx, params, batch),
             "tools/call" => self.call_tool(now, ctx, params, batch),
             "resources/list" => self.list_resources(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
             "resources/templates/list" => {
@@ -674,6 +678,26 @@ impl<H: Clone> Engine<H> {
             Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
             None => return Err(RpcError::invalid_params("missing tool \"name\"")),
         };
+        let arguments = params.remove("arguments");
+        self.run_tool(now, ctx, name, arguments, batch, false)
+    }
+
+    /// Runs tool `name` for a direct `tools/call` or, with `compact`, for a compact `call_tool`:
+    /// the same lookup, gates, validation and admission either way, so everything a call can do
+    /// (progress, cancellation, asks, timeouts, shares) works alike. They differ where the
+    /// envelope says they do: compact answers an unknown or hidden name with the tool failure
+    /// `unavailable` rather than `-32602`, answers arguments that break the input schema with
+    /// the failure `invalid_arguments` on every version, and always envelopes the outcome.
+    pub(super) fn run_tool(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        name: String,
+        arguments: Option<Value>,
+        batch: Option<Key>,
+        compact: bool,
+    ) -> Result<Answer<H>, RpcError> {
+        let encoding = if compact { ToolEncoding::Envelopes } else { self.tool_encoding() };
         let caller = self.caller(ctx.conn);
         // A tool the caller's gate refuses is answered exactly as one never registered.
         let Some(entry) = self
@@ -682,15 +706,18 @@ impl<H: Clone> Engine<H> {
             .get(&name)
             .filter(|t| t.visible_to(ctx.version) && admits(t.tool.gate.as_ref(), &caller))
         else {
+            if compact {
+                return Ok(Answer::Now(self.compact_unavailable(ctx, &name)));
+            }
             return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
         };
-        // With envelopes, a tool's published contract is its wrapped output schema: prepared on
-        // this first authorized use if no listing did it, and a tool whose contract cannot be
-        // published is never run.
-        if self.config.envelopes && entry.enveloped_listing(ctx.version).is_err() {
+        // With envelopes on a direct tool, its published contract is its wrapped output schema:
+        // prepared on this first authorized use if no listing did it, and a tool whose contract
+        // cannot be published is never run. (Compact's call_tool publishes no output schema.)
+        if !compact && self.config.envelopes && entry.enveloped_listing(ctx.version).is_err() {
             return Err(super::features::unpublishable("tools", &name));
         }
-        let arguments = match params.remove("arguments") {
+        let arguments = match arguments {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(v @ Value::Object(_)) => v,
             Some(_) => return Err(RpcError::invalid_params("\"arguments\" must be an object")),
@@ -698,10 +725,9 @@ impl<H: Clone> Engine<H> {
         if let Some(validator) = &entry.input {
             if let Some(errors) = describe_errors(validator, &arguments) {
                 let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
-                if ctx.version.argument_errors_as_results() {
+                if compact || ctx.version.argument_errors_as_results() {
                     let failure = ToolFailure::new(super::encode::INVALID_ARGUMENTS, text);
-                    let out =
-                        super::encode::encoded_output(ToolOutcome::Failure(failure), self.tool_encoding());
+                    let out = super::encode::encoded_output(ToolOutcome::Failure(failure), encoding);
                     return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out).into()));
                 }
                 return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));
@@ -712,7 +738,7 @@ impl<H: Clone> Engine<H> {
         self.invoke(
             now,
             ctx,
-            CallKind::Tool(name.clone()),
+            CallKind::Tool(name.clone(), encoding),
             batch,
             Request::CallTool { name, arguments },
             handler,

@@ -52,11 +52,11 @@ impl<H: Clone> Engine<H> {
     }
 
     pub(super) fn tool_result(&self, call: &Call, outcome: ToolOutcome) -> Encoded {
-        let name = match &call.kind {
-            CallKind::Tool(name) => Some(name.as_str()),
-            _ => None,
+        let (name, encoding) = match &call.kind {
+            CallKind::Tool(name, encoding) => (Some(name.as_str()), *encoding),
+            _ => (None, self.tool_encoding()),
         };
-        self.encode_tool_outcome(&call.id, call.version, name, outcome, self.tool_encoding())
+        self.encode_tool_outcome(&call.id, call.version, name, outcome, encoding)
     }
 
     /// Answers request `id` with the outcome of tool `name`: checked against the tool's

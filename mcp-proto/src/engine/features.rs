@@ -86,7 +86,8 @@ impl<H: Clone> Engine<H> {
         let completions = r.prompts.values().any(|p| p.completion.is_some() && sees(p.prompt.gate.as_ref()))
             || r.templates.values().any(|t| t.completion.is_some() && sees(t.template.gate.as_ref()));
         Offers {
-            tools: r.tools.values().any(|t| sees(t.tool.gate.as_ref())),
+            // Compact publication's three tools are there for everyone.
+            tools: self.compact() || r.tools.values().any(|t| sees(t.tool.gate.as_ref())),
             resources,
             prompts,
             completions,

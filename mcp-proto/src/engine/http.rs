@@ -321,8 +321,9 @@ impl<H: Clone> Engine<H> {
             .and_then(Value::as_str);
         // Only a tool the caller may see has its annotations checked: a mismatch must not tell a
         // caller about a tool its gates hide.
+        // A compact server publishes only its three tools, which carry no header annotations.
         let custom = match (method, name) {
-            ("tools/call", Some(name)) => self
+            ("tools/call", Some(name)) if !self.compact() => self
                 .registry
                 .tools
                 .get(name)

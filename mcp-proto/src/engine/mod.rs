@@ -25,6 +25,7 @@ mod ask;
 mod backlog;
 mod call_state;
 mod calls;
+mod compact;
 mod config;
 #[cfg(test)]
 mod determinism;
@@ -56,7 +57,7 @@ pub use io::{
 };
 
 use calls::{Call, CallKind, Calls, ConnCalls};
-pub use config::{Config, Implementation, Seed};
+pub use config::{Config, Implementation, Mode, Seed};
 use encode::{decode_error, public_error, ToolOutcome};
 pub use features::Introspection;
 pub use notify::{LogLevel, ProgressOutcome};
@@ -153,6 +154,8 @@ struct Ctx<'a> {
 pub struct Engine<H> {
     config: Config,
     registry: Registry<H>,
+    /// The three tools compact mode publishes; `None` in direct mode.
+    published: Option<crate::registry::Catalogue<compact::Published>>,
     conns: Slab<Conn>,
     /// Calls in flight and batches awaiting replies.
     calls: Calls,
@@ -244,9 +247,12 @@ impl<H: Clone> Engine<H> {
     /// A new engine. `now` is the current time; nothing in the engine reads a clock.
     pub fn new(config: Config, now: Instant) -> Self {
         let server_info_modern = config.server_info.to_json(ProtocolVersion::V2026_07_28);
+        let registry = Registry::new(config.mode == Mode::Compact);
+        let published = (config.mode == Mode::Compact).then(compact::catalogue);
         Self {
             config,
-            registry: Registry::default(),
+            published,
+            registry,
             conns: Slab::default(),
             calls: Calls::default(),
             timers: timers::Timers::default(),
@@ -769,8 +775,8 @@ impl<H: Clone> Engine<H> {
         self.input(now);
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
         let answer = match (reply, &call.kind) {
-            (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, ToolOutcome::Output(out)),
-            (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(_)) => {
+            (Reply::Tool(Ok(out)), CallKind::Tool(..)) => self.tool_result(&call, ToolOutcome::Output(out)),
+            (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(..)) => {
                 self.tool_result(&call, ToolOutcome::Failure(*f))
             }
             (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint)) => {

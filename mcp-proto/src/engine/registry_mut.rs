@@ -16,18 +16,24 @@ pub struct RegistryMut<'a, H> {
 impl<H: Clone> RegistryMut<'_, H> {
     /// Registers a tool. Its schemas are compiled now; a tool that cannot be served is refused
     /// here rather than failing at call time. Connections the tool's gate admits are told
-    /// `notifications/tools/list_changed`.
+    /// `notifications/tools/list_changed`, in direct mode: a compact server's list (its three
+    /// tools) does not change, and the tool is found by the next search.
     pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
         let gate = tool.gate.clone();
         self.engine.registry.add_tool(tool, handler)?;
-        self.engine.changed(List::Tools, gate.as_ref());
+        if !self.engine.compact() {
+            self.engine.changed(List::Tools, gate.as_ref());
+        }
         Ok(())
     }
 
-    /// Unregisters a tool, returning its declaration if it was registered.
+    /// Unregisters a tool, returning its declaration if it was registered (told as
+    /// [`add_tool`](Self::add_tool) tells).
     pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
         let tool = self.engine.registry.remove_tool(name)?;
-        self.engine.changed(List::Tools, tool.gate.as_ref());
+        if !self.engine.compact() {
+            self.engine.changed(List::Tools, tool.gate.as_ref());
+        }
         Some(tool)
     }
 

@@ -1,0 +1,294 @@
+//! Compact publication ([`Mode::Compact`]): `tools/list` is `search_tools`,
+//! `get_tool_details` and `call_tool`, and the registered tools are reached through them.
+//! Discovery is answered here, from the registry and its search index, without a handler;
+//! `call_tool` goes through [`Engine::run_tool`], the direct call's own path.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use super::encode::{ToolEncoding, ToolOutcome};
+use super::{Answer, Ctx, Engine, Mode};
+use crate::caller::{admits, Caller, Gate};
+use crate::content::{ToolFailure, ToolOutput};
+use crate::jsonrpc::{Encoded, RpcError};
+use crate::registry::{listings, Catalogue, Listed, Tool, MAX_TOOL_NAME};
+use crate::search::{SEARCH_BUDGET, W_EXACT_NAME};
+use crate::slab::Key;
+use crate::version::ProtocolVersion;
+
+/// The discovery tool that ranks tools against a query.
+pub(crate) const SEARCH_TOOLS: &str = "search_tools";
+/// The discovery tool that returns one tool's definition.
+pub(crate) const GET_TOOL_DETAILS: &str = "get_tool_details";
+/// The tool that runs a registered tool by name.
+pub(crate) const CALL_TOOL: &str = "call_tool";
+/// Results of a `search_tools` without `limit`: 5.
+pub(crate) const DEFAULT_RESULTS: u64 = 5;
+/// The largest `limit` `search_tools` accepts: 20; a larger one is refused with `-32602`.
+pub(crate) const MAX_RESULTS: u64 = 20;
+/// The failure code of a name the caller may not see or that was never registered.
+pub(crate) const UNAVAILABLE: &str = "unavailable";
+
+/// One of the three published tools: its listing per protocol version.
+pub(crate) struct Published {
+    listings: [Arc<str>; 4],
+}
+
+impl Listed for Published {
+    fn listing(&self, v: ProtocolVersion) -> &str {
+        self.listings.get(crate::registry::version_index(v)).map_or("", |s| s)
+    }
+    fn gate(&self) -> Option<&Gate> {
+        None
+    }
+}
+
+/// The compact catalogue: the same three tools for every caller.
+pub(crate) fn catalogue() -> Catalogue<Published> {
+    let read_only = || {
+        let mut a = Map::new();
+        a.insert("readOnlyHint".into(), Value::Bool(true));
+        a
+    };
+    let tools = [
+        Tool::new(
+            SEARCH_TOOLS,
+            "Searches this server's tools by name, title and description and returns the best \
+             matches first (5 by default, at most 20). Use get_tool_details for a tool's full \
+             definition and call_tool to run it.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to look for."},
+                    "limit": {
+                        "type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "default": DEFAULT_RESULTS,
+                        "description": "How many results to return."
+                    }
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        )
+        .title("Search tools")
+        .annotations(read_only()),
+        Tool::new(
+            GET_TOOL_DETAILS,
+            "Returns one tool's full definition: its input and output schemas, description, \
+             annotations and metadata.",
+            json!({
+                "type": "object",
+                "properties": {"name": {"type": "string", "description": "The tool's name."}},
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+        )
+        .title("Get tool details")
+        .annotations(read_only()),
+        Tool::new(
+            CALL_TOOL,
+            "Runs a tool by name with arguments that follow its input schema (see \
+             get_tool_details).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The tool's name."},
+                    "arguments": {"type": "object", "description": "The tool's arguments."}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            }),
+        )
+        .title("Call tool"),
+    ];
+    let mut c = Catalogue::default();
+    for t in tools {
+        let published = Published { listings: listings(|v| t.listing(v)) };
+        c.insert(t.name().to_owned(), published);
+    }
+    c
+}
+
+/// The members of a discovery tool's `arguments`, checked against its input schema by hand
+/// (the schema is ours and tiny; this works without the `validation` feature too).
+fn members<'a>(
+    tool: &str,
+    arguments: Option<&'a Value>,
+    allowed: &[&str],
+) -> Result<&'a Map<String, Value>, RpcError> {
+    static EMPTY: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    let m = match arguments {
+        None | Some(Value::Null) => EMPTY.get_or_init(Map::new),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(RpcError::invalid_params(format!("{tool}: \"arguments\" must be an object"))),
+    };
+    if let Some(unknown) = m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(RpcError::invalid_params(format!("{tool}: unknown argument {unknown:?}")));
+    }
+    Ok(m)
+}
+
+fn string_member<'a>(tool: &str, m: &'a Map<String, Value>, key: &str) -> Result<&'a str, RpcError> {
+    match m.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(RpcError::invalid_params(format!("{tool}: \"{key}\" must be a string"))),
+        None => Err(RpcError::invalid_params(format!("{tool}: \"{key}\" is required"))),
+    }
+}
+
+impl<H: Clone> Engine<H> {
+    /// Whether this engine publishes compactly.
+    pub(super) fn compact(&self) -> bool {
+        self.config.mode == Mode::Compact
+    }
+
+    /// `tools/list` in compact mode: a page of the three published tools.
+    pub(super) fn list_compact(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<Vec<u8>, RpcError> {
+        let Some(published) = &self.published else { return Err(RpcError::misuse()) };
+        self.list_page(ctx, params, "tools/list", "tools", published, MAX_TOOL_NAME)
+    }
+
+    /// `tools/call` in compact mode.
+    pub(super) fn call_compact(
+        &mut self,
+        now: Instant,
+        ctx: Ctx<'_>,
+        params: Option<Map<String, Value>>,
+        batch: Option<Key>,
+    ) -> Result<Answer<H>, RpcError> {
+        let mut params = params.unwrap_or_default();
+        let outer = match params.remove("name") {
+            Some(Value::String(n)) => n,
+            Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
+            None => return Err(RpcError::invalid_params("missing tool \"name\"")),
+        };
+        let arguments = params.remove("arguments");
+        match outer.as_str() {
+            SEARCH_TOOLS => {
+                let m = members(SEARCH_TOOLS, arguments.as_ref(), &["query", "limit"])?;
+                let query = string_member(SEARCH_TOOLS, m, "query")?;
+                let limit = match m.get("limit") {
+                    None => DEFAULT_RESULTS,
+                    Some(l) => l.as_u64().filter(|l| (1..=MAX_RESULTS).contains(l)).ok_or_else(|| {
+                        RpcError::invalid_params(format!(
+                            "{SEARCH_TOOLS}: \"limit\" must be an integer from 1 to {MAX_RESULTS}"
+                        ))
+                    })?,
+                };
+                // At most MAX_RESULTS: the conversion cannot fail.
+                let limit = usize::try_from(limit).unwrap_or(1);
+                let caller = self.caller(ctx.conn);
+                let value = self.search(ctx.version, &caller, query, limit).0;
+                Ok(Answer::Now(self.discovery_value(ctx, value)))
+            }
+            GET_TOOL_DETAILS => {
+                let m = members(GET_TOOL_DETAILS, arguments.as_ref(), &["name"])?;
+                let name = string_member(GET_TOOL_DETAILS, m, "name")?;
+                let caller = self.caller(ctx.conn);
+                let listing = self
+                    .registry
+                    .tools
+                    .get(name)
+                    .filter(|t| t.visible_to(ctx.version) && admits(t.tool.gate.as_ref(), &caller))
+                    .map(|t| t.listing(ctx.version));
+                let Some(listing) = listing else {
+                    return Ok(Answer::Now(self.compact_unavailable(ctx, name)));
+                };
+                // The cached listing is JSON this crate wrote; reading it back keeps exact numbers.
+                let definition: Value = serde_json::from_str(listing).map_err(|_| RpcError::internal())?;
+                Ok(Answer::Now(self.discovery_value(ctx, definition)))
+            }
+            CALL_TOOL => {
+                let m = members(CALL_TOOL, arguments.as_ref(), &["name", "arguments"])?;
+                let name = string_member(CALL_TOOL, m, "name")?.to_owned();
+                let inner = match m.get("arguments") {
+                    None => None,
+                    Some(v @ Value::Object(_)) => Some(v.clone()),
+                    Some(_) => {
+                        return Err(RpcError::invalid_params(format!(
+                            "{CALL_TOOL}: \"arguments\" must be an object"
+                        )))
+                    }
+                };
+                self.run_tool(now, ctx, name, inner, batch, true)
+            }
+            _ => Err(RpcError::invalid_params(format!("unknown tool: {outer}"))),
+        }
+    }
+
+    /// The tools `caller` may see on `version` that best match `query`, at most `limit`, as
+    /// `search_tools` returns them, with the index work the search took.
+    pub(super) fn search(
+        &self,
+        version: ProtocolVersion,
+        caller: &Caller,
+        query: &str,
+        limit: usize,
+    ) -> (Value, usize) {
+        let tools = &self.registry.tools;
+        let sees = |name: &str| {
+            tools.get(name).is_some_and(|t| t.visible_to(version) && admits(t.tool.gate.as_ref(), caller))
+        };
+        let exact = query.trim();
+        let bonus = tools.contains_key(exact).then_some((exact, W_EXACT_NAME));
+        let (names, work): (Vec<Arc<str>>, usize) = match &self.registry.search {
+            Some(index) if !crate::search::tokens(query).is_empty() || bonus.is_some() => {
+                let hits = index.search(query, bonus, limit, sees);
+                (hits.ranked.into_iter().map(|(n, _)| n).collect(), hits.work)
+            }
+            // No word to look for: the first visible tools by name, within the same budget.
+            _ => {
+                let mut work = 0;
+                let names = tools
+                    .keys()
+                    .take(SEARCH_BUDGET)
+                    .inspect(|_| work += 1)
+                    .filter(|n| sees(n))
+                    .take(limit)
+                    .map(|n| Arc::from(n.as_str()))
+                    .collect();
+                (names, work)
+            }
+        };
+        let found: Vec<Value> = names
+            .iter()
+            .filter_map(|n| tools.get(&**n))
+            .map(|e| {
+                let mut m = Map::new();
+                m.insert("name".into(), Value::String(e.tool.name().to_owned()));
+                if let Some(t) = e.tool.declared_title() {
+                    m.insert("title".into(), Value::String(t.to_owned()));
+                }
+                if let Some(d) = e.tool.declared_description() {
+                    m.insert("description".into(), Value::String(d.to_owned()));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        (json!({ "tools": found }), work)
+    }
+
+    /// A discovery result: `value` in the success envelope, bounded like any tool result.
+    fn discovery_value(&self, ctx: Ctx<'_>, value: Value) -> Encoded {
+        let out = ToolOutput { content: Vec::new(), structured: Some(value), is_error: false, meta: None };
+        self.encode_tool_outcome(ctx.id, ctx.version, None, ToolOutcome::Output(out), ToolEncoding::Envelopes)
+    }
+
+    /// The answer to a name the caller may not see, or that nothing has: one failure for both,
+    /// so a gate does not betray what it hides.
+    pub(super) fn compact_unavailable(&self, ctx: Ctx<'_>, name: &str) -> Encoded {
+        let failure = ToolFailure::new(UNAVAILABLE, format!("tool {name:?} is not available"));
+        self.encode_tool_outcome(
+            ctx.id,
+            ctx.version,
+            None,
+            ToolOutcome::Failure(failure),
+            ToolEncoding::Envelopes,
+        )
+    }
+}
