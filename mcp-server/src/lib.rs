@@ -316,6 +316,7 @@ pub(crate) enum HttpItem {
 }
 
 /// Something registered before the server is built.
+#[derive(Clone)]
 enum Item {
     Tool(Tool, Handler),
     Resource(Resource, Handler),
@@ -337,6 +338,13 @@ fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item {
 }
 
 /// Builds a [`Server`].
+///
+/// Cloning a builder copies its definitions and shares its handlers: one catalogue can be built
+/// into several servers, for instance one per publication mode
+/// (`builder.clone().mode(Mode::Compact).build()` beside `builder.build()`). Each server then
+/// owns its registry (the engine owns all its state); a tool added or removed at run time is
+/// added to or removed from each server it should change.
+#[derive(Clone)]
 pub struct ServerBuilder {
     config: Config,
     keys_set: bool,
