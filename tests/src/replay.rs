@@ -217,10 +217,10 @@ use mcp_proto::http::{check_body_len, check_head, HttpConfig, HttpRefusal, Reque
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
     AskError, Asked as AskOutcome, CacheHint, CallId, Caller, CloseReason, Completion, CompletionRef, Config,
-    ConnId, ConnKind, Content, Engine, Extension, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply, HttpRequest,
-    Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage, PromptOutput, ProtocolVersion,
-    RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket, ToolFailure,
-    ToolOutput,
+    ConnId, ConnKind, Content, Engine, Extension, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply,
+    HttpRequest, Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage, PromptOutput,
+    ProtocolVersion, RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket,
+    ToolFailure, ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
