@@ -371,12 +371,13 @@ pub enum HandlerError {
     /// server's configuration says (see [`ToolFailure`]). From a resource, prompt or completion
     /// handler, which have no results of that kind, it becomes a JSON-RPC error `-32603` with
     /// the message and `data: {"code", "retryable"}` (diagnostics and content are dropped).
-    Failure(ToolFailure),
+    /// Boxed, so that every handler's `Result` stays small.
+    Failure(Box<ToolFailure>),
 }
 
 impl From<ToolFailure> for HandlerError {
     fn from(f: ToolFailure) -> Self {
-        HandlerError::Failure(f)
+        HandlerError::Failure(Box::new(f))
     }
 }
 

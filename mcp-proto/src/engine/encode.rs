@@ -306,9 +306,7 @@ mod tests {
 
     #[test]
     fn a_failure_of_another_handler_is_a_json_rpc_error_with_its_public_parts() {
-        let e = public_error(HandlerError::Failure(
-            ToolFailure::new("gone", "no such page").with_cause("secret"),
-        ));
+        let e = public_error(ToolFailure::new("gone", "no such page").with_cause("secret").into());
         let text = String::from_utf8(e.encode(RequestId::from_json("1").as_ref()).bytes).unwrap();
         assert_eq!(
             text,

@@ -628,7 +628,7 @@ impl<H: Clone> Engine<H> {
         let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(_)) => self.tool_result(&call, ToolOutcome::Output(out)),
             (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(_)) => {
-                self.tool_result(&call, ToolOutcome::Failure(f))
+                self.tool_result(&call, ToolOutcome::Failure(*f))
             }
             (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint)) => {
                 self.read_result(&call, uri, *hint, &contents)
