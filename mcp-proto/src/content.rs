@@ -371,8 +371,7 @@ pub enum HandlerError {
     /// server's configuration says (see [`ToolFailure`]). From a resource, prompt or completion
     /// handler, which have no results of that kind, it becomes a JSON-RPC error `-32603` with
     /// the message and `data: {"code", "retryable"}` (diagnostics and content are dropped).
-    /// Boxed: a failure carries content and diagnostics, and every handler's `Result` would
-    /// otherwise be as large as the rarest outcome.
+    /// Boxed, so that every handler's `Result` stays small.
     Failure(Box<ToolFailure>),
 }
 

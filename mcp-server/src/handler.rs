@@ -331,7 +331,7 @@ impl IntoToolResult for ToolOutput {
 
 impl IntoToolResult for ToolFailure {
     fn into_tool_result(self) -> ToolResult {
-        Err(HandlerError::Failure(Box::new(self)))
+        Err(self.into())
     }
 }
 
@@ -410,7 +410,7 @@ where
 /// The failure of arguments that passed the schema but not `A`'s `Deserialize`; without
 /// envelopes, `isError` and the text `invalid arguments: ...`.
 fn invalid_arguments(e: serde_json::Error) -> HandlerError {
-    HandlerError::Failure(Box::new(ToolFailure::new("invalid_arguments", format!("invalid arguments: {e}"))))
+    ToolFailure::new("invalid_arguments", format!("invalid arguments: {e}")).into()
 }
 
 /// Wraps a blocking tool closure: each call runs on the server runtime's blocking pool
@@ -581,7 +581,7 @@ mod tests {
     #[test]
     fn a_tool_failure_is_a_typed_failure_however_it_is_returned() {
         let failed = |r: ToolResult| match r {
-            Err(HandlerError::Failure(f)) => (f.code, f.message, f.retryable),
+            Err(HandlerError::Failure(f)) => (f.code.clone(), f.message.clone(), f.retryable),
             other => panic!("expected a failure, got {other:?}"),
         };
         let f = || ToolFailure::new("busy", "try later").retryable(true);

@@ -2971,7 +2971,7 @@ fn parse_reply(s: &str, handler: Fixture, asked: &Asked) -> Result<Reply, String
         "error-text" => Reply::Tool(Ok(ToolOutput::error(json_string(rest)?.0))),
         "structured" => Reply::Tool(Ok(ToolOutput::structured(json("structured")?))),
         "result" => Reply::Tool(Ok(tool_output(&json("result")?)?)),
-        "failure" => failure(asked, HandlerError::from(tool_failure(&json("failure")?)?)),
+        "failure" => failure(asked, tool_failure(&json("failure")?)?.into()),
         "contents" => {
             let v = json("contents")?;
             let items = v.as_array().ok_or("contents is a JSON array")?;

@@ -230,10 +230,9 @@ pub fn auto_reply(
         TestHandler::Lookup => {
             let id = arguments.get("id").cloned().unwrap_or(Value::Null);
             if id.as_u64() == Some(0) {
-                Err(HandlerError::from(
-                    ToolFailure::new("not_found", "no record has id 0")
-                        .with_diagnostics(json!({"field": "id"})),
-                ))
+                Err(ToolFailure::new("not_found", "no record has id 0")
+                    .with_diagnostics(json!({"field": "id"}))
+                    .into())
             } else {
                 Ok(ToolOutput::structured(json!({"id": id, "name": "first"})))
             }

@@ -14,9 +14,11 @@ struct Text {
 }
 
 fn catalogue() -> ServerBuilder {
-    Server::builder("modes", "1").typed_tool("shout", "Upper-cases its text", |t: Text, _: ToolCall| async move {
-        mcp_proto::ToolOutput::text(t.text.to_uppercase())
-    })
+    Server::builder("modes", "1").typed_tool(
+        "shout",
+        "Upper-cases its text",
+        |t: Text, _: ToolCall| async move { mcp_proto::ToolOutput::text(t.text.to_uppercase()) },
+    )
 }
 
 fn names(list: &Value) -> Vec<String> {

@@ -122,8 +122,11 @@ pub struct Config {
     ///   [`Limits::max_response_bytes`] is `result_too_large`.
     /// - a result the handler built with `isError: true` itself is sent as it is.
     ///
-    /// Numbers keep their exact digits in both the envelope and its text. This does not change
-    /// the `outputSchema` tools list.
+    /// Numbers keep their exact digits in both the envelope and its text. A tool's listed
+    /// `outputSchema` becomes its schema wrapped ([`crate::wrap`]) as the union of
+    /// `{"value": <schema>}` and the failure envelope, prepared on the tool's first authorized
+    /// use and kept; a tool whose schema the wrapper refuses is never listed or run (the page or
+    /// call answers `-32603` with `data: {"reason": "unpublishable", "kind", "name"}`).
     pub envelopes: bool,
     /// How tools are published: each as a native tool ([`Mode::Direct`], the default) or behind
     /// three discovery tools ([`Mode::Compact`]). Read once, by [`Engine::new`](super::Engine::new):

@@ -232,3 +232,85 @@ impl Serialize for MetaWithInfo<'_> {
         m.end()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn text(out: &ToolOutput) -> Vec<&str> {
+        out.content
+            .iter()
+            .map(|c| match c {
+                Content::Text { text, .. } => text.as_str(),
+                _ => "(not text)",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_encoding_is_todays() {
+        let out =
+            encoded_output(ToolOutcome::Output(ToolOutput::structured(json!({"a": 1}))), ToolEncoding::Plain);
+        assert_eq!(out.structured, Some(json!({"a": 1})));
+        assert_eq!(text(&out), [r#"{"a":1}"#], "the engine's text copy, as before envelopes");
+        let failure = ToolFailure::new("busy", "later").retryable(true).with_diagnostics(json!({"x": 1}));
+        let out = encoded_output(ToolOutcome::Failure(failure), ToolEncoding::Plain);
+        assert_eq!(
+            out,
+            ToolOutput::error("later"),
+            "code, retryable and diagnostics travel only in envelopes"
+        );
+    }
+
+    #[test]
+    fn envelopes_wrap_values_and_keep_what_is_absent_absent() {
+        let exact = serde_json::from_str::<Value>(r#"{"n":1.000000000000000000001}"#).unwrap();
+        let mut given = ToolOutput::structured(exact);
+        given.content.push(Content::text("before"));
+        let out = encoded_output(ToolOutcome::Output(given), ToolEncoding::Envelopes);
+        assert_eq!(text(&out), ["before", r#"{"value":{"n":1.000000000000000000001}}"#]);
+        assert_eq!(
+            out.structured.map(|s| s.to_string()).as_deref(),
+            Some(r#"{"value":{"n":1.000000000000000000001}}"#)
+        );
+
+        let out =
+            encoded_output(ToolOutcome::Output(ToolOutput::structured(Value::Null)), ToolEncoding::Envelopes);
+        assert_eq!(out.structured, Some(json!({"value": null})), "an explicit null stays");
+
+        let out = encoded_output(ToolOutcome::Output(ToolOutput::text("t")), ToolEncoding::Envelopes);
+        assert_eq!(out.structured, None, "absent stays absent");
+        assert_eq!(text(&out), ["t"]);
+
+        let out = encoded_output(ToolOutcome::Output(ToolOutput::error("own")), ToolEncoding::Envelopes);
+        assert_eq!(out, ToolOutput::error("own"), "a handler's own isError result passes");
+    }
+
+    #[test]
+    fn envelopes_carry_failures_without_their_cause() {
+        let failure = ToolFailure::new("not_found", "gone")
+            .with_content(vec![Content::text("partial")])
+            .with_cause("secret detail");
+        let out = encoded_output(ToolOutcome::Failure(failure), ToolEncoding::Envelopes);
+        let envelope = json!({"failure": {"code": "not_found", "message": "gone", "retryable": false}});
+        assert!(out.is_error);
+        assert_eq!(out.structured, Some(envelope.clone()));
+        assert_eq!(text(&out), ["partial", envelope.to_string().as_str()]);
+        assert!(!format!("{out:?}").contains("secret"));
+
+        let failure = ToolFailure::new("quota", "over").with_diagnostics(json!({"limit": 5}));
+        let out = encoded_output(ToolOutcome::Failure(failure), ToolEncoding::Envelopes);
+        assert_eq!(out.structured.unwrap()["failure"]["diagnostics"], json!({"limit": 5}));
+    }
+
+    #[test]
+    fn a_failure_of_another_handler_is_a_json_rpc_error_with_its_public_parts() {
+        let e = public_error(ToolFailure::new("gone", "no such page").with_cause("secret").into());
+        let text = String::from_utf8(e.encode(RequestId::from_json("1").as_ref()).bytes).unwrap();
+        assert_eq!(
+            text,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no such page","data":{"code":"gone","retryable":false}}}"#
+        );
+    }
+}
