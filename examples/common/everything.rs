@@ -238,7 +238,12 @@ fn text(uri: &str, mime: &str, body: &str) -> Result<Vec<ResourceContents>, Hand
 
 /// `test_trigger_*_change` flip a dynamic item: registered if absent, unregistered if present,
 /// so every call changes the list and listening clients are told.
+/// Held across a toggle's remove-then-add: two calls at once (a batch, or two clients) would
+/// otherwise both find the item absent and both add it.
+static TOGGLE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn toggle_tool(server: &Server) -> ToolOutput {
+    let _one_at_a_time = TOGGLE.lock().unwrap_or_else(|p| p.into_inner());
     if server.remove_tool("test_dynamic_tool") {
         return ToolOutput::text("Removed test_dynamic_tool; clients were told the tool list changed.");
     }
@@ -250,6 +255,7 @@ fn toggle_tool(server: &Server) -> ToolOutput {
 }
 
 fn toggle_prompt(server: &Server) -> ToolOutput {
+    let _one_at_a_time = TOGGLE.lock().unwrap_or_else(|p| p.into_inner());
     if server.remove_prompt("test_dynamic_prompt") {
         return ToolOutput::text("Removed test_dynamic_prompt; clients were told the prompt list changed.");
     }

@@ -17,8 +17,9 @@
 #   INTEROP_NOTIFY_TIMEOUT  how long a client waits for an expected server
 #                    notification, seconds (default 5)
 #   INTEROP_MODERN=1 also run the Python client's 2026-07-28 (server/discover) session
-#   INTEROP_HTTP=0   skip the Streamable HTTP runs
+#   INTEROP_HTTP=0   skip the Streamable HTTP runs (direct and compact)
 #   INTEROP_ADMIN=0  skip the admin pass (see below)
+#   INTEROP_COMPACT=0  skip the compact-mode passes (see below)
 #
 # Runs each client (Python, TypeScript) against each binary:
 #   stdio  the client spawns BINARY and talks over its stdin/stdout, as an
@@ -30,17 +31,25 @@
 #          end (HTTP callers are anonymous too);
 #   admin  stdio again, with the server started as `BINARY --role admin` and the
 #          client given --admin (the gated items must be visible and work);
-#          `--role` applies to stdio only, so there is no HTTP admin pass.
-# Every run checks the catalogue (tools, resources, templates, prompts,
-# completion), error handling, gating, progress, logging and list_changed /
+#          `--role` applies to stdio only, so there is no HTTP admin pass;
+#   compact-stdio, compact-http
+#          the server started with `--mode compact`, over stdio and over HTTP as
+#          above, driven by the compact clients (python/compact.py, ts/compact.mjs).
+# Every direct run (stdio, http, admin) checks the catalogue (tools, resources,
+# templates, prompts, completion), error handling, gating, progress, logging and list_changed /
 # resources/updated notifications, and the interactions: the client declares
 # sampling and elicitation and answers test_sampling's sampling/createMessage and
-# test_elicitation's elicitation/create through the SDK's handlers.
+# test_elicitation's elicitation/create through the SDK's handlers. The compact
+# passes check that tools/list is exactly search_tools, get_tool_details and
+# call_tool (input schemas, no outputSchema), search_tools' ranking and limit,
+# get_tool_details, and call_tool's results and value/failure envelopes
+# (`unavailable`, `invalid_arguments`), all through the SDKs' own client API.
 #
 # Side effects: Python venv in target/interop/venv, npm packages in
 # tests/interop/ts/node_modules (both reused when up to date), logs in
-# target/interop/logs/. Exits non-zero if any of the 12 runs (8 with
-# INTEROP_ADMIN=0 or INTEROP_HTTP=0, 4 with both) fails.
+# target/interop/logs/. Exits non-zero if any run fails: 20 runs (2 clients x
+# 2 binaries x 5 passes); INTEROP_ADMIN=0 drops 4, INTEROP_HTTP=0 drops 8 (http and
+# compact-http), INTEROP_COMPACT=0 drops 8 (compact-stdio and compact-http).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -120,7 +129,7 @@ PY_ARGS=()
 declare -a RESULTS=()
 failures=0
 
-run_one() { # client-label binary-label binary-path mode(stdio|http|admin) client-command...
+run_one() { # client-label binary-label binary-path mode(stdio|http|admin|compact-stdio|compact-http) client-command...
     local client="$1" bname="$2" bpath="$3" mode="$4"
     shift 4
     local -a client_opts=() server_args=()
@@ -131,6 +140,15 @@ run_one() { # client-label binary-label binary-path mode(stdio|http|admin) clien
             client_opts=(--admin)
             server_args=(--role admin)
             label="$client x $bname (stdio, --role admin)"
+            ;;
+        compact-stdio)
+            server_args=(--mode compact)
+            label="$client x $bname (stdio, --mode compact)"
+            ;;
+        compact-http)
+            client_opts=(--http)
+            server_args=(--mode compact)
+            label="$client x $bname (http, --mode compact)"
             ;;
     esac
     local logf="$LOGS/$client-$bname-$mode.log" rc=0 start=$SECONDS summary
@@ -154,13 +172,21 @@ run_one() { # client-label binary-label binary-path mode(stdio|http|admin) clien
 MODES=(stdio)
 [[ "${INTEROP_HTTP:-1}" == "0" ]] || MODES+=(http)
 [[ "${INTEROP_ADMIN:-1}" == "0" ]] || MODES+=(admin)
+if [[ "${INTEROP_COMPACT:-1}" != "0" ]]; then
+    MODES+=(compact-stdio)
+    [[ "${INTEROP_HTTP:-1}" == "0" ]] || MODES+=(compact-http)
+fi
 
 for mode in "${MODES[@]}"; do
+    py_client="$INTEROP_DIR/python/client.py" ts_client="$TS_DIR/client.mjs"
+    if [[ "$mode" == compact-* ]]; then
+        py_client="$INTEROP_DIR/python/compact.py" ts_client="$TS_DIR/compact.mjs"
+    fi
     for i in "${!BIN_NAMES[@]}"; do
         run_one python "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$mode" \
-            "$VENV/bin/python" "$INTEROP_DIR/python/client.py" "${PY_ARGS[@]}"
+            "$VENV/bin/python" "$py_client" "${PY_ARGS[@]}"
         run_one ts "${BIN_NAMES[$i]}" "${BIN_PATHS[$i]}" "$mode" \
-            node "$TS_DIR/client.mjs"
+            node "$ts_client"
     done
 done
 

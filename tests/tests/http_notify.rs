@@ -52,12 +52,17 @@ fn open_stream(addr: SocketAddr, sid: &str, version: &str) -> Result<Client, Str
 /// `test_dynamic_tool`, and so changes the tool list.
 fn trigger_server() -> Server {
     let no_args = json!({"type": "object"});
+    // Held across the remove-then-add: the batch's calls run at once, and two of them could
+    // otherwise both find the tool absent and both add it.
+    let toggle = Arc::new(std::sync::Mutex::new(()));
     Server::builder("notify", "1.0.0")
         .tool(
             Tool::new("test_trigger_tool_change", "Adds or removes test_dynamic_tool", no_args.clone()),
             move |call: ToolCall| {
                 let no_args = no_args.clone();
+                let toggle = toggle.clone();
                 async move {
+                    let _one_at_a_time = toggle.lock().unwrap_or_else(|p| p.into_inner());
                     let server = call.ctx.server();
                     if server.remove_tool("test_dynamic_tool") {
                         return ToolOutput::text("removed");
