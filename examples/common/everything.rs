@@ -40,7 +40,7 @@ const USAGE: &str =
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
     \x20                 admin_echo tool and test://admin-secret resource\n\
-    --bench           serve only the benchmark tools echo and add (as the bench peers do)\n\
+    --bench           serve only echo and add, with the bench peers' definitions\n\
     --http ADDR       serve Streamable HTTP on ADDR (e.g. 127.0.0.1:3000; port 0 picks one)\n\
     \x20                 at /mcp instead of stdio, and print `listening on http://HOST:PORT/mcp`\n\
     \x20                 to stderr once bound; --role applies to stdio only\n\
@@ -269,6 +269,51 @@ fn toggle_prompt(server: &Server) -> ToolOutput {
     }
 }
 
+/// `echo` and `add` as the demo documents them: typed, their bounds in their descriptions.
+fn demo_tools(builder: ServerBuilder) -> ServerBuilder {
+    builder
+        .typed_tool("echo", "Echoes back the given text", |a: EchoArgs, _: ToolCall| async move {
+            ToolOutput::text(a.text)
+        })
+        // Arithmetic on big decimals is CPU work: it runs on the blocking pool, off the threads
+        // that serve the connections.
+        .blocking_typed_tool(
+            "add",
+            "Adds two numbers exactly and returns the sum as text; each number may have at most 1,000 \
+             significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the extremes)",
+            |a: AddArgs, _: ToolCall| sum(&a),
+        )
+}
+
+/// `echo` and `add` with the benchmark peers' exact definitions (names, descriptions, schemas:
+/// ../shared/bench/peers/null), so every `tools/list` in a comparison carries the same bytes of
+/// catalogue; the handlers are the demo's.
+fn bench_tools(builder: ServerBuilder) -> ServerBuilder {
+    let echo = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    let add = json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]});
+    builder
+        .tool(Tool::new("echo", "Echo the given text", echo), |call: ToolCall| async move {
+            match serde_json::from_value::<EchoArgs>(Value::Object(call.arguments)) {
+                Ok(a) => ToolOutput::text(a.text),
+                Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
+            }
+        })
+        .blocking_tool(
+            Tool::new("add", "Add two numbers", add),
+            |call: ToolCall| match serde_json::from_value::<AddArgs>(Value::Object(call.arguments)) {
+                Ok(a) => sum(&a),
+                Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
+            },
+        )
+}
+
+fn sum(a: &AddArgs) -> ToolOutput {
+    match add(&a.a, &a.b) {
+        Ok(sum) => ToolOutput::text(sum),
+        Err(e) => ToolOutput::error(e),
+    }
+}
+
 /// Suggestions for `test_prompt_with_arguments` and the template's `id`: fixed words that start
 /// with what was typed.
 async fn complete(req: Complete) -> Result<Completion, HandlerError> {
@@ -280,26 +325,11 @@ async fn complete(req: Complete) -> Result<Completion, HandlerError> {
 
 /// Builds the server with every demo tool.
 pub(crate) fn build(args: &Args) -> Server {
-    let mut builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
+    let builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
         .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
-        .mode(args.mode)
-        .typed_tool("echo", "Echoes back the given text", |a: EchoArgs, _: ToolCall| async move {
-            ToolOutput::text(a.text)
-        })
-        // Arithmetic on big decimals is CPU work: it runs on the blocking pool, off the threads
-        // that serve the connections.
-        .blocking_typed_tool(
-            "add",
-            "Adds two numbers exactly and returns the sum as text; each number may have at most 1,000 \
-             significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the extremes)",
-            |a: AddArgs, _: ToolCall| match add(&a.a, &a.b) {
-                Ok(sum) => ToolOutput::text(sum),
-                Err(e) => ToolOutput::error(e),
-            },
-        );
-    if !args.bench {
-        builder = interactions(fixtures(builder));
-    }
+        .mode(args.mode);
+    let mut builder =
+        if args.bench { bench_tools(builder) } else { interactions(fixtures(demo_tools(builder))) };
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;
         limits
