@@ -31,11 +31,11 @@
 // test_elicitation must make the server ask (the handler sees what the tool was given)
 // and return the handler's answer in the tool result.
 
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { servers } from './servers.mjs';
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
@@ -95,8 +95,6 @@ const SAMPLE_PROMPT = 'interop: name a colour';
 const SAMPLE_ANSWER = 'interop-sampled: teal';
 const ELICIT_MESSAGE = 'interop: who are you?';
 const ELICIT_ANSWER = { username: 'interop-user', email: 'interop@example.com' };
-// The line the example servers print to stderr once their HTTP listener is bound.
-const ANNOUNCE = /listening on (http:\/\/\S+)/;
 
 let SDK_VERSION = 'unknown';
 try {
@@ -120,6 +118,7 @@ const fail = (label, detail) => {
   console.log(`[${PREFIX}] FAIL ${label}: ${detail}`);
 };
 const note = (text) => console.log(`[${PREFIX}] NOTE ${text}`);
+const { reap, startHttpServer, stopHttpServer, spawned } = servers({ prefix: PREFIX, note, fail });
 
 const short = (obj, limit = 300) => {
   const s = typeof obj === 'string' ? JSON.stringify(obj) : JSON.stringify(obj) ?? String(obj);
@@ -234,99 +233,6 @@ function parseArgs(argv) {
   return { timeoutMs: timeout * 1000, notifyMs: notifyTimeout * 1000, admin, http, url, cmd };
 }
 
-let childPid;
-
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
-
-// Wait for the server process to go away (the SDK's close() escalates
-// stdin EOF -> SIGTERM after 2 s -> SIGKILL after 4 s), then force it.
-async function reap() {
-  if (childPid === undefined) return;
-  for (let i = 0; i < 60 && alive(childPid); i++) await new Promise((r) => setTimeout(r, 100));
-  if (alive(childPid)) {
-    note(`server pid ${childPid} still running after close; sending SIGKILL`);
-    try {
-      process.kill(childPid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// --http: the server this client started, as { child, exited: Promise<description> }.
-let httpServer;
-
-// Starts `cmd --http 127.0.0.1:0` and resolves to the URL it announces on stderr. The
-// server's other stderr lines are passed on to ours, prefixed `[server]`.
-function startHttpServer(cmd, timeoutMs) {
-  const argv = [...cmd.slice(1), '--http', '127.0.0.1:0'];
-  const shown = [cmd[0], ...argv].join(' ');
-  const child = spawn(cmd[0], argv, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const exited = new Promise((resolve) => {
-    child.once('error', (e) => resolve(`could not start: ${e.message}`));
-    child.once('exit', (code, signal) => resolve(signal ? `killed by ${signal}` : `exit status ${code}`));
-  });
-  httpServer = { child, exited };
-  return new Promise((resolve, reject) => {
-    let url;
-    let buf = '';
-    const timer = setTimeout(
-      () => reject(new Error(`${shown} did not print 'listening on http://...' within ${timeoutMs / 1000}s`)),
-      timeoutMs,
-    );
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk) => {
-      buf += chunk;
-      let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        process.stderr.write(`[server] ${line}\n`);
-        const m = url === undefined ? ANNOUNCE.exec(line) : null;
-        if (m) {
-          url = m[1];
-          clearTimeout(timer);
-          console.log(`[${PREFIX}] server ${shown} (pid ${child.pid}) listening on ${url}`);
-          resolve(url);
-        }
-      }
-    });
-    exited.then((how) => {
-      clearTimeout(timer);
-      reject(new Error(`${shown} ended before announcing its URL (${how})`));
-    });
-  });
-}
-
-// SIGTERM, up to 5 s to exit, then SIGKILL. A server that already exited by itself
-// (it should run until we stop it) is a failed check.
-async function stopHttpServer() {
-  if (httpServer === undefined) return;
-  const { child, exited } = httpServer;
-  httpServer = undefined;
-  const running = () => child.exitCode === null && child.signalCode === null && child.pid !== undefined;
-  if (!running()) {
-    if (child.pid !== undefined) fail('server', `the HTTP server exited by itself (${await exited})`);
-    return;
-  }
-  child.kill('SIGTERM');
-  const how = await Promise.race([exited, sleep(5000).then(() => undefined)]);
-  if (how === undefined) {
-    note(`HTTP server pid ${child.pid} ignored SIGTERM for 5 s; sending SIGKILL`);
-    child.kill('SIGKILL');
-    await exited;
-  }
-}
-
 async function main() {
   const { timeoutMs, notifyMs, admin, http, url, cmd } = parseArgs(process.argv.slice(2));
   const over = http || url !== undefined ? 'streamable HTTP' : 'stdio';
@@ -348,7 +254,7 @@ async function main() {
     const start = transport.start.bind(transport);
     transport.start = async () => {
       await start();
-      childPid = transport.pid ?? undefined;
+      spawned(transport.pid ?? undefined);
     };
   } else {
     let target = url;
