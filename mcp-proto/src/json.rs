@@ -45,8 +45,8 @@ impl fmt::Display for Fault {
     }
 }
 
-/// Keeps error messages bounded whatever key the peer chose.
-fn clip(s: &str) -> &str {
+/// Keeps error messages bounded whatever key or name the peer chose: its first 64 bytes.
+pub(crate) fn clip(s: &str) -> &str {
     const MAX: usize = 64;
     if s.len() <= MAX {
         return s;

@@ -282,7 +282,8 @@ impl<H: Clone> Engine<H> {
     /// The answer to a name the caller may not see, or that nothing has: one failure for both,
     /// so a gate does not betray what it hides.
     pub(super) fn compact_unavailable(&self, ctx: Ctx<'_>, name: &str) -> Encoded {
-        let failure = ToolFailure::new(UNAVAILABLE, format!("tool {name:?} is not available"));
+        let failure =
+            ToolFailure::new(UNAVAILABLE, format!("tool {:?} is not available", crate::json::clip(name)));
         self.encode_tool_outcome(
             ctx.id,
             ctx.version,

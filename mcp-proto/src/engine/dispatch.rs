@@ -709,7 +709,7 @@ impl<H: Clone> Engine<H> {
             if compact {
                 return Ok(Answer::Now(self.compact_unavailable(ctx, &name)));
             }
-            return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
+            return Err(RpcError::invalid_params(format!("unknown tool: {}", crate::json::clip(&name))));
         };
         // With envelopes on a direct tool, its published contract is its wrapped output schema:
         // prepared on this first authorized use if no listing did it, and a tool whose contract

@@ -473,7 +473,7 @@ impl<H: Clone> Engine<H> {
         }
         let Some(entry) = self.registry.tools.get(name).filter(|t| admits(t.tool.gate.as_ref(), caller))
         else {
-            return Err(RpcError::invalid_params(format!("unknown tool: {name}")));
+            return Err(RpcError::invalid_params(format!("unknown tool: {}", crate::json::clip(name))));
         };
         if let Some(validator) = &entry.input {
             let args = Value::Object(arguments.clone());
