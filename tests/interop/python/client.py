@@ -976,24 +976,31 @@ def parse_args(argv: list[str]) -> Options:
     return o
 
 
-def main() -> int:
-    o = parse_args(sys.argv[1:])
-    role = "admin" if o.admin else "anonymous"
-    transport = "stdio" if o.url is None and not o.http else "streamable HTTP"
-    server = o.url if o.url is not None else " ".join(o.cmd)
-    print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, {transport}, server: {server} (expecting {role} caller)",
-          flush=True)
-    report = Report()
+def eras_for(o: Options, report: Report) -> list[str]:
+    """The session eras to run: legacy, and with --modern the 2026-07-28 one if the SDK has it."""
     eras = ["legacy"]
     if o.modern:
         if hasattr(ClientSession, "discover"):
             eras.append("modern")
         else:
             report.fail("modern:connect", f"mcp {SDK_VERSION} has no ClientSession.discover (needs mcp>=2)")
+    return eras
+
+
+def drive(
+    o: Options,
+    report: Report,
+    eras: list[str],
+    checks: Callable[[str], list[str]],
+    session: Callable[[Connect, str], Any],
+) -> int:
+    """Connects as the options say (a URL, a server started with --http, or stdio), runs
+    `session` once per era, prints the summary line run.sh reads and returns the exit status.
+    A server that cannot start fails each era's checks (`checks(era)`) as not run."""
 
     async def sessions(connect: Connect) -> None:
         for era in eras:
-            await run_session(connect, era, report, o.timeout, o.admin, o.notify_timeout)
+            await session(connect, era)
 
     async def run() -> None:
         if o.url is not None:
@@ -1005,7 +1012,7 @@ def main() -> int:
             except ServerStartError as e:
                 for era in eras:
                     report.fail(f"{era}:connect", str(e))
-                    for name in checks_for(era)[1:]:
+                    for name in checks(era)[1:]:
                         report.fail(f"{era}:{name}", "not run (connect failed)")
         else:
             # The SDK hands the child only a small allow-list of environment variables
@@ -1015,6 +1022,23 @@ def main() -> int:
     anyio.run(run)
     print(f"{PREFIX}: {report.passed} passed, {report.failed} failed", flush=True)
     return 0 if report.failed == 0 and report.passed > 0 else 1
+
+
+def main() -> int:
+    o = parse_args(sys.argv[1:])
+    role = "admin" if o.admin else "anonymous"
+    transport = "stdio" if o.url is None and not o.http else "streamable HTTP"
+    server = o.url if o.url is not None else " ".join(o.cmd)
+    print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, {transport}, server: {server} (expecting {role} caller)",
+          flush=True)
+    report = Report()
+    return drive(
+        o,
+        report,
+        eras_for(o, report),
+        checks_for,
+        lambda connect, era: run_session(connect, era, report, o.timeout, o.admin, o.notify_timeout),
+    )
 
 
 if __name__ == "__main__":

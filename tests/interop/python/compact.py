@@ -34,7 +34,6 @@ runs the checks over a 2026-07-28 session (server/discover; needs mcp>=2).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -51,15 +50,12 @@ from client import (
     ClientSession,
     Connect,
     Report,
-    ServerStartError,
-    StdioServerParameters,
     _McpError,
     describe_exc,
-    http_connect,
-    http_server,
+    drive,
+    eras_for,
     parse_args,
     short,
-    stdio_connect,
     wire,
 )
 
@@ -316,36 +312,13 @@ def main() -> int:
     server = o.url if o.url is not None else " ".join(o.cmd)
     print(f"[{PREFIX}] mcp (Python SDK) {SDK_VERSION}, {transport}, compact mode, server: {server}", flush=True)
     report = Report()
-    eras = ["legacy"]
-    if o.modern:
-        if hasattr(ClientSession, "discover"):
-            eras.append("modern")
-        else:
-            report.fail("modern:connect", f"mcp {SDK_VERSION} has no ClientSession.discover (needs mcp>=2)")
-
-    async def sessions(connect: Connect) -> None:
-        for era in eras:
-            await run_session(connect, era, report, o.timeout, o.admin)
-
-    async def run() -> None:
-        if o.url is not None:
-            await sessions(http_connect(o.url))
-        elif o.http:
-            try:
-                async with http_server(o.cmd, o.timeout, report) as url:
-                    await sessions(http_connect(url))
-            except ServerStartError as e:
-                for era in eras:
-                    report.fail(f"{era}:connect", str(e))
-                    for name in CHECKS[1:]:
-                        report.fail(f"{era}:{name}", "not run (connect failed)")
-        else:
-            # As in client.py: pass our environment through (the SDK's default is an allow-list).
-            await sessions(stdio_connect(StdioServerParameters(command=o.cmd[0], args=o.cmd[1:], env=dict(os.environ))))
-
-    anyio.run(run)
-    print(f"{PREFIX}: {report.passed} passed, {report.failed} failed", flush=True)
-    return 0 if report.failed == 0 and report.passed > 0 else 1
+    return drive(
+        o,
+        report,
+        eras_for(o, report),
+        lambda _era: CHECKS,
+        lambda connect, era: run_session(connect, era, report, o.timeout, o.admin),
+    )
 
 
 if __name__ == "__main__":
