@@ -111,13 +111,11 @@
 //! # Preparation
 //!
 //! [`prepare`] wraps and compiles (with the same options as the registry, which never fetch a
-//! remote `$ref`); a failure is a [`WrapError`], never a panic. [`WrapCache`] keeps one
-//! prepared wrapper (or its error) per tool name, for a server that prepares each tool's
-//! wrapper on its first authorized access and publishes the cached copy afterwards.
+//! remote `$ref`); a failure is a [`WrapError`], never a panic. The engine prepares a tool's
+//! wrapper on its first authorized access and keeps it (or its error) with the tool's entry, so
+//! it goes when the tool does.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -555,67 +553,6 @@ pub fn prepare(app: &Value, diagnostics: Option<&Value>) -> Result<WrappedSchema
     let schema = wrap(app, diagnostics)?;
     let validator = crate::schema::Validator::compile(&schema).map_err(WrapError::Compile)?;
     Ok(WrappedSchema { schema, validator })
-}
-
-/// Prepared wrappers by tool name, for a server that prepares each tool's wrapper on its first
-/// authorized access.
-///
-/// It holds the error too: preparation is deterministic, so a schema that failed once fails
-/// the same way again, and the cached error answers every later access without recompiling.
-/// It has no bound of its own: its owner keeps at most one entry per registered tool by
-/// calling [`forget`](Self::forget) when a tool is removed or replaced, since the cache cannot
-/// tell that the schema behind a name has changed.
-#[derive(Debug, Default)]
-pub struct WrapCache {
-    entries: BTreeMap<String, Result<Arc<WrappedSchema>, WrapError>>,
-}
-
-impl WrapCache {
-    /// An empty cache.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The wrapper for `tool`, prepared from `app` and `diagnostics` on the first call for that
-    /// name and cached, success or failure, for later ones.
-    pub fn get_or_prepare(
-        &mut self,
-        tool: &str,
-        app: &Value,
-        diagnostics: Option<&Value>,
-    ) -> Result<Arc<WrappedSchema>, WrapError> {
-        if let Some(entry) = self.entries.get(tool) {
-            return entry.clone();
-        }
-        let entry = prepare(app, diagnostics).map(Arc::new);
-        self.entries.insert(tool.to_owned(), entry.clone());
-        entry
-    }
-
-    /// The cached outcome for `tool`, if it was prepared.
-    pub fn get(&self, tool: &str) -> Option<&Result<Arc<WrappedSchema>, WrapError>> {
-        self.entries.get(tool)
-    }
-
-    /// Drops `tool`'s entry; call it when the tool is removed or replaced.
-    pub fn forget(&mut self, tool: &str) {
-        self.entries.remove(tool);
-    }
-
-    /// Drops every entry.
-    pub fn clear(&mut self) {
-        self.entries.clear();
-    }
-
-    /// How many tools have an entry.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether no tool has an entry.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 // The cases assert verdicts, which only a build that validates gives.

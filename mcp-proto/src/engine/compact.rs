@@ -161,13 +161,7 @@ impl<H: Clone> Engine<H> {
         params: Option<Map<String, Value>>,
         batch: Option<Key>,
     ) -> Result<Answer<H>, RpcError> {
-        let mut params = params.unwrap_or_default();
-        let outer = match params.remove("name") {
-            Some(Value::String(n)) => n,
-            Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
-            None => return Err(RpcError::invalid_params("missing tool \"name\"")),
-        };
-        let arguments = params.remove("arguments");
+        let (outer, arguments) = super::dispatch::tool_call_params(params)?;
         match outer.as_str() {
             SEARCH_TOOLS => {
                 let m = members(SEARCH_TOOLS, arguments.as_ref(), &["query", "limit"])?;

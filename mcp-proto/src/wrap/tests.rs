@@ -240,22 +240,3 @@ fn refusals_are_errors() {
     // Every error has a message for the log.
     assert!(WrapError::MixedDialects.to_string().contains("dialects"));
 }
-
-#[test]
-fn the_cache_prepares_once_per_tool_and_keeps_failures() {
-    let mut cache = WrapCache::new();
-    let app = json!({"type": "object"});
-    let first = cache.get_or_prepare("t", &app, None).unwrap();
-    // A different schema under the same name is not looked at until the name is forgotten.
-    let again = cache.get_or_prepare("t", &json!({"type": "string"}), None).unwrap();
-    assert!(Arc::ptr_eq(&first, &again));
-    let bad = json!({"$schema": "http://json-schema.org/draft-04/schema#"});
-    let e = cache.get_or_prepare("u", &bad, None).unwrap_err();
-    assert_eq!(cache.get_or_prepare("u", &app, None).unwrap_err(), e);
-    assert_eq!(cache.len(), 2);
-    cache.forget("u");
-    assert!(cache.get("u").is_none());
-    assert!(cache.get_or_prepare("u", &app, None).is_ok());
-    cache.clear();
-    assert!(cache.is_empty());
-}
