@@ -59,6 +59,7 @@ mod handler;
 mod http;
 mod stdio;
 mod trace;
+pub mod widget;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;

@@ -50,6 +50,7 @@ pub use mcp_proto::{
     Tool, ToolFailure, ToolOutput,
 };
 pub use mcp_server;
+pub use mcp_server::widget;
 pub use mcp_server::{
     typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpRefusals, IntoToolResult, Json, ReadResource,
     RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult,
