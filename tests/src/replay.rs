@@ -2667,7 +2667,12 @@ fn parse_app(text: &str) -> Result<mcp_proto::App, String> {
     let v: Value = serde_json::from_str(text).map_err(|e| format!("app JSON: {e}"))?;
     let s = |k: &str| v.get(k).and_then(Value::as_str);
     let strings = |x: Option<&Value>| -> Vec<String> {
-        x.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
+        x.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
     };
     let (Some(uri), Some(name), Some(html)) = (s("uri"), s("name"), s("html")) else {
         return Err("an app needs \"uri\", \"name\" and \"html\"".into());

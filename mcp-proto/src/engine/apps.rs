@@ -1,8 +1,6 @@
 //! MCP Apps in the engine: registering apps and the compact apps shell, and what a result of
 //! a tool shown in an app must satisfy (see [`crate::apps`]).
 
-use std::time::Duration;
-
 use serde_json::{Map, Value};
 
 use super::encode::ToolOutcome;
@@ -10,10 +8,13 @@ use super::subscriptions::List;
 use super::{Engine, RegistryMut};
 use crate::apps::{App, AppError, APP_MIME_TYPE, INVALID_RESULT};
 use crate::content::{ContentsWire, ResourceBody, ResourceContents, ToolFailure};
-use crate::items::{CacheHint, Resource};
+use crate::items::Resource;
 use crate::jsonrpc::{encode_result, RequestId};
 use crate::registry::RegistryError;
 use crate::version::ProtocolVersion;
+
+/// What a read inherits: the declared media type and `_meta`.
+pub(super) type Declared<'a> = (Option<&'a str>, Option<&'a Map<String, Value>>);
 
 impl<H: Clone> RegistryMut<'_, H> {
     /// Registers an MCP App: checks it ([`App::check`]) and that its encoded read fits
@@ -103,7 +104,8 @@ impl<H: Clone> Engine<H> {
         let mut r = Map::new();
         // Two bytes of placeholder, replaced by the contents' length below.
         r.insert("contents".into(), Value::Array(Vec::new()));
-        self.cacheable(&mut r, v, CacheHint::private_for(Duration::MAX));
+        // The hint sent is the app's (a retried read's is private with TTL 0 too).
+        self.cacheable(&mut r, v, resource.cache);
         self.finish(&mut r, v);
         let id_bytes = self.config.limits.max_id_bytes.max(2);
         let id = RequestId::from_json(&format!("\"{}\"", "x".repeat(id_bytes - 2)))
@@ -119,7 +121,7 @@ impl<H: Clone> Engine<H> {
         &self,
         uri: &str,
         template: Option<&str>,
-    ) -> Option<(Option<&str>, Option<&Map<String, Value>>)> {
+    ) -> Option<Declared<'_>> {
         if let Some(t) = template {
             let t = &self.registry.templates.get(t)?.template;
             return Some((t.mime_type.as_deref(), t.meta.as_ref()));
@@ -201,5 +203,149 @@ pub(super) fn inherit(
         if c.meta.is_none() {
             c.meta = meta.cloned();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::apps::Visibility;
+    use crate::{
+        Caller, Config, ConnKind, Implementation, KeyRing, Mode, Output, Reply, ResourceTemplate, Tool,
+    };
+
+    fn engine(mode: Mode, max_response: Option<usize>) -> (Engine<u32>, Instant) {
+        let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
+        config.mode = mode;
+        if let Some(max) = max_response {
+            config.limits.max_response_bytes(max);
+        }
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        (Engine::new(config, now), now)
+    }
+
+    fn app(uri: &str) -> App {
+        App::new(uri, "a", "<!doctype html><p>\"quoted\" \u{1F600}</p>").views(["v"])
+    }
+
+    fn invalid(r: Result<(), RegistryError>) -> AppError {
+        match r {
+            Err(RegistryError::InvalidApp(e)) => e,
+            other => panic!("expected an app refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_read_bound_is_the_longest_read_exactly() {
+        let (probe, _) = engine(Mode::Direct, None);
+        let bytes = probe.app_read_bytes(&app("ui://a"));
+
+        // At the bound it registers, and the longest read is exactly that long.
+        let (mut e, now) = engine(Mode::Direct, Some(bytes));
+        e.registry_mut(now).add_app(app("ui://a"), 1).unwrap();
+        let conn = e.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
+        let id = format!("\"{}\"", "i".repeat(256 - 2));
+        let frame = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/read","params":{{"uri":"ui://a","_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        e.handle_frame(now, conn, frame.as_bytes());
+        let mut sent = Vec::new();
+        while let Some(out) = e.poll_output() {
+            match out {
+                Output::Invoke(inv) => {
+                    let contents = vec![ResourceContents::inheriting("ui://a", app("ui://a").html())];
+                    e.complete(now, inv.ticket, Reply::Resource(Ok(contents))).unwrap();
+                }
+                Output::Frame { bytes, .. } => sent.push(bytes),
+                _ => {}
+            }
+        }
+        assert_eq!(sent.len(), 1);
+        assert!(!String::from_utf8_lossy(&sent[0]).contains("error"));
+        assert_eq!(sent[0].len(), bytes, "the bound is the read's real size");
+
+        // One byte less and the app is refused.
+        let (mut e, now) = engine(Mode::Direct, Some(bytes - 1));
+        let err = invalid(e.registry_mut(now).add_app(app("ui://a"), 1));
+        assert_eq!(err, AppError::ReadTooLarge { bytes, max: bytes - 1 });
+    }
+
+    #[test]
+    fn links_must_name_a_registered_app() {
+        let (mut e, now) = engine(Mode::Direct, None);
+        let mut r = e.registry_mut(now);
+        let tool = || Tool::new("t", "d", json!({"type": "object"})).ui("ui://a", Visibility::App);
+        let err = invalid(r.add_tool(tool(), 1));
+        assert_eq!(err, AppError::NotAnApp { tool: "t".into(), uri: "ui://a".into() });
+        r.add_app(app("ui://a"), 1).unwrap();
+        r.add_tool(tool(), 1).unwrap();
+        assert!(matches!(r.add_app(app("ui://a"), 1), Err(RegistryError::Duplicate(_))));
+        assert!(matches!(invalid(r.add_app(app("https://a"), 1)), AppError::Uri { .. }));
+    }
+
+    #[test]
+    fn the_extension_is_declared_once_and_yields_to_an_explicit_one() {
+        let (mut e, now) = engine(Mode::Direct, None);
+        let mut r = e.registry_mut(now);
+        r.add_app(app("ui://a"), 1).unwrap();
+        r.add_app(app("ui://b"), 1).unwrap();
+        assert_eq!(e.registry.extensions.len(), 1);
+        let settings = e.registry.extensions.get(crate::apps::EXTENSION_ID).map(|x| x.settings().clone());
+        assert_eq!(settings, Some(json!({"mimeTypes": [APP_MIME_TYPE]})));
+        let own = crate::Extension::new(crate::apps::EXTENSION_ID, json!({"own": true}));
+        e.registry_mut(now).add_extension(own).unwrap();
+        let settings = e.registry.extensions.get(crate::apps::EXTENSION_ID).map(|x| x.settings().clone());
+        assert_eq!(settings, Some(json!({"own": true})));
+        // Declared by the application, it is not declared twice.
+        let again = crate::Extension::new(crate::apps::EXTENSION_ID, json!({}));
+        assert!(matches!(e.registry_mut(now).add_extension(again), Err(RegistryError::Duplicate(_))));
+        e.registry_mut(now).add_app(app("ui://c"), 1).unwrap();
+        assert_eq!(e.registry.extensions.len(), 1);
+    }
+
+    #[test]
+    fn the_shell_is_compact_only_single_and_exclusive() {
+        let (mut e, now) = engine(Mode::Direct, None);
+        assert_eq!(
+            invalid(e.registry_mut(now).mount_apps_shell(app("ui://s"), 1)),
+            AppError::ShellNeedsCompact
+        );
+
+        let (mut e, now) = engine(Mode::Compact, None);
+        let mut r = e.registry_mut(now);
+        r.add_resource(Resource::new("ui://taken", "t"), 1).unwrap();
+        assert!(matches!(invalid(r.mount_apps_shell(app("ui://taken"), 1)), AppError::ShellConflict { .. }));
+        r.add_template(ResourceTemplate::new("ui://tpl/{x}", "t"), 1, None).unwrap();
+        let err = invalid(r.mount_apps_shell(app("ui://tpl/main"), 1));
+        assert!(
+            matches!(&err, AppError::ShellConflict { item, .. } if item.contains("ui://tpl/{x}")),
+            "{err}"
+        );
+
+        r.mount_apps_shell(app("ui://s/main"), 1).unwrap();
+        assert_eq!(
+            invalid(r.mount_apps_shell(app("ui://other"), 1)),
+            AppError::ShellTaken { uri: "ui://s/main".into() }
+        );
+        // Later items may not take the mount either.
+        assert!(matches!(
+            invalid(r.add_resource(Resource::new("ui://s/main", "x"), 1)),
+            AppError::ShellConflict { .. }
+        ));
+        assert!(matches!(invalid(r.add_app(app("ui://s/main"), 1)), AppError::ShellConflict { .. }));
+        let t = ResourceTemplate::new("ui://s/{page}", "t");
+        assert!(matches!(invalid(r.add_template(t, 1, None)), AppError::ShellConflict { .. }));
+        // A tool may link to the shell itself.
+        let linked =
+            Tool::new("t", "d", json!({"type": "object"})).ui("ui://s/main", Visibility::ModelAndApp);
+        r.add_tool(linked, 1).unwrap();
+        assert!(r.unmount_apps_shell().is_some());
+        assert!(r.unmount_apps_shell().is_none());
+        r.add_resource(Resource::new("ui://s/main", "x"), 1).unwrap();
     }
 }
