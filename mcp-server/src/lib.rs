@@ -54,6 +54,7 @@
 //! the engine sees a request ([`HttpRefusals`]: connection bounds, head and body bounds and
 //! timeouts), listed as name/value pairs by [`Status::metrics`].
 
+mod apps;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -324,6 +325,10 @@ enum Item {
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
     Extension(Extension),
+    /// An MCP App ([`ServerBuilder::app`]), registered before every other item.
+    App(mcp_proto::App),
+    /// The compact apps shell ([`ServerBuilder::apps_shell`]), registered with the apps.
+    Shell(mcp_proto::App),
     /// A tool refused before registration (its handler's output type has no object schema);
     /// [`ServerBuilder::build`] reports it.
     Refused(RegistryError),
@@ -588,6 +593,9 @@ impl ServerBuilder {
             self.config.keys = KeyRing::new(key);
         }
         let envelopes = self.config.envelopes;
+        // Apps first (a stable sort keeps every other order), so that tools may link to them
+        // wherever they were added.
+        self.items.sort_by_key(|i| !matches!(i, Item::App(_) | Item::Shell(_)));
         let server = Server::from_config(self.config);
         {
             let mut st = server.lock();
@@ -605,6 +613,8 @@ impl ServerBuilder {
                     Item::Template(t, h, c) => reg.add_template(t, h, c),
                     Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
                     Item::Extension(e) => reg.add_extension(e),
+                    Item::App(app) => ServerBuilder::register_app(&mut reg, app, false),
+                    Item::Shell(app) => ServerBuilder::register_app(&mut reg, app, true),
                     Item::Gate(g) => {
                         reg.set_gate(Some(g));
                         Ok(())

@@ -117,11 +117,7 @@ impl<H: Clone> Engine<H> {
     /// What a read of `uri` inherits when the handler's contents leave the media type or
     /// `_meta` out: the declaration that answered it (the shell, the exact resource, or the
     /// template), as registered when the read completes.
-    pub(super) fn declared_for(
-        &self,
-        uri: &str,
-        template: Option<&str>,
-    ) -> Option<Declared<'_>> {
+    pub(super) fn declared_for(&self, uri: &str, template: Option<&str>) -> Option<Declared<'_>> {
         if let Some(t) = template {
             let t = &self.registry.templates.get(t)?.template;
             return Some((t.mime_type.as_deref(), t.meta.as_ref()));
