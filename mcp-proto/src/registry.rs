@@ -31,8 +31,9 @@ pub struct Tool {
     diagnostics_schema: Option<Value>,
     validate_input: bool,
     pub(crate) gate: Option<Gate>,
-    /// The app this tool's results are shown in ([`Tool::ui`]).
-    pub(crate) ui: Option<crate::apps::UiLink>,
+    /// The app this tool's results are shown in ([`Tool::ui`]); boxed, since few tools have
+    /// one and every tool carries the field.
+    pub(crate) ui: Option<Box<crate::apps::UiLink>>,
 }
 
 impl Tool {
@@ -153,7 +154,7 @@ impl Tool {
     /// by an `invalid_result` tool failure (see
     /// [`ToolOutput::presentation`](crate::ToolOutput::presentation)).
     pub fn ui(mut self, resource_uri: impl Into<String>, visibility: crate::apps::Visibility) -> Self {
-        self.ui = Some(crate::apps::UiLink { resource_uri: resource_uri.into(), visibility });
+        self.ui = Some(Box::new(crate::apps::UiLink { resource_uri: resource_uri.into(), visibility }));
         self
     }
 

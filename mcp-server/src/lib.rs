@@ -319,7 +319,8 @@ pub(crate) enum HttpItem {
 /// Something registered before the server is built.
 #[derive(Clone)]
 enum Item {
-    Tool(Tool, Handler),
+    /// Boxed: a tool's declaration is by far the largest item.
+    Tool(Box<Tool>, Handler),
     Resource(Resource, Handler),
     Template(ResourceTemplate, Handler, Option<Handler>),
     Prompt(Prompt, Handler, Option<Handler>),
@@ -337,7 +338,7 @@ enum Item {
 /// The item for `tool` served by `handler`, with the output schema its return type `R` declares.
 fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item {
     match handler::with_output::<R>(tool) {
-        Ok(tool) => Item::Tool(tool, handler),
+        Ok(tool) => Item::Tool(Box::new(tool), handler),
         Err(e) => Item::Refused(e),
     }
 }
@@ -607,7 +608,7 @@ impl ServerBuilder {
                         if envelopes {
                             warn_unwrappable(&t);
                         }
-                        reg.add_tool(t, h)
+                        reg.add_tool(*t, h)
                     }
                     Item::Resource(r, h) => reg.add_resource(r, h),
                     Item::Template(t, h, c) => reg.add_template(t, h, c),
