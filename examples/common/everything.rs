@@ -1,6 +1,7 @@
 //! The `everything` demo server, shared by the tokio and smol examples so both serve exactly the
 //! same tools: `echo` and `add` (the benchmark contract), the result-only tool fixtures of the
-//! MCP conformance suite, and `--extra-tools N` generated tools for exercising pagination.
+//! MCP conformance suite, the `counter` MCP App (`apps.rs`), and `--extra-tools N` generated
+//! tools for exercising pagination.
 
 use bigdecimal::BigDecimal;
 use mcp_proto::interaction::InputRequest;
@@ -11,6 +12,9 @@ use mcp_proto::{
 use mcp_server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use serde_json::{json, Number, Value};
 use std::str::FromStr;
+
+#[path = "apps.rs"]
+mod apps;
 
 /// Command-line options.
 pub(crate) struct Args {
@@ -328,8 +332,11 @@ pub(crate) fn build(args: &Args) -> Server {
     let builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
         .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
         .mode(args.mode);
-    let mut builder =
-        if args.bench { bench_tools(builder) } else { interactions(fixtures(demo_tools(builder))) };
+    let mut builder = if args.bench {
+        bench_tools(builder)
+    } else {
+        apps::apps(interactions(fixtures(demo_tools(builder))))
+    };
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;
         limits
