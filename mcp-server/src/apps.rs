@@ -109,15 +109,15 @@ impl Server {
         self.registry(|r| {
             r.add_app(app, handler)?;
             r.add_tool(tool, tool_fn(f)).inspect_err(|_| {
-                r.remove_resource(&uri);
+                r.remove_app(&uri);
             })
         })
     }
 
-    /// Stops serving the app at `uri`; whether it was served. Tools linked to it keep their
-    /// link: remove or re-register them.
+    /// Stops serving the app at `uri`; whether an app was served there (a resource of another
+    /// kind stays). Tools linked to it keep their link: remove or re-register them.
     pub fn remove_app(&self, uri: &str) -> bool {
-        self.remove_resource(uri)
+        self.registry(|r| r.remove_app(uri).is_some())
     }
 }
 

@@ -38,6 +38,16 @@ impl<H: Clone> RegistryMut<'_, H> {
         Ok(())
     }
 
+    /// Unregisters the app at `uri`, returning its resource if `uri` is a registered app (a
+    /// resource of any other kind stays). Tools that link to it keep their link: remove or
+    /// re-register them.
+    pub fn remove_app(&mut self, uri: &str) -> Option<Resource> {
+        if !self.engine.registry.apps.views.contains_key(uri) {
+            return None;
+        }
+        self.remove_resource(uri)
+    }
+
     /// Mounts the compact apps shell (seed 000's "Optional Apps shell"): one app for the
     /// whole server, linked from compact publication's `call_tool` (its listing's `_meta.ui`:
     /// the shell's URI and visibility `["model", "app"]`), whose views every result reached
@@ -282,6 +292,14 @@ mod tests {
         r.add_tool(tool(), 1).unwrap();
         assert!(matches!(r.add_app(app("ui://a"), 1), Err(RegistryError::Duplicate(_))));
         assert!(matches!(invalid(r.add_app(app("https://a"), 1)), AppError::Uri { .. }));
+        r.add_resource(Resource::new("ui://plain", "p"), 1).unwrap();
+        assert!(r.remove_app("ui://plain").is_none(), "a plain resource is no app");
+        assert!(r.remove_app("ui://a").is_some());
+        let later = Tool::new("t2", "d", json!({"type": "object"})).ui("ui://a", Visibility::Model);
+        assert!(
+            matches!(invalid(r.add_tool(later, 1)), AppError::NotAnApp { .. }),
+            "a removed app links nothing"
+        );
     }
 
     #[test]
