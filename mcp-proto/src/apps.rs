@@ -821,7 +821,15 @@ impl<H> crate::registry::Registry<H> {
         app: App,
         handler: H,
         compact: bool,
+        max_uri: usize,
     ) -> Result<(), crate::RegistryError> {
+        if app.uri.len() > max_uri {
+            // A read of a longer URI is refused before it is resolved: the shell could never be read.
+            return Err(crate::RegistryError::InvalidUri(format!(
+                "{:?}: the URI must be at most {max_uri} bytes",
+                app.uri
+            )));
+        }
         if !compact {
             return Err(AppError::ShellNeedsCompact.into());
         }

@@ -68,7 +68,8 @@ impl<H: Clone> RegistryMut<'_, H> {
         self.engine.check_app_read(&app)?;
         let uri = app.uri().to_owned();
         let compact = self.engine.compact();
-        self.engine.registry.mount_shell(app, handler, compact)?;
+        let max_uri = self.engine.config.limits.max_uri_bytes;
+        self.engine.registry.mount_shell(app, handler, compact, max_uri)?;
         self.engine.published = Some(super::compact::catalogue(Some(&uri)));
         self.engine.changed(List::Tools, None);
         Ok(())
@@ -341,6 +342,8 @@ mod tests {
             "{err}"
         );
 
+        let long = format!("ui://s/{}", "x".repeat(2048));
+        assert!(matches!(r.mount_apps_shell(app(&long), 1), Err(RegistryError::InvalidUri(_))));
         r.mount_apps_shell(app("ui://s/main"), 1).unwrap();
         assert_eq!(
             invalid(r.mount_apps_shell(app("ui://other"), 1)),
