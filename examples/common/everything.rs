@@ -1,6 +1,7 @@
 //! The `everything` demo server, shared by the tokio and smol examples so both serve exactly the
 //! same tools: `echo` and `add` (the benchmark contract), the result-only tool fixtures of the
-//! MCP conformance suite, and `--extra-tools N` generated tools for exercising pagination.
+//! MCP conformance suite, the `counter` MCP App (`apps.rs`), and `--extra-tools N` generated
+//! tools for exercising pagination.
 
 use bigdecimal::BigDecimal;
 use mcp_proto::interaction::InputRequest;
@@ -8,9 +9,13 @@ use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
 };
-use mcp_server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
+use mcp_proto::apps::Visibility;
+use mcp_server::{typed_tool, Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use serde_json::{json, Number, Value};
 use std::str::FromStr;
+
+#[path = "apps.rs"]
+mod apps;
 
 /// Command-line options.
 pub(crate) struct Args {
@@ -277,11 +282,20 @@ fn demo_tools(builder: ServerBuilder) -> ServerBuilder {
         })
         // Arithmetic on big decimals is CPU work: it runs on the blocking pool, off the threads
         // that serve the connections.
-        .blocking_typed_tool(
-            "add",
-            "Adds two numbers exactly and returns the sum as text; each number may have at most 1,000 \
-             significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the extremes)",
-            |a: AddArgs, _: ToolCall| sum(&a),
+        // Typed arguments as `blocking_typed_tool` derives them, on a `Tool` that also links
+        // the "Exact sum" app, which shows the results.
+        .blocking_tool(
+            typed_tool::<AddArgs>(
+                "add",
+                "Adds two numbers exactly and returns the sum as text; each number may have at most \
+                 1,000 significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the \
+                 extremes)",
+            )
+            .ui(apps::SUM_URI, Visibility::ModelAndApp),
+            |call: ToolCall| match serde_json::from_value::<AddArgs>(Value::Object(call.arguments)) {
+                Ok(a) => sum(&a),
+                Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
+            },
         )
 }
 
@@ -328,8 +342,11 @@ pub(crate) fn build(args: &Args) -> Server {
     let builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
         .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
         .mode(args.mode);
-    let mut builder =
-        if args.bench { bench_tools(builder) } else { interactions(fixtures(demo_tools(builder))) };
+    let mut builder = if args.bench {
+        bench_tools(builder)
+    } else {
+        apps::apps(interactions(fixtures(demo_tools(builder))))
+    };
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;
         limits

@@ -21,11 +21,13 @@ pub enum ResourceBody {
 pub struct ResourceContents {
     /// The resource's URI.
     pub uri: String,
-    /// Its media type, when known.
+    /// Its media type, when known. Left `None` in a read's answer, the declared resource's
+    /// (or template's) media type is sent for an item of the URI read.
     pub mime_type: Option<String>,
     /// Text or blob.
     pub body: ResourceBody,
-    /// `_meta` (sent to 2025-06-18 and later peers).
+    /// `_meta` (sent to 2025-06-18 and later peers). Left `None` in a read's answer, the
+    /// declared resource's (or template's) `_meta` is sent for an item of the URI read.
     pub meta: Option<Map<String, Value>>,
 }
 
@@ -38,6 +40,20 @@ impl ResourceContents {
             body: ResourceBody::Text(text.into()),
             meta: None,
         }
+    }
+
+    /// Text contents without a media type or `_meta` of their own: a read of a declared
+    /// resource or template fills both from its declaration (the resource's `mimeType` and
+    /// `_meta`; for an app, [`APP_MIME_TYPE`](crate::apps::APP_MIME_TYPE) and its `_meta.ui`).
+    /// Only items whose URI is the one read inherit; a value set on the item wins.
+    pub fn inheriting(uri: impl Into<String>, text: impl Into<String>) -> Self {
+        Self { uri: uri.into(), mime_type: None, body: ResourceBody::Text(text.into()), meta: None }
+    }
+
+    /// Binary contents from base64 text that inherit the declaration's media type and `_meta`,
+    /// as [`inheriting`](Self::inheriting) does.
+    pub fn inheriting_blob(uri: impl Into<String>, base64: impl Into<String>) -> Self {
+        Self { uri: uri.into(), mime_type: None, body: ResourceBody::Blob(base64.into()), meta: None }
     }
 
     /// Binary contents from base64 text.

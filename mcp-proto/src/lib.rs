@@ -85,6 +85,7 @@
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 
+pub mod apps;
 mod blame;
 mod caller;
 mod content;
@@ -107,6 +108,7 @@ pub mod stdio;
 mod version;
 pub mod wrap;
 
+pub use apps::{App, AppCsp, AppError, AppPermissions, Visibility};
 pub use blame::{Blame, Bound, Era};
 pub use caller::{Caller, Gate};
 pub use content::{

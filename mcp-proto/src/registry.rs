@@ -31,6 +31,9 @@ pub struct Tool {
     diagnostics_schema: Option<Value>,
     validate_input: bool,
     pub(crate) gate: Option<Gate>,
+    /// The app this tool's results are shown in ([`Tool::ui`]); boxed, since few tools have
+    /// one and every tool carries the field.
+    pub(crate) ui: Option<Box<crate::apps::UiLink>>,
 }
 
 impl Tool {
@@ -49,6 +52,7 @@ impl Tool {
             diagnostics_schema: None,
             validate_input: true,
             gate: None,
+            ui: None,
         }
     }
 
@@ -139,6 +143,26 @@ impl Tool {
         self
     }
 
+    /// Links the tool to the app at `resource_uri` (MCP Apps): a host that supports apps renders
+    /// the tool's results in it. The listing's `_meta` gets `ui.resourceUri` and
+    /// `ui.visibility` (other members of a `ui` object declared with [`meta`](Self::meta)
+    /// stay), and the deprecated flat `"ui/resourceUri"` that hosts older than the stable
+    /// specification read. The app must be registered first
+    /// ([`RegistryMut::add_app`](crate::RegistryMut::add_app), or the compact apps shell):
+    /// linking to any other URI is refused ([`RegistryError::InvalidApp`]). A result of a linked
+    /// tool that selects a view the app does not declare, or has no content at all, is replaced
+    /// by an `invalid_result` tool failure (see
+    /// [`ToolOutput::presentation`](crate::ToolOutput::presentation)).
+    pub fn ui(mut self, resource_uri: impl Into<String>, visibility: crate::apps::Visibility) -> Self {
+        self.ui = Some(Box::new(crate::apps::UiLink { resource_uri: resource_uri.into(), visibility }));
+        self
+    }
+
+    /// The app this tool links to and who may call it, as declared with [`ui`](Self::ui).
+    pub fn declared_ui(&self) -> Option<(&str, crate::apps::Visibility)> {
+        self.ui.as_ref().map(|l| (l.resource_uri.as_str(), l.visibility))
+    }
+
     /// Skips validating arguments against the input schema before the handler runs, for a
     /// handler that validates them itself. The schema is still listed.
     pub fn skip_input_validation(mut self) -> Self {
@@ -177,8 +201,14 @@ impl Tool {
             }
         }
         if v.has_structured_output() {
-            if let Some(meta) = &self.meta {
-                m.insert("_meta".into(), Value::Object(meta.clone()));
+            match (&self.ui, &self.meta) {
+                (Some(link), meta) => {
+                    m.insert("_meta".into(), Value::Object(link.merged_into(meta.as_ref())));
+                }
+                (None, Some(meta)) => {
+                    m.insert("_meta".into(), Value::Object(meta.clone()));
+                }
+                (None, None) => {}
             }
         }
         serde_json::to_string(&Value::Object(m)).unwrap_or_default()
@@ -204,6 +234,14 @@ pub enum RegistryError {
     /// An extension id that is not a prefixed `_meta`-style key, or settings that are not a
     /// JSON object (see [`Extension`](crate::Extension)). The text says which.
     InvalidExtension(String),
+    /// An MCP App, a tool's link to one, or the apps shell, refused for the reason given.
+    InvalidApp(crate::apps::AppError),
+}
+
+impl From<crate::apps::AppError> for RegistryError {
+    fn from(e: crate::apps::AppError) -> Self {
+        RegistryError::InvalidApp(e)
+    }
 }
 
 impl fmt::Display for RegistryError {
@@ -217,6 +255,7 @@ impl fmt::Display for RegistryError {
             RegistryError::InvalidTemplate(e) => write!(f, "invalid URI template {e}"),
             RegistryError::InvalidUri(e) => write!(f, "invalid resource: {e}"),
             RegistryError::InvalidExtension(e) => write!(f, "invalid extension: {e}"),
+            RegistryError::InvalidApp(e) => write!(f, "invalid app: {e}"),
         }
     }
 }
@@ -448,6 +487,8 @@ pub(crate) struct Registry<H> {
     pub(crate) extensions: BTreeMap<String, crate::extensions::Extension>,
     /// The tools' search index, kept only where something searches (compact publication).
     pub(crate) search: Option<crate::search::SearchIndex>,
+    /// MCP Apps: each registered app's views, and the compact apps shell.
+    pub(crate) apps: crate::apps::Apps<H>,
 }
 
 impl<H> Default for Registry<H> {
@@ -460,6 +501,7 @@ impl<H> Default for Registry<H> {
             gate: None,
             extensions: BTreeMap::new(),
             search: None,
+            apps: crate::apps::Apps::default(),
         }
     }
 }
@@ -485,6 +527,10 @@ impl<H> Registry<H> {
         if self.resources.contains_key(&resource.uri) {
             return Err(RegistryError::Duplicate(resource.uri));
         }
+        if self.apps.shell.as_ref().is_some_and(|s| s.resource.uri == resource.uri) {
+            let item = format!("resource {:?}", resource.uri);
+            return Err(crate::apps::AppError::ShellConflict { uri: resource.uri, item }.into());
+        }
         let listings = listings(|v| resource.listing(v));
         self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, handler });
         Ok(())
@@ -506,6 +552,10 @@ impl<H> Registry<H> {
             return Err(RegistryError::Duplicate(template.uri_template));
         }
         let matcher = UriTemplate::parse(&template.uri_template)?;
+        if let Some(shell) = self.apps.shell.as_ref().filter(|s| matcher.matches(&s.resource.uri).is_some()) {
+            let item = format!("template {:?}", template.uri_template);
+            return Err(crate::apps::AppError::ShellConflict { uri: shell.resource.uri.clone(), item }.into());
+        }
         let listings = listings(|v| template.listing(v));
         self.templates.insert(
             template.uri_template.clone(),
@@ -544,6 +594,11 @@ impl<H> Registry<H> {
                 tool.name
             )));
         }
+        if let Some(link) = tool.ui.as_ref().filter(|l| !self.apps.knows(&l.resource_uri)) {
+            let e =
+                crate::apps::AppError::NotAnApp { tool: tool.name.clone(), uri: link.resource_uri.clone() };
+            return Err(e.into());
+        }
         let input = if tool.validate_input { Some(compile(&tool.input_schema)?) } else { None };
         let output = tool.output_schema.as_ref().map(compile).transpose()?;
         let diagnostics = tool.diagnostics_schema.as_ref().map(compile).transpose()?;
@@ -577,6 +632,11 @@ impl<H> Registry<H> {
         extension: crate::extensions::Extension,
     ) -> Result<(), RegistryError> {
         extension.checked()?;
+        // An explicit declaration of the apps extension replaces the one apps made.
+        if extension.id() == crate::apps::EXTENSION_ID && self.apps.auto_declared {
+            self.extensions.remove(extension.id());
+            self.apps.auto_declared = false;
+        }
         if self.extensions.contains_key(extension.id()) {
             return Err(RegistryError::Duplicate(extension.id().to_owned()));
         }

@@ -54,6 +54,7 @@
 //! the engine sees a request ([`HttpRefusals`]: connection bounds, head and body bounds and
 //! timeouts), listed as name/value pairs by [`Status::metrics`].
 
+mod apps;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -319,12 +320,17 @@ pub(crate) enum HttpItem {
 /// Something registered before the server is built.
 #[derive(Clone)]
 enum Item {
-    Tool(Tool, Handler),
+    /// Boxed: a tool's declaration is by far the largest item.
+    Tool(Box<Tool>, Handler),
     Resource(Resource, Handler),
     Template(ResourceTemplate, Handler, Option<Handler>),
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
     Extension(Extension),
+    /// An MCP App ([`ServerBuilder::app`]), registered before every other item.
+    App(mcp_proto::App),
+    /// The compact apps shell ([`ServerBuilder::apps_shell`]), registered with the apps.
+    Shell(mcp_proto::App),
     /// A tool refused before registration (its handler's output type has no object schema);
     /// [`ServerBuilder::build`] reports it.
     Refused(RegistryError),
@@ -333,7 +339,7 @@ enum Item {
 /// The item for `tool` served by `handler`, with the output schema its return type `R` declares.
 fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item {
     match handler::with_output::<R>(tool) {
-        Ok(tool) => Item::Tool(tool, handler),
+        Ok(tool) => Item::Tool(Box::new(tool), handler),
         Err(e) => Item::Refused(e),
     }
 }
@@ -589,6 +595,9 @@ impl ServerBuilder {
             self.config.keys = KeyRing::new(key);
         }
         let envelopes = self.config.envelopes;
+        // Apps first (a stable sort keeps every other order), so that tools may link to them
+        // wherever they were added.
+        self.items.sort_by_key(|i| !matches!(i, Item::App(_) | Item::Shell(_)));
         let server = Server::from_config(self.config);
         {
             let mut st = server.lock();
@@ -600,12 +609,14 @@ impl ServerBuilder {
                         if envelopes {
                             warn_unwrappable(&t);
                         }
-                        reg.add_tool(t, h)
+                        reg.add_tool(*t, h)
                     }
                     Item::Resource(r, h) => reg.add_resource(r, h),
                     Item::Template(t, h, c) => reg.add_template(t, h, c),
                     Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
                     Item::Extension(e) => reg.add_extension(e),
+                    Item::App(app) => ServerBuilder::register_app(&mut reg, app, false),
+                    Item::Shell(app) => ServerBuilder::register_app(&mut reg, app, true),
                     Item::Gate(g) => {
                         reg.set_gate(Some(g));
                         Ok(())

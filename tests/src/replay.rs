@@ -157,6 +157,12 @@
 //!   each named item, in order, then drains once, so a burst is one line. A fixture name
 //!   registers that fixture; any other name a plain extra item (see [`crate::tools`]).
 //! - `! notify-updated <uri>`: `Engine::notify_resource_updated`.
+//! - `! app {json}` / `! shell {json}`: `RegistryMut::add_app` / `mount_apps_shell` with that
+//!   app (`uri`, `name`, `html`, and optionally `title`, `description`, `views`, `csp` by its
+//!   wire lists, `permissions` by name, `prefersBorder`, `domain`); its reads answer the HTML
+//!   without a media type or `_meta`, which the read inherits. A refusal is a transcript error.
+//! - `! app-tool NAME URI model|app|model+app`: registers a tool linked to that app with that
+//!   visibility (an empty object schema; auto behaviour: text `ok`).
 //! - `! bump-epoch`, `! set-epoch N`: `Engine::bump_epoch`, `Engine::set_epoch`.
 //!
 //! # Invariants checked on every run
@@ -1304,6 +1310,34 @@ impl Runner {
                     }
                 }
                 Ok(())
+            }
+            "app" | "shell" => {
+                let app = parse_app(rest)?;
+                let html: &'static str = Box::leak(app.html().to_owned().into_boxed_str());
+                let mut r = self.engine_mut()?.registry_mut(now);
+                let done = if name == "app" {
+                    r.add_app(app, Fixture::App(html))
+                } else {
+                    r.mount_apps_shell(app, Fixture::App(html))
+                };
+                done.map_err(|e| format!("`! {name}`: {e}"))
+            }
+            "app-tool" => {
+                let usage = "`! app-tool NAME URI model|app|model+app`";
+                let [tool, uri, vis] = rest.split_whitespace().collect::<Vec<_>>()[..] else {
+                    return Err(usage.into());
+                };
+                let visibility = match vis {
+                    "model" => mcp_proto::Visibility::Model,
+                    "app" => mcp_proto::Visibility::App,
+                    "model+app" => mcp_proto::Visibility::ModelAndApp,
+                    _ => return Err(usage.into()),
+                };
+                let t = mcp_proto::Tool::new(tool, "An app tool", serde_json::json!({"type": "object"}))
+                    .ui(uri, visibility);
+                let mut r = self.engine_mut()?.registry_mut(now);
+                r.add_tool(t, Fixture::Tool(crate::tools::TestHandler::Nested))
+                    .map_err(|e| format!("`! app-tool`: {e}"))
             }
             "notify-updated" => {
                 if rest.is_empty() {
@@ -2623,6 +2657,64 @@ fn register(
         _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template or prompt")),
     };
     result.map_err(|e| format!("registering {kind} {name}: {e}"))
+}
+
+/// An app from the JSON of `! app` and `! shell`: `uri`, `name` and `html` (required),
+/// `title`, `description`, `views` (strings), `csp` (the four lists by their wire names),
+/// `permissions` (names: `camera`, `microphone`, `geolocation`, `clipboardWrite`),
+/// `prefersBorder`, `domain`.
+fn parse_app(text: &str) -> Result<mcp_proto::App, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("app JSON: {e}"))?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str);
+    let strings = |x: Option<&Value>| -> Vec<String> {
+        x.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    };
+    let (Some(uri), Some(name), Some(html)) = (s("uri"), s("name"), s("html")) else {
+        return Err("an app needs \"uri\", \"name\" and \"html\"".into());
+    };
+    let mut app = mcp_proto::App::new(uri, name, html).views(strings(v.get("views")));
+    if let Some(t) = s("title") {
+        app = app.title(t);
+    }
+    if let Some(d) = s("description") {
+        app = app.description(d);
+    }
+    if let Some(d) = s("domain") {
+        app = app.domain(d);
+    }
+    if let Some(b) = v.get("prefersBorder").and_then(Value::as_bool) {
+        app = app.prefers_border(b);
+    }
+    let csp = v.get("csp");
+    let mut c = mcp_proto::AppCsp::new();
+    for o in strings(csp.and_then(|c| c.get("connectDomains"))) {
+        c = c.connect_domain(o);
+    }
+    for o in strings(csp.and_then(|c| c.get("resourceDomains"))) {
+        c = c.resource_domain(o);
+    }
+    for o in strings(csp.and_then(|c| c.get("frameDomains"))) {
+        c = c.frame_domain(o);
+    }
+    for o in strings(csp.and_then(|c| c.get("baseUriDomains"))) {
+        c = c.base_uri_domain(o);
+    }
+    let mut p = mcp_proto::AppPermissions::new();
+    for name in strings(v.get("permissions")) {
+        p = match name.as_str() {
+            "camera" => p.camera(),
+            "microphone" => p.microphone(),
+            "geolocation" => p.geolocation(),
+            "clipboardWrite" => p.clipboard_write(),
+            other => return Err(format!("unknown app permission {other:?}")),
+        };
+    }
+    Ok(app.csp(c).permissions(p))
 }
 
 fn unregister(r: &mut RegistryMut<'_, Fixture>, kind: &str, name: &str) -> Result<(), String> {

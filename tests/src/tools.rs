@@ -302,6 +302,9 @@ pub enum Fixture {
     PromptArguments,
     /// A completion answering the candidates that start with the typed value.
     Complete(&'static [&'static str]),
+    /// An app's read (`! app`, `! shell`): one text contents item without a media type or
+    /// `_meta`, so that the read inherits the app's declared ones.
+    App(&'static str),
 }
 
 fn gated(admin: bool) -> Option<Gate> {
@@ -421,6 +424,7 @@ pub fn auto_read(
         Fixture::Text(mime, text) => vec![ResourceContents::text(uri, mime, text)],
         Fixture::Blob(mime, blob) => vec![ResourceContents::blob(uri, mime, blob)],
         Fixture::Empty => Vec::new(),
+        Fixture::App(html) => vec![ResourceContents::inheriting(uri, html)],
         Fixture::Variables => vec![ResourceContents::text(uri, "text/plain", listed())],
         Fixture::JsonVariables => {
             let vars: Map<String, Value> =

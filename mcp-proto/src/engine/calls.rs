@@ -84,8 +84,10 @@ impl Call {
 pub(super) enum CallKind {
     /// The tool run, and how its outcome is encoded (a compact `call_tool` always envelopes).
     Tool(String, super::encode::ToolEncoding),
-    /// The URI read, and how the resource or template that answers it may be cached.
-    Resource(String, crate::CacheHint),
+    /// The URI read, how the resource or template that answers it may be cached, and the
+    /// template that answers it (`None`: the exact resource or the apps shell), whose
+    /// declaration the contents inherit.
+    Resource(String, crate::CacheHint, Option<String>),
     Prompt,
     Complete,
 }

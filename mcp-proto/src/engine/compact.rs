@@ -45,8 +45,9 @@ impl Listed for Published {
     }
 }
 
-/// The compact catalogue: the same three tools for every caller.
-pub(crate) fn catalogue() -> Catalogue<Published> {
+/// The compact catalogue: the same three tools for every caller; `call_tool` linked to the
+/// apps shell mounted at `shell`, if any.
+pub(crate) fn catalogue(shell: Option<&str>) -> Catalogue<Published> {
     let read_only = || {
         let mut a = Map::new();
         a.insert("readOnlyHint".into(), Value::Bool(true));
@@ -102,6 +103,11 @@ pub(crate) fn catalogue() -> Catalogue<Published> {
         )
         .title("Call tool"),
     ];
+    let tools = tools.map(|t| match shell {
+        // Seed 000: only call_tool carries the shell's link, with explicit visibility.
+        Some(uri) if t.name() == CALL_TOOL => t.ui(uri, crate::apps::Visibility::ModelAndApp),
+        _ => t,
+    });
     let mut c = Catalogue::default();
     for t in tools {
         let published = Published { listings: listings(|v| t.listing(v)) };
@@ -225,8 +231,13 @@ impl<H: Clone> Engine<H> {
         limit: usize,
     ) -> (Value, usize) {
         let tools = &self.registry.tools;
+        // A tool only an app may call (visibility ["app"]) is no result for the agent's search.
         let sees = |name: &str| {
-            tools.get(name).is_some_and(|t| t.visible_to(version) && admits(t.tool.gate.as_ref(), caller))
+            tools.get(name).is_some_and(|t| {
+                t.visible_to(version)
+                    && admits(t.tool.gate.as_ref(), caller)
+                    && t.tool.ui.as_ref().is_none_or(|l| l.visibility.includes_model())
+            })
         };
         let exact = query.trim();
         let bonus = tools.contains_key(exact).then_some((exact, W_EXACT_NAME));

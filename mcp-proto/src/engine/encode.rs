@@ -87,6 +87,7 @@ impl<H: Clone> Engine<H> {
             // failed.
             return RpcError::misuse().encode(Some(id));
         }
+        let outcome = self.app_outcome(name, outcome);
         let bytes = self.encode_tool_result(id, v, &encoded_output(outcome, encoding));
         let max = self.config.limits.max_response_bytes;
         if bytes.len() <= max {

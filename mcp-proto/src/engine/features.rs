@@ -80,7 +80,10 @@ impl<H: Clone> Engine<H> {
         let sees = |gate: Option<&crate::Gate>| admits(gate, caller);
         let templates = r.templates.values().any(|t| sees(t.template.gate.as_ref()));
         let prompts = r.prompts.values().any(|p| sees(p.prompt.gate.as_ref()));
-        let resources = templates || r.resources.values().any(|x| sees(x.resource.gate.as_ref()));
+        // The apps shell is readable by every caller, though never listed.
+        let resources = templates
+            || r.apps.shell.is_some()
+            || r.resources.values().any(|x| sees(x.resource.gate.as_ref()));
         // Completion exists only where a handler can answer it: an item without one would only
         // ever complete to nothing.
         let completions = r.prompts.values().any(|p| p.completion.is_some() && sees(p.prompt.gate.as_ref()))
@@ -227,6 +230,10 @@ impl<H: Clone> Engine<H> {
         caller: &Caller,
         uri: &str,
     ) -> Option<(H, Option<String>, Vec<(String, String)>, CacheHint, bool)> {
+        // The apps shell is an exclusive mount, read by everyone.
+        if let Some(shell) = self.registry.apps.shell.as_ref().filter(|s| s.resource.uri == uri) {
+            return Some((shell.handler.clone(), None, Vec::new(), shell.resource.cache, false));
+        }
         // Private when any gated item could answer this URI, admitted or not: another caller
         // may be answered differently.
         let exact = self.registry.resources.get(uri);
@@ -278,8 +285,9 @@ impl<H: Clone> Engine<H> {
             return Err(self.not_found(ctx.version, uri));
         };
         ctx.private |= gated;
+        let kind = CallKind::Resource(uri.to_owned(), hint, template.clone());
         let request = Request::ReadResource { uri: uri.to_owned(), template, variables };
-        self.invoke(now, ctx, CallKind::Resource(uri.to_owned(), hint), batch, request, handler)
+        self.invoke(now, ctx, kind, batch, request, handler)
     }
 
     pub(super) fn read_result(
@@ -287,16 +295,20 @@ impl<H: Clone> Engine<H> {
         call: &super::Call,
         uri: &str,
         hint: CacheHint,
-        contents: &[ResourceContents],
+        template: Option<&str>,
+        mut contents: Vec<ResourceContents>,
     ) -> crate::jsonrpc::Encoded {
         if contents.is_empty() {
             // Never an empty `contents`: the handler found nothing, so the resource is not there.
             return self.not_found(call.version, uri).encode(Some(&call.id));
         }
+        if let Some((mime, meta)) = self.declared_for(uri, template) {
+            super::apps::inherit(&mut contents, uri, mime, meta);
+        }
         let mut r = Map::new();
         r.insert(
             "contents".into(),
-            serde_json::to_value(ContentsWire(contents, call.version)).unwrap_or_default(),
+            serde_json::to_value(ContentsWire(&contents, call.version)).unwrap_or_default(),
         );
         // The schema requires the hints on every complete read, retries included; what the
         // user answered makes a retried read theirs alone.

@@ -21,6 +21,7 @@ const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+mod apps;
 mod ask;
 mod backlog;
 mod call_state;
@@ -248,7 +249,7 @@ impl<H: Clone> Engine<H> {
     pub fn new(config: Config, now: Instant) -> Self {
         let server_info_modern = config.server_info.to_json(ProtocolVersion::V2026_07_28);
         let registry = Registry::new(config.mode == Mode::Compact);
-        let published = (config.mode == Mode::Compact).then(compact::catalogue);
+        let published = (config.mode == Mode::Compact).then(|| compact::catalogue(None));
         Self {
             config,
             published,
@@ -779,8 +780,8 @@ impl<H: Clone> Engine<H> {
             (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(..)) => {
                 self.tool_result(&call, ToolOutcome::Failure(*f))
             }
-            (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint)) => {
-                self.read_result(&call, uri, *hint, &contents)
+            (Reply::Resource(Ok(contents)), CallKind::Resource(uri, hint, template)) => {
+                self.read_result(&call, uri, *hint, template.as_deref(), contents)
             }
             (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
             (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),

@@ -51,9 +51,11 @@ impl<H: Clone> RegistryMut<'_, H> {
         Ok(())
     }
 
-    /// Unregisters a resource.
+    /// Unregisters a resource (an app too: tools that link to it keep their link, so remove
+    /// or re-register them).
     pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
         let entry = self.engine.registry.resources.remove(uri)?;
+        self.engine.registry.apps.views.remove(uri);
         self.engine.changed(List::Resources, entry.resource.gate.as_ref());
         Some(entry.resource)
     }
