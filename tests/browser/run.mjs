@@ -331,9 +331,15 @@ async function main() {
     eq(r.timeout, { code: "E_TIMEOUT", typed: true }, "a request the host never answers");
     eq(r.send, { code: "E_SEND", typed: true }, "params that cannot be cloned");
     eq(r.saturated, { code: "E_SATURATED", typed: true }, "the 65th request in flight");
-    const s = await page.evaluate(() => window.harness.state("everything"));
+    // postMessage is asynchronous: the cancellation may reach the host after the rejection
+    // reached the widget's code, so wait for it (a bounded wait, not a timing check).
+    let s, cancel;
+    for (let i = 0; i < 40 && !cancel; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 50));
+      s = await page.evaluate(() => window.harness.state("everything"));
+      cancel = s.inbound.find((m) => m.method === "notifications/cancelled");
+    }
     const timedOut = s.inbound.find((m) => m.method === "ui/open-link" && m.params.url.endsWith("/timeout"));
-    const cancel = s.inbound.find((m) => m.method === "notifications/cancelled");
     eq(cancel?.params?.requestId, timedOut.id, "notifications/cancelled names the timed-out request");
     assert(!s.events.some((e) => e.params?.url === "https://example.com/65th"), "the 65th was never posted");
   });
