@@ -494,6 +494,8 @@ pub(crate) struct Registry<H> {
     pub(crate) search: Option<crate::search::SearchIndex>,
     /// Tools that may run as tasks: while there is one, the engine serves the Tasks extension.
     pub(crate) task_tools: usize,
+    /// Looks up tasks the engine does not hold ([`crate::RegistryMut::set_task_lookup`]).
+    pub(crate) task_lookup: Option<H>,
 }
 
 impl<H> Default for Registry<H> {
@@ -507,6 +509,7 @@ impl<H> Default for Registry<H> {
             extensions: BTreeMap::new(),
             search: None,
             task_tools: 0,
+            task_lookup: None,
         }
     }
 }

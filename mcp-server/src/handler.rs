@@ -529,6 +529,8 @@ pub(crate) enum HandlerKind {
     Resource(AsyncFn<ReadResource, Vec<ResourceContents>>),
     Prompt(AsyncFn<GetPrompt, PromptOutput>),
     Completion(AsyncFn<Complete, Completion>),
+    /// Looks up tasks the engine does not hold ([`crate::TaskStore::get`]).
+    TaskStore(Arc<dyn crate::TaskStore>),
 }
 
 impl std::fmt::Debug for Handler {
@@ -538,6 +540,7 @@ impl std::fmt::Debug for Handler {
             HandlerKind::Resource(_) => "Handler::Resource",
             HandlerKind::Prompt(_) => "Handler::Prompt",
             HandlerKind::Completion(_) => "Handler::Completion",
+            HandlerKind::TaskStore(_) => "Handler::TaskStore",
         })
     }
 }

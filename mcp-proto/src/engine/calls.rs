@@ -92,6 +92,8 @@ pub(super) enum CallKind {
     Resource(String, crate::CacheHint),
     Prompt,
     Complete,
+    /// A `tasks/get` looked up in the task store: the id, and the binding of its caller.
+    TaskLookup(String, String),
 }
 
 /// One connection's requests awaiting an answer, by id: for duplicate detection, cancellation

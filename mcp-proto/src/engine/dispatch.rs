@@ -549,8 +549,12 @@ impl<H: Clone> Engine<H> {
                 .map(|e| (e.id().to_owned(), e.settings().clone()))
                 .collect();
             let mut extensions = extensions;
-            // Task-capable tools make the server serve the extension, declared or not.
-            if self.registry.task_tools > 0 && !extensions.contains_key(super::TASKS_EXTENSION) {
+            // Task-capable tools make the server serve the extension, declared or not; only
+            // 2026-07-28 requests can use it (a legacy session's tasks are another protocol).
+            if version.is_modern()
+                && self.registry.task_tools > 0
+                && !extensions.contains_key(super::TASKS_EXTENSION)
+            {
                 extensions.insert(super::TASKS_EXTENSION.into(), Value::Object(Map::new()));
             }
             if !extensions.is_empty() {

@@ -790,6 +790,13 @@ impl<H: Clone> Engine<H> {
     pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<Answered, Stale> {
         self.input(now);
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
+        // A task whose handler gave up (it was told to stop, or chose to) is cancelled, not
+        // failed: nothing went wrong that an error could describe.
+        if let (Some(serial), Reply::Tool(Err(HandlerError::Cancelled))) = (call.task, &reply) {
+            self.task_interrupted(serial);
+            self.close_drained();
+            return Ok(Answered { error: None });
+        }
         let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(..)) => self.tool_result(&call, ToolOutcome::Output(out)),
             (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(..)) => {
@@ -800,11 +807,15 @@ impl<H: Clone> Engine<H> {
             }
             (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
             (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),
+            (Reply::Task(Ok(record)), CallKind::TaskLookup(id, owner)) => {
+                self.looked_up_task(&call.id, id, owner, record).into()
+            }
             (
                 Reply::Tool(Err(e))
                 | Reply::Resource(Err(e))
                 | Reply::Prompt(Err(e))
-                | Reply::Completion(Err(e)),
+                | Reply::Completion(Err(e))
+                | Reply::Task(Err(e)),
                 _,
             ) => public_error(e).encode(Some(&call.id)),
             // A reply of the wrong kind is the shim's bug; the peer learns only that it failed.

@@ -475,7 +475,18 @@ impl<H: Clone> Engine<H> {
             _ => return Err(RpcError::invalid_params("\"taskId\" must be a string")),
         };
         let owner = self.caller(ctx.conn).binding().to_owned();
-        let serial = self.owned_task(&owner, id)?;
+        let serial = match self.owned_task(&owner, id) {
+            Ok(serial) => serial,
+            Err(e) => {
+                // An id this engine does not hold may be in the store kept beyond it (an ended
+                // task another replica ran, or one that outlived its place here).
+                let lookup = self.registry.task_lookup.clone().filter(|_| method == "tasks/get");
+                let Some(handler) = lookup else { return Err(e) };
+                let kind = super::calls::CallKind::TaskLookup(id.to_owned(), owner);
+                let request = super::Request::GetTask { task_id: id.to_owned() };
+                return self.invoke(now, ctx, kind, None, request, handler);
+            }
+        };
         let body = match method {
             "tasks/get" => {
                 let t = self.tasks.by_serial.get(&serial).ok_or_else(unknown_task)?;
@@ -497,7 +508,32 @@ impl<H: Clone> Engine<H> {
         Ok(Answer::Now(self.complete_result(ctx.id, body).into()))
     }
 
-    /// A `resultType: "complete"` result with the server's `_meta`.
+    /// The answer to a `tasks/get` the task store answered: the record if it is the caller's,
+    /// of that id and within its TTL, else `-32602` as for any unknown id.
+    pub(super) fn looked_up_task(
+        &self,
+        request: &RequestId,
+        id: &str,
+        owner: &str,
+        record: Option<TaskRecord>,
+    ) -> Encoded {
+        let now_ms = self.unix_ms(self.clock);
+        match record {
+            Some(r)
+                if r.task_id == id
+                    && r.owner == owner
+                    && r.ended_unix_ms.saturating_add(r.ttl_ms) > now_ms =>
+            {
+                let mut task = r.task;
+                task.remove("resultType");
+                task.remove("_meta");
+                self.complete_result(request, task).into()
+            }
+            _ => unknown_task().encode(Some(request)),
+        }
+    }
+
+        /// A `resultType: "complete"` result with the server's `_meta`.
     fn complete_result(&self, id: &RequestId, mut r: Map<String, Value>) -> Vec<u8> {
         r.insert("resultType".into(), "complete".into());
         let mut meta = Map::new();
