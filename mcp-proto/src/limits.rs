@@ -949,8 +949,10 @@ impl Limits {
     /// takes the place of the asking caller's own oldest ended task; failing that, a caller below
     /// its share takes the place of the oldest ended task of the caller holding the most tasks,
     /// if that caller is above its share. Running tasks are never displaced. When no place can
-    /// be made the `tools/call` is refused at once with `-32600` ("too many tasks", a share or
-    /// capacity limit) and its handler never runs. An ended task that made room is gone: a
+    /// be made the `tools/call` is refused at once and its handler never runs: `-32600` "too
+    /// many tasks" (a share limit) when the caller holds its share or more, `-32603` (a capacity
+    /// limit) when the table is full of running tasks and ended ones of callers within their
+    /// share. An ended task that made room is gone: a
     /// `tasks/get` for it is answered `-32602` "unknown task". With 0 every task is refused.
     pub fn max_tasks(&mut self, tasks: usize) -> &mut Self {
         self.max_tasks = tasks;

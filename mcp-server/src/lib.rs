@@ -1394,7 +1394,11 @@ impl Server {
             }
             (HandlerKind::TaskStore(store), Request::GetTask { task_id }) => {
                 let owner = ctx.caller.binding().to_owned();
-                guarded(format!("task store lookup of {task_id}"), move || store.get(owner, task_id), Reply::Task)
+                guarded(
+                    format!("task store lookup of {task_id}"),
+                    move || store.get(owner, task_id),
+                    Reply::Task,
+                )
             }
             // The engine pairs each request with the handler registered for it; anything else is
             // answered with the generic internal error.

@@ -247,7 +247,9 @@ pub fn validate_create_task(method: Option<&str>, result: &Value) -> Result<(), 
     if r.get("pollIntervalMs").is_some_and(|v| !positive(v)) {
         return Err("a task result's pollIntervalMs must be a positive integer".into());
     }
-    for field in ["ttl", "pollInterval", "task", "requestState", "inputRequests", "result", "error", "content"] {
+    for field in
+        ["ttl", "pollInterval", "task", "requestState", "inputRequests", "result", "error", "content"]
+    {
         if r.contains_key(field) {
             return Err(format!("a task result carries {field}"));
         }

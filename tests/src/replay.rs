@@ -1925,7 +1925,8 @@ impl Runner {
             self.invariant(format!("a task result carries a requestState: {frame}"));
         }
         let id = frame.get("id").cloned().unwrap_or_default();
-        let live = self.held.iter_mut().find(|h| h.conn == conn && h.id == id && h.ticket.is_some() && !h.cancelled);
+        let live =
+            self.held.iter_mut().find(|h| h.conn == conn && h.id == id && h.ticket.is_some() && !h.cancelled);
         match live {
             Some(h) => h.task = true,
             None => self.task_replies.push((conn, id)),

@@ -270,8 +270,12 @@ pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
             TestHandler::Lookup,
         ),
         (
-            Tool::new("task_job", "Runs as a task when the request declares the tasks extension", json!({"type": "object"}))
-                .task_support(TaskSupport::Optional),
+            Tool::new(
+                "task_job",
+                "Runs as a task when the request declares the tasks extension",
+                json!({"type": "object"}),
+            )
+            .task_support(TaskSupport::Optional),
             TestHandler::Slow,
         ),
         (

@@ -45,7 +45,7 @@ impl<H: Clone> RegistryMut<'_, H> {
         self.engine.registry.task_lookup = handler;
     }
 
-        /// Whether a tool of that name is registered (whatever its gate).
+    /// Whether a tool of that name is registered (whatever its gate).
     pub fn has_tool(&self, name: &str) -> bool {
         self.engine.registry.tools.contains_key(name)
     }

@@ -533,7 +533,7 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-        /// A `resultType: "complete"` result with the server's `_meta`.
+    /// A `resultType: "complete"` result with the server's `_meta`.
     fn complete_result(&self, id: &RequestId, mut r: Map<String, Value>) -> Vec<u8> {
         r.insert("resultType".into(), "complete".into());
         let mut meta = Map::new();
