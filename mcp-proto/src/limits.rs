@@ -952,8 +952,10 @@ impl Limits {
     /// be made the `tools/call` is refused at once and its handler never runs: `-32600` "too
     /// many tasks" (a share limit) when the caller holds its share or more, `-32603` (a capacity
     /// limit) when the table is full of running tasks and ended ones of callers within their
-    /// share. An ended task that made room is gone: a
-    /// `tasks/get` for it is answered `-32602` "unknown task". With 0 every task is refused.
+    /// share. An ended task that made room is gone from the engine: a `tasks/get` for it is
+    /// answered `-32602` "unknown task", unless a task store kept beyond the engine
+    /// ([`RegistryMut::set_task_lookup`](crate::RegistryMut::set_task_lookup)) still holds it.
+    /// With 0 every task is refused.
     pub fn max_tasks(&mut self, tasks: usize) -> &mut Self {
         self.max_tasks = tasks;
         self

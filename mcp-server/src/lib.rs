@@ -629,7 +629,6 @@ impl ServerBuilder {
             }
             let lookup = self.task_store.clone().map(|store| Handler(HandlerKind::TaskStore(store)));
             reg.set_task_lookup(lookup);
-            drop(reg);
             st.task_store = self.task_store;
         }
         Ok(server)

@@ -808,7 +808,7 @@ impl<H: Clone> Engine<H> {
             (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
             (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),
             (Reply::Task(Ok(record)), CallKind::TaskLookup(id, owner)) => {
-                self.looked_up_task(&call.id, id, owner, record).into()
+                self.looked_up_task(&call.id, id, owner, record)
             }
             (
                 Reply::Tool(Err(e))

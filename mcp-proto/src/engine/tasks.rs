@@ -792,7 +792,54 @@ impl<H: Clone> Engine<H> {
 
 #[cfg(test)]
 mod tests {
-    use super::iso8601;
+    use super::{iso8601, positive_ms};
+    use crate::caller::Caller;
+    use crate::cursor::KeyRing;
+    use crate::engine::{Config, ConnKind, Engine, Implementation, Output, Seed};
+    use crate::registry::{TaskSupport, Tool};
+    use serde_json::{json, Value};
+    use std::time::{Duration, Instant};
+
+    /// The first task id an engine with `seed` hands to a `tools/call` of a task tool.
+    fn first_task_id(seed: Option<[u8; 32]>) -> Value {
+        let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32]));
+        config.seed = seed.map(Seed);
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let mut engine: Engine<u32> = Engine::new(config, now);
+        let tool = Tool::new("job", "A task", json!({"type": "object"})).task_support(TaskSupport::Optional);
+        engine.registry_mut(now).add_tool(tool, 1).unwrap();
+        let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "job",
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {super::TASKS_EXTENSION: {}}}}}});
+        engine.handle_frame(now, conn, call.to_string().as_bytes());
+        let reply = std::iter::from_fn(|| engine.poll_output())
+            .find_map(|o| match o {
+                Output::Frame { bytes, .. } => serde_json::from_slice::<Value>(&bytes).ok(),
+                _ => None,
+            })
+            .unwrap();
+        reply.pointer("/result/taskId").cloned().unwrap_or_else(|| reply["error"].clone())
+    }
+
+    #[test]
+    fn task_ids_come_from_the_seed_and_nothing_else() {
+        let a = first_task_id(Some([1; 32]));
+        assert_eq!(a, first_task_id(Some([1; 32])), "the same seed and inputs give the same id");
+        assert_ne!(a, first_task_id(Some([2; 32])), "another seed, another id");
+        // 32 bytes of HMAC, base64url: nothing of the counter shows.
+        assert_eq!(a.as_str().map(str::len), Some(43));
+        // Without a seed no id can be unguessable: no task is made.
+        assert_eq!(first_task_id(None)["code"], -32603);
+    }
+
+    #[test]
+    fn wire_durations_are_positive_integers() {
+        assert_eq!(positive_ms(Duration::ZERO), 1);
+        assert_eq!(positive_ms(Duration::from_millis(1500)), 1500);
+        assert_eq!(positive_ms(Duration::MAX), i64::MAX as u64);
+    }
 
     #[test]
     fn iso8601_formats_unix_milliseconds() {
