@@ -141,10 +141,35 @@ pub fn notification_def(method: &str) -> Option<&'static str> {
 pub fn validate_notification(v: ProtocolVersion, frame: &Value) -> Result<(), String> {
     validate_def(v, "JSONRPCNotification", frame)?;
     let method = frame.get("method").and_then(Value::as_str).unwrap_or_default();
+    if method == "notifications/tasks" && v.is_modern() {
+        return validate_task_notification(frame);
+    }
     match notification_def(method) {
         Some(def) if has_def(v, def) => validate_def(v, def, frame),
         _ => Err(format!("{method:?} is not a server notification of {v}")),
     }
+}
+
+/// A `notifications/tasks` of the Tasks extension (SEP-2663), which the core schema does not
+/// define: `params` with a string `taskId`, a `status` of the five the extension names, and the
+/// string times of a task.
+pub fn validate_task_notification(frame: &Value) -> Result<(), String> {
+    let Some(p) = frame.get("params").and_then(Value::as_object) else {
+        return Err("notifications/tasks needs params".into());
+    };
+    if !p.get("taskId").is_some_and(Value::is_string) {
+        return Err("notifications/tasks needs a string taskId".into());
+    }
+    let statuses = ["working", "input_required", "completed", "failed", "cancelled"];
+    if !p.get("status").and_then(Value::as_str).is_some_and(|s| statuses.contains(&s)) {
+        return Err(format!("notifications/tasks has no valid status: {frame}"));
+    }
+    for field in ["createdAt", "lastUpdatedAt"] {
+        if p.get(field).is_some_and(|t| !t.is_string()) {
+            return Err(format!("notifications/tasks {field} must be a string"));
+        }
+    }
+    Ok(())
 }
 
 /// The def a server→client request's method maps to.

@@ -789,6 +789,8 @@ struct Awaiting {
 struct Stream {
     lists: Vec<&'static str>,
     uris: Vec<String>,
+    /// Tasks whose `notifications/tasks` it takes (Tasks extension `taskIds`).
+    tasks: Vec<String>,
 }
 
 /// A connection the transcript opened.
@@ -2186,6 +2188,20 @@ impl Runner {
                 }
                 stream.uris.push(uri.to_owned());
             }
+            let asked: Vec<&str> = requested
+                .get("taskIds")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for id in honoured.get("taskIds").and_then(Value::as_array).into_iter().flatten() {
+                let id = id.as_str().unwrap_or_default();
+                if !asked.contains(&id) {
+                    self.invariant(format!(
+                        "the acknowledgement follows task {id:?}, which was not asked for"
+                    ));
+                }
+                stream.tasks.push(id.to_owned());
+            }
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.listens.insert(k, stream);
             }
@@ -2199,6 +2215,9 @@ impl Runner {
         let wanted = if method == "notifications/resources/updated" {
             let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or_default();
             stream.uris.iter().any(|u| u == uri)
+        } else if method == "notifications/tasks" {
+            let id = params.and_then(|p| p.get("taskId")).and_then(Value::as_str).unwrap_or_default();
+            stream.tasks.iter().any(|t| t == id)
         } else {
             stream.lists.contains(&method)
         };

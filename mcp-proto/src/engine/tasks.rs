@@ -446,6 +446,25 @@ impl<H: Clone> Engine<H> {
         r
     }
 
+    /// Whether `owner` holds task `id` here.
+    pub(super) fn owns_task(&self, owner: &str, id: &str) -> bool {
+        self.owned_task(owner, id).is_ok()
+    }
+
+    /// Task `serial` changed status: every listen stream of its caller that follows it is
+    /// owed a `notifications/tasks` with the task as `tasks/get` shows it now.
+    fn task_changed(&mut self, serial: u64) {
+        let Some(t) = self.tasks.by_serial.get(&serial) else { return };
+        let (id, owner) = (t.id.clone(), t.owner.clone());
+        let task = self.detailed(t);
+        let max = self.config.limits.max_subscribed_uris;
+        for (_, c) in self.conns.iter_mut() {
+            if c.caller.binding() == owner && c.listens.iter().any(|l| l.filter.follows_task(&id)) {
+                self.notes.owe_task(&mut c.pending, &id, task.clone(), max);
+            }
+        }
+    }
+
     /// The task `id` as `owner` may see it: another caller's is unknown to it.
     fn owned_task(&self, owner: &str, id: &str) -> Result<u64, RpcError> {
         let serial = *self.tasks.by_id.get(id).ok_or_else(unknown_task)?;
@@ -583,6 +602,7 @@ impl<H: Clone> Engine<H> {
         let answers = std::mem::take(&mut t.answers);
         let deadline = t.ask_deadline.take();
         let call = t.call;
+        self.task_changed(serial);
         if let Some(call) = call {
             if let Some(at) = deadline {
                 self.timers.disarm(at, Timer::Ask(call));
@@ -678,6 +698,7 @@ impl<H: Clone> Engine<H> {
         if let Some(at) = t.expires {
             self.timers.arm(at, Timer::Task(serial));
         }
+        self.task_changed(serial);
         let mut task = Map::new();
         if let Some(t) = self.tasks.by_serial.get(&serial) {
             task = self.detailed(t);
@@ -768,6 +789,7 @@ impl<H: Clone> Engine<H> {
         if let Some(at) = t.ask_deadline {
             self.timers.arm(at, Timer::Ask(call));
         }
+        self.task_changed(serial);
         Ok(Asked::Pending)
     }
 
@@ -786,6 +808,7 @@ impl<H: Clone> Engine<H> {
         t.status = TaskStatus::Working;
         t.updated_ms = now_ms;
         self.out.push_back(Output::Answer { call, answers: Err(AskError::TimedOut) });
+        self.task_changed(serial);
         true
     }
 }
