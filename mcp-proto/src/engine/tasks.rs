@@ -285,20 +285,22 @@ impl<H: Clone> Engine<H> {
         let share = crate::Limits::fair_share(max, holders);
         let mine = self.tasks.held.get(owner).copied().unwrap_or(0);
         if mine < share {
-            // The caller holding the most (ties: the smallest binding, so the choice does not
-            // depend on hash order), if above its share and holding an ended task.
-            let top = self
+            // The caller holding the most among those above their share with an ended task
+            // (ties: the smallest binding, so the choice does not depend on hash order).
+            let mut above: Vec<(&String, usize)> = self
                 .tasks
                 .held
                 .iter()
                 .filter(|(b, n)| **n > share && b.as_str() != owner)
-                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-                .map(|(b, _)| b.clone());
-            if let Some(serial) = top.and_then(|b| self.tasks.oldest_ended(&b)) {
+                .map(|(b, n)| (b, *n))
+                .collect();
+            above.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            let victim = above.into_iter().find_map(|(b, _)| self.tasks.oldest_ended(b));
+            if let Some(serial) = victim {
                 self.drop_task(serial);
                 return Ok(());
             }
-            let msg = format!("too many tasks (server-wide limit {max}, all running)");
+            let msg = format!("too many tasks (server-wide limit {max}, and no ended task may make room)");
             return Err(RpcError::limit(Bound::Capacity, msg));
         }
         let msg = format!("too many tasks (server-wide limit {max}, this caller's share {share})");
