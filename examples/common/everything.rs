@@ -16,6 +16,8 @@ use std::str::FromStr;
 
 #[path = "apps.rs"]
 mod apps;
+#[path = "tasks.rs"]
+mod tasks;
 
 /// Command-line options.
 pub(crate) struct Args {
@@ -345,7 +347,7 @@ pub(crate) fn build(args: &Args) -> Server {
     let mut builder = if args.bench {
         bench_tools(builder)
     } else {
-        apps::apps(interactions(fixtures(demo_tools(builder))))
+        apps::apps(tasks::task_tools(interactions(fixtures(demo_tools(builder)))))
     };
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;

@@ -120,13 +120,13 @@ pub use engine::{
     Answered, AnsweredRequest, AskError, Asked, CallId, CancelReason, CloseReason, CompletionRef, Config,
     ConnId, ConnKind, Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation,
     Introspection, Invocation, LogLevel, Mode, OpenError, Output, ProgressOutcome, Refusals, RegistryMut,
-    Reply, Request, Seed, Stale, Ticket,
+    Reply, Request, Seed, Stale, TaskError, TaskRecord, TaskStatus, Ticket, TASKS_EXTENSION,
 };
 pub use extensions::Extension;
 pub use frame::Decoded;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};
 pub use limits::{Limits, SeatPolicy};
-pub use registry::{RegistryError, Tool};
+pub use registry::{RegistryError, TaskSupport, Tool};
 pub use version::ProtocolVersion;
 pub use wrap::{wrap_output_schema, WrapError};

@@ -36,6 +36,8 @@ use std::time::Duration;
 ///   [`max_subscriptions`](Self::max_subscriptions).
 /// - Slow readers and the engine-wide call table (the last block):
 ///   [`stall_timeout`](Self::stall_timeout), [`max_calls`](Self::max_calls).
+/// - Tasks (the `io.modelcontextprotocol/tasks` extension): [`max_tasks`](Self::max_tasks),
+///   [`task_ttl`](Self::task_ttl), [`task_poll_interval`](Self::task_poll_interval).
 /// - HTTP sessions and streams: [`max_sessions`](Self::max_sessions),
 ///   [`session_idle`](Self::session_idle), [`session_handshake`](Self::session_handshake),
 ///   [`max_streams`](Self::max_streams), [`max_streams_per_caller`](Self::max_streams_per_caller),
@@ -137,6 +139,11 @@ pub struct Limits {
     // Slow readers and the engine-wide call table.
     pub(crate) stall_timeout: Duration,
     pub(crate) max_calls: usize,
+
+    // Tasks extension (io.modelcontextprotocol/tasks).
+    pub(crate) max_tasks: usize,
+    pub(crate) task_ttl: Duration,
+    pub(crate) task_poll_interval: Duration,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -217,6 +224,11 @@ impl Default for Limits {
             // Slow readers and the engine-wide call table.
             stall_timeout: Duration::from_secs(10),
             max_calls: 4096,
+
+            // Tasks.
+            max_tasks: 1024,
+            task_ttl: Duration::from_secs(5 * 60),
+            task_poll_interval: Duration::from_millis(500),
         }
     }
 }
@@ -924,5 +936,57 @@ impl Limits {
     /// The current [`max_calls`](Self::max_calls).
     pub fn calls(&self) -> usize {
         self.max_calls
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Tasks (the io.modelcontextprotocol/tasks extension, 2026-07-28)
+    // -----------------------------------------------------------------------------------------
+
+    /// Most tasks the engine holds at once, running and ended together. Default 1024.
+    ///
+    /// The table is shared fairly among callers ([`fair_share`](Self::fair_share) over the
+    /// callers holding tasks, the asking caller counted). When it is full, a new task first
+    /// takes the place of the asking caller's own oldest ended task; failing that, a caller below
+    /// its share takes the place of the oldest ended task of the caller holding the most tasks,
+    /// if that caller is above its share. Running tasks are never displaced. When no place can
+    /// be made the `tools/call` is refused at once and its handler never runs: `-32600` "too
+    /// many tasks" (a share limit) when the caller holds its share or more, `-32603` (a capacity
+    /// limit) when the table is full of running tasks and ended ones of callers within their
+    /// share. An ended task that made room is gone from the engine: a `tasks/get` for it is
+    /// answered `-32602` "unknown task", unless a task store kept beyond the engine
+    /// ([`RegistryMut::set_task_lookup`](crate::RegistryMut::set_task_lookup)) still holds it.
+    /// With 0 every task is refused.
+    pub fn max_tasks(&mut self, tasks: usize) -> &mut Self {
+        self.max_tasks = tasks;
+        self
+    }
+
+    /// How long an ended task (completed, failed or cancelled) stays readable through
+    /// `tasks/get`, counted from when it ended; sent to clients as `ttlMs`. Default 5 minutes.
+    ///
+    /// Past it the task is forgotten and `tasks/get` answers `-32602` "unknown task" (unless
+    /// the server layer's task store still holds its record).
+    /// A running task does not expire: it ends by itself, by `tasks/cancel`, or by
+    /// [`call_timeout`](Self::call_timeout). Zero forgets an ended task at the next timer step
+    /// (a client is then told `ttlMs: 1`, the smallest positive value); a duration too large to
+    /// add to the current instant keeps ended tasks until [`max_tasks`](Self::max_tasks) makes
+    /// room.
+    pub fn task_ttl(&mut self, ttl: Duration) -> &mut Self {
+        self.task_ttl = ttl;
+        self
+    }
+
+    /// The polling interval suggested to clients of a task (`pollIntervalMs`). Default 500 ms.
+    ///
+    /// Only advice: a client polling faster is served all the same (bound its rate with the
+    /// transport's limits). Zero is sent as 1 ms, the smallest positive value the field allows.
+    pub fn task_poll_interval(&mut self, interval: Duration) -> &mut Self {
+        self.task_poll_interval = interval;
+        self
+    }
+
+    /// The current [`max_tasks`](Self::max_tasks).
+    pub fn tasks(&self) -> usize {
+        self.max_tasks
     }
 }

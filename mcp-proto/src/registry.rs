@@ -34,6 +34,24 @@ pub struct Tool {
     /// The app this tool's results are shown in ([`Tool::ui`]); boxed, since few tools have
     /// one and every tool carries the field.
     pub(crate) ui: Option<Box<crate::apps::UiLink>>,
+    pub(crate) task: TaskSupport,
+    pub(crate) task_by_handler: bool,
+}
+
+/// Whether a tool may run as a task of the `io.modelcontextprotocol/tasks` extension
+/// (2026-07-28). The server decides; the client only declares the extension in the request's
+/// `_meta` client capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TaskSupport {
+    /// Always answered synchronously (the default).
+    #[default]
+    Never,
+    /// Runs as a task when the request declares the extension, synchronously otherwise.
+    Optional,
+    /// Runs only as a task: a request that does not declare the extension is refused with
+    /// `-32021` naming it in `requiredCapabilities`, before the handler runs.
+    Required,
 }
 
 impl Tool {
@@ -53,7 +71,33 @@ impl Tool {
             validate_input: true,
             gate: None,
             ui: None,
+            task: TaskSupport::Never,
+            task_by_handler: false,
         }
+    }
+
+    /// Whether calls may run as tasks (see [`TaskSupport`]). Default [`TaskSupport::Never`].
+    ///
+    /// A task-capable call from a request declaring the extension is answered at once with
+    /// `resultType: "task"` while its handler goes on running; the client reads the outcome
+    /// with `tasks/get`. Not listed in `tools/list`: 2026-07-28 has no `execution.taskSupport`.
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task = support;
+        self
+    }
+
+    /// Lets the handler decide when a task-capable call becomes a task: it runs as an ordinary
+    /// call (it may ask for input over 2026-07-28 rounds, or answer at once) until it starts
+    /// the task itself ([`Engine::start_task`](crate::Engine::start_task)). Without this, the
+    /// engine makes the task before the handler runs.
+    pub fn task_started_by_handler(mut self) -> Self {
+        self.task_by_handler = true;
+        self
+    }
+
+    /// The task support declared with [`task_support`](Self::task_support).
+    pub fn declared_task_support(&self) -> TaskSupport {
+        self.task
     }
 
     /// The tool's name.
@@ -489,6 +533,10 @@ pub(crate) struct Registry<H> {
     pub(crate) search: Option<crate::search::SearchIndex>,
     /// MCP Apps: each registered app's views, and the compact apps shell.
     pub(crate) apps: crate::apps::Apps<H>,
+    /// Tools that may run as tasks: while there is one, the engine serves the Tasks extension.
+    pub(crate) task_tools: usize,
+    /// Looks up tasks the engine does not hold ([`crate::RegistryMut::set_task_lookup`]).
+    pub(crate) task_lookup: Option<H>,
 }
 
 impl<H> Default for Registry<H> {
@@ -502,6 +550,8 @@ impl<H> Default for Registry<H> {
             extensions: BTreeMap::new(),
             search: None,
             apps: crate::apps::Apps::default(),
+            task_tools: 0,
+            task_lookup: None,
         }
     }
 }
@@ -612,6 +662,9 @@ impl<H> Registry<H> {
         if let Some(index) = &mut self.search {
             index.insert(&tool);
         }
+        if tool.task != TaskSupport::Never {
+            self.task_tools += 1;
+        }
         let entry = ToolEntry {
             tool,
             input,
@@ -648,6 +701,9 @@ impl<H> Registry<H> {
         let tool = self.tools.remove(name)?.tool;
         if let Some(index) = &mut self.search {
             index.remove(&tool);
+        }
+        if tool.task != TaskSupport::Never {
+            self.task_tools = self.task_tools.saturating_sub(1);
         }
         Some(tool)
     }

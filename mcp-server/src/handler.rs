@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::Server;
 use mcp_proto::interaction::InputRequest;
-use mcp_proto::AskError;
+use mcp_proto::{AskError, TaskError};
 use mcp_proto::{
     CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
     ProtocolVersion, RegistryError, ResourceContents, Tool, ToolFailure, ToolOutput,
@@ -142,6 +142,19 @@ impl RequestContext {
     pub async fn ask_one(&self, key: &str, request: InputRequest) -> Result<Value, AskError> {
         let mut answers = self.ask(vec![(key.to_owned(), request)]).await?;
         answers.remove(key).ok_or(AskError::Unreachable)
+    }
+
+    /// Makes this call a task of the `io.modelcontextprotocol/tasks` extension now (see
+    /// [`Engine::start_task`](mcp_proto::Engine::start_task)): the client is answered
+    /// `resultType: "task"` with the returned task id at once, and what this handler returns
+    /// later becomes the task's outcome, read with `tasks/get`. For a tool registered with
+    /// [`Tool::task_started_by_handler`](mcp_proto::Tool::task_started_by_handler), typically
+    /// after its last 2026-07-28 input round. An in-process call cannot become a task.
+    pub fn start_task(&self) -> Result<String, TaskError> {
+        match self.call {
+            Some(call) => self.server.with_engine(|e, now| e.start_task(now, call)),
+            None => Err(TaskError::NotEligible),
+        }
     }
 
     /// Sleeps on the server's runtime (whichever shim serves it), so handler code shared by
@@ -516,6 +529,8 @@ pub(crate) enum HandlerKind {
     Resource(AsyncFn<ReadResource, Vec<ResourceContents>>),
     Prompt(AsyncFn<GetPrompt, PromptOutput>),
     Completion(AsyncFn<Complete, Completion>),
+    /// Looks up tasks the engine does not hold ([`crate::TaskStore::get`]).
+    TaskStore(Arc<dyn crate::TaskStore>),
 }
 
 impl std::fmt::Debug for Handler {
@@ -525,6 +540,7 @@ impl std::fmt::Debug for Handler {
             HandlerKind::Resource(_) => "Handler::Resource",
             HandlerKind::Prompt(_) => "Handler::Prompt",
             HandlerKind::Completion(_) => "Handler::Completion",
+            HandlerKind::TaskStore(_) => "Handler::TaskStore",
         })
     }
 }

@@ -59,6 +59,7 @@ mod handler;
 #[cfg(feature = "http")]
 mod http;
 mod stdio;
+mod tasks;
 mod trace;
 pub mod widget;
 
@@ -85,6 +86,7 @@ pub use http::{
     ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr, StreamDropped,
 };
 pub use stdio::{serve_lines, StdioEnd};
+pub use tasks::{InMemoryTaskStore, TaskStore};
 
 use handler::{
     blocking_tool_fn, blocking_typed_tool_fn, completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn,
@@ -188,6 +190,8 @@ struct State {
     /// When the engine's current input began: the start of the spans of the requests it
     /// answers itself.
     input_at: Instant,
+    /// Where ended tasks are written ([`ServerBuilder::task_store`]).
+    task_store: Option<Arc<dyn TaskStore>>,
 }
 
 /// A line connection's frames waiting for room in the engine.
@@ -356,6 +360,7 @@ pub struct ServerBuilder {
     config: Config,
     keys_set: bool,
     items: Vec<Item>,
+    task_store: Option<Arc<dyn TaskStore>>,
 }
 
 /// Why [`ServerBuilder::build`] failed.
@@ -580,6 +585,15 @@ impl ServerBuilder {
         self
     }
 
+    /// Where ended tasks of the Tasks extension go beyond the engine (see [`TaskStore`]):
+    /// each task that ends is written there, and a `tasks/get` for an id the engine does not
+    /// hold is answered from it. Default an [`InMemoryTaskStore`] of 4096 records; `None`
+    /// keeps tasks in the engine's table only.
+    pub fn task_store(mut self, store: Option<Arc<dyn TaskStore>>) -> Self {
+        self.task_store = store;
+        self
+    }
+
     /// Sets the server-wide gate over the data methods.
     pub fn gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));
@@ -625,6 +639,9 @@ impl ServerBuilder {
                 }
                 .map_err(BuildError::Registry)?;
             }
+            let lookup = self.task_store.clone().map(|store| Handler(HandlerKind::TaskStore(store)));
+            reg.set_task_lookup(lookup);
+            st.task_store = self.task_store;
         }
         Ok(server)
     }
@@ -636,7 +653,7 @@ impl Server {
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
         // Replaced in `build`; an all-zero key is never used to sign.
         let config = Config::new(Implementation::new(name, version), KeyRing::new([0; 32]));
-        ServerBuilder { config, keys_set: false, items: Vec::new() }
+        ServerBuilder { config, keys_set: false, items: Vec::new(), task_store: Some(tasks::default_store()) }
     }
 
     /// A server from a complete configuration. Unless it sets [`Config::seed`], the seed is
@@ -669,6 +686,7 @@ impl Server {
                     parked: BTreeMap::new(),
                     traces: trace::Traces::default(),
                     input_at: clock(),
+                    task_store: None,
                 }),
                 inbox: async_channel::bounded(INBOX_LEN),
                 control: async_channel::unbounded(),
@@ -1292,6 +1310,11 @@ impl Server {
                     }
                 }
             }
+            while let Some(record) = st.engine.poll_ended_task() {
+                if let (Some(store), Some(rt)) = (&st.task_store, self.shared.rt.get()) {
+                    rt.spawn(store.put(record));
+                }
+            }
             if st.engine.is_recording() {
                 let now = self.now();
                 while let Some(rec) = st.engine.poll_answered() {
@@ -1379,6 +1402,14 @@ impl Server {
                 let what = format!("completion of {argument}");
                 let req = Complete { reference, argument, value, context, ctx };
                 guarded(what, move || f(req), Reply::Completion)
+            }
+            (HandlerKind::TaskStore(store), Request::GetTask { task_id }) => {
+                let owner = ctx.caller.binding().to_owned();
+                guarded(
+                    format!("task store lookup of {task_id}"),
+                    move || store.get(owner, task_id),
+                    Reply::Task,
+                )
             }
             // The engine pairs each request with the handler registered for it; anything else is
             // answered with the generic internal error.

@@ -44,6 +44,7 @@ fn method(request: &Request) -> (&'static str, &str) {
         Request::ReadResource { uri, .. } => ("resources/read", uri),
         Request::GetPrompt { name, .. } => ("prompts/get", name),
         Request::Complete { argument, .. } => ("completion/complete", argument),
+        Request::GetTask { task_id } => ("tasks/get", task_id),
         // `Request` is non-exhaustive: a method added later is still traced, unnamed.
         _ => ("unknown", ""),
     }

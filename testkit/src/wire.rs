@@ -141,10 +141,35 @@ pub fn notification_def(method: &str) -> Option<&'static str> {
 pub fn validate_notification(v: ProtocolVersion, frame: &Value) -> Result<(), String> {
     validate_def(v, "JSONRPCNotification", frame)?;
     let method = frame.get("method").and_then(Value::as_str).unwrap_or_default();
+    if method == "notifications/tasks" && v.is_modern() {
+        return validate_task_notification(frame);
+    }
     match notification_def(method) {
         Some(def) if has_def(v, def) => validate_def(v, def, frame),
         _ => Err(format!("{method:?} is not a server notification of {v}")),
     }
+}
+
+/// A `notifications/tasks` of the Tasks extension (SEP-2663), which the core schema does not
+/// define: `params` with a string `taskId`, a `status` of the five the extension names, and the
+/// string times of a task.
+pub fn validate_task_notification(frame: &Value) -> Result<(), String> {
+    let Some(p) = frame.get("params").and_then(Value::as_object) else {
+        return Err("notifications/tasks needs params".into());
+    };
+    if !p.get("taskId").is_some_and(Value::is_string) {
+        return Err("notifications/tasks needs a string taskId".into());
+    }
+    let statuses = ["working", "input_required", "completed", "failed", "cancelled"];
+    if !p.get("status").and_then(Value::as_str).is_some_and(|s| statuses.contains(&s)) {
+        return Err(format!("notifications/tasks has no valid status: {frame}"));
+    }
+    for field in ["createdAt", "lastUpdatedAt"] {
+        if p.get(field).is_some_and(|t| !t.is_string()) {
+            return Err(format!("notifications/tasks {field} must be a string"));
+        }
+    }
+    Ok(())
 }
 
 /// The def a server→client request's method maps to.
@@ -204,7 +229,12 @@ pub fn validate_response(v: ProtocolVersion, method: Option<&str>, frame: &Value
     }
     if obj.contains_key("result") {
         validate_def(v, if legacy_names { "JSONRPCResponse" } else { "JSONRPCResultResponse" }, frame)?;
-        if let (Some(def), Some(result)) = (method.and_then(result_def), obj.get("result")) {
+        let result = obj.get("result");
+        if v.is_modern() && result.and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("task") {
+            // The Tasks extension's CreateTaskResult: the core schema has no def for it.
+            return validate_create_task(method, result.unwrap_or(&Value::Null));
+        }
+        if let (Some(def), Some(result)) = (method.and_then(result_def), result) {
             if has_def(v, def) {
                 validate_def(v, def, result)?;
             }
@@ -216,6 +246,40 @@ pub fn validate_response(v: ProtocolVersion, method: Option<&str>, frame: &Value
         return validate_def(v, def, frame);
     }
     Err("neither a result, an error nor a message".into())
+}
+
+/// A `CreateTaskResult` (SEP-2663, `io.modelcontextprotocol/tasks`), which only `tools/call`
+/// returns: `taskId`, `status`, `createdAt` and `lastUpdatedAt` strings, `ttlMs` a positive
+/// integer or null, `pollIntervalMs` a positive integer when present, and none of the v1 names
+/// (`ttl`, `pollInterval`, a nested `task`) nor the fields of other shapes (`requestState`,
+/// `inputRequests`, `result`, `error`, `content`).
+pub fn validate_create_task(method: Option<&str>, result: &Value) -> Result<(), String> {
+    if method.is_some_and(|m| m != "tools/call") {
+        return Err(format!("a task result answers {method:?}; only tools/call may create a task"));
+    }
+    let Some(r) = result.as_object() else { return Err("a task result must be an object".into()) };
+    for field in ["taskId", "status", "createdAt", "lastUpdatedAt"] {
+        if !r.get(field).is_some_and(Value::is_string) {
+            return Err(format!("a task result needs a string {field}"));
+        }
+    }
+    let positive = |v: &Value| v.as_u64().is_some_and(|n| n > 0);
+    match r.get("ttlMs") {
+        Some(Value::Null) => {}
+        Some(v) if positive(v) => {}
+        _ => return Err("a task result needs ttlMs: a positive integer or null".into()),
+    }
+    if r.get("pollIntervalMs").is_some_and(|v| !positive(v)) {
+        return Err("a task result's pollIntervalMs must be a positive integer".into());
+    }
+    for field in
+        ["ttl", "pollInterval", "task", "requestState", "inputRequests", "result", "error", "content"]
+    {
+        if r.contains_key(field) {
+            return Err(format!("a task result carries {field}"));
+        }
+    }
+    Ok(())
 }
 
 fn validate_named_error(v: ProtocolVersion, error: &Value, frame: &Value) -> Result<(), String> {

@@ -89,6 +89,9 @@
 //!   (or `ms`), `! max-ledger-entries N`: the [`Limits`] setters `call_timeout`, `cache_ttl`,
 //!   `max_input_rounds` (default 10), `state_ttl` (default 10 minutes) and `max_ledger_entries`
 //!   (default 4096);
+//! - `! max-tasks N`, `! task-ttl 5s`, `! task-poll-interval 200ms` (or `s`): the [`Limits`]
+//!   setters `max_tasks` (default 1024), `task_ttl` (default 5 minutes) and
+//!   `task_poll_interval` (default 500 ms);
 //! - `! state-epoch N`: [`Config::state_epoch`] (default 0);
 //! - `! shareable <uri|uriTemplate> <ttl>` (ttl `30s` or `ms`): registers that resource or
 //!   template (a fixture, or one `! register` adds later) with `CacheHint::shared(ttl)`
@@ -107,7 +110,8 @@
 //!   that role when one is given (default: none declared); a refused declaration is a
 //!   transcript error;
 //! - `! tools echo add ...`: register only these test tools (default: all of
-//!   [`crate::tools::all_tools`]; `admin_tool`, `lookup` and `draft4` only when named);
+//!   [`crate::tools::all_tools`]; `admin_tool`, `lookup`, `draft4` and the task tools
+//!   `task_job`, `task_only` and `task_later` only when named);
 //! - `! resources URI... | all`, `! templates URITEMPLATE... | all`, `! prompts NAME... | all`:
 //!   register these test fixtures (default: none; see [`crate::tools`]);
 //! - `! caller <identity|anonymous> [role...]`: the caller of connection 1 (default anonymous,
@@ -145,6 +149,11 @@
 //!   `input_required` or error reply. The client answers a server→client request with a
 //!   response frame (`> {"jsonrpc":"2.0","id":N,"result":{..}}` or `"error"`), which gets no
 //!   reply; once all are in (or at the first failure) comes `= answer`.
+//! - `! start-task <ref>`: `Engine::start_task` for that held call; the next event is
+//!   `= start-task "<task id>"` or `= start-task error <kind>` (`stale`, `already-task`,
+//!   `not-eligible`, `refused`), before whatever the engine emitted (the `resultType: "task"`
+//!   reply). A call whose request was answered `resultType: "task"` runs on as a task: a
+//!   2026-07-28 `! ask` of it returns `pending`, and `tasks/update` brings its `= answer`.
 //! - `! log <ref> <level> [logger=<name>] <json>`: `Engine::log` for that held call.
 //! - `! progress <ref> <progress> [<total>]`: `Engine::progress` for that held call.
 //! - `! shutdown`: `Engine::shutdown`.
@@ -226,8 +235,8 @@ use mcp_proto::{
     AskError, Asked as AskOutcome, CacheHint, CallId, Caller, CloseReason, Completion, CompletionRef, Config,
     ConnId, ConnKind, Content, Engine, Extension, FrameOutcome, Gate, HandlerError, HttpHead, HttpReply,
     HttpRequest, Implementation, KeyRing, Limits, LogLevel, Output, PromptMessage, PromptOutput,
-    ProtocolVersion, RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, Ticket,
-    ToolFailure, ToolOutput,
+    ProtocolVersion, RegistryMut, Reply, Request, ResourceContents, ResourceLink, RpcError, Seed, TaskError,
+    Ticket, ToolFailure, ToolOutput,
 };
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -364,6 +373,9 @@ enum Event {
     },
     /// One line of what HTTP exchange `N` (the N-th `>>` request) received.
     Http(usize, HttpLine),
+    /// What `Engine::start_task` returned to the last `! start-task`: the task id, or the
+    /// error's kind.
+    StartTask(Result<String, String>),
 }
 
 /// One line of an HTTP response, as a transcript writes it after `<<N `.
@@ -601,6 +613,8 @@ impl fmt::Display for Event {
             }
             Event::Answer { conn, id, result } => write!(f, "{} answer {id} {result}", mark('=', *conn)),
             Event::Http(ex, l) => write!(f, "<<{ex} {l}"),
+            Event::StartTask(Ok(id)) => write!(f, "= start-task {}", Value::String(id.clone())),
+            Event::StartTask(Err(kind)) => write!(f, "= start-task error {kind}"),
         }
     }
 }
@@ -751,6 +765,9 @@ struct Held {
     /// A modern `! ask` answered the request (`input_required` or an error) and the engine
     /// cancels the handler: that `Cancel` excuses no reply.
     suspended: bool,
+    /// Its request was answered `resultType: "task"`: it runs on as a task, and its asks wait
+    /// for `tasks/update` (`pending`, then `= answer`).
+    task: bool,
 }
 
 /// A request of the current input that may become an `Invoke`.
@@ -778,6 +795,8 @@ struct Awaiting {
 struct Stream {
     lists: Vec<&'static str>,
     uris: Vec<String>,
+    /// Tasks whose `notifications/tasks` it takes (Tasks extension `taskIds`).
+    tasks: Vec<String>,
 }
 
 /// A connection the transcript opened.
@@ -829,6 +848,10 @@ struct Runner {
     log_call: Option<(usize, ProtocolVersion)>,
     /// Every `requestState` of an `input_required` result, in the order emitted.
     states: Vec<String>,
+    /// Requests answered `resultType: "task"` before their `Invoke` was seen (a task made at
+    /// dispatch is answered before the engine hands out the call): marked on the held call
+    /// when it comes.
+    task_replies: Vec<(usize, Value)>,
     /// The server→client requests the last `! ask` must send (it returned `pending`): their
     /// connection and method, in order.
     ask_sends: VecDeque<(usize, &'static str)>,
@@ -879,6 +902,7 @@ impl Runner {
             shutting_down: false,
             log_call: None,
             states: Vec::new(),
+            task_replies: Vec::new(),
             ask_sends: VecDeque::new(),
             draft: None,
             http: None,
@@ -1145,6 +1169,18 @@ impl Runner {
                 config(self)?;
                 self.settings.limits.max_ledger_entries(number()?);
             }
+            "max-tasks" => {
+                config(self)?;
+                self.settings.limits.max_tasks(number()?);
+            }
+            "task-ttl" => {
+                config(self)?;
+                self.settings.limits.task_ttl(parse_duration(rest)?);
+            }
+            "task-poll-interval" => {
+                config(self)?;
+                self.settings.limits.task_poll_interval(parse_duration(rest)?);
+            }
             "instructions" => {
                 config(self)?;
                 let (s, _) = json_string(rest)?;
@@ -1238,6 +1274,7 @@ impl Runner {
         match name {
             "complete" => self.complete(rest),
             "ask" => self.ask(rest),
+            "start-task" => self.start_task(rest),
             "log" => self.log(rest),
             "progress" => self.progress(rest),
             "shutdown" => {
@@ -1663,7 +1700,12 @@ impl Runner {
             cancelled: false,
             asking: false,
             suspended: false,
+            task: false,
         };
+        if let Some(at) = self.task_replies.iter().position(|(c, id)| *c == conn && *id == held.id) {
+            self.task_replies.remove(at);
+            held.task = true;
+        }
         if self.auto {
             if let Some(reply) = auto(handler, &held.asked) {
                 self.held.push(held);
@@ -1766,17 +1808,42 @@ impl Runner {
         Ok(())
     }
 
+    /// `! start-task <ref>`: `Engine::start_task` for that held call.
+    fn start_task(&mut self, reference: &str) -> Result<(), String> {
+        let pos = self.find_held(reference.trim())?;
+        let call = self.held.get(pos).ok_or("no such invocation")?.call;
+        let now = self.now;
+        let result = self.engine_mut()?.start_task(now, call).map_err(|e| {
+            match e {
+                TaskError::Stale => "stale",
+                TaskError::AlreadyTask => "already-task",
+                TaskError::NotEligible => "not-eligible",
+                TaskError::Refused(_) => "refused",
+                _ => "other",
+            }
+            .to_owned()
+        });
+        self.observed.push_back(Event::StartTask(result));
+        Ok(())
+    }
+
     /// `! ask <ref> <key> <request> [; <key> <request>]...`: `Engine::ask` for that held call.
     fn ask(&mut self, spec: &str) -> Result<(), String> {
         let (reference, rest) = split_token(spec)?;
         let requests = parse_requests(rest)?;
         let pos = self.find_held(reference)?;
         let h = self.held.get(pos).ok_or("no such invocation")?;
-        let (call, conn, version) = (h.call, h.conn, h.version);
+        let (call, conn, version, task) = (h.call, h.conn, h.version, h.task);
         let methods: Vec<&'static str> = requests.iter().map(|(_, r)| r.method()).collect();
         let now = self.now;
         let result = self.engine_mut()?.ask(now, call, requests);
         match &result {
+            Ok(AskOutcome::Pending) if task => {
+                // A task's questions are shown on tasks/get, never sent.
+                if let Some(h) = self.held.get_mut(pos) {
+                    h.asking = true;
+                }
+            }
             Ok(AskOutcome::Pending) if version.is_modern() => {
                 self.invariant(
                     "a 2026-07-28 ask returned pending (no server→client requests in 2026)".into(),
@@ -1881,6 +1948,24 @@ impl Runner {
         }
         if let Err(e) = wire::validate_request(version, frame) {
             self.invariant(format!("schema: {e}\n  frame: {frame}"));
+        }
+    }
+
+    /// A `resultType: "task"` result: it answers a 2026-07-28 `tools/call` whose call runs on
+    /// as a task (its later asks wait for `tasks/update`); it carries no `requestState`.
+    fn task_created(&mut self, conn: usize, version: ProtocolVersion, method: Option<&str>, frame: &Value) {
+        if !version.is_modern() || method != Some("tools/call") {
+            return self.invariant(format!("a task result answers a {version} {method:?} request: {frame}"));
+        }
+        if frame.pointer("/result/requestState").is_some() {
+            self.invariant(format!("a task result carries a requestState: {frame}"));
+        }
+        let id = frame.get("id").cloned().unwrap_or_default();
+        let live =
+            self.held.iter_mut().find(|h| h.conn == conn && h.id == id && h.ticket.is_some() && !h.cancelled);
+        match live {
+            Some(h) => h.task = true,
+            None => self.task_replies.push((conn, id)),
         }
     }
 
@@ -2046,6 +2131,9 @@ impl Runner {
             }
         };
         let result = obj.get("result");
+        if result.and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("task") {
+            self.task_created(conn, version, method.as_deref(), frame);
+        }
         if result.and_then(|r| r.get("resultType")).and_then(Value::as_str) == Some("input_required") {
             return self.input_required(version, method.as_deref(), caps.as_ref(), frame);
         }
@@ -2134,6 +2222,20 @@ impl Runner {
                 }
                 stream.uris.push(uri.to_owned());
             }
+            let asked: Vec<&str> = requested
+                .get("taskIds")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for id in honoured.get("taskIds").and_then(Value::as_array).into_iter().flatten() {
+                let id = id.as_str().unwrap_or_default();
+                if !asked.contains(&id) {
+                    self.invariant(format!(
+                        "the acknowledgement follows task {id:?}, which was not asked for"
+                    ));
+                }
+                stream.tasks.push(id.to_owned());
+            }
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.listens.insert(k, stream);
             }
@@ -2147,6 +2249,9 @@ impl Runner {
         let wanted = if method == "notifications/resources/updated" {
             let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or_default();
             stream.uris.iter().any(|u| u == uri)
+        } else if method == "notifications/tasks" {
+            let id = params.and_then(|p| p.get("taskId")).and_then(Value::as_str).unwrap_or_default();
+            stream.tasks.iter().any(|t| t == id)
         } else {
             stream.lists.contains(&method)
         };
@@ -3038,6 +3143,11 @@ fn parse_event(conn: usize, s: &str) -> Result<Event, String> {
             Ok(Event::Close(conn, r))
         }
         ["stale"] => Ok(Event::Stale),
+        ["start-task", "error", kind] => Ok(Event::StartTask(Err((*kind).to_owned()))),
+        ["start-task", id] => {
+            let id: String = serde_json::from_str(id).map_err(|e| format!("bad task id {id}: {e}"))?;
+            Ok(Event::StartTask(Ok(id)))
+        }
         ["unknown-connection"] => Ok(Event::UnknownConnection(conn)),
         _ => Err(format!("unknown expectation `= {s}`")),
     }

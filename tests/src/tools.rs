@@ -70,7 +70,7 @@ use std::collections::BTreeMap;
 
 use mcp_proto::{
     Completion, Content, Gate, HandlerError, Prompt, PromptArgument, PromptMessage, PromptOutput, Resource,
-    ResourceContents, ResourceLink, ResourceTemplate, RpcError, Tool, ToolFailure, ToolOutput,
+    ResourceContents, ResourceLink, ResourceTemplate, RpcError, TaskSupport, Tool, ToolFailure, ToolOutput,
 };
 use serde_json::{json, Map, Value};
 
@@ -241,8 +241,10 @@ pub fn auto_reply(
 }
 
 /// The tools registered only when a transcript names them: `admin_tool`, gated by role `admin`,
-/// `lookup`, the tool with typed failures, and `draft4`, whose output schema (draft-04) the
-/// envelope wrapper refuses.
+/// `lookup`, the tool with typed failures, the task tools (`task_job`: a task when the request
+/// declares the extension; `task_later`: the same, once its handler starts the task;
+/// `task_only`: a task or nothing; none finishes on its own), and `draft4`, whose output schema
+/// (draft-04) the envelope wrapper refuses.
 pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
     vec![
         (
@@ -266,6 +268,26 @@ pub fn gated_tools() -> Vec<(Tool, TestHandler)> {
                 "required": ["field"]
             })),
             TestHandler::Lookup,
+        ),
+        (
+            Tool::new(
+                "task_job",
+                "Runs as a task when the request declares the tasks extension",
+                json!({"type": "object"}),
+            )
+            .task_support(TaskSupport::Optional),
+            TestHandler::Slow,
+        ),
+        (
+            Tool::new("task_later", "May become a task when its handler says so", json!({"type": "object"}))
+                .task_support(TaskSupport::Optional)
+                .task_started_by_handler(),
+            TestHandler::Slow,
+        ),
+        (
+            Tool::new("task_only", "Runs only as a task", json!({"type": "object"}))
+                .task_support(TaskSupport::Required),
+            TestHandler::Slow,
         ),
         (
             Tool::new("draft4", "Declares a draft-04 output schema", json!({"type": "object"}))

@@ -36,6 +36,33 @@ const CLOSE_MANY_IN_FLIGHT: &str = r#"! tools slow
 ! close-input 2
 "#;
 
+/// Tasks of several callers fighting over a full table (`max_tasks` 4): which ended task makes
+/// room is chosen among callers tied on their counts, which a hash map holds; then a shutdown
+/// with tasks still running. Only the inputs matter, as above.
+const TASKS_UNDER_PRESSURE: &str = r#"! tools task_job
+! max-tasks 6
+! open 2 bob
+! open 3 carol
+! open 4 erin
+> {"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"task_job","arguments":{"n":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+> {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task_job","arguments":{"n":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+>2 {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"task_job","arguments":{"n":3},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+>2 {"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"task_job","arguments":{"n":4},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+>3 {"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"task_job","arguments":{"n":5},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+>3 {"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"task_job","arguments":{"n":6},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+! complete #3 text "done"
+! complete #4 text "done"
+! complete #5 text "done"
+! complete #6 text "done"
+>4 {"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"task_job","arguments":{"n":7},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+>4 {"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"task_job","arguments":{"n":8},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+> {"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"task_job","arguments":{"n":9},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}
+! shutdown
+! complete #1 text "late"
+! complete #2 text "late"
+! complete 7 text "late"
+"#;
+
 /// Every transcript's recorded output (what the engine emitted after each input, in transcript
 /// syntax: exact frame bytes, `= cancel <id>`, `= close ...`, `= invoke ...`) and failures.
 fn corpus_run(files: &[PathBuf]) -> Vec<(String, String)> {
@@ -48,6 +75,7 @@ fn corpus_run(files: &[PathBuf]) -> Vec<(String, String)> {
         })
         .collect();
     sources.push(("(inline) close-many-in-flight".to_owned(), CLOSE_MANY_IN_FLIGHT.to_owned()));
+    sources.push(("(inline) tasks-under-pressure".to_owned(), TASKS_UNDER_PRESSURE.to_owned()));
     sources
         .into_iter()
         .map(|(name, source)| {
@@ -84,6 +112,16 @@ fn the_corpus_replays_identically_twice() {
         lines.windows(8).any(|w| w.iter().all(|l| l.starts_with("= cancel")))
     });
     assert!(many_cancels, "nothing cancels 8 calls in a row; the order check is vacuous");
+    // And tasks: made, refused for room, and made in an ended task's place.
+    let tasks =
+        first.iter().find(|(name, _)| name.ends_with("tasks-under-pressure")).map(|(_, t)| t.as_str());
+    let tasks = tasks.unwrap_or_default();
+    for what in [r#""resultType":"task""#, "too many tasks"] {
+        assert!(
+            tasks.contains(what),
+            "the tasks run records no {what:?}; the task check is vacuous:\n{tasks}"
+        );
+    }
     // And HTTP: session ids minted from the seed, SSE event ids, streams replaced and closed.
     let http = |what: &str| first.iter().any(|(name, text)| name.starts_with("http-") && text.contains(what));
     for what in ["Mcp-Session-Id: ", "<<3 | id: 0-1", "close replaced"] {

@@ -222,7 +222,9 @@ impl<H: Clone> Engine<H> {
     ) -> Result<Asked, AskError> {
         self.input(now);
         let c = self.calls.get(call).ok_or(AskError::Stale)?;
-        if c.version.is_modern() {
+        if c.task.is_some() {
+            self.ask_task(now, call, requests)
+        } else if c.version.is_modern() {
             self.ask_modern(now, call, requests)
         } else {
             self.ask_legacy(now, call, requests)
@@ -555,6 +557,9 @@ impl<H: Clone> Engine<H> {
     /// open, and the handler's ask resolves as [`AskError::TimedOut`]. A late answer is then
     /// ignored, like any answer to a request the engine no longer awaits.
     pub(super) fn ask_expired(&mut self, now: Instant, call: CallId) {
+        if self.task_ask_expired(now, call) {
+            return;
+        }
         let Some(c) = self.calls.get_mut(call) else { return };
         let (owner, reply_to) = (c.conn, c.reply_to);
         let Some(input) = c.input.as_mut() else { return };

@@ -40,6 +40,9 @@ pub(super) struct Call {
     pub(super) used: Option<StateUse>,
     /// The caller (its binding) it counts for under [`crate::Limits::max_calls`], once held.
     holder: Option<String>,
+    /// The task this call runs as (its serial in the task table), once it became one: its
+    /// request is answered and its outcome goes to the task.
+    pub(super) task: Option<u64>,
     #[cfg(debug_assertions)]
     pub(super) live: super::io::Live,
 }
@@ -62,6 +65,7 @@ impl Call {
             input: call_state::CallInput::new(ctx),
             used: ctx.mrtr.and_then(|m| m.used),
             holder: None,
+            task: None,
             #[cfg(debug_assertions)]
             live: super::io::Live(std::sync::Arc::new(true.into())),
         }
@@ -90,6 +94,8 @@ pub(super) enum CallKind {
     Resource(String, crate::CacheHint, Option<String>),
     Prompt,
     Complete,
+    /// A `tasks/get` looked up in the task store: the id, and the binding of its caller.
+    TaskLookup(String, String),
 }
 
 /// One connection's requests awaiting an answer, by id: for duplicate detection, cancellation

@@ -457,6 +457,9 @@ impl<H: Clone> Engine<H> {
                 Err(RpcError::method_not_found(method))
             }
             "subscriptions/listen" => self.listen(ctx, params.as_ref(), batch),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                self.task_method(now, ctx, method, params.as_ref())
+            }
             _ => self.method(now, ctx, method, params, batch),
         }
     }
@@ -545,6 +548,15 @@ impl<H: Clone> Engine<H> {
                 .filter(|e| admits(e.gate.as_ref(), caller))
                 .map(|e| (e.id().to_owned(), e.settings().clone()))
                 .collect();
+            let mut extensions = extensions;
+            // Task-capable tools make the server serve the extension, declared or not; only
+            // 2026-07-28 requests can use it (a legacy session's tasks are another protocol).
+            if version.is_modern()
+                && self.registry.task_tools > 0
+                && !extensions.contains_key(super::TASKS_EXTENSION)
+            {
+                extensions.insert(super::TASKS_EXTENSION.into(), Value::Object(Map::new()));
+            }
             if !extensions.is_empty() {
                 caps.insert("extensions".into(), Value::Object(extensions));
             }
@@ -729,14 +741,23 @@ impl<H: Clone> Engine<H> {
         }
         let Value::Object(arguments) = arguments else { return Err(RpcError::misuse()) };
         let handler = entry.handler.clone();
-        self.invoke(
+        let as_task =
+            self.task_decision(ctx, entry.tool.task, entry.tool.task_by_handler, batch.is_some())?;
+        if as_task {
+            self.task_room(caller.binding())?;
+        }
+        let answer = self.invoke(
             now,
             ctx,
             CallKind::Tool(name.clone(), encoding),
             batch,
             Request::CallTool { name, arguments },
             handler,
-        )
+        )?;
+        if let (true, Answer::Later(inv)) = (as_task, &answer) {
+            self.begin_task(now, inv.ticket.call())?;
+        }
+        Ok(answer)
     }
 
     /// Admits a call and asks the shim to run its handler.

@@ -310,6 +310,10 @@ pub enum Reply {
     Prompt(Result<PromptOutput, HandlerError>),
     /// The values of a `completion/complete`.
     Completion(Result<Completion, HandlerError>),
+    /// What a task store holds for a [`Request::GetTask`]: the record, or `None` when it holds
+    /// none for that caller. A record of another caller, of another id, or past its TTL is
+    /// answered as none.
+    Task(Result<Option<super::TaskRecord>, HandlerError>),
 }
 
 /// What a `completion/complete` request completes.
@@ -326,6 +330,15 @@ pub enum CompletionRef {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Request {
+    /// `tasks/get` of a task this engine does not hold: look it up in the task store the
+    /// application keeps beyond the engine (see [`RegistryMut::set_task_lookup`]), for the
+    /// [`Invocation::caller`], and answer [`Reply::Task`].
+    ///
+    /// [`RegistryMut::set_task_lookup`]: super::RegistryMut::set_task_lookup
+    GetTask {
+        /// The id asked for.
+        task_id: String,
+    },
     /// `tools/call`, with arguments already validated against the tool's input schema.
     CallTool {
         /// The tool's name.

@@ -47,9 +47,11 @@ mod shares;
 mod status_tests;
 mod streams;
 mod subscriptions;
+mod tasks;
 mod timers;
 
 pub use ask::{AskError, Asked};
+pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
 pub use io::{
@@ -196,6 +198,8 @@ pub struct Engine<H> {
     refusals: Refusals,
     /// Requests the engine answered itself, while a shim wants them ([`Engine::set_recording`]).
     records: Records,
+    /// Tasks of the Tasks extension, running and ended.
+    tasks: tasks::Tasks,
 }
 
 /// The [`AnsweredRequest`] records a shim asked for. Off, it holds nothing and each request
@@ -226,7 +230,7 @@ impl Peek {
 }
 
 /// The method names a record may carry: every method the engine answers or hands to a handler.
-const KNOWN_METHODS: [&str; 15] = [
+const KNOWN_METHODS: [&str; 18] = [
     "initialize",
     "ping",
     "server/discover",
@@ -242,6 +246,9 @@ const KNOWN_METHODS: [&str; 15] = [
     "completion/complete",
     "logging/setLevel",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 impl<H: Clone> Engine<H> {
@@ -272,6 +279,7 @@ impl<H: Clone> Engine<H> {
             dropped_notes: 0,
             refusals: Refusals::default(),
             records: Records::default(),
+            tasks: tasks::Tasks::default(),
         }
     }
 
@@ -518,6 +526,7 @@ impl<H: Clone> Engine<H> {
         let field = match method {
             "tools/call" | "prompts/get" => Some("name"),
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
             _ => None,
         };
         let name = field
@@ -739,6 +748,12 @@ impl<H: Clone> Engine<H> {
     /// the client's answers is gone).
     fn cancel(&mut self, _now: Instant, call: CallId, reason: CancelReason) {
         if let Some(c) = self.finish_call(call) {
+            if let Some(serial) = c.task {
+                self.task_interrupted(serial);
+                self.out.push_back(Output::Cancel { call, reason });
+                self.close_drained();
+                return;
+            }
             self.interrupted(&c);
             match c.batch() {
                 Some((b, _)) => {
@@ -756,7 +771,8 @@ impl<H: Clone> Engine<H> {
     fn finish_call(&mut self, call: CallId) -> Option<Call> {
         let c = self.calls.finish(call, &mut self.timers)?;
         self.forget_asks(&c, call);
-        if let Some(conn) = self.conns.get_mut(c.conn.0) {
+        // A task's request was answered when it became one, and released then.
+        if let Some(conn) = self.conns.get_mut(c.conn.0).filter(|_| c.task.is_none()) {
             conn.calls.release(&c.id);
             if conn.draining && conn.calls.in_flight() == 0 {
                 // The caller queues this call's answer first; `close_drained` then closes.
@@ -775,6 +791,13 @@ impl<H: Clone> Engine<H> {
     pub fn complete(&mut self, now: Instant, ticket: Ticket, reply: Reply) -> Result<Answered, Stale> {
         self.input(now);
         let call = self.finish_call(ticket.settle()).ok_or(Stale)?;
+        // A task whose handler gave up (it was told to stop, or chose to) is cancelled, not
+        // failed: nothing went wrong that an error could describe.
+        if let (Some(serial), Reply::Tool(Err(HandlerError::Cancelled))) = (call.task, &reply) {
+            self.task_interrupted(serial);
+            self.close_drained();
+            return Ok(Answered { error: None });
+        }
         let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(..)) => self.tool_result(&call, ToolOutcome::Output(out)),
             (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(..)) => {
@@ -785,11 +808,15 @@ impl<H: Clone> Engine<H> {
             }
             (Reply::Prompt(Ok(out)), CallKind::Prompt) => self.prompt_result(&call, &out).into(),
             (Reply::Completion(Ok(c)), CallKind::Complete) => self.completion_result(&call, c).into(),
+            (Reply::Task(Ok(record)), CallKind::TaskLookup(id, owner)) => {
+                self.looked_up_task(&call.id, id, owner, record)
+            }
             (
                 Reply::Tool(Err(e))
                 | Reply::Resource(Err(e))
                 | Reply::Prompt(Err(e))
-                | Reply::Completion(Err(e)),
+                | Reply::Completion(Err(e))
+                | Reply::Task(Err(e)),
                 _,
             ) => public_error(e).encode(Some(&call.id)),
             // A reply of the wrong kind is the shim's bug; the peer learns only that it failed.
@@ -808,6 +835,11 @@ impl<H: Clone> Engine<H> {
     }
 
     fn deliver(&mut self, call: Call, answer: Encoded) {
+        if let Some(serial) = call.task {
+            self.task_settled(serial, &answer);
+            self.close_drained();
+            return;
+        }
         if let Some(used) = call.used {
             let now_ms = self.unix_ms(self.clock);
             self.ledger.finish(now_ms, used, &call.id, Some(&answer), &self.config.limits);
@@ -878,6 +910,7 @@ impl<H: Clone> Engine<H> {
                 Timer::Session(conn) => self.session_timer(now, conn),
                 Timer::KeepAlive(conn) => self.keepalive(now, conn),
                 Timer::Resume(session, stream_no) => self.resume_timer(now, session, stream_no),
+                Timer::Task(serial) => self.task_expired(now, serial),
             }
         }
     }

@@ -142,6 +142,7 @@ fn notification(
 enum Owed {
     List(List),
     Updated(String),
+    Task(String, Map<String, Value>),
 }
 
 /// The notifications `pending` owes `c`, in order (see [`Engine::flush_notifications`]), each
@@ -171,6 +172,10 @@ fn owed_notes(c: &super::Conn, pending: &Pending) -> Vec<(Owed, Vec<u8>)> {
         notes.extend(
             pending.updated().filter(|u| listen.filter.watches(u)).map(|u| updated(u, Some(&listen.id))),
         );
+        for (id, task) in pending.tasks().filter(|(id, _)| listen.filter.follows_task(id)) {
+            let note = notification("notifications/tasks", Some(&listen.id), Some(task.clone()));
+            notes.push((Owed::Task(id.clone(), task.clone()), note));
+        }
     }
     notes
 }
@@ -246,6 +251,7 @@ impl<H: Clone> Engine<H> {
                         match what {
                             Owed::List(list) => self.notes.owe_list(&mut c.pending, list),
                             Owed::Updated(uri) => self.notes.owe_update(&mut c.pending, &uri, max_uris),
+                            Owed::Task(id, task) => self.notes.owe_task(&mut c.pending, &id, task, max_uris),
                         }
                     }
                     continue;
@@ -369,6 +375,27 @@ impl<H: Clone> Engine<H> {
             }
             Some(_) => return Err(RpcError::invalid_params("\"resourceSubscriptions\" must be an array")),
         }
+        let serves_tasks = self.serves_tasks();
+        match requested.get("taskIds") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(ids)) => {
+                if ids.len() > limits.max_subscribed_uris {
+                    let msg = format!("at most {} taskIds per listen", limits.max_subscribed_uris);
+                    return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
+                }
+                for id in ids {
+                    let Value::String(id) = id else {
+                        return Err(RpcError::invalid_params("\"taskIds\" must hold strings"));
+                    };
+                    // Only the caller's own tasks, and only while they are held: another
+                    // caller's id is unknown to it, as on tasks/get.
+                    if serves_tasks && self.owns_task(caller.binding(), id) {
+                        filter.follow_task(id.clone());
+                    }
+                }
+            }
+            Some(_) => return Err(RpcError::invalid_params("\"taskIds\" must be an array")),
+        }
         let max_listens = limits.max_listens;
         let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::misuse)?;
         if conn.listens.len() >= max_listens {
@@ -391,6 +418,13 @@ impl<H: Clone> Engine<H> {
             honoured.insert(
                 "resourceSubscriptions".into(),
                 filter.uris().cloned().map(Value::String).collect::<Vec<_>>().into(),
+            );
+        }
+        // Left out, not empty, when the server serves no tasks.
+        if requested.contains_key("taskIds") && serves_tasks {
+            honoured.insert(
+                "taskIds".into(),
+                filter.task_ids().cloned().map(Value::String).collect::<Vec<_>>().into(),
             );
         }
         conn.listens.push(Listen { id: ctx.id.clone(), filter });

@@ -6,7 +6,9 @@
 //! connection and list. [`Notifications`] is the only writer of [`Pending`], so it knows when
 //! some connection is owed something and a drain must generate notifications.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::{Map, Value};
 
 /// The three lists that change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,12 +39,14 @@ impl List {
 pub(super) struct Filter {
     lists: [bool; 3],
     uris: BTreeSet<String>,
+    /// Tasks (Tasks extension) whose status changes it follows.
+    tasks: BTreeSet<String>,
 }
 
 impl Filter {
     /// A filter for these lists (by [`List::index`]) and no resources yet.
     pub(super) fn new(lists: [bool; 3]) -> Self {
-        Self { lists, uris: BTreeSet::new() }
+        Self { lists, uris: BTreeSet::new(), tasks: BTreeSet::new() }
     }
 
     /// The lists it follows, by [`List::index`].
@@ -69,6 +73,21 @@ impl Filter {
     pub(super) fn uris(&self) -> impl Iterator<Item = &String> {
         self.uris.iter()
     }
+
+    /// Follows the status of task `id`.
+    pub(super) fn follow_task(&mut self, id: String) {
+        self.tasks.insert(id);
+    }
+
+    /// Follows the status of task `id`.
+    pub(super) fn follows_task(&self, id: &str) -> bool {
+        self.tasks.contains(id)
+    }
+
+    /// The tasks it follows, in order.
+    pub(super) fn task_ids(&self) -> impl Iterator<Item = &String> {
+        self.tasks.iter()
+    }
 }
 
 /// Notifications owed to one connection. Only [`Notifications`] adds to it, so that the engine
@@ -77,11 +96,19 @@ impl Filter {
 pub(super) struct Pending {
     lists: [bool; 3],
     updated: BTreeSet<String>,
+    /// Tasks owed a `notifications/tasks`, by id, with the task as it was last changed: a
+    /// burst of changes between two drains is one notification of the latest status.
+    tasks: BTreeMap<String, Map<String, Value>>,
 }
 
 impl Pending {
     pub(super) fn is_empty(&self) -> bool {
-        !self.lists.iter().any(|b| *b) && self.updated.is_empty()
+        !self.lists.iter().any(|b| *b) && self.updated.is_empty() && self.tasks.is_empty()
+    }
+
+    /// Tasks owed a status notification, in id order, with what it says.
+    pub(super) fn tasks(&self) -> impl Iterator<Item = (&String, &Map<String, Value>)> {
+        self.tasks.iter()
     }
 
     /// Owed a `list_changed` for `list`.
@@ -215,6 +242,15 @@ impl Notifications {
     pub(super) fn owe_update(&mut self, pending: &mut Pending, uri: &str, max: usize) {
         if pending.updated.len() < max {
             pending.updated.insert(uri.to_owned());
+            self.dirty = true;
+        }
+    }
+
+    /// `pending` is owed a `notifications/tasks` saying `task` of task `id` (replacing what an
+    /// earlier change of it owed), unless it already owes `max` other tasks.
+    pub(super) fn owe_task(&mut self, pending: &mut Pending, id: &str, task: Map<String, Value>, max: usize) {
+        if pending.tasks.len() < max || pending.tasks.contains_key(id) {
+            pending.tasks.insert(id.to_owned(), task);
             self.dirty = true;
         }
     }

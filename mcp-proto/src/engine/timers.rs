@@ -33,6 +33,8 @@ pub(super) enum Timer {
 
     /// Look whether a full paced stream's reader is stalled.
     Stall(ConnId),
+    /// An ended task (by its serial) reaches [`crate::Limits::task_ttl`].
+    Task(u64),
 }
 
 /// The queue, by time.

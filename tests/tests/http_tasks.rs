@@ -1,0 +1,132 @@
+//! The Tasks extension through both shims over real loopback sockets, and the task store that
+//! lets tasks outlive the engine that ran them: two servers share one [`InMemoryTaskStore`]
+//! (as replicas would share a Redis-backed store); a task made and ended on one is read on the
+//! other, by the caller that made it only. Callers are told apart by their peer address
+//! (127.0.0.1 and 127.0.0.2; Linux loopback answers the whole of 127/8).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_proto::http::HttpConfig;
+use mcp_proto::{TaskSupport, Tool, ToolOutput};
+use mcp_server::{InMemoryTaskStore, Server, TaskStore, ToolCall};
+use mcp_tests::http::{each, ensure, poll_until, serve, Client, Req, Response, Shim};
+use serde_json::{json, Value};
+
+const ALICE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+const BOB: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// A server with one task-capable tool, `job`, which sleeps `ms` then answers `done <ms>`, on
+/// `shim`'s timer, writing ended tasks to `store`.
+fn build(shim: Shim, store: Option<Arc<dyn TaskStore>>) -> Server {
+    let tool = Tool::new(
+        "job",
+        "Sleeps ms, then answers",
+        json!({"type": "object", "properties": {"ms": {"type": "integer"}}}),
+    )
+    .task_support(TaskSupport::Optional);
+    Server::builder("tasks", "1.0.0")
+        .task_store(store)
+        .tool(tool, move |call: ToolCall| async move {
+            let ms = call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            match shim {
+                Shim::Tokio => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Shim::Smol => {
+                    smol::Timer::after(Duration::from_millis(ms)).await;
+                }
+            }
+            ToolOutput::text(format!("done {ms}"))
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+/// A 2026-07-28 request declaring the extension, with the headers that version requires.
+fn request(id: u64, method: &str, mut params: Value) -> Req {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}
+    });
+    let name = params["name"].as_str().or(params["taskId"].as_str()).map(str::to_owned);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let req = Req::post(body.to_string())
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method)
+        .header("Accept", "application/json, text/event-stream");
+    match name {
+        Some(name) => req.header("Mcp-Name", &name),
+        None => req,
+    }
+}
+
+/// Sends `req` to `addr` from `from` and returns the JSON-RPC response.
+fn send(addr: SocketAddr, from: IpAddr, req: &Req) -> Result<Value, String> {
+    let mut client = Client::connect_from(addr, from).map_err(|e| format!("connect from {from}: {e}"))?;
+    let resp: Response = client.request(req)?;
+    resp.json()
+}
+
+fn get(addr: SocketAddr, from: IpAddr, task: &str) -> Result<Value, String> {
+    send(addr, from, &request(9, "tasks/get", json!({"taskId": task})))
+}
+
+/// Starts a `job` task on `addr` as `from`; returns its id.
+fn start(addr: SocketAddr, from: IpAddr, ms: u64) -> Result<String, String> {
+    let created =
+        send(addr, from, &request(1, "tools/call", json!({"name": "job", "arguments": {"ms": ms}})))?;
+    ensure(created["result"]["resultType"] == "task", || format!("not a task: {created}"))?;
+    created["result"]["taskId"].as_str().map(str::to_owned).ok_or_else(|| format!("no taskId: {created}"))
+}
+
+/// Polls `tasks/get` on `addr` until the task reaches `status`.
+fn until(addr: SocketAddr, from: IpAddr, task: &str, status: &str) -> Result<Value, String> {
+    poll_until(&format!("task {task} {status} on {addr}"), Duration::from_secs(10), || {
+        let got = get(addr, from, task)?;
+        Ok((got["result"]["status"] == status).then_some(got))
+    })
+}
+
+#[test]
+fn an_ended_task_is_read_on_another_server_sharing_the_store() {
+    each(|shim| {
+        let store: Arc<dyn TaskStore> = Arc::new(InMemoryTaskStore::new(16));
+        let a = serve(shim, build(shim, Some(store.clone())), HttpConfig::default());
+        let b = serve(shim, build(shim, Some(store)), HttpConfig::default());
+        let lonely = serve(shim, build(shim, None), HttpConfig::default());
+        let task = start(a, ALICE, 50)?;
+        let ended = until(a, ALICE, &task, "completed")?;
+        ensure(ended["result"]["result"]["content"][0]["text"] == "done 50", || format!("{ended}"))?;
+        // B never ran it: the store answers, once A's write is in.
+        let there = until(b, ALICE, &task, "completed")?;
+        ensure(there["result"]["result"] == ended["result"]["result"], || format!("{there} vs {ended}"))?;
+        ensure(there["result"]["resultType"] == "complete", || format!("{there}"))?;
+        // Another caller, or a server with no store, knows nothing of it.
+        let foreign = get(b, BOB, &task)?;
+        ensure(foreign["error"]["code"] == -32602, || format!("another caller: {foreign}"))?;
+        let unshared = get(lonely, ALICE, &task)?;
+        ensure(unshared["error"]["code"] == -32602, || format!("no store: {unshared}"))
+    });
+}
+
+#[test]
+fn a_cancelled_task_stops_and_is_stored_cancelled() {
+    each(|shim| {
+        let store: Arc<dyn TaskStore> = Arc::new(InMemoryTaskStore::new(16));
+        let a = serve(shim, build(shim, Some(store.clone())), HttpConfig::default());
+        let b = serve(shim, build(shim, Some(store)), HttpConfig::default());
+        let task = start(a, BOB, 60_000)?;
+        let working = get(a, BOB, &task)?;
+        ensure(working["result"]["status"] == "working", || format!("{working}"))?;
+        // Cancelling is served by the engine that runs the task only.
+        let elsewhere = send(b, BOB, &request(2, "tasks/cancel", json!({"taskId": task})))?;
+        ensure(elsewhere["error"]["code"] == -32602, || format!("cancel on b: {elsewhere}"))?;
+        let ack = send(a, BOB, &request(3, "tasks/cancel", json!({"taskId": task})))?;
+        ensure(ack["result"] == json!({"resultType": "complete", "_meta": ack["result"]["_meta"]}), || {
+            format!("ack: {ack}")
+        })?;
+        until(a, BOB, &task, "cancelled")?;
+        until(b, BOB, &task, "cancelled").map(|_| ())
+    });
+}
