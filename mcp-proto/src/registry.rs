@@ -204,6 +204,30 @@ pub enum RegistryError {
     /// An extension id that is not a prefixed `_meta`-style key, or settings that are not a
     /// JSON object (see [`Extension`](crate::Extension)). The text says which.
     InvalidExtension(String),
+    /// A [`Skill`](crate::Skill) that cannot be served: a malformed root or file path, a name
+    /// that breaks the Agent Skills rules, a frontmatter `name` other than the root's last
+    /// segment, a missing description, a skill nested in another. The text says which.
+    InvalidSkill(String),
+    /// A skill with more files than [`MAX_SKILL_RESOURCES`](crate::skills::MAX_SKILL_RESOURCES)
+    /// (512, `SKILL.md` included), the extension's per-skill limit.
+    SkillTooManyFiles {
+        /// The skill's `SKILL.md` URI.
+        uri: String,
+        /// How many files it has, `SKILL.md` included.
+        files: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A skill whose files hold more than [`MAX_SKILL_BYTES`](crate::skills::MAX_SKILL_BYTES)
+    /// (16 MiB) together, the extension's per-skill limit.
+    SkillTooLarge {
+        /// The skill's `SKILL.md` URI.
+        uri: String,
+        /// Its files' total size in bytes, `SKILL.md` included.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -217,6 +241,13 @@ impl fmt::Display for RegistryError {
             RegistryError::InvalidTemplate(e) => write!(f, "invalid URI template {e}"),
             RegistryError::InvalidUri(e) => write!(f, "invalid resource: {e}"),
             RegistryError::InvalidExtension(e) => write!(f, "invalid extension: {e}"),
+            RegistryError::InvalidSkill(e) => write!(f, "invalid skill {e}"),
+            RegistryError::SkillTooManyFiles { uri, files, limit } => {
+                write!(f, "skill {uri:?} has {files} files, over the limit of {limit} (SKILL.md included)")
+            }
+            RegistryError::SkillTooLarge { uri, bytes, limit } => {
+                write!(f, "skill {uri:?} holds {bytes} bytes, over the limit of {limit}")
+            }
         }
     }
 }
@@ -309,7 +340,15 @@ pub(crate) fn listings(f: impl Fn(ProtocolVersion) -> String) -> [Arc<str>; 4] {
 pub(crate) struct ResourceEntry<H> {
     pub(crate) resource: Resource,
     listings: [Arc<str>; 4],
-    pub(crate) handler: H,
+    pub(crate) source: Source<H>,
+}
+
+/// Who answers a read of a resource.
+pub(crate) enum Source<H> {
+    /// The application's handler.
+    Handler(H),
+    /// The engine, from a registered skill's file.
+    Skill(Arc<crate::skills::ServedFile>),
 }
 
 /// A registered template.
@@ -375,6 +414,15 @@ macro_rules! listed {
     };
 }
 listed!(ResourceEntry, resource);
+
+impl Listed for crate::skills::SkillEntry {
+    fn listing(&self, _v: ProtocolVersion) -> &str {
+        &self.entry
+    }
+    fn gate(&self) -> Option<&Gate> {
+        self.skill.gate.as_ref()
+    }
+}
 listed!(TemplateEntry, template);
 listed!(PromptEntry, prompt);
 
@@ -442,6 +490,11 @@ pub(crate) struct Registry<H> {
     pub(crate) resources: Catalogue<ResourceEntry<H>>,
     pub(crate) templates: Catalogue<TemplateEntry<H>>,
     pub(crate) prompts: Catalogue<PromptEntry<H>>,
+    /// Skills, by the URI of their `SKILL.md` (their files are in `resources` too).
+    pub(crate) skills: Catalogue<crate::skills::SkillEntry>,
+    /// Every directory of every skill, by URI: the `SKILL.md` URI of the skill it belongs to,
+    /// so a `resources/directory/read` finds its skill in one lookup.
+    pub(crate) skill_dirs: BTreeMap<String, String>,
     /// The server-wide gate over the data methods.
     pub(crate) gate: Option<Gate>,
     /// Declared extensions, by id: the order `capabilities.extensions` lists them in.
@@ -457,6 +510,8 @@ impl<H> Default for Registry<H> {
             resources: Catalogue::default(),
             templates: Catalogue::default(),
             prompts: Catalogue::default(),
+            skills: Catalogue::default(),
+            skill_dirs: BTreeMap::new(),
             gate: None,
             extensions: BTreeMap::new(),
             search: None,
@@ -486,8 +541,60 @@ impl<H> Registry<H> {
             return Err(RegistryError::Duplicate(resource.uri));
         }
         let listings = listings(|v| resource.listing(v));
-        self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, handler });
+        let source = Source::Handler(handler);
+        self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, source });
         Ok(())
+    }
+
+    /// Registers a skill: its entry, and each of its files as a resource. Refused whole, before
+    /// anything changes, when the skill is invalid, its `SKILL.md` URI is taken, one of its
+    /// files' URIs is a registered resource, or it nests in (or holds) another skill.
+    pub(crate) fn add_skill(&mut self, skill: crate::Skill, max_uri: usize) -> Result<(), RegistryError> {
+        let entry = crate::skills::SkillEntry::new(skill, max_uri)?;
+        if self.skills.contains_key(entry.uri()) {
+            return Err(RegistryError::Duplicate(entry.uri().to_owned()));
+        }
+        if let Some((r, _)) = entry.files.iter().find(|(r, _)| self.resources.contains_key(&r.uri)) {
+            return Err(RegistryError::Duplicate(r.uri.clone()));
+        }
+        let root = entry.skill.root();
+        // Nesting would make one file belong to two skills' manifests and one directory to
+        // two skills; both skills' roots are compared as directories.
+        let nested = self.skills.values().find(|other| {
+            let o = other.skill.root();
+            root.strip_prefix(o).is_some_and(|r| r.starts_with('/'))
+                || o.strip_prefix(root).is_some_and(|r| r.starts_with('/'))
+        });
+        if let Some(other) = nested {
+            return Err(RegistryError::InvalidSkill(format!(
+                "{root:?}: nests with the registered skill {:?}; serve a nested skill's files as files \
+                 of the outer skill instead",
+                other.skill.root()
+            )));
+        }
+        for (resource, file) in &entry.files {
+            let listings = listings(|v| resource.listing(v));
+            let source = Source::Skill(file.clone());
+            let resource = resource.clone();
+            self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, source });
+        }
+        for dir in entry.dirs.keys() {
+            self.skill_dirs.insert(dir.clone(), entry.uri().to_owned());
+        }
+        self.skills.insert(entry.uri().to_owned(), entry);
+        Ok(())
+    }
+
+    /// Unregisters the skill whose `SKILL.md` is at `uri`, and its files.
+    pub(crate) fn remove_skill(&mut self, uri: &str) -> Option<crate::Skill> {
+        let entry = self.skills.remove(uri)?;
+        for (r, _) in &entry.files {
+            self.resources.remove(&r.uri);
+        }
+        for dir in entry.dirs.keys() {
+            self.skill_dirs.remove(dir);
+        }
+        Some(entry.skill)
     }
 
     pub(crate) fn add_template(
@@ -577,6 +684,12 @@ impl<H> Registry<H> {
         extension: crate::extensions::Extension,
     ) -> Result<(), RegistryError> {
         extension.checked()?;
+        if extension.id() == crate::skills::EXTENSION_ID {
+            return Err(RegistryError::InvalidExtension(format!(
+                "{:?} is declared by the engine itself, to the callers that can see a registered skill",
+                extension.id()
+            )));
+        }
         if self.extensions.contains_key(extension.id()) {
             return Err(RegistryError::Duplicate(extension.id().to_owned()));
         }

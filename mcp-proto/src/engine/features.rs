@@ -40,12 +40,18 @@ pub(super) struct Offers {
     pub(super) subscriptions: bool,
     /// [`Config::logging`](crate::Config::logging).
     pub(super) logging: bool,
+    /// Skills (`io.modelcontextprotocol/skills`): at least one skill admits the caller.
+    pub(super) skills: bool,
 }
 
 impl Offers {
     /// Whether a data method exists for this caller.
     pub(super) fn method(self, method: &str) -> bool {
+        if method == "resources/directory/read" {
+            return self.skills;
+        }
         match method.split('/').next() {
+            Some("skills") => self.skills,
             Some("tools") => self.tools,
             Some("resources") => self.resources,
             Some("prompts") => self.prompts,
@@ -93,6 +99,7 @@ impl<H: Clone> Engine<H> {
             completions,
             subscriptions: resources && self.config.resource_subscriptions,
             logging: self.config.logging,
+            skills: r.skills.values().any(|s| sees(s.skill.gate.as_ref())),
         }
     }
 
@@ -237,8 +244,10 @@ impl<H: Clone> Engine<H> {
                 .values()
                 .any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
         if let Some(r) = exact {
-            if admits(r.resource.gate.as_ref(), caller) {
-                return Some((r.handler.clone(), None, Vec::new(), r.resource.cache, private));
+            if let (true, crate::registry::Source::Handler(h)) =
+                (admits(r.resource.gate.as_ref(), caller), &r.source)
+            {
+                return Some((h.clone(), None, Vec::new(), r.resource.cache, private));
             }
         }
         self.registry.templates.values().find_map(|t| {
@@ -274,6 +283,9 @@ impl<H: Clone> Engine<H> {
     ) -> Result<Answer<H>, RpcError> {
         let uri = self.checked_uri(params)?;
         let caller = self.caller(ctx.conn);
+        if let Some(answer) = self.read_skill_file(ctx, uri, &caller) {
+            return Ok(Answer::Now(answer.into()));
+        }
         let Some((handler, template, variables, hint, gated)) = self.resolve(&caller, uri) else {
             return Err(self.not_found(ctx.version, uri));
         };

@@ -42,6 +42,7 @@ mod registry_mut;
 mod resume;
 mod sessions;
 mod shares;
+mod skills;
 #[cfg(test)]
 mod status_tests;
 mod streams;
@@ -225,7 +226,7 @@ impl Peek {
 }
 
 /// The method names a record may carry: every method the engine answers or hands to a handler.
-const KNOWN_METHODS: [&str; 15] = [
+const KNOWN_METHODS: [&str; 18] = [
     "initialize",
     "ping",
     "server/discover",
@@ -241,6 +242,9 @@ const KNOWN_METHODS: [&str; 15] = [
     "completion/complete",
     "logging/setLevel",
     "subscriptions/listen",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 impl<H: Clone> Engine<H> {
@@ -517,6 +521,7 @@ impl<H: Clone> Engine<H> {
         let field = match method {
             "tools/call" | "prompts/get" => Some("name"),
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+            "skills/get" | "resources/directory/read" => Some("uri"),
             _ => None,
         };
         let name = field

@@ -51,8 +51,18 @@ impl<H: Clone> RegistryMut<'_, H> {
         Ok(())
     }
 
-    /// Unregisters a resource.
+    /// Unregisters a resource. A file of a registered skill is not removed (`None`): it goes
+    /// with its skill ([`remove_skill`](Self::remove_skill)).
     pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
+        let skill_file = self
+            .engine
+            .registry
+            .resources
+            .get(uri)
+            .is_some_and(|e| matches!(e.source, crate::registry::Source::Skill(_)));
+        if skill_file {
+            return None;
+        }
         let entry = self.engine.registry.resources.remove(uri)?;
         self.engine.changed(List::Resources, entry.resource.gate.as_ref());
         Some(entry.resource)
