@@ -12,6 +12,9 @@ use mcp_server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolC
 use serde_json::{json, Number, Value};
 use std::str::FromStr;
 
+#[path = "skills.rs"]
+mod skills;
+
 /// Command-line options.
 pub(crate) struct Args {
     pub(crate) extra_tools: usize,
@@ -328,8 +331,11 @@ pub(crate) fn build(args: &Args) -> Server {
     let builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
         .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
         .mode(args.mode);
-    let mut builder =
-        if args.bench { bench_tools(builder) } else { interactions(fixtures(demo_tools(builder))) };
+    let mut builder = if args.bench {
+        bench_tools(builder)
+    } else {
+        skills::skills(interactions(fixtures(demo_tools(builder))))
+    };
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;
         limits

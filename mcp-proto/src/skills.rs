@@ -476,12 +476,14 @@ fn directories(
     dirs.insert(root.to_owned(), BTreeMap::new());
     for (r, f) in files {
         let Some(rel) = f.uri.strip_prefix(root).and_then(|p| p.strip_prefix('/')) else { continue };
-        let listing = serde_json::json!({
-            "uri": f.uri,
-            "name": r.name,
-            "mimeType": f.mime_type,
-            "size": f.bytes.len(),
-        });
+        let mut listing = serde_json::json!({ "uri": f.uri, "name": r.name });
+        if let (Some(d), Value::Object(m)) = (&r.description, &mut listing) {
+            m.insert("description".into(), Value::String(d.clone()));
+        }
+        if let Value::Object(m) = &mut listing {
+            m.insert("mimeType".into(), Value::String(f.mime_type.clone()));
+            m.insert("size".into(), f.bytes.len().into());
+        }
         let (parent_rel, _) = rel.rsplit_once('/').unwrap_or(("", rel));
         let parent = if parent_rel.is_empty() { root.to_owned() } else { format!("{root}/{parent_rel}") };
         dirs.entry(parent).or_default().insert(f.uri.clone(), listing.to_string().into());

@@ -57,6 +57,7 @@
 mod handler;
 #[cfg(feature = "http")]
 mod http;
+mod skills;
 mod stdio;
 mod trace;
 
@@ -324,6 +325,7 @@ enum Item {
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
     Extension(Extension),
+    Skill(mcp_proto::Skill),
     /// A tool refused before registration (its handler's output type has no object schema);
     /// [`ServerBuilder::build`] reports it.
     Refused(RegistryError),
@@ -605,6 +607,7 @@ impl ServerBuilder {
                     Item::Template(t, h, c) => reg.add_template(t, h, c),
                     Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
                     Item::Extension(e) => reg.add_extension(e),
+                    Item::Skill(s) => reg.add_skill(s),
                     Item::Gate(g) => {
                         reg.set_gate(Some(g));
                         Ok(())

@@ -155,7 +155,8 @@ impl<H: Clone> Engine<H> {
 
     /// `resources/directory/read`: one page of the direct children of a skill's directory,
     /// files with their resource metadata and subdirectories as `inode/directory`, in URI
-    /// order, paged like `resources/list`. `-32602` (with `data.uri`) for anything that is not
+    /// order, paged like `resources/list` (a cursor is good for the directory it came from
+    /// only). `-32602` (with `data.uri`) for anything that is not
     /// a directory of a skill the caller may see: a file, an unknown URI, a refused skill.
     fn read_directory(&self, ctx: Ctx<'_>, params: Option<&Map<String, Value>>) -> Result<Vec<u8>, RpcError> {
         const METHOD: &str = "resources/directory/read";
@@ -173,7 +174,9 @@ impl<H: Clone> Engine<H> {
                 .with_data(serde_json::json!({ "uri": uri })));
         };
         let max_key = self.config.limits.max_uri_bytes.max(self.registry.resources.longest_key());
-        let after = self.page_bounds(ctx, METHOD, params, max_key)?;
+        // A cursor names the directory it pages, so it cannot be replayed on another one.
+        let scope = format!("{METHOD} {uri}");
+        let after = self.page_bounds(ctx, &scope, params, max_key)?;
         let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut page = children.range::<str, _>((start, Bound::Unbounded));
         let mut body = String::from("{\"resources\":[");
@@ -187,7 +190,7 @@ impl<H: Clone> Engine<H> {
         }
         body.push(']');
         if let (Some(last), Some(_)) = (last, page.next()) {
-            let next = cursor::make(&self.config.keys, METHOD, caller.binding(), last);
+            let next = cursor::make(&self.config.keys, &scope, caller.binding(), last);
             body.push_str(",\"nextCursor\":");
             body.push_str(&Value::String(next).to_string());
         }
