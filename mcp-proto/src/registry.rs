@@ -782,6 +782,42 @@ mod tests {
     }
 
     #[test]
+    fn skills_are_refused_whole_when_they_collide_or_nest() {
+        let mut r = Registry::<()>::default();
+        let skill = |root: &str| crate::Skill::new(root, "d", "b").file("docs/a.md", "text/markdown", "a");
+        r.add_skill(skill("skill://acme/refunds"), 2048).unwrap();
+        assert_eq!(r.skills.len(), 1);
+        assert_eq!(r.resources.len(), 2, "SKILL.md and docs/a.md");
+        assert_eq!(
+            r.add_skill(skill("skill://acme/refunds"), 2048),
+            Err(RegistryError::Duplicate("skill://acme/refunds/SKILL.md".into()))
+        );
+        // A file whose URI an application resource already has: nothing of the skill is added.
+        r.add_resource(Resource::new("skill://other/docs/a.md", "a"), (), 2048).unwrap();
+        assert_eq!(
+            r.add_skill(skill("skill://other"), 2048),
+            Err(RegistryError::Duplicate("skill://other/docs/a.md".into()))
+        );
+        assert!(!r.resources.contains_key("skill://other/SKILL.md"));
+        for nested in ["skill://acme/refunds/inner", "skill://acme"] {
+            let e = r.add_skill(skill(nested), 2048).unwrap_err();
+            assert!(e.to_string().contains("nests with"), "{nested}: {e}");
+        }
+        // A sibling whose root merely starts with the same characters does not nest.
+        r.add_skill(skill("skill://acme/refunds-eu"), 2048).unwrap();
+        let e = r.add_skill(skill("skill://a/b"), 10).unwrap_err();
+        assert!(matches!(e, RegistryError::InvalidUri(_)), "{e}");
+        assert!(r.remove_skill("skill://acme/refunds/SKILL.md").is_some());
+        assert!(!r.resources.contains_key("skill://acme/refunds/docs/a.md"));
+        assert!(!r.skill_dirs.contains_key("skill://acme/refunds/docs"));
+        assert!(r.skill_dirs.contains_key("skill://acme/refunds-eu/docs"));
+        assert!(r.remove_skill("skill://acme/refunds/SKILL.md").is_none());
+        // The engine declares the extension itself.
+        let e = r.add_extension(crate::Extension::new(crate::skills::EXTENSION_ID, json!({}))).unwrap_err();
+        assert!(matches!(e, RegistryError::InvalidExtension(_)), "{e}");
+    }
+
+    #[test]
     fn array_output_schema_is_modern_only() {
         let mut r = Registry::<()>::default();
         r.add_tool(

@@ -230,3 +230,26 @@ impl<H: Clone> Engine<H> {
         Some(encode_result(ctx.id, &r))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use crate::{Config, Engine, Implementation, KeyRing, Skill};
+
+    #[test]
+    fn a_skills_files_go_only_with_their_skill() {
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let mut engine: Engine<u32> =
+            Engine::new(Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32])), now);
+        let mut r = engine.registry_mut(now);
+        r.add_skill(Skill::new("skill://s", "d", "b").file("a.md", "text/markdown", "a")).unwrap();
+        assert!(r.remove_resource("skill://s/SKILL.md").is_none());
+        assert!(r.remove_resource("skill://s/a.md").is_none());
+        assert!(r.has_skill("skill://s/SKILL.md"));
+        assert!(r.remove_skill("skill://s/SKILL.md").is_some());
+        assert!(!r.has_skill("skill://s/SKILL.md"));
+        assert_eq!(engine.introspect().resources.len(), 0);
+    }
+}
