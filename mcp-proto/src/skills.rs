@@ -33,7 +33,21 @@
 //! not exceed; registration refuses a skill past either with a specific error:
 //! [`MAX_SKILL_RESOURCES`] files (`SKILL.md` included;
 //! [`RegistryError::SkillTooManyFiles`]) and [`MAX_SKILL_BYTES`] in total
-//! ([`RegistryError::SkillTooLarge`]).
+//! ([`RegistryError::SkillTooLarge`]). Every file's URI is bounded by
+//! [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes) ([`RegistryError::InvalidUri`]).
+//! A `skills/list` page holds at most [`Limits::page_size`](crate::Limits::page_size) entries
+//! and ends early before an entry that would take it past half of
+//! [`Limits::max_response_bytes`](crate::Limits::max_response_bytes) (a page always holds one
+//! entry); a directory read pages its children by `page_size`.
+//!
+//! # Publication modes
+//!
+//! Skills are not tools: compact publication (three discovery tools in place of the tool
+//! catalogue) leaves them as they are, served by the same methods in both modes.
+//!
+//! Nested skills (a `SKILL.md` in a descendant directory of another registered skill) are
+//! refused at registration: a file would then belong to two manifests. A nested `SKILL.md`
+//! can be served as an ordinary supporting file of the outer skill.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -434,6 +434,8 @@ pub struct Introspection {
     pub templates: Vec<crate::ResourceTemplate>,
     /// Prompts, by name.
     pub prompts: Vec<crate::Prompt>,
+    /// Skills, by `SKILL.md` URI (their files are among `resources` too).
+    pub skills: Vec<crate::Skill>,
 }
 
 impl<H: Clone> Engine<H> {
@@ -467,6 +469,7 @@ impl<H: Clone> Engine<H> {
             resources: pick(r.resources.values(), |e| &e.resource, |t| t.gate.as_ref(), &keep),
             templates: pick(r.templates.values(), |e| &e.template, |t| t.gate.as_ref(), &keep),
             prompts: pick(r.prompts.values(), |e| &e.prompt, |t| t.gate.as_ref(), &keep),
+            skills: pick(r.skills.values(), |e| &e.skill, |t| t.gate.as_ref(), &keep),
         }
     }
 
