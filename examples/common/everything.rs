@@ -18,6 +18,8 @@ use std::str::FromStr;
 mod apps;
 #[path = "tasks.rs"]
 mod tasks;
+#[path = "skills.rs"]
+mod skills;
 
 /// Command-line options.
 pub(crate) struct Args {
@@ -347,7 +349,7 @@ pub(crate) fn build(args: &Args) -> Server {
     let mut builder = if args.bench {
         bench_tools(builder)
     } else {
-        apps::apps(tasks::task_tools(interactions(fixtures(demo_tools(builder)))))
+        skills::skills(apps::apps(tasks::task_tools(interactions(fixtures(demo_tools(builder))))))
     };
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;

@@ -280,6 +280,30 @@ pub enum RegistryError {
     InvalidExtension(String),
     /// An MCP App, a tool's link to one, or the apps shell, refused for the reason given.
     InvalidApp(crate::apps::AppError),
+    /// A [`Skill`](crate::Skill) that cannot be served: a malformed root or file path, a name
+    /// that breaks the Agent Skills rules, a frontmatter `name` other than the root's last
+    /// segment, a missing description, a skill nested in another. The text says which.
+    InvalidSkill(String),
+    /// A skill with more files than [`MAX_SKILL_RESOURCES`](crate::skills::MAX_SKILL_RESOURCES)
+    /// (512, `SKILL.md` included), the extension's per-skill limit.
+    SkillTooManyFiles {
+        /// The skill's `SKILL.md` URI.
+        uri: String,
+        /// How many files it has, `SKILL.md` included.
+        files: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A skill whose files hold more than [`MAX_SKILL_BYTES`](crate::skills::MAX_SKILL_BYTES)
+    /// (16 MiB) together, the extension's per-skill limit.
+    SkillTooLarge {
+        /// The skill's `SKILL.md` URI.
+        uri: String,
+        /// Its files' total size in bytes, `SKILL.md` included.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 impl From<crate::apps::AppError> for RegistryError {
@@ -300,6 +324,13 @@ impl fmt::Display for RegistryError {
             RegistryError::InvalidUri(e) => write!(f, "invalid resource: {e}"),
             RegistryError::InvalidExtension(e) => write!(f, "invalid extension: {e}"),
             RegistryError::InvalidApp(e) => write!(f, "invalid app: {e}"),
+            RegistryError::InvalidSkill(e) => write!(f, "invalid skill {e}"),
+            RegistryError::SkillTooManyFiles { uri, files, limit } => {
+                write!(f, "skill {uri:?} has {files} files, over the limit of {limit} (SKILL.md included)")
+            }
+            RegistryError::SkillTooLarge { uri, bytes, limit } => {
+                write!(f, "skill {uri:?} holds {bytes} bytes, over the limit of {limit}")
+            }
         }
     }
 }
@@ -392,7 +423,15 @@ pub(crate) fn listings(f: impl Fn(ProtocolVersion) -> String) -> [Arc<str>; 4] {
 pub(crate) struct ResourceEntry<H> {
     pub(crate) resource: Resource,
     listings: [Arc<str>; 4],
-    pub(crate) handler: H,
+    pub(crate) source: Source<H>,
+}
+
+/// Who answers a read of a resource.
+pub(crate) enum Source<H> {
+    /// The application's handler.
+    Handler(H),
+    /// The engine, from a registered skill's file.
+    Skill(Arc<crate::skills::ServedFile>),
 }
 
 /// A registered template.
@@ -458,6 +497,15 @@ macro_rules! listed {
     };
 }
 listed!(ResourceEntry, resource);
+
+impl Listed for crate::skills::SkillEntry {
+    fn listing(&self, _v: ProtocolVersion) -> &str {
+        &self.entry
+    }
+    fn gate(&self) -> Option<&Gate> {
+        self.skill.gate.as_ref()
+    }
+}
 listed!(TemplateEntry, template);
 listed!(PromptEntry, prompt);
 
@@ -525,6 +573,11 @@ pub(crate) struct Registry<H> {
     pub(crate) resources: Catalogue<ResourceEntry<H>>,
     pub(crate) templates: Catalogue<TemplateEntry<H>>,
     pub(crate) prompts: Catalogue<PromptEntry<H>>,
+    /// Skills, by the URI of their `SKILL.md` (their files are in `resources` too).
+    pub(crate) skills: Catalogue<crate::skills::SkillEntry>,
+    /// Every directory of every skill, by URI: the `SKILL.md` URI of the skill it belongs to,
+    /// so a `resources/directory/read` finds its skill in one lookup.
+    pub(crate) skill_dirs: BTreeMap<String, String>,
     /// The server-wide gate over the data methods.
     pub(crate) gate: Option<Gate>,
     /// Declared extensions, by id: the order `capabilities.extensions` lists them in.
@@ -546,6 +599,8 @@ impl<H> Default for Registry<H> {
             resources: Catalogue::default(),
             templates: Catalogue::default(),
             prompts: Catalogue::default(),
+            skills: Catalogue::default(),
+            skill_dirs: BTreeMap::new(),
             gate: None,
             extensions: BTreeMap::new(),
             search: None,
@@ -582,8 +637,60 @@ impl<H> Registry<H> {
             return Err(crate::apps::AppError::ShellConflict { uri: resource.uri, item }.into());
         }
         let listings = listings(|v| resource.listing(v));
-        self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, handler });
+        let source = Source::Handler(handler);
+        self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, source });
         Ok(())
+    }
+
+    /// Registers a skill: its entry, and each of its files as a resource. Refused whole, before
+    /// anything changes, when the skill is invalid, its `SKILL.md` URI is taken, one of its
+    /// files' URIs is a registered resource, or it nests in (or holds) another skill.
+    pub(crate) fn add_skill(&mut self, skill: crate::Skill, max_uri: usize) -> Result<(), RegistryError> {
+        let entry = crate::skills::SkillEntry::new(skill, max_uri)?;
+        if self.skills.contains_key(entry.uri()) {
+            return Err(RegistryError::Duplicate(entry.uri().to_owned()));
+        }
+        if let Some((r, _)) = entry.files.iter().find(|(r, _)| self.resources.contains_key(&r.uri)) {
+            return Err(RegistryError::Duplicate(r.uri.clone()));
+        }
+        let root = entry.skill.root();
+        // Nesting would make one file belong to two skills' manifests and one directory to
+        // two skills; both skills' roots are compared as directories.
+        let nested = self.skills.values().find(|other| {
+            let o = other.skill.root();
+            root.strip_prefix(o).is_some_and(|r| r.starts_with('/'))
+                || o.strip_prefix(root).is_some_and(|r| r.starts_with('/'))
+        });
+        if let Some(other) = nested {
+            return Err(RegistryError::InvalidSkill(format!(
+                "{root:?}: nests with the registered skill {:?}; serve a nested skill's files as files \
+                 of the outer skill instead",
+                other.skill.root()
+            )));
+        }
+        for (resource, file) in &entry.files {
+            let listings = listings(|v| resource.listing(v));
+            let source = Source::Skill(file.clone());
+            let resource = resource.clone();
+            self.resources.insert(resource.uri.clone(), ResourceEntry { resource, listings, source });
+        }
+        for dir in entry.dirs.keys() {
+            self.skill_dirs.insert(dir.clone(), entry.uri().to_owned());
+        }
+        self.skills.insert(entry.uri().to_owned(), entry);
+        Ok(())
+    }
+
+    /// Unregisters the skill whose `SKILL.md` is at `uri`, and its files.
+    pub(crate) fn remove_skill(&mut self, uri: &str) -> Option<crate::Skill> {
+        let entry = self.skills.remove(uri)?;
+        for (r, _) in &entry.files {
+            self.resources.remove(&r.uri);
+        }
+        for dir in entry.dirs.keys() {
+            self.skill_dirs.remove(dir);
+        }
+        Some(entry.skill)
     }
 
     pub(crate) fn add_template(
@@ -690,6 +797,12 @@ impl<H> Registry<H> {
             self.extensions.remove(extension.id());
             self.apps.auto_declared = false;
         }
+        if extension.id() == crate::skills::EXTENSION_ID {
+            return Err(RegistryError::InvalidExtension(format!(
+                "{:?} is declared by the engine itself, to the callers that can see a registered skill",
+                extension.id()
+            )));
+        }
         if self.extensions.contains_key(extension.id()) {
             return Err(RegistryError::Duplicate(extension.id().to_owned()));
         }
@@ -782,6 +895,42 @@ mod tests {
         assert!(r.remove_tool("gated_b").is_none());
         assert!(!r.tools.any_gated(), "no gated tool is left");
         assert_eq!(r.tools.longest_key(), "gated_a".len(), "removed keys still count");
+    }
+
+    #[test]
+    fn skills_are_refused_whole_when_they_collide_or_nest() {
+        let mut r = Registry::<()>::default();
+        let skill = |root: &str| crate::Skill::new(root, "d", "b").file("docs/a.md", "text/markdown", "a");
+        r.add_skill(skill("skill://acme/refunds"), 2048).unwrap();
+        assert_eq!(r.skills.len(), 1);
+        assert_eq!(r.resources.len(), 2, "SKILL.md and docs/a.md");
+        assert_eq!(
+            r.add_skill(skill("skill://acme/refunds"), 2048),
+            Err(RegistryError::Duplicate("skill://acme/refunds/SKILL.md".into()))
+        );
+        // A file whose URI an application resource already has: nothing of the skill is added.
+        r.add_resource(Resource::new("skill://other/docs/a.md", "a"), (), 2048).unwrap();
+        assert_eq!(
+            r.add_skill(skill("skill://other"), 2048),
+            Err(RegistryError::Duplicate("skill://other/docs/a.md".into()))
+        );
+        assert!(!r.resources.contains_key("skill://other/SKILL.md"));
+        for nested in ["skill://acme/refunds/inner", "skill://acme"] {
+            let e = r.add_skill(skill(nested), 2048).unwrap_err();
+            assert!(e.to_string().contains("nests with"), "{nested}: {e}");
+        }
+        // A sibling whose root merely starts with the same characters does not nest.
+        r.add_skill(skill("skill://acme/refunds-eu"), 2048).unwrap();
+        let e = r.add_skill(skill("skill://a/b"), 10).unwrap_err();
+        assert!(matches!(e, RegistryError::InvalidUri(_)), "{e}");
+        assert!(r.remove_skill("skill://acme/refunds/SKILL.md").is_some());
+        assert!(!r.resources.contains_key("skill://acme/refunds/docs/a.md"));
+        assert!(!r.skill_dirs.contains_key("skill://acme/refunds/docs"));
+        assert!(r.skill_dirs.contains_key("skill://acme/refunds-eu/docs"));
+        assert!(r.remove_skill("skill://acme/refunds/SKILL.md").is_none());
+        // The engine declares the extension itself.
+        let e = r.add_extension(crate::Extension::new(crate::skills::EXTENSION_ID, json!({}))).unwrap_err();
+        assert!(matches!(e, RegistryError::InvalidExtension(_)), "{e}");
     }
 
     #[test]

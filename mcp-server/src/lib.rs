@@ -58,6 +58,7 @@ mod apps;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
+mod skills;
 mod stdio;
 mod tasks;
 mod trace;
@@ -335,6 +336,7 @@ enum Item {
     App(mcp_proto::App),
     /// The compact apps shell ([`ServerBuilder::apps_shell`]), registered with the apps.
     Shell(mcp_proto::App),
+    Skill(mcp_proto::Skill),
     /// A tool refused before registration (its handler's output type has no object schema);
     /// [`ServerBuilder::build`] reports it.
     Refused(RegistryError),
@@ -631,6 +633,7 @@ impl ServerBuilder {
                     Item::Extension(e) => reg.add_extension(e),
                     Item::App(app) => ServerBuilder::register_app(&mut reg, app, false),
                     Item::Shell(app) => ServerBuilder::register_app(&mut reg, app, true),
+                    Item::Skill(s) => reg.add_skill(s),
                     Item::Gate(g) => {
                         reg.set_gate(Some(g));
                         Ok(())

@@ -49,7 +49,7 @@ pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::{
     Caller, Completion, Content, Extension, Gate, HandlerError, Limits, LogLevel, Mode, Prompt,
     PromptArgument, PromptMessage, PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError,
-    Tool, ToolFailure, ToolOutput,
+    Skill, Tool, ToolFailure, ToolOutput,
 };
 pub use mcp_server;
 pub use mcp_server::widget;

@@ -16,6 +16,7 @@ pub mod examples;
 pub mod http;
 pub mod pipe;
 pub mod replay;
+pub mod skills;
 pub mod stdio_server;
 pub mod tools;
 pub use mcp_testkit::wire;

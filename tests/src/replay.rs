@@ -112,8 +112,9 @@
 //! - `! tools echo add ...`: register only these test tools (default: all of
 //!   [`crate::tools::all_tools`]; `admin_tool`, `lookup`, `draft4` and the task tools
 //!   `task_job`, `task_only` and `task_later` only when named);
-//! - `! resources URI... | all`, `! templates URITEMPLATE... | all`, `! prompts NAME... | all`:
-//!   register these test fixtures (default: none; see [`crate::tools`]);
+//! - `! resources URI... | all`, `! templates URITEMPLATE... | all`, `! prompts NAME... | all`,
+//!   `! skills NAME... | all`: register these test fixtures (default: none; see
+//!   [`crate::tools`] and, for skills, named by their last root segment, [`crate::skills`]);
 //! - `! caller <identity|anonymous> [role...]`: the caller of connection 1 (default anonymous,
 //!   no roles);
 //! - `! known-bug <text>`: this transcript documents an engine bug and is expected to fail
@@ -162,9 +163,10 @@
 //! - `! drop N`: the client goes away from HTTP request N's pending response (`Engine::close` on
 //!   its connection, as a shim does when the client disconnects).
 //! - `! server-gate role <role>` / `identified` / `none`: `RegistryMut::set_gate`.
-//! - `! register <tool|resource|template|prompt> NAME...` and `! unregister ...`: (un)registers
-//!   each named item, in order, then drains once, so a burst is one line. A fixture name
-//!   registers that fixture; any other name a plain extra item (see [`crate::tools`]).
+//! - `! register <tool|resource|template|prompt|skill> NAME...` and `! unregister ...`:
+//!   (un)registers each named item, in order, then drains once, so a burst is one line. A
+//!   fixture name registers that fixture; any other name a plain extra item (see
+//!   [`crate::tools`]; an extra skill is `skill://extra/NAME` with only its `SKILL.md`).
 //! - `! notify-updated <uri>`: `Engine::notify_resource_updated`.
 //! - `! app {json}` / `! shell {json}`: `RegistryMut::add_app` / `mount_apps_shell` with that
 //!   app (`uri`, `name`, `html`, and optionally `title`, `description`, `views`, `csp` by its
@@ -659,6 +661,8 @@ struct Settings {
     resources: Selection,
     templates: Selection,
     prompts: Selection,
+    /// Skill fixtures by name ([`crate::skills`]).
+    skills: Selection,
     caller: Caller,
     /// `Config::state_epoch`.
     state_epoch: u64,
@@ -692,6 +696,7 @@ impl Default for Settings {
             resources: None,
             templates: None,
             prompts: None,
+            skills: None,
             caller: Caller::anonymous(),
             state_epoch: 0,
             shareable: Vec::new(),
@@ -1240,6 +1245,10 @@ impl Runner {
                 config(self)?;
                 self.settings.prompts = names();
             }
+            "skills" => {
+                config(self)?;
+                self.settings.skills = names();
+            }
             "caller" => {
                 config(self)?;
                 self.settings.caller = parse_caller(rest)?;
@@ -1475,9 +1484,18 @@ impl Runner {
             fixture_prompts().into_iter().map(|(p, _, _)| p.name().to_owned()).collect(),
             "prompts",
         )?;
-        for (kind, list) in
-            [("tool", tools), ("resource", resources), ("template", templates), ("prompt", prompts)]
-        {
+        let skills = select(
+            &s.skills,
+            crate::skills::fixture_skills().iter().map(|s| s.name().to_owned()).collect(),
+            "skills",
+        )?;
+        for (kind, list) in [
+            ("tool", tools),
+            ("resource", resources),
+            ("template", templates),
+            ("prompt", prompts),
+            ("skill", skills),
+        ] {
             for name in list {
                 register(&mut engine.registry_mut(self.now), kind, &name, &s.shareable)?;
             }
@@ -2759,7 +2777,8 @@ fn register(
                 found.unwrap_or_else(|| (mcp_proto::Prompt::new(name), Fixture::PromptText("extra"), None));
             r.add_prompt(p, f, c)
         }
-        _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template or prompt")),
+        "skill" => r.add_skill(crate::skills::skill(name)),
+        _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template, prompt or skill")),
     };
     result.map_err(|e| format!("registering {kind} {name}: {e}"))
 }
@@ -2828,7 +2847,8 @@ fn unregister(r: &mut RegistryMut<'_, Fixture>, kind: &str, name: &str) -> Resul
         "resource" => r.remove_resource(name).is_some(),
         "template" => r.remove_template(name).is_some(),
         "prompt" => r.remove_prompt(name).is_some(),
-        _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template or prompt")),
+        "skill" => r.remove_skill(&crate::skills::skill(name).uri()).is_some(),
+        _ => return Err(format!("unknown item kind {kind:?}: tool, resource, template, prompt or skill")),
     };
     if found {
         Ok(())

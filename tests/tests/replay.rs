@@ -85,8 +85,9 @@ impl Speak {
     }
 }
 
-/// One leak run: an anonymous caller, page size 2, public items of every kind, and (when
-/// `gated`) one item of every kind gated by role admin, placed so that it would shift pages.
+/// One leak run: an anonymous caller, page size 2, public items of every kind (skills
+/// included), and (when `gated`) one item of every kind gated by role admin, placed so that it
+/// would shift pages.
 /// Returns every frame the engine emitted, in order.
 fn leak_run(gated: bool, speak: Speak) -> Vec<String> {
     let extra = |name: &str| if gated { format!(" {name}") } else { String::new() };
@@ -96,14 +97,17 @@ fn leak_run(gated: bool, speak: Speak) -> Vec<String> {
          ! resources test://static-text test://static-binary test://rich test://watched-resource{}\n\
          ! templates test://template/{{id}}/data test://files/{{+path}}{}\n\
          ! prompts test_simple_prompt test_prompt_with_arguments{}\n\
+         ! skills refunds pdf-processing{}\n\
          ! caller anonymous\n\
          ! auto\n\
          ! register template test://extra/{{x}}\n\
-         ! register prompt test_extra_prompt\n",
+         ! register prompt test_extra_prompt\n\
+         ! register skill extra-one\n",
         extra("admin_tool"),
         extra("test://admin/secret"),
         extra("test://private/{id}"),
         extra("test_admin_prompt"),
+        extra("admin-audit"),
     );
     let mut live = Live::new(&setup).unwrap_or_else(|e| panic!("setup: {e}"));
     let mut frames = Vec::new();
@@ -124,7 +128,10 @@ fn leak_run(gated: bool, speak: Speak) -> Vec<String> {
         ));
         frames.extend(live.send(1, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap());
     }
-    for method in ["tools/list", "resources/list", "resources/templates/list", "prompts/list"] {
+    // Skills exist for the versions that know extensions (2025-11-25 and 2026-07-28).
+    let skills = matches!(speak, Speak::Modern | Speak::Legacy("2025-11-25"));
+    let lists = ["tools/list", "resources/list", "resources/templates/list", "prompts/list", "skills/list"];
+    for method in lists.into_iter().filter(|m| skills || *m != "skills/list") {
         let mut cursor: Option<String> = None;
         let mut pages = 0;
         loop {
@@ -159,6 +166,9 @@ fn leak_run(gated: bool, speak: Speak) -> Vec<String> {
             "completion/complete",
             r#""ref":{"type":"ref/resource","uri":"test://private/{id}"},"argument":{"name":"id","value":""}"#,
         ),
+        ("skills/get", r#""uri":"skill://mcp-rs/admin-audit/SKILL.md""#),
+        ("resources/read", r#""uri":"skill://mcp-rs/admin-audit/SKILL.md""#),
+        ("resources/directory/read", r#""uri":"skill://mcp-rs/admin-audit""#),
     ] {
         frames.extend(send(&mut live, method, inner));
     }
@@ -177,6 +187,8 @@ fn leak_run(gated: bool, speak: Speak) -> Vec<String> {
             "! unregister tool admin_tool",
             "! register tool admin_tool",
             "! notify-updated test://admin/secret",
+            "! unregister skill admin-audit",
+            "! register skill admin-audit",
         ] {
             frames.extend(live.line(line).unwrap());
         }
@@ -205,7 +217,7 @@ fn gated_items_do_not_leak_to_refused_callers() {
     let without = leak_run(false, Speak::Modern);
     assert_eq!(with.len(), without.len());
     let private = with.iter().filter(|f| f.contains(r#""cacheScope":"private""#)).count();
-    assert!(private >= 8, "every page of the four gated lists is private ({private})");
+    assert!(private >= 10, "every page of the five gated lists is private ({private})");
     let public = |f: &String| f.replace(r#""cacheScope":"private""#, r#""cacheScope":"public""#);
     for (a, b) in with.iter().zip(&without) {
         if b.contains(r#""contents":["#) {

@@ -483,7 +483,7 @@ impl<H: Clone> Engine<H> {
                 | "prompts/list"
                 | "prompts/get"
                 | "completion/complete"
-        );
+        ) || (super::skills::METHODS.contains(&method) && ctx.version.has_extensions());
         if !known || !self.offers(&self.caller(ctx.conn)).method(method) {
             return Err(RpcError::method_not_found(method));
         }
@@ -504,6 +504,9 @@ impl<H: Clone> Engine<H> {
             "resources/read" => self.read_resource(now, ctx, params.as_ref(), batch),
             "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
             "prompts/get" => self.get_prompt(now, ctx, params.as_ref(), batch),
+            m if super::skills::METHODS.contains(&m) => {
+                self.skills_method(ctx, m, params.as_ref()).map(|b| Answer::Now(b.into()))
+            }
             _ => self.complete_request(now, ctx, params.as_ref(), batch),
         }
     }
@@ -541,14 +544,13 @@ impl<H: Clone> Engine<H> {
             caps.insert("logging".into(), Value::Object(Map::new()));
         }
         if version.has_extensions() {
-            let extensions: Map<String, Value> = self
+            let mut extensions: Map<String, Value> = self
                 .registry
                 .extensions
                 .values()
                 .filter(|e| admits(e.gate.as_ref(), caller))
                 .map(|e| (e.id().to_owned(), e.settings().clone()))
                 .collect();
-            let mut extensions = extensions;
             // Task-capable tools make the server serve the extension, declared or not; only
             // 2026-07-28 requests can use it (a legacy session's tasks are another protocol).
             if version.is_modern()
@@ -556,6 +558,10 @@ impl<H: Clone> Engine<H> {
                 && !extensions.contains_key(super::TASKS_EXTENSION)
             {
                 extensions.insert(super::TASKS_EXTENSION.into(), Value::Object(Map::new()));
+            }
+            if offers.skills {
+                let settings = serde_json::json!({ "directoryRead": true });
+                extensions.insert(crate::skills::EXTENSION_ID.into(), settings);
             }
             if !extensions.is_empty() {
                 caps.insert("extensions".into(), Value::Object(extensions));
@@ -620,6 +626,7 @@ impl<H: Clone> Engine<H> {
             || reg.resources.any_gated()
             || reg.templates.any_gated()
             || reg.prompts.any_gated()
+            || reg.skills.any_gated()
             || reg.extensions.values().any(|e| e.gate.is_some());
         self.cacheable(&mut r, ctx.version, self.config.discover_cache.narrowed(gated));
         self.finish(&mut r, ctx.version);

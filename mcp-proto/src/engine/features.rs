@@ -40,12 +40,18 @@ pub(super) struct Offers {
     pub(super) subscriptions: bool,
     /// [`Config::logging`](crate::Config::logging).
     pub(super) logging: bool,
+    /// Skills (`io.modelcontextprotocol/skills`): at least one skill admits the caller.
+    pub(super) skills: bool,
 }
 
 impl Offers {
     /// Whether a data method exists for this caller.
     pub(super) fn method(self, method: &str) -> bool {
+        if method == "resources/directory/read" {
+            return self.skills;
+        }
         match method.split('/').next() {
+            Some("skills") => self.skills,
             Some("tools") => self.tools,
             Some("resources") => self.resources,
             Some("prompts") => self.prompts,
@@ -96,6 +102,7 @@ impl<H: Clone> Engine<H> {
             completions,
             subscriptions: resources && self.config.resource_subscriptions,
             logging: self.config.logging,
+            skills: r.skills.values().any(|s| sees(s.skill.gate.as_ref())),
         }
     }
 
@@ -244,8 +251,10 @@ impl<H: Clone> Engine<H> {
                 .values()
                 .any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
         if let Some(r) = exact {
-            if admits(r.resource.gate.as_ref(), caller) {
-                return Some((r.handler.clone(), None, Vec::new(), r.resource.cache, private));
+            if let (true, crate::registry::Source::Handler(h)) =
+                (admits(r.resource.gate.as_ref(), caller), &r.source)
+            {
+                return Some((h.clone(), None, Vec::new(), r.resource.cache, private));
             }
         }
         self.registry.templates.values().find_map(|t| {
@@ -281,6 +290,9 @@ impl<H: Clone> Engine<H> {
     ) -> Result<Answer<H>, RpcError> {
         let uri = self.checked_uri(params)?;
         let caller = self.caller(ctx.conn);
+        if let Some(answer) = self.read_skill_file(ctx, uri, &caller) {
+            return Ok(Answer::Now(answer.into()));
+        }
         let Some((handler, template, variables, hint, gated)) = self.resolve(&caller, uri) else {
             return Err(self.not_found(ctx.version, uri));
         };
@@ -434,6 +446,8 @@ pub struct Introspection {
     pub templates: Vec<crate::ResourceTemplate>,
     /// Prompts, by name.
     pub prompts: Vec<crate::Prompt>,
+    /// Skills, by `SKILL.md` URI (their files are among `resources` too).
+    pub skills: Vec<crate::Skill>,
 }
 
 impl<H: Clone> Engine<H> {
@@ -467,6 +481,7 @@ impl<H: Clone> Engine<H> {
             resources: pick(r.resources.values(), |e| &e.resource, |t| t.gate.as_ref(), &keep),
             templates: pick(r.templates.values(), |e| &e.template, |t| t.gate.as_ref(), &keep),
             prompts: pick(r.prompts.values(), |e| &e.prompt, |t| t.gate.as_ref(), &keep),
+            skills: pick(r.skills.values(), |e| &e.skill, |t| t.gate.as_ref(), &keep),
         }
     }
 

@@ -43,6 +43,7 @@ mod registry_mut;
 mod resume;
 mod sessions;
 mod shares;
+mod skills;
 #[cfg(test)]
 mod status_tests;
 mod streams;
@@ -230,7 +231,7 @@ impl Peek {
 }
 
 /// The method names a record may carry: every method the engine answers or hands to a handler.
-const KNOWN_METHODS: [&str; 18] = [
+const KNOWN_METHODS: [&str; 21] = [
     "initialize",
     "ping",
     "server/discover",
@@ -249,6 +250,9 @@ const KNOWN_METHODS: [&str; 18] = [
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 impl<H: Clone> Engine<H> {
@@ -527,6 +531,7 @@ impl<H: Clone> Engine<H> {
             "tools/call" | "prompts/get" => Some("name"),
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
             "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
+            "skills/get" | "resources/directory/read" => Some("uri"),
             _ => None,
         };
         let name = field

@@ -60,8 +60,18 @@ impl<H: Clone> RegistryMut<'_, H> {
     }
 
     /// Unregisters a resource (an app too: tools that link to it keep their link, so remove
-    /// or re-register them).
+    /// or re-register them). A file of a registered skill is not removed (`None`): it goes
+    /// with its skill ([`remove_skill`](Self::remove_skill)).
     pub fn remove_resource(&mut self, uri: &str) -> Option<Resource> {
+        let skill_file = self
+            .engine
+            .registry
+            .resources
+            .get(uri)
+            .is_some_and(|e| matches!(e.source, crate::registry::Source::Skill(_)));
+        if skill_file {
+            return None;
+        }
         let entry = self.engine.registry.resources.remove(uri)?;
         self.engine.registry.apps.views.remove(uri);
         self.engine.changed(List::Resources, entry.resource.gate.as_ref());

@@ -1,0 +1,8 @@
+"""Prints the text of each page of a PDF (a demo script of the pdf-processing skill)."""
+import sys
+
+def main(path):
+    print(f"would extract the text of {path}")
+
+if __name__ == "__main__":
+    main(sys.argv[1])
