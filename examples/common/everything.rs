@@ -4,22 +4,22 @@
 //! tools for exercising pagination.
 
 use bigdecimal::BigDecimal;
+use mcp_proto::apps::Visibility;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
 };
-use mcp_proto::apps::Visibility;
 use mcp_server::{typed_tool, Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use serde_json::{json, Number, Value};
 use std::str::FromStr;
 
 #[path = "apps.rs"]
 mod apps;
-#[path = "tasks.rs"]
-mod tasks;
 #[path = "skills.rs"]
 mod skills;
+#[path = "tasks.rs"]
+mod tasks;
 
 /// Command-line options.
 pub(crate) struct Args {
