@@ -56,6 +56,8 @@
 
 mod apps;
 pub mod cluster;
+#[cfg(feature = "redis")]
+mod cluster_redis;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -82,6 +84,8 @@ use serde_json::Value;
 pub use cluster::{
     Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, SharedKeys,
 };
+#[cfg(feature = "redis")]
+pub use cluster_redis::RedisCluster;
 pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
