@@ -20,6 +20,9 @@
 #                   the harness can fail)
 #   SCALE_STICKY    1 (default): haproxy sticks legacy sessions to their replica; 0: drops the
 #                   stick rules (the legacy scenario then FAILs)
+#   SCALE_LEDGER    1: also run scenario 6 (an input_required retry on another replica
+#                   completes once), which needs the replay ledger shared across replicas
+#   SCALE_ONLY      run just these scenarios (e.g. 1,5), for debugging
 #   SCALE_TIMEOUT   hard cap for the scenario run, seconds (default 150)
 #
 # Logs and generated files in target/scale/: redis.log, rN.log (replica stderr),
@@ -152,6 +155,7 @@ replica_args=()
 for i in "${!NAMES[@]}"; do
     replica_args+=(--replica "${NAMES[$i]}=${URLS[$i]}=${RPIDS[$i]}")
 done
+[[ "${SCALE_LEDGER:-0}" == "1" ]] && replica_args+=(--ledger)
 rc=0
 timeout --kill-after=10 "${SCALE_TIMEOUT:-150}" "$VENV/bin/python" "$ROOT/tests/scale/scenarios.py" \
     --proxy "http://127.0.0.1:$HPORT/mcp" "${replica_args[@]}" --cluster "$CLUSTER_ARGS" 2>&1 \
