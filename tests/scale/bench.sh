@@ -59,7 +59,7 @@ wait_port "$RPORT"
 
 # setup: peer (ours | ours+redis | rmcp) and replica count; starts them and haproxy, prints the URL.
 start() {
-    local peer="$1" n="$2" servers="" i port
+    local peer="$1" n="$2" direct="${3:-0}" servers="" i port
     for i in $(seq 1 "$n"); do
         port="$(free_port)"
         case "$peer" in
@@ -74,6 +74,10 @@ start() {
         wait_port "$port"
         servers+="    server r$i 127.0.0.1:$port"$'\n'
     done
+    if [[ "$direct" == "1" ]]; then
+        HPORT="$port" # no haproxy: the baseline the proxy's cost is read against
+        return
+    fi
     HPORT="$(free_port)"
     cfg="$(<"$ROOT/tests/scale/haproxy.cfg.in")"
     cfg="${cfg//@BIND@/127.0.0.1:$HPORT}"
@@ -86,11 +90,12 @@ start() {
 }
 
 printf '%-11s %8s %5s %5s %9s %8s %8s %8s\n' peer replicas load conc rps p50_us p99_us failures
-setups=("ours 1" "ours 3" "rmcp 1" "rmcp 3")
-"$BIN" --help 2>&1 | grep -q -- '--cluster' && setups+=("ours+redis 1" "ours+redis 3")
+# "direct": one replica, no haproxy.
+setups=("ours direct" "ours 1" "ours 3" "rmcp direct" "rmcp 1" "rmcp 3")
+"$BIN" --help 2>&1 | grep -q -- '--cluster' && setups+=("ours+redis direct" "ours+redis 1" "ours+redis 3")
 for setup in "${setups[@]}"; do
     read -r peer n <<<"$setup"
-    start "$peer" "$n"
+    if [[ "$n" == "direct" ]]; then start "$peer" 1 1; else start "$peer" "$n"; fi
     for load in echo list; do
         line="$("$MCPLOAD" --http "http://127.0.0.1:$HPORT/mcp" --workload "$load" --concurrency 16 \
             --duration "$DURATION" --warmup "$WARMUP" 2>>"$WORK/mcpload.log" || echo "requests=ERROR")"
