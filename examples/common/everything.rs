@@ -16,6 +16,8 @@ use std::str::FromStr;
 
 #[path = "apps.rs"]
 mod apps;
+#[path = "cluster.rs"]
+mod cluster;
 #[path = "skills.rs"]
 mod skills;
 #[path = "tasks.rs"]
@@ -41,10 +43,15 @@ pub(crate) struct Args {
     pub(crate) threads: Option<usize>,
     /// How tools are published (`--mode compact|direct`; direct, the MCP norm, by default).
     pub(crate) mode: mcp_proto::Mode,
+    /// The Redis server of the cluster this process is a replica of (`--cluster redis://HOST:PORT`).
+    pub(crate) cluster: Option<String>,
+    /// This replica's name in logs and in `replica_status` (`--replica NAME`; default the
+    /// process id).
+    pub(crate) replica: Option<String>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME]]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -60,7 +67,11 @@ const USAGE: &str =
     --threads N       run the tokio runtime on N worker threads (default 1: single-threaded,\n\
     \x20                 the fastest on small machines; ignored by the smol build)\n\
     --mode M          publish tools directly (direct, the default: each is a native tool) or\n\
-    \x20                 compactly (compact: search_tools, get_tool_details and call_tool)";
+    \x20                 compactly (compact: search_tools, get_tool_details and call_tool)\n\
+    --cluster URL     run as a replica of the cluster on the Redis server at URL: list changes,\n\
+    \x20                 resource updates, the cursor key ring and ended tasks are shared with the\n\
+    \x20                 other replicas, and a replica_status tool is added\n\
+    --replica NAME    this replica's name in logs and replica_status (default pid-<process id>)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -82,6 +93,8 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         origins: Vec::new(),
         threads: None,
         mode: mcp_proto::Mode::Direct,
+        cluster: None,
+        replica: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -120,6 +133,12 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                         return Err(format!("--mode: {given:?} is neither compact nor direct\n{USAGE}"));
                     }
                 }
+            }
+            "--cluster" => {
+                args.cluster = Some(it.next().ok_or_else(|| format!("--cluster needs a URL\n{USAGE}"))?)
+            }
+            "--replica" => {
+                args.replica = Some(it.next().ok_or_else(|| format!("--replica needs a name\n{USAGE}"))?)
             }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
@@ -341,8 +360,30 @@ async fn complete(req: Complete) -> Result<Completion, HandlerError> {
     Ok(Completion { total: Some(values.len() as u64), values, has_more: false })
 }
 
+/// Builds the server with every demo tool: a replica of the cluster `--cluster` names, if any.
+pub(crate) async fn build_replica(args: &Args) -> Server {
+    match &args.cluster {
+        Some(url) => {
+            let replica = args.replica.clone().unwrap_or_else(|| format!("pid-{}", std::process::id()));
+            cluster::join(builder(args), url, &replica).await
+        }
+        None => build(args),
+    }
+}
+
 /// Builds the server with every demo tool.
 pub(crate) fn build(args: &Args) -> Server {
+    match builder(args).build() {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("everything: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
+/// Every demo tool, as `args` ask.
+fn builder(args: &Args) -> ServerBuilder {
     let builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
         .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
         .mode(args.mode);
@@ -368,13 +409,7 @@ pub(crate) fn build(args: &Args) -> Server {
             async move { ToolOutput::text(format!("{name} called")) }
         });
     }
-    match builder.build() {
-        Ok(server) => server,
-        Err(e) => {
-            eprintln!("everything: {e}");
-            std::process::exit(2)
-        }
-    }
+    builder
 }
 
 /// The conformance fixtures, the trigger tools and the gated items.

@@ -118,10 +118,11 @@ pub use content::{
 };
 pub use cursor::KeyRing;
 pub use engine::{
-    Answered, AnsweredRequest, AskError, Asked, CallId, CancelReason, CloseReason, CompletionRef, Config,
-    ConnId, ConnKind, Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply, HttpRequest, Implementation,
-    Introspection, Invocation, LogLevel, Mode, OpenError, Output, ProgressOutcome, Refusals, RegistryMut,
-    Reply, Request, Seed, Stale, TaskError, TaskRecord, TaskStatus, Ticket, TASKS_EXTENSION,
+    Answered, AnsweredRequest, AskError, Asked, CallId, CancelReason, Change, ChangedList, CloseReason,
+    CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply,
+    HttpRequest, Implementation, Introspection, Invocation, LogLevel, Mode, OpenError, Output,
+    ProgressOutcome, Refusals, RegistryMut, Reply, Request, Seed, Stale, TaskError, TaskRecord, TaskStatus,
+    Ticket, MAX_PENDING_CHANGES, TASKS_EXTENSION,
 };
 pub use extensions::Extension;
 pub use frame::Decoded;

@@ -55,6 +55,9 @@
 //! timeouts), listed as name/value pairs by [`Status::metrics`].
 
 mod apps;
+pub mod cluster;
+#[cfg(feature = "redis")]
+mod cluster_redis;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -78,6 +81,11 @@ use futures_util::FutureExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use cluster::{
+    Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, SharedKeys,
+};
+#[cfg(feature = "redis")]
+pub use cluster_redis::RedisCluster;
 pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
@@ -193,6 +201,8 @@ struct State {
     input_at: Instant,
     /// Where ended tasks are written ([`ServerBuilder::task_store`]).
     task_store: Option<Arc<dyn TaskStore>>,
+    /// The cluster this server is a replica of ([`ServerBuilder::cluster`]).
+    cluster: Option<cluster::Membership>,
 }
 
 /// A line connection's frames waiting for room in the engine.
@@ -363,6 +373,7 @@ pub struct ServerBuilder {
     keys_set: bool,
     items: Vec<Item>,
     task_store: Option<Arc<dyn TaskStore>>,
+    cluster: Option<cluster::Membership>,
 }
 
 /// Why [`ServerBuilder::build`] failed.
@@ -374,6 +385,8 @@ pub enum BuildError {
     /// No cursor key was given and the operating system's random source failed; the server
     /// refuses to start with a guessable key.
     Random(getrandom::Error),
+    /// [`ServerBuilder::join`] could not read the cluster's shared key ring.
+    Cluster(ClusterError),
 }
 
 impl std::fmt::Display for BuildError {
@@ -381,6 +394,7 @@ impl std::fmt::Display for BuildError {
         match self {
             BuildError::Registry(e) => e.fmt(f),
             BuildError::Random(e) => write!(f, "cannot draw a random cursor key: {e}"),
+            BuildError::Cluster(e) => e.fmt(f),
         }
     }
 }
@@ -645,6 +659,9 @@ impl ServerBuilder {
             let lookup = self.task_store.clone().map(|store| Handler(HandlerKind::TaskStore(store)));
             reg.set_task_lookup(lookup);
             st.task_store = self.task_store;
+            // After the items: registering them is no change the other replicas need to hear of.
+            st.engine.set_publishing(self.cluster.is_some());
+            st.cluster = self.cluster;
         }
         Ok(server)
     }
@@ -656,7 +673,13 @@ impl Server {
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
         // Replaced in `build`; an all-zero key is never used to sign.
         let config = Config::new(Implementation::new(name, version), KeyRing::new([0; 32]));
-        ServerBuilder { config, keys_set: false, items: Vec::new(), task_store: Some(tasks::default_store()) }
+        ServerBuilder {
+            config,
+            keys_set: false,
+            items: Vec::new(),
+            task_store: Some(tasks::default_store()),
+            cluster: None,
+        }
     }
 
     /// A server from a complete configuration. Unless it sets [`Config::seed`], the seed is
@@ -690,6 +713,7 @@ impl Server {
                     traces: trace::Traces::default(),
                     input_at: clock(),
                     task_store: None,
+                    cluster: None,
                 }),
                 inbox: async_channel::bounded(INBOX_LEN),
                 control: async_channel::unbounded(),
@@ -996,6 +1020,7 @@ impl Server {
             refusals: engine.refusals,
             http_refusals: self.shared.http_refusals.snapshot(),
             dropped_records: engine.dropped_records,
+            cluster: st.cluster.as_ref().map_or(ClusterHealth::Standalone, |m| m.cluster.health()),
         }
     }
 
@@ -1024,6 +1049,9 @@ impl Server {
     pub(crate) fn attach<R: Runtime + Clone>(&self, rt: &R) {
         if self.shared.rt.set(Arc::new(rt.clone())).is_ok() {
             rt.spawn(Box::pin(self.clone().drive()));
+            if let Some(rt) = self.shared.rt.get() {
+                self.join_cluster(rt);
+            }
         }
     }
 
@@ -1318,6 +1346,7 @@ impl Server {
                     rt.spawn(store.put(record));
                 }
             }
+            self.publish_changes(st);
             if st.engine.is_recording() {
                 let now = self.now();
                 while let Some(rec) = st.engine.poll_answered() {
@@ -1562,6 +1591,9 @@ pub struct Status {
     /// traced them ([`EngineStatus::dropped_records`](mcp_proto::EngineStatus::dropped_records));
     /// it stays 0 while the driver drains them after every input, as it does.
     pub dropped_records: u64,
+    /// Whether this replica is in touch with its cluster ([`ServerBuilder::cluster`]):
+    /// [`ClusterHealth::Standalone`] for a server in none.
+    pub cluster: ClusterHealth,
 }
 
 /// What the HTTP layer ([`HttpService`], and the accept loop of [`HttpService::serve`]) turned
@@ -1697,7 +1729,7 @@ impl Status {
     /// Every value as a `(name, value)` pair with a stable snake_case name, for a metrics
     /// exporter: gauges first (`connections`, `running_handlers`, `in_flight`, `listens`,
     /// `sessions`, `streams`, `queued_commands`, `parked_frames`, `http_connections`,
-    /// `shutting_down` as 0 or 1), then counters (`dropped_notifications_total` and one
+    /// `shutting_down` as 0 or 1, `cluster_degraded` as 0 or 1, `cluster_queued`), then counters (`dropped_notifications_total` and one
     /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`, one
     /// `http_refused_<reason>_total` per [`HttpRefusals`] field, such as
     /// `http_refused_per_peer_total`, and `dropped_records_total`).
@@ -1714,6 +1746,14 @@ impl Status {
             ("parked_frames", wide(self.parked_frames)),
             ("http_connections", wide(self.http_connections)),
             ("shutting_down", u64::from(self.shutting_down)),
+            ("cluster_degraded", u64::from(matches!(self.cluster, ClusterHealth::Degraded { .. }))),
+            (
+                "cluster_queued",
+                match self.cluster {
+                    ClusterHealth::Degraded { queued } => wide(queued),
+                    _ => 0,
+                },
+            ),
             ("dropped_notifications_total", self.dropped_notifications),
         ];
         gauges

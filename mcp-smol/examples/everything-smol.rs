@@ -10,7 +10,7 @@ fn main() {
         std::process::exit(2)
     });
     everything::init_logging();
-    let server = everything::build(&args);
+    let server = smol::block_on(everything::build_replica(&args));
     // SIGINT or SIGTERM (unix): refuse new work, let calls in flight finish (for up to the
     // budget) and answer them, then exit 0.
     let stop =

@@ -33,7 +33,7 @@ fn main() {
 
 async fn run(args: everything::Args) {
     everything::init_logging();
-    let server = everything::build(&args);
+    let server = everything::build_replica(&args).await;
     // SIGINT or SIGTERM: refuse new work, let calls in flight finish (for up to the budget) and
     // answer them, then exit 0.
     let stop =

@@ -520,6 +520,10 @@ pub struct EngineStatus {
     /// [`AnsweredRequest`] records dropped because
     /// [`AnsweredRequest::QUEUE_CAP`] were already waiting to be drained.
     pub dropped_records: u64,
+    /// Local changes not queued for publishing because
+    /// [`MAX_PENDING_CHANGES`](crate::MAX_PENDING_CHANGES) were already waiting
+    /// ([`Engine::poll_change`](crate::Engine::poll_change)).
+    pub dropped_changes: u64,
 }
 
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection

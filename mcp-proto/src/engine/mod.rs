@@ -26,6 +26,7 @@ mod ask;
 mod backlog;
 mod call_state;
 mod calls;
+mod cluster;
 mod compact;
 mod config;
 #[cfg(test)]
@@ -52,6 +53,7 @@ mod tasks;
 mod timers;
 
 pub use ask::{AskError, Asked};
+pub use cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
 pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
@@ -201,6 +203,8 @@ pub struct Engine<H> {
     records: Records,
     /// Tasks of the Tasks extension, running and ended.
     tasks: tasks::Tasks,
+    /// Local changes to publish to other replicas ([`Engine::poll_change`]).
+    outbox: cluster::Outbox,
 }
 
 /// The [`AnsweredRequest`] records a shim asked for. Off, it holds nothing and each request
@@ -284,6 +288,7 @@ impl<H: Clone> Engine<H> {
             refusals: Refusals::default(),
             records: Records::default(),
             tasks: tasks::Tasks::default(),
+            outbox: cluster::Outbox::default(),
         }
     }
 
@@ -482,6 +487,7 @@ impl<H: Clone> Engine<H> {
             dropped_notifications: self.dropped_notes,
             refusals: self.refusals,
             dropped_records: self.records.dropped,
+            dropped_changes: self.outbox.dropped,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();

@@ -182,7 +182,7 @@ fn owed_notes(c: &super::Conn, pending: &Pending) -> Vec<(Owed, Vec<u8>)> {
 
 impl<H: Clone> Engine<H> {
     /// A list changed: every connection the item's gate admits is owed a notification.
-    pub(super) fn changed(&mut self, list: List, gate: Option<&Gate>) {
+    pub(super) fn tell_changed(&mut self, list: List, gate: Option<&Gate>) {
         for (_, c) in self.conns.iter_mut() {
             if admits(gate, &c.caller) {
                 self.notes.owe_list(&mut c.pending, list);
@@ -194,8 +194,17 @@ impl<H: Clone> Engine<H> {
     /// filter naming it) that the resource changed, if the caller may still read it.
     ///
     /// Follow with [`poll_output`](Self::poll_output).
+    /// While publishing is on ([`Engine::set_publishing`]), the update is also queued for
+    /// [`poll_change`](Self::poll_change).
     pub fn notify_resource_updated(&mut self, now: Instant, uri: &str) {
         self.input(now);
+        self.publish_updated(uri);
+        self.tell_resource_updated(uri);
+    }
+
+    /// Owes `notifications/resources/updated` to every connection subscribed to `uri` that may
+    /// still read it.
+    pub(super) fn tell_resource_updated(&mut self, uri: &str) {
         let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
         let max = self.config.limits.max_subscribed_uris;
         for key in keys {

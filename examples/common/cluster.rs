@@ -1,0 +1,59 @@
+//! The everything example as one replica of several (`--cluster redis://HOST:PORT`,
+//! `--replica NAME`): changes, the key ring and ended tasks go through Redis (see
+//! `mcp_server::cluster`), and a `replica_status` tool says which replica answered and how it
+//! stands with the cluster. Without `--cluster` nothing here is used.
+
+use std::sync::Arc;
+
+use mcp_proto::{Tool, ToolOutput};
+use mcp_server::{Cluster, ClusterHealth, RedisCluster, Server, ServerBuilder, ToolCall};
+use serde_json::json;
+
+/// The cluster name every replica of the example shares: one pub/sub channel and one key
+/// namespace on the Redis server.
+const CLUSTER_NAME: &str = "everything";
+
+/// Makes `builder` a replica of the cluster at `url` named `replica`, with the
+/// `replica_status` tool, and builds it with the shared key ring. Exits (status 1) when the
+/// URL is malformed or Redis cannot give the key ring: a replica that signs with a key of its
+/// own would refuse every other replica's cursors.
+pub(crate) async fn join(builder: ServerBuilder, url: &str, replica: &str) -> Server {
+    let cluster = RedisCluster::new(url, CLUSTER_NAME).unwrap_or_else(|e| {
+        eprintln!("everything: --cluster {url}: {e}");
+        std::process::exit(2)
+    });
+    let name = replica.to_owned();
+    let builder = builder
+        .tool(
+            Tool::new(
+                "replica_status",
+                "Which replica answered, and whether it is in touch with its cluster",
+                json!({"type": "object", "properties": {}}),
+            ),
+            move |call: ToolCall| {
+                let name = name.clone();
+                async move {
+                    let status = call.ctx.server().status();
+                    let (cluster, queued) = match status.cluster {
+                        ClusterHealth::Connected => ("connected", 0),
+                        ClusterHealth::Degraded { queued } => ("degraded", queued),
+                        _ => ("standalone", 0),
+                    };
+                    ToolOutput::text(
+                        json!({"replica": name, "cluster": cluster, "queued": queued}).to_string(),
+                    )
+                }
+            },
+        )
+        .cluster(Arc::new(cluster) as Arc<dyn Cluster>, replica);
+    match builder.join().await {
+        Ok(server) => {
+            tracing::info!(replica, cluster = url, "joined the cluster");
+            server
+        }
+        Err(e) => {
+            eprintln!("everything: replica {replica}: {e}");
+            std::process::exit(1)
+        }
+    }
+}

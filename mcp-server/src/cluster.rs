@@ -1,0 +1,356 @@
+//! Several replicas as one server: a [`Cluster`] backend shares what one process cannot keep
+//! to itself.
+//!
+//! A cluster carries three things between the replicas of one deployment:
+//!
+//! - **Changes.** A replica that changes its registry (an ungated tool, resource or prompt
+//!   added or removed) or calls [`Server::notify_resource_updated`] publishes the change; every
+//!   other replica tells its own listeners (`list_changed` and `resources/updated` on
+//!   `subscriptions/listen` streams and legacy sessions). The engine queues local changes as
+//!   output ([`Engine::poll_change`](mcp_proto::Engine::poll_change)) and takes remote ones as
+//!   input ([`Engine::apply_remote_change`](mcp_proto::Engine::apply_remote_change)), which it
+//!   never queues again; the server layer connects the two to the bus, and tags each event
+//!   with its replica's id so that it also drops its own events coming back. A change to a
+//!   gated item stays on its replica (see `mcp_proto`'s `Change`).
+//! - **The key ring.** Cursors and request states verify on any replica only if all sign with
+//!   the same keys: [`ServerBuilder::join`] fetches the ring (the first replica to start
+//!   creates it), and [`Cluster::rotate_keys`] puts a new signing key first; every replica is
+//!   told and re-reads the ring, and the keys it kept still verify what they signed.
+//! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
+//!   tasks to, so a `tasks/get` is answered wherever it lands.
+//!
+//! Not shared (yet): the replay ledger of 2026-07-28 request states (a retried `requestState`
+//! is claimed once per replica, not once per cluster) and legacy HTTP sessions (a session lives
+//! on the replica that created it: route on `Mcp-Session-Id`).
+//!
+//! [`InMemoryCluster`] is the default kind, for several [`Server`]s in one process (and tests);
+//! `RedisCluster` (feature `redis`) spans processes.
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::stream::BoxStream;
+use mcp_proto::{Change, KeyRing};
+
+use crate::handler::BoxFuture;
+use crate::tasks::{InMemoryTaskStore, TaskStore};
+use crate::{Runtime, Server};
+
+/// What one replica tells the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterEvent {
+    /// The id of the replica that raised it ([`ServerBuilder::cluster`]): a replica ignores
+    /// its own events when the bus hands them back.
+    pub origin: Arc<str>,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// What a [`ClusterEvent`] says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A list or resource changed on the origin replica.
+    Change(Change),
+    /// The shared key ring changed ([`Cluster::rotate_keys`]): read it again.
+    KeysRotated,
+}
+
+/// The keys of a shared [`KeyRing`], the signing key first.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SharedKeys(Vec<[u8; 32]>);
+
+impl std::fmt::Debug for SharedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedKeys({} keys)", self.0.len())
+    }
+}
+
+impl SharedKeys {
+    /// Keys a ring is made of, the first signing; `None` when `keys` is empty.
+    pub fn new(keys: Vec<[u8; 32]>) -> Option<Self> {
+        (!keys.is_empty()).then_some(Self(keys))
+    }
+
+    /// A fresh ring of one key from the operating system's random source.
+    pub fn random() -> Result<Self, getrandom::Error> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key)?;
+        Ok(Self(vec![key]))
+    }
+
+    /// The keys, the signing key first.
+    pub fn keys(&self) -> &[[u8; 32]] {
+        &self.0
+    }
+
+    /// `new` signs from now on; of the keys before it, the first `keep` still verify (what they
+    /// signed stays valid) and the rest are dropped (what they signed is refused from now on).
+    pub fn rotated(&self, new: [u8; 32], keep: usize) -> Self {
+        let mut keys = vec![new];
+        keys.extend(self.0.iter().take(keep).copied());
+        Self(keys)
+    }
+
+    /// The engine's key ring.
+    pub fn ring(&self) -> KeyRing {
+        let mut keys = self.0.iter();
+        let mut ring = KeyRing::new(keys.next().copied().unwrap_or([0; 32]));
+        for k in keys {
+            ring = ring.with_verify_key(*k);
+        }
+        ring
+    }
+}
+
+/// Why a cluster call failed.
+#[derive(Debug)]
+pub struct ClusterError(pub String);
+
+impl std::fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cluster: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+/// Whether a replica is in touch with its cluster ([`Status::cluster`](crate::Status::cluster)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ClusterHealth {
+    /// The server belongs to no cluster.
+    #[default]
+    Standalone,
+    /// Events go out and come in.
+    Connected,
+    /// The backend cannot be reached: the replica serves on locally, its listeners hear only
+    /// of its own changes, and the changes it raises wait (`queued` of them) to be published
+    /// once it is back.
+    Degraded {
+        /// Changes waiting to be published.
+        queued: usize,
+    },
+}
+
+/// A backend that makes several replicas one server (see the module docs). Object-safe: the
+/// server holds an `Arc<dyn Cluster>` ([`ServerBuilder::cluster`]).
+pub trait Cluster: Send + Sync + 'static {
+    /// Tells every other replica of `event`. Never waits: an implementation queues what it
+    /// cannot send now (and says in its docs what it does with more than it can queue).
+    fn publish(&self, event: ClusterEvent);
+
+    /// The events of every replica (this one's too, which the server drops), from now on, for
+    /// as long as the stream is held. Called once per server, when its runtime is known.
+    fn subscribe(&self) -> BoxStream<'static, ClusterEvent>;
+
+    /// The shared key ring; the first replica to ask creates it (a random key).
+    fn key_ring(&self) -> BoxFuture<Result<SharedKeys, ClusterError>>;
+
+    /// Makes `new` the signing key of the shared ring, keeping at most `keep` of the keys
+    /// before it (see [`SharedKeys::rotated`]), and tells every replica
+    /// ([`EventKind::KeysRotated`]). Returns the new ring.
+    fn rotate_keys(&self, new: [u8; 32], keep: usize) -> BoxFuture<Result<SharedKeys, ClusterError>>;
+
+    /// Where ended tasks go, shared by every replica.
+    fn task_store(&self) -> Arc<dyn TaskStore>;
+
+    /// Whether the backend is reachable now.
+    fn health(&self) -> ClusterHealth {
+        ClusterHealth::Connected
+    }
+
+    /// Called once the server has a runtime, before [`subscribe`](Self::subscribe): a backend
+    /// that needs background work (reconnecting, draining a queue) starts it here. The
+    /// default does nothing.
+    fn start(&self, rt: Arc<dyn Runtime>) {
+        let _ = rt;
+    }
+}
+
+/// The default [`Cluster`]: the replicas are [`Server`]s of one process that share this
+/// value (one `Arc`). Events are handed over through memory, the key ring is made on first
+/// use, and tasks are an [`InMemoryTaskStore`].
+///
+/// Each subscriber has a queue of [`InMemoryCluster::FEED_CAPACITY`] events; an event for a
+/// subscriber whose queue is full is dropped for it and counted ([`dropped`](Self::dropped)):
+/// its listeners miss that change (a later one tells them to re-list all the same).
+pub struct InMemoryCluster {
+    subscribers: Mutex<Vec<async_channel::Sender<ClusterEvent>>>,
+    keys: Mutex<Option<SharedKeys>>,
+    tasks: Arc<InMemoryTaskStore>,
+    dropped: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for InMemoryCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InMemoryCluster").field("tasks", &self.tasks.len()).finish_non_exhaustive()
+    }
+}
+
+impl Default for InMemoryCluster {
+    fn default() -> Self {
+        Self {
+            subscribers: Mutex::new(Vec::new()),
+            keys: Mutex::new(None),
+            tasks: Arc::new(InMemoryTaskStore::default()),
+            dropped: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl InMemoryCluster {
+    /// Events each subscriber may have waiting: 1024.
+    pub const FEED_CAPACITY: usize = 1024;
+
+    /// Events dropped for a subscriber whose queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Cluster for InMemoryCluster {
+    fn publish(&self, event: ClusterEvent) {
+        let Ok(mut subs) = self.subscribers.lock() else { return };
+        subs.retain(|tx| match tx.try_send(event.clone()) {
+            Ok(()) => true,
+            Err(async_channel::TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Err(async_channel::TrySendError::Closed(_)) => false,
+        });
+    }
+
+    fn subscribe(&self) -> BoxStream<'static, ClusterEvent> {
+        let (tx, rx) = async_channel::bounded(Self::FEED_CAPACITY);
+        if let Ok(mut subs) = self.subscribers.lock() {
+            subs.push(tx);
+        }
+        Box::pin(rx)
+    }
+
+    fn key_ring(&self) -> BoxFuture<Result<SharedKeys, ClusterError>> {
+        let keys = match self.keys.lock() {
+            Ok(mut keys) => match &*keys {
+                Some(k) => Ok(k.clone()),
+                None => SharedKeys::random()
+                    .map(|k| keys.insert(k).clone())
+                    .map_err(|e| ClusterError(format!("cannot draw a random key: {e}"))),
+            },
+            Err(_) => Err(ClusterError("key ring lock poisoned".into())),
+        };
+        Box::pin(std::future::ready(keys))
+    }
+
+    fn rotate_keys(&self, new: [u8; 32], keep: usize) -> BoxFuture<Result<SharedKeys, ClusterError>> {
+        let rotated = match self.keys.lock() {
+            Ok(mut keys) => {
+                let next = match &*keys {
+                    Some(k) => k.rotated(new, keep),
+                    None => SharedKeys(vec![new]),
+                };
+                *keys = Some(next.clone());
+                Ok(next)
+            }
+            Err(_) => Err(ClusterError("key ring lock poisoned".into())),
+        };
+        if rotated.is_ok() {
+            self.publish(ClusterEvent { origin: Arc::from(""), kind: EventKind::KeysRotated });
+        }
+        Box::pin(std::future::ready(rotated))
+    }
+
+    fn task_store(&self) -> Arc<dyn TaskStore> {
+        self.tasks.clone()
+    }
+}
+
+/// A server's place in its cluster.
+#[derive(Clone)]
+pub(crate) struct Membership {
+    pub(crate) cluster: Arc<dyn Cluster>,
+    pub(crate) replica: Arc<str>,
+}
+
+impl Server {
+    /// Publishes what the engine queued to publish. Called wherever the engine's output is
+    /// drained, so local changes leave in the order they were made.
+    pub(crate) fn publish_changes(&self, st: &mut crate::State) {
+        let Some(m) = st.cluster.clone() else { return };
+        while let Some(change) = st.engine.poll_change() {
+            m.cluster.publish(ClusterEvent { origin: m.replica.clone(), kind: EventKind::Change(change) });
+        }
+    }
+
+    /// Starts the backend and the task that applies remote events, on the server's runtime.
+    pub(crate) fn join_cluster(&self, rt: &Arc<dyn Runtime>) {
+        let Some(m) = self.lock().cluster.clone() else { return };
+        m.cluster.start(rt.clone());
+        let mut feed = m.cluster.subscribe();
+        let server = self.clone();
+        rt.spawn(Box::pin(async move {
+            use futures_util::StreamExt;
+            while let Some(event) = feed.next().await {
+                if event.origin == m.replica {
+                    continue;
+                }
+                match event.kind {
+                    EventKind::Change(change) => {
+                        let mut st = server.lock();
+                        let now = server.now();
+                        st.engine.apply_remote_change(now, &change);
+                        server.release(st);
+                    }
+                    EventKind::KeysRotated => match m.cluster.key_ring().await {
+                        Ok(keys) => {
+                            server.lock().engine.set_keys(keys.ring());
+                            tracing::info!(replica = %m.replica, keys = keys.keys().len(), "key ring rotated");
+                        }
+                        Err(e) => tracing::warn!(replica = %m.replica, error = %e, "cannot read the rotated key ring"),
+                    },
+                }
+            }
+        }));
+    }
+
+    /// The replica id this server has in its cluster ([`ServerBuilder::cluster`]), if any.
+    pub fn replica(&self) -> Option<Arc<str>> {
+        self.lock().cluster.as_ref().map(|m| m.replica.clone())
+    }
+
+    /// Rotates the cluster's shared key ring (see [`Cluster::rotate_keys`]) with a fresh random
+    /// key, keeping `keep` older keys, and uses the new ring here at once (the other replicas
+    /// as the event reaches them). An error when the server is in no cluster.
+    pub async fn rotate_cluster_keys(&self, keep: usize) -> Result<(), ClusterError> {
+        let Some(m) = self.lock().cluster.clone() else {
+            return Err(ClusterError("this server is in no cluster".into()));
+        };
+        let fresh =
+            SharedKeys::random().map_err(|e| ClusterError(format!("cannot draw a random key: {e}")))?;
+        let keys = m.cluster.rotate_keys(fresh.0[0], keep).await?;
+        self.lock().engine.set_keys(keys.ring());
+        Ok(())
+    }
+}
+
+impl crate::ServerBuilder {
+    /// Makes the server replica `replica` of `cluster` (see the [module docs](crate::cluster)):
+    /// changes are shared with the other replicas, and ended tasks go to
+    /// [`Cluster::task_store`] (replacing any [`task_store`](Self::task_store) set before).
+    /// Build with [`join`](Self::join) to take the shared key ring too. `replica` names it in
+    /// logs and [`Server::replica`]; give each replica its own.
+    pub fn cluster(mut self, cluster: Arc<dyn Cluster>, replica: impl Into<String>) -> Self {
+        self.task_store = Some(cluster.task_store());
+        self.cluster = Some(Membership { cluster, replica: Arc::from(replica.into()) });
+        self
+    }
+
+    /// [`build`](Self::build) with the cluster's shared key ring ([`Cluster::key_ring`]), so
+    /// that every replica signs and verifies cursors and request states alike. Without a
+    /// cluster it is `build`.
+    pub async fn join(self) -> Result<Server, crate::BuildError> {
+        let Some(m) = self.cluster.clone() else { return self.build() };
+        let keys = m.cluster.key_ring().await.map_err(crate::BuildError::Cluster)?;
+        self.keys(keys.ring()).build()
+    }
+}

@@ -1,0 +1,456 @@
+//! [`RedisCluster`]: a [`Cluster`] on a Redis server (feature `redis`).
+//!
+//! Layout, for a cluster named `N`:
+//!
+//! - events go over pub/sub on the channel `mcp:N:events`, one JSON message each
+//!   (`{"origin", "event": "tools"|"resources"|"prompts"|"updated"|"keys", "uri"?}`);
+//! - the key ring is the string key `mcp:N:keys`: the keys in hex, comma-separated, the signing
+//!   key first. The first replica to start creates it (`SET NX`, so two replicas starting at
+//!   once still agree); [`Cluster::rotate_keys`] rewrites it (two rotations at the same moment:
+//!   the last write wins, and both replicas then read that one);
+//! - an ended task is the key `mcp:N:task:["owner","id"]` holding its record as JSON, with
+//!   the record's TTL (`PX`): Redis forgets it when the engine would.
+//!
+//! The runtime Redis runs on is the one the shim's `redis` feature turns on (mcp-tokio: tokio,
+//! mcp-smol: smol); with both compiled in, the `redis` crate uses tokio inside a tokio runtime
+//! and smol elsewhere.
+//!
+//! # Failure
+//!
+//! Every command waits at most [`RedisCluster::TIMEOUT`] (500 ms). When Redis cannot be
+//! reached, or does not answer in time, the replica keeps serving: its own listeners hear of
+//! its own changes at once, `Status::cluster` reports [`ClusterHealth::Degraded`], and a
+//! background task reconnects with backoff (100 ms doubling to 5 s). Changes raised meanwhile
+//! wait in a queue of [`RedisCluster::QUEUE_CAPACITY`] (1024) events, equal ones coalesced,
+//! and are published once Redis is back; past the bound the oldest waiting event is dropped
+//! and counted ([`RedisCluster::dropped`]), and the other replicas' listeners miss it. Events
+//! published by others while this replica's subscription was down are lost to it (pub/sub
+//! keeps nothing): once it is back, it tells its own listeners that every list changed, so
+//! they re-list; a `resources/updated` it missed is not repeated. A task that ends while Redis
+//! is down is not stored (the engine that ran it still answers for it until its TTL); a
+//! `tasks/get` for a task of another replica is then answered as a handler error.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use mcp_proto::{Change, ChangedList, HandlerError, TaskRecord};
+use serde_json::{json, Map, Value};
+
+use crate::cluster::{Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, SharedKeys};
+use crate::handler::BoxFuture;
+use crate::tasks::TaskStore;
+use crate::Runtime;
+
+/// A [`Cluster`] on Redis; see the [module docs](self) for its layout and its failure
+/// behaviour. Cheap to clone: clones share the connection and the queue.
+#[derive(Clone)]
+pub struct RedisCluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: redis::Client,
+    channel: String,
+    keys_key: String,
+    task_prefix: String,
+    /// The command connection, made on first use and dropped on any failure.
+    conn: futures_util::lock::Mutex<Option<redis::aio::MultiplexedConnection>>,
+    /// Events waiting to be published, oldest first.
+    queue: Mutex<VecDeque<ClusterEvent>>,
+    /// Rung when an event is queued.
+    wake: (async_channel::Sender<()>, async_channel::Receiver<()>),
+    subscribers: Mutex<Vec<async_channel::Sender<ClusterEvent>>>,
+    publishing_ok: AtomicBool,
+    subscribed_ok: AtomicBool,
+    dropped: AtomicU64,
+    rt: OnceLock<Arc<dyn Runtime>>,
+}
+
+impl std::fmt::Debug for RedisCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisCluster").field("channel", &self.inner.channel).finish_non_exhaustive()
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> ClusterError {
+    ClusterError(format!("redis: {e}"))
+}
+
+impl RedisCluster {
+    /// How long one Redis command may take before Redis counts as unreachable: 500 ms.
+    pub const TIMEOUT: Duration = Duration::from_millis(500);
+    /// Events that may wait to be published: 1024 (see the module docs for what happens
+    /// past it).
+    pub const QUEUE_CAPACITY: usize = 1024;
+    /// Events each local subscriber may have waiting: 1024; past it an event is dropped for
+    /// that subscriber and counted in [`dropped`](Self::dropped).
+    pub const FEED_CAPACITY: usize = 1024;
+    const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+    const BACKOFF_MAX: Duration = Duration::from_secs(5);
+    /// How often an idle publisher checks that Redis still answers.
+    const HEARTBEAT: Duration = Duration::from_secs(1);
+
+    /// The cluster `name` on the Redis server at `url` (`redis://HOST:PORT`). Connects
+    /// nothing yet: a bad URL fails here, an unreachable server on first use.
+    pub fn new(url: &str, name: &str) -> Result<Self, ClusterError> {
+        let client = redis::Client::open(url).map_err(err)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                channel: format!("mcp:{name}:events"),
+                keys_key: format!("mcp:{name}:keys"),
+                task_prefix: format!("mcp:{name}:task:"),
+                conn: futures_util::lock::Mutex::new(None),
+                queue: Mutex::new(VecDeque::new()),
+                wake: async_channel::bounded(1),
+                subscribers: Mutex::new(Vec::new()),
+                publishing_ok: AtomicBool::new(true),
+                subscribed_ok: AtomicBool::new(true),
+                dropped: AtomicU64::new(0),
+                rt: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// Events dropped: past [`QUEUE_CAPACITY`](Self::QUEUE_CAPACITY) while Redis was away, or
+    /// for a local subscriber whose queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    /// Runs `cmd` on the command connection, connecting first if need be, within
+    /// [`RedisCluster::TIMEOUT`] each.
+    async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, ClusterError> {
+        let mut slot = self.conn.lock().await;
+        let mut conn = match slot.take() {
+            Some(c) => c,
+            None => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(RedisCluster::TIMEOUT)
+                    .set_response_timeout(RedisCluster::TIMEOUT);
+                self.client.get_multiplexed_async_connection_with_config(&config).await.map_err(err)?
+            }
+        };
+        let out = cmd.query_async(&mut conn).await.map_err(err)?;
+        // Kept only after a success: any failure makes the next command reconnect.
+        *slot = Some(conn);
+        Ok(out)
+    }
+
+    fn queued(&self) -> usize {
+        self.queue.lock().map_or(0, |q| q.len())
+    }
+
+    fn fan_out(&self, event: &ClusterEvent) {
+        let Ok(mut subs) = self.subscribers.lock() else { return };
+        subs.retain(|tx| match tx.try_send(event.clone()) {
+            Ok(()) => true,
+            Err(async_channel::TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(async_channel::TrySendError::Closed(_)) => false,
+        });
+    }
+
+    /// Publishes what is queued, oldest first; stops at the first failure, leaving the rest
+    /// (that one included) queued.
+    async fn drain(&self) -> Result<(), ClusterError> {
+        loop {
+            let Some(event) = self.queue.lock().ok().and_then(|q| q.front().cloned()) else {
+                return Ok(());
+            };
+            let cmd = redis::cmd("PUBLISH").arg(&self.channel).arg(encode(&event)).to_owned();
+            self.run::<i64>(&cmd).await?;
+            if let Ok(mut q) = self.queue.lock() {
+                if q.front() == Some(&event) {
+                    q.pop_front();
+                }
+            }
+        }
+    }
+
+    async fn publisher(self: Arc<Self>, rt: Arc<dyn Runtime>) {
+        let mut backoff = RedisCluster::BACKOFF_FIRST;
+        loop {
+            let ok = match self.drain().await {
+                Ok(()) => self.run::<String>(&redis::cmd("PING")).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            match ok {
+                Ok(()) => {
+                    if !self.publishing_ok.swap(true, Ordering::AcqRel) {
+                        tracing::info!(channel = %self.channel, "cluster: publishing to redis again");
+                    }
+                    backoff = RedisCluster::BACKOFF_FIRST;
+                    let idle = crate::sleep_until(rt.as_ref(), rt.now().checked_add(RedisCluster::HEARTBEAT));
+                    let woken = self.wake.1.recv();
+                    futures_util::future::select(idle, Box::pin(woken)).await;
+                }
+                Err(e) => {
+                    if self.publishing_ok.swap(false, Ordering::AcqRel) {
+                        tracing::warn!(channel = %self.channel, error = %e, queued = self.queued(), "cluster degraded: cannot publish to redis");
+                    }
+                    crate::sleep_until(rt.as_ref(), rt.now().checked_add(backoff)).await;
+                    backoff = (backoff * 2).min(RedisCluster::BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    async fn subscriber(self: Arc<Self>, rt: Arc<dyn Runtime>) {
+        let mut backoff = RedisCluster::BACKOFF_FIRST;
+        let mut first = true;
+        loop {
+            let connect = async {
+                let mut pubsub = self.client.get_async_pubsub().await.map_err(err)?;
+                pubsub.subscribe(&self.channel).await.map_err(err)?;
+                Ok::<_, ClusterError>(pubsub)
+            };
+            let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(RedisCluster::TIMEOUT));
+            let connected = match futures_util::future::select(Box::pin(connect), deadline).await {
+                futures_util::future::Either::Left((r, _)) => r,
+                futures_util::future::Either::Right(_) => {
+                    Err(ClusterError("redis: subscribe timed out".into()))
+                }
+            };
+            match connected {
+                Ok(pubsub) => {
+                    self.subscribed_ok.store(true, Ordering::Release);
+                    backoff = RedisCluster::BACKOFF_FIRST;
+                    if !first {
+                        tracing::info!(channel = %self.channel, "cluster: subscribed to redis again");
+                        // What was published while the subscription was down is gone: every
+                        // listener re-lists rather than keep a stale list.
+                        for list in [ChangedList::Tools, ChangedList::Resources, ChangedList::Prompts] {
+                            let kind = EventKind::Change(Change::ListChanged(list));
+                            self.fan_out(&ClusterEvent { origin: Arc::from(""), kind });
+                        }
+                    }
+                    first = false;
+                    let mut messages = pubsub.into_on_message();
+                    while let Some(msg) = messages.next().await {
+                        match decode(msg.get_payload_bytes()) {
+                            Some(event) => self.fan_out(&event),
+                            None => {
+                                tracing::warn!(channel = %self.channel, "cluster: ignored a malformed event")
+                            }
+                        }
+                    }
+                    self.subscribed_ok.store(false, Ordering::Release);
+                    tracing::warn!(channel = %self.channel, "cluster degraded: the redis subscription ended");
+                }
+                Err(e) => {
+                    if self.subscribed_ok.swap(false, Ordering::AcqRel) || first {
+                        tracing::warn!(channel = %self.channel, error = %e, "cluster degraded: cannot subscribe on redis");
+                    }
+                    first = false;
+                }
+            }
+            crate::sleep_until(rt.as_ref(), rt.now().checked_add(backoff)).await;
+            backoff = (backoff * 2).min(RedisCluster::BACKOFF_MAX);
+        }
+    }
+}
+
+impl Cluster for RedisCluster {
+    fn publish(&self, event: ClusterEvent) {
+        if let Ok(mut q) = self.inner.queue.lock() {
+            if !q.contains(&event) {
+                if q.len() >= Self::QUEUE_CAPACITY {
+                    q.pop_front();
+                    self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                q.push_back(event);
+            }
+        }
+        let _ = self.inner.wake.0.try_send(());
+    }
+
+    fn subscribe(&self) -> BoxStream<'static, ClusterEvent> {
+        let (tx, rx) = async_channel::bounded(Self::FEED_CAPACITY);
+        if let Ok(mut subs) = self.inner.subscribers.lock() {
+            subs.push(tx);
+        }
+        Box::pin(rx)
+    }
+
+    fn key_ring(&self) -> BoxFuture<Result<SharedKeys, ClusterError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let fresh =
+                SharedKeys::random().map_err(|e| ClusterError(format!("cannot draw a random key: {e}")))?;
+            let set = redis::cmd("SET").arg(&inner.keys_key).arg(encode_keys(&fresh)).arg("NX").to_owned();
+            inner.run::<Option<String>>(&set).await?;
+            let stored: Option<String> =
+                inner.run(&redis::cmd("GET").arg(&inner.keys_key).to_owned()).await?;
+            stored
+                .as_deref()
+                .and_then(decode_keys)
+                .ok_or_else(|| ClusterError(format!("redis: {} does not hold a key ring", inner.keys_key)))
+        })
+    }
+
+    fn rotate_keys(&self, new: [u8; 32], keep: usize) -> BoxFuture<Result<SharedKeys, ClusterError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let inner = &this.inner;
+            let stored: Option<String> =
+                inner.run(&redis::cmd("GET").arg(&inner.keys_key).to_owned()).await?;
+            let next = match stored.as_deref().and_then(decode_keys) {
+                Some(keys) => keys.rotated(new, keep),
+                None => SharedKeys::new(vec![new]).ok_or_else(|| ClusterError("no key".into()))?,
+            };
+            inner
+                .run::<String>(&redis::cmd("SET").arg(&inner.keys_key).arg(encode_keys(&next)).to_owned())
+                .await?;
+            this.publish(ClusterEvent { origin: Arc::from(""), kind: EventKind::KeysRotated });
+            Ok(next)
+        })
+    }
+
+    fn task_store(&self) -> Arc<dyn TaskStore> {
+        Arc::new(self.clone())
+    }
+
+    fn health(&self) -> ClusterHealth {
+        let ok = self.inner.publishing_ok.load(Ordering::Acquire)
+            && self.inner.subscribed_ok.load(Ordering::Acquire);
+        if ok {
+            ClusterHealth::Connected
+        } else {
+            ClusterHealth::Degraded { queued: self.inner.queued() }
+        }
+    }
+
+    fn start(&self, rt: Arc<dyn Runtime>) {
+        if self.inner.rt.set(rt.clone()).is_err() {
+            // Another server sharing this value started it already.
+            return;
+        }
+        rt.spawn(Box::pin(self.inner.clone().publisher(rt.clone())));
+        rt.spawn(Box::pin(self.inner.clone().subscriber(rt.clone())));
+    }
+}
+
+impl TaskStore for RedisCluster {
+    fn put(&self, record: TaskRecord) -> BoxFuture<()> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            if record.ttl_ms == 0 {
+                return;
+            }
+            let key = task_key(&inner.task_prefix, &record.owner, &record.task_id);
+            let value = json!({
+                "taskId": record.task_id, "owner": record.owner, "task": record.task,
+                "endedUnixMs": record.ended_unix_ms, "ttlMs": record.ttl_ms,
+            });
+            let cmd =
+                redis::cmd("SET").arg(key).arg(value.to_string()).arg("PX").arg(record.ttl_ms).to_owned();
+            if let Err(e) = inner.run::<String>(&cmd).await {
+                tracing::warn!(task = record.task_id, error = %e, "cluster: cannot store an ended task in redis");
+            }
+        })
+    }
+
+    fn get(&self, owner: String, task_id: String) -> BoxFuture<Result<Option<TaskRecord>, HandlerError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let key = task_key(&inner.task_prefix, &owner, &task_id);
+            let stored: Option<String> = inner
+                .run(&redis::cmd("GET").arg(key).to_owned())
+                .await
+                .map_err(|e| HandlerError::Private(e.to_string().into()))?;
+            Ok(stored.as_deref().and_then(decode_task))
+        })
+    }
+}
+
+fn task_key(prefix: &str, owner: &str, id: &str) -> String {
+    // JSON keeps an owner or id holding the separator from colliding with another pair.
+    format!("{prefix}{}", json!([owner, id]))
+}
+
+fn decode_task(text: &str) -> Option<TaskRecord> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    Some(TaskRecord {
+        task_id: v.get("taskId")?.as_str()?.to_owned(),
+        owner: v.get("owner")?.as_str()?.to_owned(),
+        task: v.get("task")?.as_object()?.clone(),
+        ended_unix_ms: v.get("endedUnixMs")?.as_u64()?,
+        ttl_ms: v.get("ttlMs")?.as_u64()?,
+    })
+}
+
+fn encode_keys(keys: &SharedKeys) -> String {
+    let hex = |k: &[u8; 32]| k.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    keys.keys().iter().map(hex).collect::<Vec<_>>().join(",")
+}
+
+fn decode_keys(text: &str) -> Option<SharedKeys> {
+    let key = |h: &str| -> Option<[u8; 32]> {
+        let mut out = [0u8; 32];
+        if h.len() != 64 {
+            return None;
+        }
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(out)
+    };
+    SharedKeys::new(text.split(',').map(key).collect::<Option<Vec<_>>>()?)
+}
+
+fn encode(event: &ClusterEvent) -> String {
+    let mut m = Map::new();
+    m.insert("origin".into(), Value::from(&*event.origin));
+    let (name, uri) = match &event.kind {
+        EventKind::Change(Change::ListChanged(list)) => (list.as_str(), None),
+        EventKind::Change(Change::ResourceUpdated(uri)) => ("updated", Some(uri.clone())),
+        EventKind::KeysRotated => ("keys", None),
+        // A change this build cannot name is sent as one every replica understands.
+        EventKind::Change(_) => ("tools", None),
+    };
+    m.insert("event".into(), name.into());
+    if let Some(uri) = uri {
+        m.insert("uri".into(), uri.into());
+    }
+    Value::Object(m).to_string()
+}
+
+fn decode(bytes: &[u8]) -> Option<ClusterEvent> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let origin = Arc::from(v.get("origin")?.as_str()?);
+    let kind = match v.get("event")?.as_str()? {
+        "updated" => EventKind::Change(Change::ResourceUpdated(v.get("uri")?.as_str()?.to_owned())),
+        "keys" => EventKind::KeysRotated,
+        name => EventKind::Change(Change::ListChanged(ChangedList::from_name(name)?)),
+    };
+    Some(ClusterEvent { origin, kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_and_keys_round_trip() {
+        for kind in [
+            EventKind::Change(Change::ListChanged(ChangedList::Prompts)),
+            EventKind::Change(Change::ResourceUpdated("test://a,b".into())),
+            EventKind::KeysRotated,
+        ] {
+            let e = ClusterEvent { origin: Arc::from("r1"), kind };
+            assert_eq!(decode(encode(&e).as_bytes()), Some(e));
+        }
+        let keys = SharedKeys::new(vec![[1; 32], [0xab; 32]]).unwrap();
+        assert_eq!(decode_keys(&encode_keys(&keys)), Some(keys));
+        assert_eq!(decode_keys("zz"), None);
+    }
+}

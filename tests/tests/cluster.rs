@@ -1,0 +1,288 @@
+//! Several servers in one process sharing an `InMemoryCluster` (issue 14): a change raised on
+//! one replica reaches the listeners of another, once, and never travels back; the replicas
+//! share one key ring, so a cursor one signs pages on another; rotation reaches every replica.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_proto::{Caller, Resource, ResourceContents, Tool, ToolOutput};
+use mcp_server::{Cluster, InMemoryCluster, Server, ServerBuilder, ToolCall};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const WATCHED: &str = "test://watched";
+
+fn replica(cluster: &Arc<InMemoryCluster>, name: &str) -> ServerBuilder {
+    let mut b = Server::builder("cluster-test", "1")
+        .resource_subscriptions()
+        .resource(Resource::new(WATCHED, "watched"), |_| async {
+            Ok(vec![ResourceContents::text(WATCHED, "text/plain", "v")])
+        });
+    for i in 0..5 {
+        b = b.tool(Tool::new(format!("t{i}"), "d", json!({"type": "object"})), |_: ToolCall| async {
+            Ok::<_, mcp_proto::HandlerError>(ToolOutput::text("ok"))
+        });
+    }
+    b.config_mut().limits.page_size(2);
+    b.cluster(cluster.clone() as Arc<dyn Cluster>, name)
+}
+
+/// A line client of `server`: what it writes, and the lines it reads.
+struct Client {
+    to: tokio::io::DuplexStream,
+    from: tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+}
+
+impl Client {
+    fn connect(server: &Server) -> Self {
+        let (client_in, server_out) = tokio::io::duplex(1 << 16);
+        let (server_in, client_out) = tokio::io::duplex(1 << 16);
+        let server = server.clone();
+        tokio::spawn(async move {
+            let _ = mcp_tokio::serve_lines(&server, Caller::identified("alice"), server_in, server_out).await;
+        });
+        Self { to: client_out, from: BufReader::new(client_in).lines() }
+    }
+
+    async fn send(&mut self, v: Value) {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.to.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// The next line, or `None` after `wait`.
+    async fn next(&mut self, wait: Duration) -> Option<Value> {
+        let line = tokio::time::timeout(wait, self.from.next_line()).await.ok()?.ok()??;
+        Some(serde_json::from_str(&line).unwrap())
+    }
+
+    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        loop {
+            let v = self.next(Duration::from_secs(10)).await.expect("an answer");
+            if v.get("id") == Some(&json!(id)) {
+                return v;
+            }
+        }
+    }
+
+    async fn initialized(server: &Server) -> Self {
+        let mut c = Self::connect(server);
+        c.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "c", "version": "1"}}),
+        )
+        .await;
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        c
+    }
+
+    /// Notifications (method names) read within `wait`.
+    async fn notes(&mut self, wait: Duration) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(v) = self.next(wait).await {
+            if let Some(m) = v.get("method").and_then(Value::as_str) {
+                out.push(m.to_owned());
+            }
+        }
+        out
+    }
+}
+
+#[tokio::test]
+async fn a_change_on_one_replica_reaches_the_listeners_of_another_once() {
+    let cluster = Arc::new(InMemoryCluster::default());
+    let a = replica(&cluster, "a").join().await.unwrap();
+    let b = replica(&cluster, "b").join().await.unwrap();
+    let mut on_a = Client::initialized(&a).await;
+    let mut on_b = Client::initialized(&b).await;
+    let sub = on_a.request(1, "resources/subscribe", json!({"uri": WATCHED})).await;
+    assert!(sub.get("result").is_some(), "{sub}");
+
+    b.add_tool(Tool::new("dynamic", "d", json!({"type": "object"})), |_: ToolCall| async {
+        Ok::<_, mcp_proto::HandlerError>(ToolOutput::text("ok"))
+    })
+    .unwrap();
+    b.notify_resource_updated(WATCHED);
+
+    let seen_a = on_a.notes(Duration::from_millis(500)).await;
+    assert_eq!(
+        seen_a,
+        ["notifications/tools/list_changed", "notifications/resources/updated"],
+        "replica a's listener hears of b's changes, once each"
+    );
+    // b's own client hears of its own tool once: the event that comes back is not applied again.
+    let seen_b = on_b.notes(Duration::from_millis(500)).await;
+    assert_eq!(seen_b, ["notifications/tools/list_changed"]);
+    assert_eq!(cluster.dropped(), 0);
+    assert_eq!(a.replica().as_deref(), Some("a"));
+    assert!(matches!(a.status().cluster, mcp_server::ClusterHealth::Connected));
+}
+
+#[tokio::test]
+async fn a_cursor_signed_on_one_replica_pages_on_another_across_a_rotation() {
+    let cluster = Arc::new(InMemoryCluster::default());
+    let a = replica(&cluster, "a").join().await.unwrap();
+    let b = replica(&cluster, "b").join().await.unwrap();
+    let mut on_a = Client::initialized(&a).await;
+    let mut on_b = Client::initialized(&b).await;
+
+    let cursor_of = |v: &Value| v["result"]["nextCursor"].as_str().map(str::to_owned);
+    let first = on_a.request(1, "tools/list", json!({})).await;
+    let cursor = cursor_of(&first).expect("a first page with a cursor");
+    let second = on_b.request(1, "tools/list", json!({"cursor": cursor})).await;
+    assert_eq!(second["result"]["tools"][0]["name"], "t2", "{second}");
+
+    // a rotates, keeping the old key: b hears of it, and the old cursor still pages on both.
+    a.rotate_cluster_keys(1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let again = on_b.request(2, "tools/list", json!({"cursor": cursor})).await;
+    assert_eq!(again["result"]["tools"][0]["name"], "t2", "{again}");
+    // A cursor signed with the new key on b verifies on a.
+    let fresh = cursor_of(&on_b.request(3, "tools/list", json!({})).await).unwrap();
+    let on_a_page = on_a.request(2, "tools/list", json!({"cursor": fresh})).await;
+    assert_eq!(on_a_page["result"]["tools"][0]["name"], "t2", "{on_a_page}");
+
+    // Rotated again without keeping: the first cursor is refused everywhere.
+    b.rotate_cluster_keys(0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = on_a.request(3, "tools/list", json!({"cursor": cursor})).await;
+    assert!(refused.get("error").is_some(), "{refused}");
+}
+
+/// A `redis-server` on a free loopback port, stopped on drop.
+struct Redis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Redis {
+    /// `None` (and a message saying so) when the binary is not installed.
+    fn start_on(port: u16) -> Option<Self> {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("SKIPPED: redis-server is not installed (apt-get install redis-server)");
+                return None;
+            }
+            Err(e) => panic!("cannot start redis-server: {e}"),
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(Self { child, port })
+    }
+
+    fn start() -> Option<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::start_on(port)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn redis_replica(url: &str, name: &str) -> ServerBuilder {
+    let cluster = Arc::new(mcp_server::RedisCluster::new(url, "test").unwrap());
+    let in_memory = Arc::new(InMemoryCluster::default());
+    replica(&in_memory, name).cluster(cluster as Arc<dyn Cluster>, name)
+}
+
+/// Waits up to 10 s for `f` to hold.
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_redis_share_changes_keys_and_tasks_and_ride_out_an_outage() {
+    let Some(redis) = Redis::start() else { return };
+    let url = redis.url();
+    let a = redis_replica(&url, "a").join().await.unwrap();
+    let b = redis_replica(&url, "b").join().await.unwrap();
+    let mut on_a = Client::initialized(&a).await;
+    let mut on_b = Client::initialized(&b).await;
+    assert!(on_a.request(1, "resources/subscribe", json!({"uri": WATCHED})).await.get("result").is_some());
+    until("both replicas subscribed", || {
+        a.status().cluster == mcp_server::ClusterHealth::Connected
+            && b.status().cluster == mcp_server::ClusterHealth::Connected
+    })
+    .await;
+    // The SUBSCRIBE may still be in flight when health first reads Connected.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // One key ring: a's cursor pages on b.
+    let first = on_a.request(2, "tools/list", json!({})).await;
+    let cursor = first["result"]["nextCursor"].as_str().unwrap().to_owned();
+    let second = on_b.request(2, "tools/list", json!({"cursor": cursor})).await;
+    assert_eq!(second["result"]["tools"][0]["name"], "t2", "{second}");
+
+    // A change on b reaches a's listener once.
+    b.notify_resource_updated(WATCHED);
+    assert_eq!(on_a.notes(Duration::from_millis(700)).await, ["notifications/resources/updated"]);
+
+    // Tasks: what b stores, a reads.
+    let store_b = mcp_server::RedisCluster::new(&url, "test").unwrap();
+    let store_a = mcp_server::RedisCluster::new(&url, "test").unwrap();
+    let record = mcp_proto::TaskRecord {
+        task_id: "task-1".into(),
+        owner: "alice".into(),
+        task: serde_json::Map::from_iter([("status".to_owned(), json!("completed"))]),
+        ended_unix_ms: 1,
+        ttl_ms: 60_000,
+    };
+    mcp_server::TaskStore::put(&store_b, record.clone()).await;
+    let got = mcp_server::TaskStore::get(&store_a, "alice".into(), "task-1".into()).await.unwrap();
+    assert_eq!(got, Some(record));
+    assert_eq!(mcp_server::TaskStore::get(&store_a, "bob".into(), "task-1".into()).await.unwrap(), None);
+
+    // Redis goes away: b serves on, reports degraded, and keeps the change it raises.
+    let port = redis.port;
+    drop(redis);
+    b.notify_resource_updated(WATCHED);
+    until(
+        "b degraded, the change queued",
+        || matches!(b.status().cluster, mcp_server::ClusterHealth::Degraded { queued } if queued >= 1),
+    )
+    .await;
+    assert_eq!(on_b.request(9, "ping", json!({})).await["result"], json!({}), "b still serves");
+    assert_eq!(on_a.notes(Duration::from_millis(300)).await, Vec::<String>::new());
+
+    // Back on the same port: b publishes what waited (it reads Connected only once its queue
+    // is drained), a re-subscribes and re-lists.
+    let _redis = Redis::start_on(port).unwrap();
+    until("b connected again, its queue published", || {
+        b.status().cluster == mcp_server::ClusterHealth::Connected
+    })
+    .await;
+    until("a connected again", || a.status().cluster == mcp_server::ClusterHealth::Connected).await;
+    let mut seen = on_a.notes(Duration::from_millis(1500)).await;
+    seen.sort();
+    seen.dedup();
+    assert!(seen.contains(&"notifications/tools/list_changed".to_owned()), "{seen:?}");
+    // The update b raised while Redis was down arrives once a has subscribed again, unless
+    // b published it before a was back (pub/sub keeps nothing): b retries until it can
+    // publish, and a subscribes within its backoff, so send one more change and expect it.
+    b.notify_resource_updated(WATCHED);
+    let after = on_a.notes(Duration::from_millis(700)).await;
+    assert!(after.contains(&"notifications/resources/updated".to_owned()), "{after:?}");
+}
