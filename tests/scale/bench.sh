@@ -92,7 +92,8 @@ start() {
 printf '%-11s %8s %5s %5s %9s %8s %8s %8s\n' peer replicas load conc rps p50_us p99_us failures
 # "direct": one replica, no haproxy.
 setups=("ours direct" "ours 1" "ours 3" "rmcp direct" "rmcp 1" "rmcp 3")
-"$BIN" --help 2>&1 | grep -q -- '--cluster' && setups+=("ours+redis direct" "ours+redis 1" "ours+redis 3")
+help="$("$BIN" --help 2>&1 || true)" # exits non-zero: read its text
+[[ "$help" == *--cluster* ]] && setups+=("ours+redis direct" "ours+redis 1" "ours+redis 3")
 for setup in "${setups[@]}"; do
     read -r peer n <<<"$setup"
     if [[ "$n" == "direct" ]]; then start "$peer" 1 1; else start "$peer" "$n"; fi

@@ -20,8 +20,6 @@
 #                   the harness can fail)
 #   SCALE_STICKY    1 (default): haproxy sticks legacy sessions to their replica; 0: drops the
 #                   stick rules (the legacy scenario then FAILs)
-#   SCALE_LEDGER    1: also run scenario 6 (an input_required retry on another replica
-#                   completes once), which needs the replay ledger shared across replicas
 #   SCALE_ONLY      run just these scenarios (e.g. 1,5), for debugging
 #   SCALE_TIMEOUT   hard cap for the scenario run, seconds (default 150)
 #
@@ -97,7 +95,9 @@ log "redis-server on 127.0.0.1:$RPORT"
 
 CLUSTER_ARGS=0
 if [[ "${SCALE_CLUSTER:-1}" == "1" ]]; then
-    if "$BIN" --help 2>&1 | grep -q -- '--cluster'; then
+    # --help exits non-zero: read its text, not its status.
+    help="$("$BIN" --help 2>&1 || true)"
+    if [[ "$help" == *--cluster* ]]; then
         CLUSTER_ARGS=1
     else
         log "WARNING: $BIN has no --cluster flag: the replicas run unshared"
@@ -155,7 +155,6 @@ replica_args=()
 for i in "${!NAMES[@]}"; do
     replica_args+=(--replica "${NAMES[$i]}=${URLS[$i]}=${RPIDS[$i]}")
 done
-[[ "${SCALE_LEDGER:-0}" == "1" ]] && replica_args+=(--ledger)
 rc=0
 timeout --kill-after=10 "${SCALE_TIMEOUT:-150}" "$VENV/bin/python" "$ROOT/tests/scale/scenarios.py" \
     --proxy "http://127.0.0.1:$HPORT/mcp" "${replica_args[@]}" --cluster "$CLUSTER_ARGS" 2>&1 \
