@@ -1,0 +1,418 @@
+"""Scale-out scenarios against replicas of the everything example behind haproxy.
+
+Started by tests/scale/run.sh, which starts redis-server, the replicas and haproxy:
+
+    python scenarios.py --proxy URL --replica NAME=URL=PID ... [--cluster 0|1]
+
+Every scenario prints `ok` or `FAIL` with what it saw; the exit status is non-zero if any
+failed. The official Python SDK (`mcp`) drives everything it can express; its HTTP client
+(httpx2, which the SDK is built on) gets a response hook that records which replica answered
+each request (haproxy's X-Replica header). Raw HTTP (httpx2, no SDK) only where the SDK has no
+API: the Tasks extension (scenario 4: `tasks/get` has no SDK call).
+
+Scenarios:
+  1 paging    a 2026-07-28 client pages tools/list through haproxy; each page comes from a
+              different replica than the one before (sealed cursors verify on any replica)
+  2 listen    a subscriptions/listen client connected straight to replica A receives the tools
+              list_changed raised by toggling test_dynamic_tool on replica B
+  3 legacy    a 2025-11-25 client (initialize, Mcp-Session-Id) keeps its session through haproxy
+              across many requests, all served by one replica (haproxy stickiness)
+  4 tasks     a slow_compute task created through haproxy on one replica is read with tasks/get
+              on each other replica once it has ended
+  6 retry     a 2026-07-28 input_required call (test_input_required_result_elicitation) is
+              retried through haproxy on another replica than its first round and completes (the
+              request state verifies there). Not checked: that a replayed retry runs once across
+              the cluster; the replay ledger is per replica, and a replay is answered from the
+              ledger byte for byte, so only a tool that counts its runs could tell
+  5 kill      clients keep calling echo through haproxy while one replica is SIGKILLed; every
+              call succeeds (haproxy retries on conn-failure/empty-response, health checks drop
+              the dead replica); run last, since it removes a replica
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import anyio
+import httpx2
+from mcp import ClientSession, types
+from mcp.client.context import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged, listen
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+TASKS_EXT = "io.modelcontextprotocol/tasks"
+STEP_TIMEOUT = float(os.environ.get("SCALE_STEP_TIMEOUT", "20"))
+NOTIFY_TIMEOUT = float(os.environ.get("SCALE_NOTIFY_TIMEOUT", "5"))
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class Tap:
+    """Records (Mcp-Method request header, X-Replica response header, status) per HTTP response."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str | None, str | None, int]] = []
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        self.seen.append(
+            (response.request.headers.get("mcp-method"), response.headers.get("x-replica"), response.status_code)
+        )
+
+    def since(self, mark: int, method: str | None = None) -> list[tuple[str | None, str | None, int]]:
+        return [s for s in self.seen[mark:] if method is None or s[0] == method]
+
+
+async def accept_elicitation(_context: Any, params: Any) -> Any:
+    return types.ElicitResult(action="accept", content={"name": "Scale"})
+
+
+@asynccontextmanager
+async def sdk_session(url: str, tap: Tap | None = None) -> AsyncIterator[ClientSession]:
+    """An SDK client session over Streamable HTTP to `url`, its responses recorded by `tap`."""
+    http = create_mcp_http_client()
+    if tap is not None:
+        http.event_hooks = {"request": [], "response": [tap.on_response]}
+    async with http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write, elicitation_callback=accept_elicitation) as session:
+                yield session
+
+
+def text_of(result: Any) -> str:
+    content = result.content if hasattr(result, "content") else result.get("content", [])
+    texts = [getattr(c, "text", None) if not isinstance(c, dict) else c.get("text") for c in content]
+    return " ".join(t for t in texts if t)
+
+
+# ---- raw HTTP (what the SDK cannot express) -----------------------------------------------------
+
+_ids = iter(range(1, 1_000_000))
+
+
+async def raw_call(
+    http: httpx2.AsyncClient, url: str, method: str, params: dict[str, Any], name: str | None = None
+) -> tuple[dict[str, Any], str | None]:
+    """One stateless 2026-07-28 request; returns the JSON-RPC response and the X-Replica header."""
+    params = dict(params)
+    meta = dict(params.get("_meta") or {})
+    meta.setdefault("io.modelcontextprotocol/protocolVersion", MODERN)
+    meta.setdefault("io.modelcontextprotocol/clientCapabilities", {"extensions": {TASKS_EXT: {}}})
+    params["_meta"] = meta
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if name is not None:
+        headers["Mcp-Name"] = name
+    body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    resp = await http.post(url, content=json.dumps(body), headers=headers)
+    replica = resp.headers.get("x-replica")
+    if resp.status_code != 200:
+        raise CheckFailed(f"{method} on {url}: HTTP {resp.status_code}: {resp.text[:300]}")
+    if resp.headers.get("content-type", "").startswith("text/event-stream"):
+        # The response is the last `data:` of the stream that carries our id.
+        msgs = [json.loads(line[5:]) for line in resp.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        msgs = [m for m in msgs if m.get("id") == body["id"]]
+        if not msgs:
+            raise CheckFailed(f"{method} on {url}: event stream without a response: {resp.text[:300]}")
+        return msgs[-1], replica
+    return resp.json(), replica
+
+
+# ---- scenarios ------------------------------------------------------------------------------------
+
+
+async def paging(o: argparse.Namespace) -> str:
+    tap = Tap()
+    async with sdk_session(o.proxy, tap) as s:
+        await s.discover()
+        if s.protocol_version != MODERN:
+            raise CheckFailed(f"negotiated {s.protocol_version}, expected {MODERN}")
+        cursor: str | None = None
+        pages: list[tuple[int, str | None]] = []
+        while True:
+            mark = len(tap.seen)
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            try:
+                res = await s.list_tools(params=params)
+            except Exception as e:  # noqa: BLE001
+                served = [r for _m, r, _s in tap.since(mark)]
+                raise CheckFailed(f"page {len(pages) + 1} (served by {served}) failed: {e}; pages so far {pages}")
+            served = [r for _m, r, _s in tap.since(mark, "tools/list")] or [r for _m, r, _s in tap.since(mark)]
+            pages.append((len(res.tools), served[-1] if served else None))
+            cursor = res.next_cursor
+            if not cursor:
+                break
+            if len(pages) > 20:
+                raise CheckFailed(f"more than 20 pages: {pages}")
+    if len(pages) < 3:
+        raise CheckFailed(f"only {len(pages)} page(s): {pages}; start the replicas with --extra-tools 250")
+    replicas = [r for _n, r in pages]
+    if None in replicas:
+        raise CheckFailed(f"a page without X-Replica: {pages}")
+    same = [i for i in range(1, len(replicas)) if replicas[i] == replicas[i - 1]]
+    if same:
+        raise CheckFailed(f"consecutive pages served by the same replica: {pages}")
+    return f"{len(pages)} pages, {sum(n for n, _ in pages)} tools, served by {replicas}"
+
+
+async def listen_fanout(o: argparse.Namespace) -> str:
+    (a_name, a_url, _), (b_name, b_url, _) = o.replicas[0], o.replicas[1]
+    async with sdk_session(a_url) as a, sdk_session(b_url) as b:
+        await a.discover()
+        await b.discover()
+        async with listen(a, tools_list_changed=True) as sub:
+            toggled = await b.call_tool("test_trigger_tool_change", {})
+            if toggled.is_error:
+                raise CheckFailed(f"toggle on {b_name} failed: {text_of(toggled)}")
+            try:
+                with anyio.fail_after(NOTIFY_TIMEOUT):
+                    event = await sub.__anext__()
+            except TimeoutError:
+                raise CheckFailed(
+                    f"listener on {a_name} got nothing within {NOTIFY_TIMEOUT}s of {b_name}: {text_of(toggled)!r}"
+                )
+            finally:
+                # Put test_dynamic_tool back as it was, so the replicas' catalogues agree again.
+                await b.call_tool("test_trigger_tool_change", {})
+            if not isinstance(event, ToolsListChanged):
+                raise CheckFailed(f"listener on {a_name} got {event!r}, expected ToolsListChanged")
+    return f"listen on {a_name} got {type(event).__name__} after test_trigger_tool_change on {b_name}"
+
+
+async def legacy_session(o: argparse.Namespace) -> str:
+    tap = Tap()
+    calls = 40
+    async with sdk_session(o.proxy, tap) as s:
+        init = await s.initialize()
+        if init.protocol_version != LEGACY:
+            raise CheckFailed(f"initialize negotiated {init.protocol_version}, expected {LEGACY}")
+        for i in range(calls):
+            if i % 10 == 0:
+                tools = await s.list_tools()
+                if not tools.tools:
+                    raise CheckFailed("tools/list on the session is empty")
+            res = await s.call_tool("echo", {"text": f"legacy {i}"})
+            if text_of(res) != f"legacy {i}":
+                raise CheckFailed(f"echo {i} answered {text_of(res)!r}")
+        # The GET stream a legacy client opens, if any, counts too.
+        seen = list(tap.seen)
+    replicas = sorted({r for _m, r, _s in seen if r is not None})
+    statuses = sorted({st for _m, _r, st in seen})
+    if len(replicas) != 1:
+        raise CheckFailed(f"the session's {len(seen)} requests were served by {replicas}, expected one replica")
+    if any(st >= 400 for st in statuses):
+        raise CheckFailed(f"HTTP statuses {statuses}")
+    return f"{calls} echo calls + {calls // 10} tools/list on one session, {len(seen)} HTTP responses, all from {replicas[0]}"
+
+
+async def tasks_shared(o: argparse.Namespace) -> str:
+    urls = {name: url for name, url, _ in o.replicas}
+    async with httpx2.AsyncClient(timeout=STEP_TIMEOUT) as http:
+        created, creator = await raw_call(
+            http, o.proxy, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "scale"}}, "slow_compute"
+        )
+        result = created.get("result") or {}
+        if result.get("resultType") != "task" or not result.get("taskId"):
+            raise CheckFailed(f"slow_compute through haproxy did not start a task: {json.dumps(created)[:300]}")
+        task_id = result["taskId"]
+        if creator not in urls:
+            raise CheckFailed(f"task created by unknown replica {creator!r}")
+        # Only ended tasks are shared: wait for the end on the replica that runs it.
+        deadline = time.monotonic() + 10
+        while True:
+            got, _ = await raw_call(http, urls[creator], "tasks/get", {"taskId": task_id}, task_id)
+            if "error" in got:
+                raise CheckFailed(f"tasks/get on {creator}, which created it: {json.dumps(got['error'])[:300]}")
+            status = got["result"].get("status")
+            if status not in ("working", "input_required"):
+                break
+            if time.monotonic() > deadline:
+                raise CheckFailed(f"task still {status} on {creator} after 10s")
+            await anyio.sleep(0.2)
+        read_on: list[str] = []
+        for name, url in urls.items():
+            if name == creator:
+                continue
+            got, _ = await raw_call(http, url, "tasks/get", {"taskId": task_id}, task_id)
+            if "error" in got:
+                raise CheckFailed(f"tasks/get on {name} (task from {creator}): {json.dumps(got['error'])[:300]}")
+            status = got["result"].get("status")
+            if status != "completed":
+                raise CheckFailed(f"tasks/get on {name}: status {status!r}: {json.dumps(got)[:300]}")
+            text = text_of(got["result"].get("result") or {})
+            if "slow_compute(scale) done" not in text:
+                raise CheckFailed(f"tasks/get on {name}: result {text!r}")
+            read_on.append(name)
+    return f"task {task_id[:12]}... created on {creator}, read completed on {read_on}"
+
+
+async def retry_elsewhere(o: argparse.Namespace) -> str:
+    tap = Tap()
+    tool = "test_input_required_result_elicitation"
+    async with sdk_session(o.proxy, tap) as s:
+        await s.discover()
+        mark = len(tap.seen)
+        first = await s.call_tool(tool, {}, allow_input_required=True)
+        if not isinstance(first, types.InputRequiredResult):
+            raise CheckFailed(f"{tool} did not ask for input: {first!r}")
+        responses: dict[str, Any] = {}
+        for key, req in (first.input_requests or {}).items():
+            meta = req.params.meta if getattr(req, "params", None) is not None else None
+            responses[key] = await s.dispatch_input_request(ClientRequestContext(session=s, request_id=key, meta=meta), req)
+        final = await s.call_tool(tool, {}, input_responses=responses, request_state=first.request_state, allow_input_required=True)
+        served = [r for _m, r, _s in tap.since(mark, "tools/call")]
+    if isinstance(final, types.InputRequiredResult) or text_of(final) != "Hello, Scale!":
+        raise CheckFailed(f"retry answered {final!r}")
+    if len(served) != 2 or served[0] == served[1]:
+        raise CheckFailed(f"first round and retry served by {served}; expected two different replicas")
+    return f"round 1 on {served[0]}, retry completed on {served[1]}: {text_of(final)!r}"
+
+
+async def kill_one(o: argparse.Namespace) -> str:
+    victim_name, _victim_url, victim_pid = o.replicas[-1]
+    workers, run_for, kill_at = 4, 4.0, 1.0
+    tap = Tap()
+    ok = 0
+    failures: list[str] = []
+    killed_at: list[float] = []
+
+    async def worker(n: int) -> None:
+        nonlocal ok
+        async with sdk_session(o.proxy, tap) as s:
+            await s.discover()
+            stop = time.monotonic() + run_for
+            i = 0
+            while time.monotonic() < stop:
+                text = f"w{n} #{i}"
+                try:
+                    with anyio.fail_after(STEP_TIMEOUT):
+                        res = await s.call_tool("echo", {"text": text})
+                    if text_of(res) == text:
+                        ok += 1
+                    else:
+                        failures.append(f"{text}: answered {text_of(res)!r}")
+                except Exception as e:  # noqa: BLE001
+                    failures.append(f"{text}: {type(e).__name__}: {e}")
+                i += 1
+
+    async def killer() -> None:
+        await anyio.sleep(kill_at)
+        os.kill(victim_pid, signal.SIGKILL)
+        killed_at.append(len(tap.seen))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(workers):
+            tg.start_soon(worker, n)
+        tg.start_soon(killer)
+    before = {r for _m, r, _s in tap.seen[: killed_at[0]]} if killed_at else set()
+    after = [r for _m, r, _s in tap.seen[killed_at[0] :]] if killed_at else []
+    # Requests already on their way when the kill landed may still be answered by it; anything
+    # past the first 50 after the kill must come from the others.
+    late = [r for r in after[50:] if r == victim_name]
+    if failures:
+        raise CheckFailed(f"{len(failures)} of {ok + len(failures)} calls failed, e.g. {failures[:3]}")
+    if victim_name not in before:
+        raise CheckFailed(f"{victim_name} served nothing before it was killed ({sorted(before, key=str)})")
+    if late:
+        raise CheckFailed(f"{victim_name} still answered {len(late)} requests long after it was killed")
+    statuses = sorted({st for _m, _r, st in tap.seen})
+    return (
+        f"{ok} echo calls by {workers} clients, {victim_name} SIGKILLed after {kill_at}s, none failed; "
+        f"served after the kill by {sorted({r for r in after if r}, key=str)}; HTTP statuses {statuses}"
+    )
+
+
+# ---- driver ---------------------------------------------------------------------------------------
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--proxy", required=True)
+    p.add_argument("--replica", action="append", required=True, help="NAME=URL=PID")
+    p.add_argument("--cluster", default="1")
+    o = p.parse_args()
+    o.replicas = []
+    for spec in o.replica:
+        name, url, pid = spec.split("=", 2)
+        o.replicas.append((name, url, int(pid)))
+    if len(o.replicas) < 3:
+        p.error("need at least three --replica")
+    return o
+
+
+async def main() -> int:
+    o = parse()
+    scenarios = [
+        ("1 paging: tools/list pages from different replicas", paging),
+        ("2 listen: list_changed raised on B reaches a listener on A", listen_fanout),
+        ("3 legacy: a 2025-11-25 session stays on one replica", legacy_session),
+        ("4 tasks: a task created on one replica is read on the others", tasks_shared),
+        ("6 retry: an input_required retry on another replica completes", retry_elsewhere),
+    ]
+    scenarios.append(("5 kill: a replica SIGKILLed mid-run loses no request", kill_one))
+    only = os.environ.get("SCALE_ONLY")  # e.g. "1,5": run just these (debugging)
+    if only:
+        scenarios = [(label, fn) for label, fn in scenarios if label.split()[0] in only.split(",")]
+    shared = "share a Redis (--cluster)" if o.cluster == "1" else "run unshared (no --cluster): 1, 2, 4 and 6 should FAIL"
+    print(f"scale: {len(o.replicas)} replicas {shared}; through haproxy at {o.proxy}", flush=True)
+    failed = 0
+    for label, fn in scenarios:
+        start = time.monotonic()
+        try:
+            try:
+                with anyio.fail_after(60):
+                    detail = await fn(o)
+            except BaseExceptionGroup as group:
+                # Raised inside a task group (the SDK's transport, a scenario's workers).
+                inner: BaseException = group
+                while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+                    inner = inner.exceptions[0]
+                raise inner from None
+            print(f"ok    {label} ({time.monotonic() - start:.1f}s): {detail}", flush=True)
+        except CheckFailed as e:
+            failed += 1
+            print(f"FAIL  {label} ({time.monotonic() - start:.1f}s): {e}", flush=True)
+        except BaseException as e:  # noqa: BLE001 - an SDK or transport error is a failure too
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            failed += 1
+            while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+                e = e.exceptions[0]
+            if os.environ.get("SCALE_DEBUG"):
+                traceback.print_exception(e)
+            if isinstance(e, BaseExceptionGroup):
+                leaves = []
+                stack = [e]
+                while stack:
+                    x = stack.pop()
+                    if isinstance(x, BaseExceptionGroup):
+                        stack.extend(x.exceptions)
+                    else:
+                        leaves.append(f"{type(x).__name__}: {x}")
+                detail = f"{len(leaves)} errors: " + "; ".join(sorted(set(leaves)))
+            else:
+                detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+            print(f"FAIL  {label} ({time.monotonic() - start:.1f}s): {detail[:600]}", flush=True)
+    print(f"scale: {len(scenarios) - failed} ok, {failed} FAIL", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(anyio.run(main))
