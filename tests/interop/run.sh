@@ -90,24 +90,9 @@ mkdir -p "$WORK" "$LOGS"
 rm -f "$LOGS"/*.log # this run's logs only
 
 # ---- Python venv -------------------------------------------------------------
-if [[ -z "${PYTHON:-}" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
-fi
-REQS="$INTEROP_DIR/python/requirements.txt"
-PY_STAMP="$VENV/.interop-requirements.sha256"
-want="$(sha "$REQS")"
-if [[ -x "$VENV/bin/python" && -f "$PY_STAMP" && "$(cat "$PY_STAMP")" == "$want" ]] \
-    && "$VENV/bin/python" -c 'import mcp, mcp.client.stdio, mcp.client.streamable_http' >/dev/null 2>&1; then
-    log "python: reusing venv $VENV ($("$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))'))"
-else
-    log "python: creating venv $VENV with $PYTHON ($("$PYTHON" --version 2>&1))"
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV" || die "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet -r "$REQS"
-    "$VENV/bin/python" -c 'import mcp, mcp.client.stdio, mcp.client.streamable_http'
-    printf '%s\n' "$want" >"$PY_STAMP"
-    log "python: installed $("$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"))')"
-fi
+# shellcheck source=tests/interop/venv.sh
+source "$INTEROP_DIR/venv.sh"
+interop_venv "$VENV"
 
 # ---- npm ---------------------------------------------------------------------
 TS_DIR="$INTEROP_DIR/ts"

@@ -48,23 +48,9 @@ done
 [[ "$REPLICAS" -ge 3 ]] || die "SCALE_REPLICAS must be at least 3"
 
 # ---- Python venv (shared with tests/interop/run.sh) ------------------------------------------
-if [[ -z "${PYTHON:-}" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
-fi
-REQS="$ROOT/tests/interop/python/requirements.txt"
-PY_STAMP="$VENV/.interop-requirements.sha256"
-want="$(sha256sum "$REQS" | cut -d' ' -f1)"
-if [[ -x "$VENV/bin/python" && -f "$PY_STAMP" && "$(cat "$PY_STAMP")" == "$want" ]] \
-    && "$VENV/bin/python" -c 'import mcp, mcp.client.streamable_http, mcp.client.subscriptions' >/dev/null 2>&1; then
-    log "python: reusing venv $VENV"
-else
-    log "python: creating venv $VENV with $PYTHON"
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$PYTHON" -m venv "$VENV" || die "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet -r "$REQS"
-    printf '%s\n' "$want" >"$PY_STAMP"
-fi
+# shellcheck source=tests/interop/venv.sh
+source "$ROOT/tests/interop/venv.sh"
+interop_venv "$VENV"
 
 # ---- processes -------------------------------------------------------------------------------
 rm -rf "$WORK"

@@ -27,24 +27,10 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 mkdir -p "$OUT"
 
-# ---- Python venv (as tests/interop/run.sh) -----------------------------------
-if [[ -z "${PYTHON:-}" ]]; then
-    if command -v python3.11 >/dev/null 2>&1; then PYTHON=python3.11; else PYTHON=python3; fi
-fi
-REQS="$INTEROP_DIR/python/requirements.txt"
-PY_STAMP="$VENV/.interop-requirements.sha256"
-want="$(sha "$REQS")"
-if [[ -x "$VENV/bin/python" && -f "$PY_STAMP" && "$(cat "$PY_STAMP")" == "$want" ]] \
-    && "$VENV/bin/python" -c 'import mcp.client.session, jsonschema' >/dev/null 2>&1; then
-    log "python: reusing venv $VENV"
-else
-    log "python: creating venv $VENV with $PYTHON"
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input --quiet -r "$REQS"
-    printf '%s\n' "$want" >"$PY_STAMP"
-fi
+# ---- Python venv (shared with tests/interop/run.sh) --------------------------
+# shellcheck source=tests/interop/venv.sh
+source "$INTEROP_DIR/venv.sh"
+interop_venv "$VENV"
 
 # ---- npm (as tests/interop/run.sh) -------------------------------------------
 NPM_STAMP="$TS_DIR/node_modules/.interop-lock.sha256"
