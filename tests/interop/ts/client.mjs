@@ -31,11 +31,10 @@
 // test_elicitation must make the server ask (the handler sees what the tool was given)
 // and return the handler's answer in the tool result.
 
-import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { servers } from './servers.mjs';
+import { servers, CheckFailed, reporter, sdkVersion } from './servers.mjs';
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
@@ -96,28 +95,9 @@ const SAMPLE_ANSWER = 'interop-sampled: teal';
 const ELICIT_MESSAGE = 'interop: who are you?';
 const ELICIT_ANSWER = { username: 'interop-user', email: 'interop@example.com' };
 
-let SDK_VERSION = 'unknown';
-try {
-  // (the package's exports map routes `sdk/package.json` to a dist stub, so read the real one)
-  const pkg = new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url);
-  SDK_VERSION = JSON.parse(readFileSync(pkg, 'utf8')).version ?? 'unknown';
-} catch {
-  // informational only
-}
-
-class CheckFailed extends Error {}
-
-let passed = 0;
-let failed = 0;
-const ok = (label, detail = '') => {
-  passed += 1;
-  console.log(`[${PREFIX}] PASS ${label}${detail ? `: ${detail}` : ''}`);
-};
-const fail = (label, detail) => {
-  failed += 1;
-  console.log(`[${PREFIX}] FAIL ${label}: ${detail}`);
-};
-const note = (text) => console.log(`[${PREFIX}] NOTE ${text}`);
+const SDK_VERSION = sdkVersion();
+const report = reporter(PREFIX);
+const { ok, fail, note } = report;
 const { reap, startHttpServer, stopHttpServer, spawned } = servers({ prefix: PREFIX, note, fail });
 
 const short = (obj, limit = 300) => {
@@ -785,5 +765,4 @@ try {
 }
 await reap();
 await stopHttpServer();
-console.log(`${PREFIX}: ${passed} passed, ${failed} failed`);
-process.exit(failed === 0 && passed > 0 ? 0 : 1);
+report.finish();

@@ -3,9 +3,47 @@
 // client starts itself (its announced URL, then SIGTERM, then SIGKILL).
 //
 // `servers({ prefix, note, fail })` binds them to a client's reporting: `note(text)` for what
-// is worth saying, `fail(label, detail)` for a failed check.
+// is worth saying, `fail(label, detail)` for a failed check. `reporter(prefix)` is that
+// reporting, the same for both clients.
 
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+/** A check that failed for the reason in its message (anything else thrown is unexpected). */
+export class CheckFailed extends Error {}
+
+/** The installed @modelcontextprotocol/sdk version, for the run's header ('unknown' if unread). */
+export function sdkVersion() {
+  try {
+    // (the package's exports map routes `sdk/package.json` to a dist stub, so read the real one)
+    const pkg = new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url);
+    return JSON.parse(readFileSync(pkg, 'utf8')).version ?? 'unknown';
+  } catch {
+    return 'unknown'; // informational only
+  }
+}
+
+/** PASS/FAIL/NOTE lines under `[prefix]`, counted for the closing summary. */
+export function reporter(prefix) {
+  let passed = 0;
+  let failed = 0;
+  return {
+    ok(label, detail = '') {
+      passed += 1;
+      console.log(`[${prefix}] PASS ${label}${detail ? `: ${detail}` : ''}`);
+    },
+    fail(label, detail) {
+      failed += 1;
+      console.log(`[${prefix}] FAIL ${label}: ${detail}`);
+    },
+    note: (text) => console.log(`[${prefix}] NOTE ${text}`),
+    /** Prints `prefix: N passed, M failed` and exits 0 only if something passed and nothing failed. */
+    finish() {
+      console.log(`${prefix}: ${passed} passed, ${failed} failed`);
+      process.exit(failed === 0 && passed > 0 ? 0 : 1);
+    },
+  };
+}
 
 const ANNOUNCE = /listening on (http:\/\/\S+)/;
 
