@@ -124,6 +124,9 @@ pub use engine::{
     ProgressOutcome, Refusals, RegistryMut, Reply, Request, Seed, Stale, TaskError, TaskRecord, TaskStatus,
     Ticket, MAX_PENDING_CHANGES, TASKS_EXTENSION,
 };
+pub use engine::{
+    Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
+};
 pub use extensions::Extension;
 pub use frame::Decoded;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};

@@ -210,8 +210,10 @@ impl<H: Clone> Engine<H> {
     /// cannot be told from its copy: only retries are protected. A retry refused for what it
     /// brought itself (an answer that does not fit the form, a capability its `_meta` did not
     /// declare, the round limit) gave its handler nothing, so it did not use its state: the
-    /// client may correct it and send it again. The ledger is this engine's own; a replica that
-    /// does not share it runs a copy sent to it.
+    /// client may correct it and send it again. The ledger is this engine's own unless
+    /// [`set_shared_ledger`](Self::set_shared_ledger) is on: then replicas share the records
+    /// through their cluster's backend, and a copy sent to another replica is answered from
+    /// the record too (a replica whose backend is unreachable runs it once more).
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn ask(
@@ -353,8 +355,9 @@ impl<H: Clone> Engine<H> {
                 // Refused for what the retry itself brought (an answer that does not fit, a
                 // capability it did not declare) or for the round limit: the handler got no
                 // answer, so the state was not used, and a corrected retry may still use it.
-                if let Some(used) = self.calls.get_mut(call).and_then(|c| c.used.take()) {
-                    self.ledger.release(used);
+                let taken = self.calls.get_mut(call).and_then(|c| Some((c.used.take()?, c.claiming)));
+                if let Some((used, claiming)) = taken {
+                    self.release_state(used, claiming);
                 }
                 err
             }

@@ -38,6 +38,11 @@ pub(super) struct Call {
     /// The 2026-07-28 request state this call continues: its outcome goes in the replay
     /// ledger.
     pub(super) used: Option<StateUse>,
+    /// Its invocation is held while a shared ledger is asked whether it may run here
+    /// ([`Engine::poll_claim`](super::Engine::poll_claim)); it stays set if the call ends
+    /// meanwhile, or is answered from another replica's record: either way its outcome was
+    /// not made here and is not published.
+    pub(super) claiming: bool,
     /// The caller (its binding) it counts for under [`crate::Limits::max_calls`], once held.
     holder: Option<String>,
     /// The task this call runs as (its serial in the task table), once it became one: its
@@ -64,6 +69,7 @@ impl Call {
             progress: ctx.progress.cloned().map(call_state::Progress::new),
             input: call_state::CallInput::new(ctx),
             used: ctx.mrtr.and_then(|m| m.used),
+            claiming: false,
             holder: None,
             task: None,
             #[cfg(debug_assertions)]

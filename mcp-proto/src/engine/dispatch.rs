@@ -41,6 +41,7 @@ impl<H: Clone> Engine<H> {
                         self.out.push_back(Output::Invoke(inv));
                         FrameOutcome::Reply
                     }
+                    Some(Answer::Held(_)) => FrameOutcome::Reply,
                     Some(Answer::Open) => {
                         self.record_answer(conn, peek, None);
                         FrameOutcome::Reply
@@ -116,6 +117,8 @@ impl<H: Clone> Engine<H> {
                     invocations.push(inv);
                 }
                 Some(Answer::Open) => self.record_answer(conn, peek, None),
+                // Only 2026-07-28 retries are held, and they never come in a batch.
+                Some(Answer::Held(_)) => self.calls.awaits(batch),
                 None => {}
             }
         }
@@ -761,8 +764,11 @@ impl<H: Clone> Engine<H> {
             Request::CallTool { name, arguments },
             handler,
         )?;
-        if let (true, Answer::Later(inv)) = (as_task, &answer) {
-            self.begin_task(now, inv.ticket.call())?;
+        match (as_task, &answer) {
+            (true, Answer::Later(inv)) => self.begin_task(now, inv.ticket.call())?,
+            // It becomes a task once the shared ledger lets it run here.
+            (true, Answer::Held(call)) => self.hold_as_task(*call),
+            _ => {}
         }
         Ok(answer)
     }
@@ -784,7 +790,7 @@ impl<H: Clone> Engine<H> {
             live: self.calls.get(call).map(|c| c.live.0.clone()).unwrap_or_default(),
         };
         let client_extensions = self.client_extensions(ctx);
-        Ok(Answer::Later(Invocation {
+        let inv = Invocation {
             ticket,
             conn: ctx.conn,
             caller: self.caller(ctx.conn),
@@ -792,7 +798,11 @@ impl<H: Clone> Engine<H> {
             request,
             handler,
             client_extensions,
-        }))
+        };
+        Ok(match self.hold(inv) {
+            Ok(inv) => Answer::Later(inv),
+            Err(call) => Answer::Held(call),
+        })
     }
 
     /// The extensions the client of this request declared: on 2026-07-28 in the request's own

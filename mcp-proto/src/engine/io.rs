@@ -524,6 +524,14 @@ pub struct EngineStatus {
     /// [`MAX_PENDING_CHANGES`](crate::MAX_PENDING_CHANGES) were already waiting
     /// ([`Engine::poll_change`](crate::Engine::poll_change)).
     pub dropped_changes: u64,
+    /// Retries run here without asking the shared ledger because
+    /// [`MAX_PENDING_CLAIMS`](crate::MAX_PENDING_CLAIMS) claims were already waiting
+    /// ([`Engine::poll_claim`](crate::Engine::poll_claim)).
+    pub dropped_claims: u64,
+    /// Records for the shared ledger not queued because
+    /// [`MAX_PENDING_RECORDS`](crate::MAX_PENDING_RECORDS) were already waiting
+    /// ([`Engine::poll_record`](crate::Engine::poll_record)).
+    pub dropped_shared_records: u64,
 }
 
 /// An answer for a call that is no longer in flight (cancelled, timed out, or its connection

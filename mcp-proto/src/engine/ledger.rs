@@ -24,8 +24,10 @@
 //! what it brought itself (an invalid answer) is not recorded: its handler got no answer, and a
 //! corrected copy may still use the state. A first round
 //! carries no state, so a copy of it cannot be recognised and runs again: only retries are
-//! protected. The ledger is this engine's own: a replica that shares the key ring but not the
-//! ledger runs a copy sent to it.
+//! protected. The ledger is this engine's own; replicas of one cluster also share one through
+//! their backend when [`Engine::set_shared_ledger`](super::Engine::set_shared_ledger) is on
+//! (`shared.rs`): a retry this ledger has not seen is claimed there before it runs, so a copy
+//! sent to another replica is answered from the record rather than run again.
 //!
 //! # Shares
 //!
@@ -90,6 +92,61 @@ impl StateUse {
         c.update(b"mcp-ledger-caller-v1\n");
         c.update(binding.as_bytes());
         Self { digest: h.finalize().into(), caller: c.finalize().into(), expires_at_ms }
+    }
+
+    /// The key of this use in a shared ledger: the state's digest in hex (64 characters).
+    /// The digest and never the token, so a backend that leaks its keys leaks nothing that
+    /// opens a state; and looked up only after the token verified and matched the caller, so
+    /// a shared record is only ever replayed to the caller the state was issued to.
+    pub(super) fn key(&self) -> String {
+        use std::fmt::Write;
+        let mut hex = String::with_capacity(64);
+        for b in self.digest {
+            let _ = write!(hex, "{b:02x}");
+        }
+        hex
+    }
+
+    /// When the state expires (unix milliseconds): no record of it matters after that.
+    pub(super) fn expires_at_ms(&self) -> u64 {
+        self.expires_at_ms
+    }
+}
+
+/// What a shared ledger is told a call of `id` ended with: the rule [`Ledger::finish`] starts
+/// from (its fair shares may keep less locally, never more).
+pub(super) fn shared_outcome(
+    id: &RequestId,
+    answer: Option<&Encoded>,
+    limits: &Limits,
+) -> super::shared::SharedOutcome {
+    use super::shared::SharedOutcome;
+    let keep = limits.max_ledger_bytes / 16;
+    match answer.map(|a| (a.after_id(id), a.fault)) {
+        None => SharedOutcome::Interrupted,
+        Some((Some(tail), fault)) if tail.len() <= keep => SharedOutcome::Kept { tail: tail.to_vec(), fault },
+        Some(_) => SharedOutcome::TooLarge,
+    }
+}
+
+/// The refusal a copy of a used state gets for `outcome`, or `None` when the outcome is an
+/// answer to replay.
+pub(super) fn refusal(outcome: &super::shared::SharedOutcome) -> Option<RpcError> {
+    use super::shared::SharedOutcome;
+    match outcome {
+        SharedOutcome::Kept { .. } => None,
+        SharedOutcome::Running => Some(already_used(
+            "in_progress",
+            "the call it continues is still running; send the same request again shortly",
+        )),
+        SharedOutcome::TooLarge => Some(already_used(
+            "outcome_too_large",
+            "its outcome was too large to keep; start the call again without requestState",
+        )),
+        SharedOutcome::Interrupted => Some(already_used(
+            "interrupted",
+            "the call it continued ended without an answer; start the call again without requestState",
+        )),
     }
 }
 
@@ -165,23 +222,16 @@ impl Ledger {
     /// What to do with a retry carrying the state of `used`, for request `id`, at `now_ms`.
     pub(super) fn check(&mut self, now_ms: u64, used: StateUse, id: &RequestId) -> Result<Seen, RpcError> {
         self.prune(now_ms);
+        use super::shared::SharedOutcome;
+        let refused = |o: SharedOutcome| refusal(&o).unwrap_or_else(RpcError::misuse);
         if self.running.contains(&used.digest) {
-            return Err(already_used(
-                "in_progress",
-                "the call it continues is still running; send the same request again shortly",
-            ));
+            return Err(refused(SharedOutcome::Running));
         }
         if let Some(entry) = self.done.get(&used.digest) {
             return match &entry.outcome {
                 Outcome::Kept { tail, fault } => Ok(Seen::Replay(Encoded::with_id(id, tail, *fault))),
-                Outcome::TooLarge => Err(already_used(
-                    "outcome_too_large",
-                    "its outcome was too large to keep; start the call again without requestState",
-                )),
-                Outcome::Interrupted => Err(already_used(
-                    "interrupted",
-                    "the call it continued ended without an answer; start the call again without requestState",
-                )),
+                Outcome::TooLarge => Err(refused(SharedOutcome::TooLarge)),
+                Outcome::Interrupted => Err(refused(SharedOutcome::Interrupted)),
             };
         }
         let own = self.holders.get(&used.caller).and_then(|h| h.floor);

@@ -44,6 +44,7 @@ mod records;
 mod registry_mut;
 mod resume;
 mod sessions;
+mod shared;
 mod shares;
 mod skills;
 #[cfg(test)]
@@ -55,6 +56,9 @@ mod timers;
 
 pub use ask::{AskError, Asked};
 pub use cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
+pub use shared::{
+    Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
+};
 pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
@@ -135,6 +139,9 @@ enum Answer<H> {
     /// The answer (a result or an error, with its blame) is known at once.
     Now(Encoded),
     Later(Invocation<H>),
+    /// A handler will answer, once the shared ledger says it may run here: the invocation is
+    /// held (see `shared.rs`).
+    Held(CallId),
     /// The request stays open and answers later by itself (a listen stream); what it had to
     /// say at once is already sent.
     Open,
@@ -207,6 +214,8 @@ pub struct Engine<H> {
     tasks: tasks::Tasks,
     /// Local changes to publish to other replicas ([`Engine::poll_change`]).
     outbox: cluster::Outbox,
+    /// Retries waiting for the shared ledger, and what to tell it ([`Engine::poll_claim`]).
+    shared: shared::Shared<H>,
 }
 
 impl<H: Clone> Engine<H> {
@@ -239,6 +248,7 @@ impl<H: Clone> Engine<H> {
             records: Records::default(),
             tasks: tasks::Tasks::default(),
             outbox: cluster::Outbox::default(),
+            shared: shared::Shared::default(),
         }
     }
 
@@ -438,6 +448,8 @@ impl<H: Clone> Engine<H> {
             refusals: self.refusals,
             dropped_records: self.records.dropped,
             dropped_changes: self.outbox.dropped,
+            dropped_claims: self.shared.dropped_claims,
+            dropped_shared_records: self.shared.dropped_records,
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();
@@ -640,6 +652,9 @@ impl<H: Clone> Engine<H> {
     /// Removes a call from every index and releases its in-flight slot.
     fn finish_call(&mut self, call: CallId) -> Option<Call> {
         let c = self.calls.finish(call, &mut self.timers)?;
+        if c.claiming {
+            self.unhold(call, c.used);
+        }
         self.forget_asks(&c, call);
         // A task's request was answered when it became one, and released then.
         if let Some(conn) = self.conns.get_mut(c.conn.0).filter(|_| c.task.is_none()) {
@@ -712,7 +727,7 @@ impl<H: Clone> Engine<H> {
         }
         if let Some(used) = call.used {
             let now_ms = self.unix_ms(self.clock);
-            self.ledger.finish(now_ms, used, &call.id, Some(&answer), &self.config.limits);
+            self.settle_state(now_ms, used, &call.id, Some(&answer), call.claiming);
         }
         match call.batch() {
             Some((b, slot)) => {
@@ -729,7 +744,7 @@ impl<H: Clone> Engine<H> {
     fn interrupted(&mut self, call: &Call) {
         if let Some(used) = call.used {
             let now_ms = self.unix_ms(self.clock);
-            self.ledger.finish(now_ms, used, &call.id, None, &self.config.limits);
+            self.settle_state(now_ms, used, &call.id, None, call.claiming);
         }
     }
 

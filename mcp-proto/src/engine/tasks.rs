@@ -340,8 +340,8 @@ impl<H: Clone> Engine<H> {
         let c = self.calls.get_mut(call).ok_or_else(RpcError::misuse)?;
         let serial = self.tasks.minted;
         c.task = Some(serial);
-        let (conn, reply_to, request_id, version, used) =
-            (c.conn, c.reply_to, c.id.clone(), c.version, c.used.take());
+        let (conn, reply_to, request_id, version, used, claiming) =
+            (c.conn, c.reply_to, c.id.clone(), c.version, c.used.take(), c.claiming);
         let owner = self.conns.get(conn.0).map(|k| k.caller.binding().to_owned()).unwrap_or_default();
         // The request is answered now: its connection no longer waits for the call, and may
         // close or reuse the id while the task runs on.
@@ -377,7 +377,7 @@ impl<H: Clone> Engine<H> {
         self.tasks.insert(serial, task);
         // A copy of the MRTR retry that made the task gets the same task again.
         if let Some(used) = used {
-            self.ledger.finish(now_ms, used, &request_id, Some(&answer), &self.config.limits);
+            self.settle_state(now_ms, used, &request_id, Some(&answer), claiming);
         }
         self.send(reply_to, answer, true);
         self.close_drained();
