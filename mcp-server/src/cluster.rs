@@ -19,17 +19,29 @@
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
 //!   tasks to, so a `tasks/get` is answered wherever it lands.
 //!
-//! Not shared (yet): the replay ledger of 2026-07-28 request states (a retried `requestState`
-//! is claimed once per replica, not once per cluster) and legacy HTTP sessions (a session lives
-//! on the replica that created it: route on `Mcp-Session-Id`).
+//! - **The replay ledger.** A 2026-07-28 retry (one carrying a `requestState`) runs its handler
+//!   once per cluster: before it runs, the replica claims the state ([`Cluster::claim`]); the
+//!   replica that wins runs it and keeps its outcome under the state's key until the state
+//!   expires ([`Cluster::record`]), and a copy sent to any other replica is answered from that
+//!   record (or `in_progress` while it runs) without its handler running. The key is the
+//!   SHA-256 digest of the state, looked up only after the state verified and matched its
+//!   caller, so a record is only ever replayed to that caller. A claim the backend does not
+//!   answer within [`CLAIM_TIMEOUT`] (500 ms) runs the retry on the replica it reached: the
+//!   replica keeps serving while the backend is away, and a copy may then run once per
+//!   replica.
+//!
+//! Not shared (yet): legacy HTTP sessions (a session lives on the replica that created it:
+//! route on `Mcp-Session-Id`).
 //!
 //! [`InMemoryCluster`] is the default kind, for several [`Server`]s in one process (and tests);
 //! `RedisCluster` (feature `redis`) spans processes.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::stream::BoxStream;
-use mcp_proto::{Change, KeyRing};
+use mcp_proto::{Change, ClaimResult, KeyRing, SharedOutcome};
 
 use crate::handler::BoxFuture;
 use crate::tasks::{InMemoryTaskStore, TaskStore};
@@ -165,6 +177,27 @@ pub trait Cluster: Send + Sync + 'static {
     fn start(&self, rt: Arc<dyn Runtime>) {
         let _ = rt;
     }
+
+    /// Claims the request state `key` (its digest in hex) for this replica: if nothing is kept
+    /// under `key`, puts the running marker there ([`SharedOutcome::Running`], encoded) until
+    /// `lease_until_ms` (unix milliseconds) and answers `None` (won); otherwise answers what is
+    /// there (the running marker or an encoded [`SharedOutcome`]). Atomic across replicas: of
+    /// two claims at once, one wins. The default has no shared ledger and answers an error,
+    /// which runs every retry on the replica it reached.
+    fn claim(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<Option<Vec<u8>>, ClusterError>> {
+        let _ = (key, lease_until_ms);
+        Box::pin(std::future::ready(Err(ClusterError("this backend shares no replay ledger".into()))))
+    }
+
+    /// Keeps `outcome` (an encoded [`SharedOutcome`]) under `key` until `expires_at_ms` (unix
+    /// milliseconds), in place of the running marker this replica's claim put there; `None`
+    /// gives the claim back (removes the key if it still holds the running marker). Best
+    /// effort: a record lost leaves the running marker until its lease ends. The default does
+    /// nothing.
+    fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> BoxFuture<()> {
+        let _ = (key, outcome, expires_at_ms);
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// The default [`Cluster`]: the replicas are [`Server`]s of one process that share this
@@ -179,6 +212,8 @@ pub struct InMemoryCluster {
     keys: Mutex<Option<SharedKeys>>,
     tasks: Arc<InMemoryTaskStore>,
     dropped: std::sync::atomic::AtomicU64,
+    /// The shared replay ledger: each state's key, what is kept under it, and until when.
+    ledger: Mutex<LedgerMap>,
 }
 
 impl std::fmt::Debug for InMemoryCluster {
@@ -194,6 +229,7 @@ impl Default for InMemoryCluster {
             keys: Mutex::new(None),
             tasks: Arc::new(InMemoryTaskStore::default()),
             dropped: std::sync::atomic::AtomicU64::new(0),
+            ledger: Mutex::new(LedgerMap::default()),
         }
     }
 }
@@ -263,7 +299,84 @@ impl Cluster for InMemoryCluster {
     fn task_store(&self) -> Arc<dyn TaskStore> {
         self.tasks.clone()
     }
+
+    fn claim(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<Option<Vec<u8>>, ClusterError>> {
+        let claimed = match self.ledger.lock() {
+            Ok(mut ledger) => Ok(ledger.claim(crate::unix_ms(), key, lease_until_ms)),
+            Err(_) => Err(ClusterError("ledger lock poisoned".into())),
+        };
+        Box::pin(std::future::ready(claimed))
+    }
+
+    fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> BoxFuture<()> {
+        if let Ok(mut ledger) = self.ledger.lock() {
+            ledger.record(crate::unix_ms(), key, outcome, expires_at_ms);
+        }
+        Box::pin(std::future::ready(()))
+    }
 }
+
+/// [`InMemoryCluster`]'s replay ledger: values by key, and keys by expiry so that what expired
+/// is dropped first (on every claim and record), as Redis forgets a key past its `PXAT`. Its
+/// size is bounded by the states of the cluster's engines that are still unexpired, which their
+/// own ledgers bound.
+#[derive(Default)]
+struct LedgerMap {
+    values: BTreeMap<String, (Vec<u8>, u64)>,
+    by_expiry: std::collections::BTreeSet<(u64, String)>,
+}
+
+impl LedgerMap {
+    fn prune(&mut self, now_ms: u64) {
+        while let Some((at, key)) = self.by_expiry.first().cloned() {
+            if at > now_ms {
+                break;
+            }
+            self.by_expiry.remove(&(at, key.clone()));
+            self.values.remove(&key);
+        }
+    }
+
+    fn put(&mut self, key: &str, value: Vec<u8>, until_ms: u64) {
+        if let Some((_, at)) = self.values.insert(key.to_owned(), (value, until_ms)) {
+            self.by_expiry.remove(&(at, key.to_owned()));
+        }
+        self.by_expiry.insert((until_ms, key.to_owned()));
+    }
+
+    fn claim(&mut self, now_ms: u64, key: &str, lease_until_ms: u64) -> Option<Vec<u8>> {
+        self.prune(now_ms);
+        if let Some((value, _)) = self.values.get(key) {
+            return Some(value.clone());
+        }
+        if lease_until_ms > now_ms {
+            self.put(key, SharedOutcome::Running.encode(), lease_until_ms);
+        }
+        None
+    }
+
+    fn record(&mut self, now_ms: u64, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) {
+        self.prune(now_ms);
+        match outcome {
+            Some(bytes) if expires_at_ms > now_ms => self.put(key, bytes, expires_at_ms),
+            Some(_) => {}
+            None => {
+                let running = SharedOutcome::Running.encode();
+                if self.values.get(key).is_some_and(|(v, _)| *v == running) {
+                    if let Some((_, at)) = self.values.remove(key) {
+                        self.by_expiry.remove(&(at, key.to_owned()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How long a claim in the shared replay ledger may take: 500 ms, as every cluster command.
+/// A backend slower than that, or failing, counts as [`ClaimResult::Unavailable`]: the retry
+/// runs on the replica it reached. A record that takes longer is given up (the running marker
+/// then stays until its lease ends).
+pub const CLAIM_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// A server's place in its cluster.
 #[derive(Clone)]
@@ -280,6 +393,68 @@ impl Server {
         while let Some(change) = st.engine.poll_change() {
             m.cluster.publish(ClusterEvent { origin: m.replica.clone(), kind: EventKind::Change(change) });
         }
+    }
+
+    /// Hands the engine's claims and records to the shared replay ledger: each claim runs on
+    /// its own task, bounded by [`CLAIM_TIMEOUT`], and its result goes back to the engine
+    /// through the control channel as a handler's completion does. Called wherever the
+    /// engine's output is drained. True when it answered claims at once (no runtime), which
+    /// leaves output to drain.
+    pub(crate) fn share_ledger(&self, st: &mut crate::State) -> bool {
+        let Some(m) = st.cluster.clone() else {
+            return false;
+        };
+        let Some(rt) = self.shared.rt.get().cloned() else {
+            // No runtime yet: nothing can be claimed, so nothing waits. Such a server has no
+            // connection either; this only keeps the engine's queues from stranding a call.
+            let mut answered = false;
+            while let Some(claim) = st.engine.poll_claim() {
+                st.engine.claim_result(self.now(), claim.call, ClaimResult::Unavailable);
+                answered = true;
+            }
+            while st.engine.poll_record().is_some() {}
+            return answered;
+        };
+        while let Some(claim) = st.engine.poll_claim() {
+            let server = self.clone();
+            let asked = m.cluster.claim(&claim.key, claim.lease_until_ms);
+            let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+            let replica = m.replica.clone();
+            rt.spawn(Box::pin(async move {
+                use futures_util::future::{select, Either};
+                let result = match select(asked, deadline).await {
+                    Either::Left((Ok(None), _)) => ClaimResult::Won,
+                    Either::Left((Ok(Some(bytes)), _)) => match SharedOutcome::decode(&bytes) {
+                        Some(outcome) => ClaimResult::Taken(outcome),
+                        None => {
+                            tracing::warn!(replica = %replica, key = %claim.key, "cluster: the replay ledger holds an unreadable record; the retry runs here");
+                            ClaimResult::Unavailable
+                        }
+                    },
+                    Either::Left((Err(e), _)) => {
+                        tracing::debug!(replica = %replica, error = %e, "cluster: claim failed; the retry runs here");
+                        ClaimResult::Unavailable
+                    }
+                    Either::Right(_) => {
+                        tracing::debug!(replica = %replica, "cluster: claim timed out; the retry runs here");
+                        ClaimResult::Unavailable
+                    }
+                };
+                let call = claim.call;
+                server.submit(Box::new(move |_: &Server, st: &mut crate::State, now: std::time::Instant| {
+                    st.engine.claim_result(now, call, result);
+                }));
+            }));
+        }
+        while let Some(record) = st.engine.poll_record() {
+            let write =
+                m.cluster.record(&record.key, record.outcome.map(|o| o.encode()), record.expires_at_ms);
+            let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+            rt.spawn(Box::pin(async move {
+                futures_util::future::select(write, deadline).await;
+            }));
+        }
+        false
     }
 
     /// Starts the backend and the task that applies remote events, on the server's runtime.
@@ -352,5 +527,51 @@ impl crate::ServerBuilder {
         let Some(m) = self.cluster.clone() else { return self.build() };
         let keys = m.cluster.key_ring().await.map_err(crate::BuildError::Cluster)?;
         self.keys(keys.ring()).build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[test]
+    fn one_claim_wins_the_others_see_what_is_kept_until_it_expires() {
+        let mut l = LedgerMap::default();
+        let running = SharedOutcome::Running.encode();
+        assert_eq!(l.claim(1000, "k", 5000), None, "the first claim wins");
+        assert_eq!(l.claim(1001, "k", 5000), Some(running.clone()), "a second sees the marker");
+        let kept = SharedOutcome::Kept { tail: b",\"result\":{}}".to_vec(), fault: None }.encode();
+        l.record(1002, "k", Some(kept.clone()), 9000);
+        assert_eq!(l.claim(4000, "k", 5000), Some(kept.clone()));
+        assert_eq!(l.claim(8999, "k", 9500), Some(kept), "kept past the lease, until the state expires");
+        assert_eq!(l.claim(9000, "k", 9500), None, "expired: forgotten, and claimed afresh");
+        assert_eq!(l.values.len(), 1);
+        assert_eq!(l.by_expiry.len(), 1);
+        // A lease that lapsed without a record: claimable again.
+        assert_eq!(l.claim(9500, "k", 20_000), None);
+        // Given back: only the running marker goes, never an outcome.
+        l.record(9600, "k", None, 20_000);
+        assert_eq!(l.claim(9700, "k", 20_000), None);
+        let interrupted = SharedOutcome::Interrupted.encode();
+        l.record(9800, "k", Some(interrupted.clone()), 20_000);
+        l.record(9900, "k", None, 20_000);
+        assert_eq!(l.claim(9950, "k", 20_000), Some(interrupted));
+        // Nothing outlives its time.
+        l.record(30_000, "other", Some(vec![1, 3]), 29_000);
+        assert_eq!(l.claim(30_001, "x", 30_000), None, "a lease already over is not kept");
+        assert!(l.values.is_empty() && l.by_expiry.is_empty());
+    }
+
+    #[test]
+    fn the_in_memory_cluster_shares_claims_between_its_replicas() {
+        let cluster = InMemoryCluster::default();
+        let far = crate::unix_ms() + 60_000;
+        let claim = |c: &InMemoryCluster| c.claim("state", far).now_or_never().unwrap().unwrap();
+        assert_eq!(claim(&cluster), None);
+        assert_eq!(claim(&cluster), Some(SharedOutcome::Running.encode()));
+        let kept = SharedOutcome::TooLarge.encode();
+        cluster.record("state", Some(kept.clone()), far).now_or_never().unwrap();
+        assert_eq!(claim(&cluster), Some(kept));
     }
 }

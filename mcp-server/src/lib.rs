@@ -661,6 +661,7 @@ impl ServerBuilder {
             st.task_store = self.task_store;
             // After the items: registering them is no change the other replicas need to hear of.
             st.engine.set_publishing(self.cluster.is_some());
+            st.engine.set_shared_ledger(self.cluster.is_some());
             st.cluster = self.cluster;
         }
         Ok(server)
@@ -1347,6 +1348,7 @@ impl Server {
                 }
             }
             self.publish_changes(st);
+            let answered_claims = self.share_ledger(st);
             if st.engine.is_recording() {
                 let now = self.now();
                 while let Some(rec) = st.engine.poll_answered() {
@@ -1354,6 +1356,9 @@ impl Server {
                 }
             }
             if overflowed.is_empty() && orphans.is_empty() {
+                if answered_claims {
+                    continue;
+                }
                 break;
             }
             let now = self.now();
@@ -1477,7 +1482,7 @@ pub(crate) fn sleep_until(rt: &dyn Runtime, deadline: Option<Instant>) -> BoxFut
 
 /// The wall-clock time in unix milliseconds, which sealed request states expire by.
 #[allow(clippy::disallowed_methods)] // the server layer is the shim side: it may read the clock
-fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }

@@ -1,11 +1,14 @@
 //! Several servers in one process sharing an `InMemoryCluster` (issue 14): a change raised on
 //! one replica reaches the listeners of another, once, and never travels back; the replicas
-//! share one key ring, so a cursor one signs pages on another; rotation reaches every replica.
+//! share one key ring, so a cursor one signs pages on another; rotation reaches every replica;
+//! a 2026-07-28 retry sent to several replicas runs its handler once (the shared replay ledger).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_proto::{Caller, Resource, ResourceContents, Tool, ToolOutput};
+use mcp_proto::interaction::InputRequest;
+use mcp_proto::{AskError, Caller, HandlerError, Resource, ResourceContents, Tool, ToolOutput};
 use mcp_server::{Cluster, InMemoryCluster, Server, ServerBuilder, ToolCall};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -285,4 +288,72 @@ async fn replicas_on_redis_share_changes_keys_and_tasks_and_ride_out_an_outage()
     b.notify_resource_updated(WATCHED);
     let after = on_a.notes(Duration::from_millis(700)).await;
     assert!(after.contains(&"notifications/resources/updated".to_owned()), "{after:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared replay ledger
+// ---------------------------------------------------------------------------------------------
+
+/// A tool that asks for a confirmation (2026-07-28: `input_required`, then a retry carrying the
+/// state) and counts the runs that got past the question: the side effect a copy of the retry
+/// must not repeat.
+fn charging(b: ServerBuilder, runs: Arc<AtomicUsize>) -> ServerBuilder {
+    b.tool(Tool::new("charge", "Charges once confirmed", json!({"type": "object"})), move |call: ToolCall| {
+        let runs = runs.clone();
+        async move {
+            let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+            let confirm =
+                InputRequest::elicit("Charge?", form).map_err(|e| HandlerError::private(e.to_string()))?;
+            match call.ctx.ask_one("confirm", confirm).await {
+                Ok(_) => {}
+                Err(AskError::Suspended) => return Err(HandlerError::Cancelled),
+                Err(e) => return Err(e.into()),
+            }
+            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok::<_, HandlerError>(ToolOutput::text(format!("charged (run {n})")))
+        }
+    })
+}
+
+fn modern_call(extra: Value) -> Value {
+    let mut params = json!({"name": "charge", "arguments": {"amount": 5},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    if let (Some(p), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    params
+}
+
+/// Round 1 on `a`, then the same retry on `b`, `a`, `b`: every answer is the same, and the
+/// handler ran to completion once over the replicas.
+async fn a_retry_runs_once_over(a: &Server, b: &Server, runs: &AtomicUsize) {
+    let mut on_a = Client::connect(a);
+    let mut on_b = Client::connect(b);
+    let first = on_a.request(1, "tools/call", modern_call(json!({}))).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().expect("a state").to_owned();
+    let retry = modern_call(json!({"requestState": state,
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}}}));
+    let mut answers = Vec::new();
+    for name in ["b", "a", "b", "a"] {
+        let client = if name == "a" { &mut on_a } else { &mut on_b };
+        let answer = client.request(2, "tools/call", retry.clone()).await;
+        answers.push((name, answer));
+    }
+    let (_, expected) = &answers[0];
+    assert_eq!(expected["result"]["content"][0]["text"], "charged (run 1)", "{expected}");
+    for (name, answer) in &answers {
+        assert_eq!(answer, expected, "the copy sent to {name}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran to completion once over the replicas");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_sent_to_two_replicas_runs_once() {
+    let cluster = Arc::new(InMemoryCluster::default());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let a = charging(replica(&cluster, "a"), runs.clone()).join().await.unwrap();
+    let b = charging(replica(&cluster, "b"), runs.clone()).join().await.unwrap();
+    a_retry_runs_once_over(&a, &b, &runs).await;
 }
