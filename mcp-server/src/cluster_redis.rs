@@ -9,7 +9,15 @@
 //!   once still agree); [`Cluster::rotate_keys`] rewrites it (two rotations at the same moment:
 //!   the last write wins, and both replicas then read that one);
 //! - an ended task is the key `mcp:N:task:["owner","id"]` holding its record as JSON, with
-//!   the record's TTL (`PX`): Redis forgets it when the engine would.
+//!   the record's TTL (`PX`): Redis forgets it when the engine would;
+//! - the replay ledger is one key per claimed request state, `mcp:N:ledger:<digest>` (the
+//!   state's SHA-256 digest in hex), holding an encoded `SharedOutcome` (a few bytes for the
+//!   running marker, the answer's bytes for a kept outcome). A claim is
+//!   `SET key <running> NX PXAT <lease>`, then `GET key` when it was taken; a record is
+//!   `SET key <outcome> PXAT <expiry of the state>`; a claim given back deletes the key if it
+//!   still holds the running marker (one `EVAL`). Redis forgets each key when its state
+//!   expires, so the ledger needs no pruning. A claim that fails or takes longer than
+//!   [`RedisCluster::TIMEOUT`] runs the retry on the replica it reached.
 //!
 //! The runtime Redis runs on is the one the shim's `redis` feature turns on (mcp-tokio: tokio,
 //! mcp-smol: smol); with both compiled in, the `redis` crate uses tokio inside a tokio runtime
@@ -37,7 +45,7 @@ use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use mcp_proto::{Change, ChangedList, HandlerError, TaskRecord};
+use mcp_proto::{Change, ChangedList, HandlerError, SharedOutcome, TaskRecord};
 use serde_json::{json, Map, Value};
 
 use crate::cluster::{Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, SharedKeys};
@@ -68,6 +76,8 @@ struct Inner {
     subscribed_ok: AtomicBool,
     dropped: AtomicU64,
     rt: OnceLock<Arc<dyn Runtime>>,
+    /// `mcp:N:ledger:`, before a state's digest.
+    ledger_prefix: String,
 }
 
 impl std::fmt::Debug for RedisCluster {
@@ -112,6 +122,7 @@ impl RedisCluster {
                 subscribed_ok: AtomicBool::new(true),
                 dropped: AtomicU64::new(0),
                 rt: OnceLock::new(),
+                ledger_prefix: format!("mcp:{name}:ledger:"),
             }),
         })
     }
@@ -337,7 +348,65 @@ impl Cluster for RedisCluster {
         rt.spawn(Box::pin(self.inner.clone().publisher(rt.clone())));
         rt.spawn(Box::pin(self.inner.clone().subscriber(rt.clone())));
     }
+
+    fn claim(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<Option<Vec<u8>>, ClusterError>> {
+        let inner = self.inner.clone();
+        let key = format!("{}{key}", inner.ledger_prefix);
+        Box::pin(async move {
+            let running = SharedOutcome::Running.encode();
+            // Twice at most: a key that expires between the SET NX and the GET is free again.
+            for _ in 0..2 {
+                let set = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(&running)
+                    .arg("NX")
+                    .arg("PXAT")
+                    .arg(lease_until_ms)
+                    .to_owned();
+                if inner.run::<Option<String>>(&set).await?.is_some() {
+                    return Ok(None);
+                }
+                let held: Option<Vec<u8>> = inner.run(&redis::cmd("GET").arg(&key).to_owned()).await?;
+                if held.is_some() {
+                    return Ok(held);
+                }
+            }
+            Err(ClusterError(format!("redis: {key} neither claimed nor held")))
+        })
+    }
+
+    fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> BoxFuture<()> {
+        let inner = self.inner.clone();
+        let key = format!("{}{key}", inner.ledger_prefix);
+        Box::pin(async move {
+            let done = match outcome {
+                Some(bytes) => {
+                    let set =
+                        redis::cmd("SET").arg(&key).arg(bytes).arg("PXAT").arg(expires_at_ms).to_owned();
+                    inner.run::<Option<String>>(&set).await.map(|_| ())
+                }
+                None => {
+                    let give_back = redis::cmd("EVAL")
+                        .arg(RELEASE_SCRIPT)
+                        .arg(1)
+                        .arg(&key)
+                        .arg(SharedOutcome::Running.encode())
+                        .to_owned();
+                    inner.run::<i64>(&give_back).await.map(|_| ())
+                }
+            };
+            if let Err(e) = done {
+                // Other replicas answer copies `in_progress` until the claim's lease ends.
+                tracing::warn!(key = %key, error = %e, "cluster: cannot record a replay outcome in redis");
+            }
+        })
+    }
 }
+
+/// Deletes `KEYS[1]` if it holds `ARGV[1]` (the running marker): a claim given back must not
+/// remove an outcome another replica recorded after the lease ran out.
+const RELEASE_SCRIPT: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 impl TaskStore for RedisCluster {
     fn put(&self, record: TaskRecord) -> BoxFuture<()> {

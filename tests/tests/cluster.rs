@@ -357,3 +357,45 @@ async fn a_retry_sent_to_two_replicas_runs_once() {
     let b = charging(replica(&cluster, "b"), runs.clone()).join().await.unwrap();
     a_retry_runs_once_over(&a, &b, &runs).await;
 }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_sent_to_two_replicas_on_redis_runs_once() {
+    let Some(redis) = Redis::start() else { return };
+    let url = redis.url();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let a = charging(redis_replica(&url, "a"), runs.clone()).join().await.unwrap();
+    let b = charging(redis_replica(&url, "b"), runs.clone()).join().await.unwrap();
+    a_retry_runs_once_over(&a, &b, &runs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_claims_once_keeps_records_until_they_expire_and_gives_back_only_its_marker() {
+    use mcp_proto::SharedOutcome;
+    let Some(redis) = Redis::start() else { return };
+    let (one, other) = (
+        mcp_server::RedisCluster::new(&redis.url(), "ledger").unwrap(),
+        mcp_server::RedisCluster::new(&redis.url(), "ledger").unwrap(),
+    );
+    let now = || u64::try_from(std::time::SystemTime::UNIX_EPOCH.elapsed().unwrap().as_millis()).unwrap();
+    let running = SharedOutcome::Running.encode();
+    let far = now() + 60_000;
+    assert_eq!(one.claim("s1", far).await.unwrap(), None, "the first claim wins");
+    assert_eq!(other.claim("s1", far).await.unwrap(), Some(running.clone()), "the other sees the marker");
+    let kept = SharedOutcome::Kept { tail: b",\"result\":{\"n\":1}}".to_vec(), fault: None }.encode();
+    one.record("s1", Some(kept.clone()), far).await;
+    assert_eq!(other.claim("s1", far).await.unwrap(), Some(kept.clone()));
+    // Giving a claim back removes the running marker, never an outcome.
+    other.record("s1", None, far).await;
+    assert_eq!(one.claim("s1", far).await.unwrap(), Some(kept));
+    assert_eq!(one.claim("s2", far).await.unwrap(), None);
+    one.record("s2", None, far).await;
+    assert_eq!(other.claim("s2", far).await.unwrap(), None, "given back: claimable again");
+    // A lease that runs out frees the state; a record lives until the state expires.
+    assert_eq!(one.claim("s3", now() + 200).await.unwrap(), None);
+    one.record("s4", Some(SharedOutcome::Interrupted.encode()), now() + 200).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(other.claim("s3", far).await.unwrap(), None);
+    assert_eq!(other.claim("s4", far).await.unwrap(), None);
+    // Another cluster name is another ledger.
+    let elsewhere = mcp_server::RedisCluster::new(&redis.url(), "elsewhere").unwrap();
+    assert_eq!(elsewhere.claim("s1", far).await.unwrap(), None);
+}
