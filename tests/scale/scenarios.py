@@ -8,7 +8,8 @@ Every scenario prints `ok` or `FAIL` with what it saw; the exit status is non-ze
 failed. The official Python SDK (`mcp`) drives everything it can express; its HTTP client
 (httpx2, which the SDK is built on) gets a response hook that records which replica answered
 each request (haproxy's X-Replica header). Raw HTTP (httpx2, no SDK) only where the SDK has no
-API: the Tasks extension (scenario 4: `tasks/get` has no SDK call).
+API: the Tasks extension (scenario 4: `tasks/get` has no SDK call) and sending one retry to
+chosen replicas (scenario 6).
 
 Scenarios:
   1 paging    a 2026-07-28 client pages tools/list through haproxy; each page comes from a
@@ -19,11 +20,12 @@ Scenarios:
               across many requests, all served by one replica (haproxy stickiness)
   4 tasks     a slow_compute task created through haproxy on one replica is read with tasks/get
               on each other replica once it has ended
-  6 retry     a 2026-07-28 input_required call (test_input_required_result_elicitation) is
-              retried through haproxy on another replica than its first round and completes (the
-              request state verifies there). Not checked: that a replayed retry runs once across
-              the cluster; the replay ledger is per replica, and a replay is answered from the
-              ledger byte for byte, so only a tool that counts its runs could tell
+  6 retry     the first round of a 2026-07-28 input_required call (replica_counted_confirm)
+              goes through haproxy; its retry is then sent straight to each replica: every
+              replica answers the same, and the replicas' counts of completed runs
+              (replica_status) grew by one in all (the shared replay ledger: one replica runs
+              it, the others answer from its record; a copy that arrives before the record is
+              refused in_progress and sent again)
   5 kill      clients keep calling echo through haproxy while one replica is SIGKILLed; every
               call succeeds (haproxy retries on conn-failure/empty-response, health checks drop
               the dead replica); run last, since it removes a replica
@@ -44,7 +46,6 @@ from typing import Any, AsyncIterator
 import anyio
 import httpx2
 from mcp import ClientSession, types
-from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged, listen
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -263,26 +264,59 @@ async def tasks_shared(o: argparse.Namespace) -> str:
     return f"task {task_id[:12]}... created on {creator}, read completed on {read_on}"
 
 
-async def retry_elsewhere(o: argparse.Namespace) -> str:
-    tap = Tap()
-    tool = "test_input_required_result_elicitation"
-    async with sdk_session(o.proxy, tap) as s:
-        await s.discover()
-        mark = len(tap.seen)
-        first = await s.call_tool(tool, {}, allow_input_required=True)
-        if not isinstance(first, types.InputRequiredResult):
-            raise CheckFailed(f"{tool} did not ask for input: {first!r}")
-        responses: dict[str, Any] = {}
-        for key, req in (first.input_requests or {}).items():
-            meta = req.params.meta if getattr(req, "params", None) is not None else None
-            responses[key] = await s.dispatch_input_request(ClientRequestContext(session=s, request_id=key, meta=meta), req)
-        final = await s.call_tool(tool, {}, input_responses=responses, request_state=first.request_state, allow_input_required=True)
-        served = [r for _m, r, _s in tap.since(mark, "tools/call")]
-    if isinstance(final, types.InputRequiredResult) or text_of(final) != "Hello, Scale!":
-        raise CheckFailed(f"retry answered {final!r}")
-    if len(served) != 2 or served[0] == served[1]:
-        raise CheckFailed(f"first round and retry served by {served}; expected two different replicas")
-    return f"round 1 on {served[0]}, retry completed on {served[1]}: {text_of(final)!r}"
+async def counted_runs(http: httpx2.AsyncClient, url: str) -> int:
+    """How many times the replica at `url` ran replica_counted_confirm to completion."""
+    got, _ = await raw_call(http, url, "tools/call", {"name": "replica_status", "arguments": {}}, "replica_status")
+    if "error" in got:
+        raise CheckFailed(f"replica_status on {url}: {json.dumps(got['error'])[:300]}")
+    status = json.loads(text_of(got["result"]))
+    if "counted_runs" not in status:
+        raise CheckFailed(f"replica_status on {url} does not count runs: {status}")
+    return int(status["counted_runs"])
+
+
+async def retry_once(o: argparse.Namespace) -> str:
+    """Round 1 through haproxy, then the same retry straight to every replica: one answer, one run."""
+    tool = "replica_counted_confirm"
+    caps = {"elicitation": {}, "extensions": {TASKS_EXT: {}}}
+    meta = {"io.modelcontextprotocol/clientCapabilities": caps}
+    async with httpx2.AsyncClient(timeout=STEP_TIMEOUT) as http:
+        before = {name: await counted_runs(http, url) for name, url, _ in o.replicas}
+        first, asked_on = await raw_call(http, o.proxy, "tools/call", {"name": tool, "arguments": {}, "_meta": meta}, tool)
+        result = first.get("result") or {}
+        if result.get("resultType") != "input_required" or not result.get("requestState"):
+            raise CheckFailed(f"{tool} through haproxy did not ask for input: {json.dumps(first)[:300]}")
+        retry = {
+            "name": tool,
+            "arguments": {},
+            "_meta": meta,
+            "requestState": result["requestState"],
+            "inputResponses": {"confirm": {"action": "accept", "content": {"ok": True}}},
+        }
+        answers: dict[str, Any] = {}
+        for name, url, _ in o.replicas:
+            # A copy that reaches a replica before the first one's outcome is recorded is
+            # refused `in_progress`: the client sends it again shortly, as the error says.
+            deadline = time.monotonic() + 10
+            while True:
+                got, _ = await raw_call(http, url, "tools/call", retry, tool)
+                reason = ((got.get("error") or {}).get("data") or {}).get("reason")
+                if reason != "in_progress" or time.monotonic() > deadline:
+                    break
+                await anyio.sleep(0.1)
+            answers[name] = got.get("result") if "result" in got else {"error": got.get("error")}
+        after = {name: await counted_runs(http, url) for name, url, _ in o.replicas}
+    distinct = {json.dumps(a, sort_keys=True) for a in answers.values()}
+    if len(distinct) != 1:
+        raise CheckFailed(f"the copies were answered differently: {json.dumps(answers)[:600]}")
+    answer = next(iter(answers.values()))
+    if "error" in answer or "counted (accept)" not in text_of(answer):
+        raise CheckFailed(f"the retry answered {json.dumps(answer)[:300]}")
+    grew = sum(after.values()) - sum(before.values())
+    if grew != 1:
+        raise CheckFailed(f"the handler ran {grew} times over the replicas (runs before {before}, after {after})")
+    ran_on = [name for name in after if after[name] != before[name]]
+    return f"round 1 on {asked_on}, the retry sent to {list(answers)}: one answer ({text_of(answer)!r}), one run (on {ran_on[0]})"
 
 
 async def kill_one(o: argparse.Namespace) -> str:
@@ -364,7 +398,7 @@ async def main() -> int:
         ("2 listen: list_changed raised on B reaches a listener on A", listen_fanout),
         ("3 legacy: a 2025-11-25 session stays on one replica", legacy_session),
         ("4 tasks: a task created on one replica is read on the others", tasks_shared),
-        ("6 retry: an input_required retry on another replica completes", retry_elsewhere),
+        ("6 retry: one input_required retry sent to every replica runs once", retry_once),
     ]
     scenarios.append(("5 kill: a replica SIGKILLed mid-run loses no request", kill_one))
     only = os.environ.get("SCALE_ONLY")  # e.g. "1,5": run just these (debugging)
