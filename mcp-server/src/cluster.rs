@@ -13,7 +13,7 @@
 //!   with its replica's id so that it also drops its own events coming back. A change to a
 //!   gated item stays on its replica (see `mcp_proto`'s `Change`).
 //! - **The key ring.** Cursors and request states verify on any replica only if all sign with
-//!   the same keys: [`ServerBuilder::join`] fetches the ring (the first replica to start
+//!   the same keys: [`ServerBuilder::join`](crate::ServerBuilder::join) fetches the ring (the first replica to start
 //!   creates it), and [`Cluster::rotate_keys`] puts a new signing key first; every replica is
 //!   told and re-reads the ring, and the keys it kept still verify what they signed.
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
@@ -50,7 +50,7 @@ use crate::{Runtime, Server};
 /// What one replica tells the others.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterEvent {
-    /// The id of the replica that raised it ([`ServerBuilder::cluster`]): a replica ignores
+    /// The id of the replica that raised it ([`ServerBuilder::cluster`](crate::ServerBuilder::cluster)): a replica ignores
     /// its own events when the bus hands them back.
     pub origin: Arc<str>,
     /// What happened.
@@ -145,7 +145,7 @@ pub enum ClusterHealth {
 }
 
 /// A backend that makes several replicas one server (see the module docs). Object-safe: the
-/// server holds an `Arc<dyn Cluster>` ([`ServerBuilder::cluster`]).
+/// server holds an `Arc<dyn Cluster>` ([`ServerBuilder::cluster`](crate::ServerBuilder::cluster)).
 pub trait Cluster: Send + Sync + 'static {
     /// Tells every other replica of `event`. Never waits: an implementation queues what it
     /// cannot send now (and says in its docs what it does with more than it can queue).
@@ -488,7 +488,7 @@ impl Server {
         }));
     }
 
-    /// The replica id this server has in its cluster ([`ServerBuilder::cluster`]), if any.
+    /// The replica id this server has in its cluster ([`ServerBuilder::cluster`](crate::ServerBuilder::cluster)), if any.
     pub fn replica(&self) -> Option<Arc<str>> {
         self.lock().cluster.as_ref().map(|m| m.replica.clone())
     }
