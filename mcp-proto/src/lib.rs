@@ -124,6 +124,7 @@ pub use engine::{
     ProgressOutcome, Refusals, RegistryMut, Reply, Request, Seed, Stale, TaskError, TaskRecord, TaskStatus,
     Ticket, MAX_PENDING_CHANGES, TASKS_EXTENSION,
 };
+pub use engine::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use extensions::Extension;
 pub use frame::Decoded;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};

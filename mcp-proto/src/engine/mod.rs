@@ -31,6 +31,7 @@ mod compact;
 mod config;
 #[cfg(test)]
 mod determinism;
+mod directory;
 mod dispatch;
 mod encode;
 mod features;
@@ -55,6 +56,8 @@ mod timers;
 
 pub use ask::{AskError, Asked};
 pub use cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
+use directory::HeldKind as Held;
+pub use directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
@@ -207,6 +210,9 @@ pub struct Engine<H> {
     tasks: tasks::Tasks,
     /// Local changes to publish to other replicas ([`Engine::poll_change`]).
     outbox: cluster::Outbox,
+    /// Sessions and running tasks begun or ended, for a cluster's directory
+    /// ([`Engine::poll_holding`]).
+    holdings: directory::Holdings,
 }
 
 impl<H: Clone> Engine<H> {
@@ -239,6 +245,7 @@ impl<H: Clone> Engine<H> {
             records: Records::default(),
             tasks: tasks::Tasks::default(),
             outbox: cluster::Outbox::default(),
+            holdings: directory::Holdings::default(),
         }
     }
 
@@ -520,6 +527,7 @@ impl<H: Clone> Engine<H> {
         match &c.transport {
             streams::Transport::Session(s) => {
                 self.sessions.remove(s.id(), c.caller.binding());
+                self.report_holding(Held::Session, s.id(), false);
                 // Its kept POST streams go with it, and so do their resume timers.
                 for (stream_no, at) in s.posts().armed() {
                     self.timers.disarm(at, Timer::Resume(conn, stream_no));
