@@ -1,7 +1,7 @@
 //! Several replicas as one server: a [`Cluster`] backend shares what one process cannot keep
 //! to itself.
 //!
-//! A cluster carries three things between the replicas of one deployment:
+//! A cluster carries four things between the replicas of one deployment:
 //!
 //! - **Changes.** A replica that changes its registry (an ungated tool, resource or prompt
 //!   added or removed) or calls [`Server::notify_resource_updated`] publishes the change; every
@@ -18,10 +18,19 @@
 //!   told and re-reads the ring, and the keys it kept still verify what they signed.
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
 //!   tasks to, so a `tasks/get` is answered wherever it lands.
+//! - **A directory.** Legacy HTTP sessions and running tasks cannot move (live streams, calls in
+//!   flight, pending asks), so they are routed to their holder: each replica reports what it
+//!   holds ([`Cluster::register`], from the engine's
+//!   [`Engine::poll_holding`](mcp_proto::Engine::poll_holding)) and advertises where it is
+//!   reached ([`ServerBuilder::cluster_advertise`], [`Cluster::advertise`], every
+//!   [`ADVERTISE_EVERY`] with [`ADVERTISE_TTL`]), and the HTTP endpoint forwards a request for
+//!   a session or running task another live replica holds to it ([`Cluster::locate`]; the
+//!   rules, headers and bounds are in the HTTP layer's `forward` module docs, and
+//!   [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)). Stickiness on
+//!   `Mcp-Session-Id` at the load balancer only saves the hop.
 //!
 //! Not shared (yet): the replay ledger of 2026-07-28 request states (a retried `requestState`
-//! is claimed once per replica, not once per cluster) and legacy HTTP sessions (a session lives
-//! on the replica that created it: route on `Mcp-Session-Id`).
+//! is claimed once per replica, not once per cluster).
 //!
 //! [`InMemoryCluster`] is the default kind, for several [`Server`]s in one process (and tests);
 //! `RedisCluster` (feature `redis`) spans processes.

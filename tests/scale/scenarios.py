@@ -433,7 +433,7 @@ async def main() -> int:
     only = os.environ.get("SCALE_ONLY")  # e.g. "1,5": run just these (debugging)
     if only:
         scenarios = [(label, fn) for label, fn in scenarios if label.split()[0] in only.split(",")]
-    shared = "share a Redis (--cluster)" if o.cluster == "1" else "run unshared (no --cluster): 1, 2, 4 and 6 should FAIL"
+    shared = "share a Redis (--cluster)" if o.cluster == "1" else "run unshared (no --cluster): 1, 2, 3, 4 and 6 should FAIL"
     print(f"scale: {len(o.replicas)} replicas {shared}; through haproxy at {o.proxy}", flush=True)
     failed = 0
     for label, fn in scenarios:
