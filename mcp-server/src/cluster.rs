@@ -438,6 +438,9 @@ pub(crate) struct Membership {
     /// The sessions and running tasks this replica holds, as registered in the directory: what
     /// the heartbeat registers again ([`ENTRY_REFRESH`]).
     pub(crate) held: Arc<Mutex<std::collections::HashSet<(HeldKind, String)>>>,
+    /// Registrations spawned and not yet done: an answer that names a new task waits for them
+    /// ([`Membership::settled`]), so the client's next request finds it through any replica.
+    pub(crate) registering: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Membership {
@@ -450,6 +453,18 @@ impl Membership {
         }
         if let Err(e) = self.cluster.register(kind, id, &self.replica, ENTRY_TTL).await {
             tracing::warn!(replica = %self.replica, kind = kind.as_str(), error = %e, "cannot register in the cluster directory");
+        }
+    }
+
+    /// Waits until the registrations spawned so far are done, for at most `within` (checked
+    /// every millisecond: they take one in-memory write or one Redis round trip).
+    pub(crate) async fn settled(&self, rt: &Arc<dyn Runtime>, within: Duration) {
+        let deadline = rt.now().checked_add(within);
+        while self.registering.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            if deadline.is_some_and(|d| rt.now() >= d) {
+                return;
+            }
+            crate::sleep_until(rt.as_ref(), rt.now().checked_add(Duration::from_millis(1))).await;
         }
     }
 
@@ -514,7 +529,11 @@ impl Server {
                 if let Ok(mut held) = m.held.lock() {
                     held.insert((h.kind, h.id.clone()));
                 }
-                rt.spawn(Box::pin(async move { m.hold(h.kind, &h.id).await }));
+                m.registering.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                rt.spawn(Box::pin(async move {
+                    m.hold(h.kind, &h.id).await;
+                    m.registering.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                }));
             } else if h.kind == HeldKind::Session || !has_store {
                 // An ended task with a store is forgotten once stored (see `pump`).
                 rt.spawn(Box::pin(async move { m.forget(h.kind, &h.id).await }));
@@ -588,6 +607,7 @@ impl crate::ServerBuilder {
             replica: Arc::from(replica.into()),
             advertise: None,
             held: Arc::default(),
+            registering: Arc::default(),
         });
         self
     }

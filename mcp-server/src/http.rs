@@ -529,6 +529,8 @@ impl HttpService {
             return resp;
         }
         let minted_here = !parts.headers.contains_key("mcp-session-id");
+        // A tools/call may start a task: its answer waits for the task's directory entry.
+        let may_start_task = parts.headers.get("mcp-method").is_some_and(|m| m == "tools/call");
         let cut = parts.extensions.get::<Cut>().cloned();
         let inner = self.inner.clone();
         let answer = self
@@ -554,6 +556,11 @@ impl HttpService {
         };
         if minted_here {
             self.register_minted(&resp).await;
+        }
+        if may_start_task {
+            if let Some(m) = self.inner.server.membership() {
+                m.settled(&self.inner.rt, self.inner.server.limits().forward_time()).await;
+            }
         }
         resp
     }
