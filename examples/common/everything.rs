@@ -48,10 +48,13 @@ pub(crate) struct Args {
     /// This replica's name in logs and in `replica_status` (`--replica NAME`; default the
     /// process id).
     pub(crate) replica: Option<String>,
+    /// The URL the other replicas forward this one's sessions and running tasks to
+    /// (`--advertise http://HOST:PORT/mcp`; default `http://<--http address>/mcp`).
+    pub(crate) advertise: Option<String>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME]]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -71,7 +74,10 @@ const USAGE: &str =
     --cluster URL     run as a replica of the cluster on the Redis server at URL: list changes,\n\
     \x20                 resource updates, the cursor key ring and ended tasks are shared with the\n\
     \x20                 other replicas, and a replica_status tool is added\n\
-    --replica NAME    this replica's name in logs and replica_status (default pid-<process id>)";
+    --replica NAME    this replica's name in logs and replica_status (default pid-<process id>)\n\
+    --advertise URL   the URL at which the other replicas reach this one's MCP endpoint, to\n\
+    \x20                 forward requests for its sessions and running tasks (default\n\
+    \x20                 http://<--http ADDR>/mcp)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -95,6 +101,7 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         mode: mcp_proto::Mode::Direct,
         cluster: None,
         replica: None,
+        advertise: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -136,6 +143,9 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             }
             "--cluster" => {
                 args.cluster = Some(it.next().ok_or_else(|| format!("--cluster needs a URL\n{USAGE}"))?)
+            }
+            "--advertise" => {
+                args.advertise = Some(it.next().ok_or_else(|| format!("--advertise needs a URL\n{USAGE}"))?)
             }
             "--replica" => {
                 args.replica = Some(it.next().ok_or_else(|| format!("--replica needs a name\n{USAGE}"))?)
@@ -365,7 +375,13 @@ pub(crate) async fn build_replica(args: &Args) -> Server {
     match &args.cluster {
         Some(url) => {
             let replica = args.replica.clone().unwrap_or_else(|| format!("pid-{}", std::process::id()));
-            cluster::join(builder(args), url, &replica).await
+            let mut builder = builder(args);
+            let advertise =
+                args.advertise.clone().or_else(|| args.http.as_ref().map(|a| format!("http://{a}/mcp")));
+            if let Some(url) = advertise {
+                builder = builder.cluster_advertise(url);
+            }
+            cluster::join(builder, url, &replica).await
         }
         None => build(args),
     }

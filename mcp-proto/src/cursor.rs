@@ -64,6 +64,35 @@ impl KeyRing {
         format!("v1.{}.{}", URL_SAFE_NO_PAD.encode(payload), URL_SAFE_NO_PAD.encode(tag))
     }
 
+    /// A token carrying `payload` that any holder of a ring sharing this one's signing key can
+    /// check ([`verify_token`](Self::verify_token)): how one replica vouches for what it tells
+    /// another (the client address of a request it forwards). `domain` names the use and is
+    /// signed with the payload, so a token of one use (a cursor, a request state) is never
+    /// accepted as another.
+    pub fn sign_token(&self, domain: &str, payload: &[u8]) -> String {
+        self.seal(&Self::domained(domain, payload))
+    }
+
+    /// The payload of a token [`sign_token`](Self::sign_token) made for `domain` with any key of
+    /// this ring; `None` when it is not one.
+    pub fn verify_token(&self, domain: &str, token: &str) -> Option<Vec<u8>> {
+        let opened = self.open(token)?;
+        let prefix = Self::domained(domain, b"");
+        opened.strip_prefix(prefix.as_slice()).map(<[u8]>::to_vec)
+    }
+
+    /// `token:`, `domain`, a NUL, then `payload`: cursor and request-state payloads are JSON and
+    /// start with `{`, so neither is ever taken for the other, and the NUL keeps one domain from
+    /// being a prefix of another's payload.
+    fn domained(domain: &str, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(domain.len() + 8 + payload.len());
+        out.extend_from_slice(b"token:");
+        out.extend_from_slice(domain.as_bytes());
+        out.push(0);
+        out.extend_from_slice(payload);
+        out
+    }
+
     /// Returns the payload when `token` was sealed by any key of the ring.
     pub(crate) fn open(&self, token: &str) -> Option<Vec<u8>> {
         let rest = token.strip_prefix("v1.")?;
@@ -157,6 +186,21 @@ pub(crate) fn read(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tokens_verify_in_their_domain_under_any_key_of_the_ring_only() {
+        let a = super::KeyRing::new([1; 32]);
+        let token = a.sign_token("forward", b"127.0.0.2");
+        assert_eq!(a.verify_token("forward", &token).as_deref(), Some(&b"127.0.0.2"[..]));
+        assert_eq!(a.verify_token("other", &token), None, "another domain");
+        let rotated = super::KeyRing::new([2; 32]).with_verify_key([1; 32]);
+        assert!(rotated.verify_token("forward", &token).is_some(), "a kept key still verifies");
+        assert_eq!(super::KeyRing::new([3; 32]).verify_token("forward", &token), None);
+        assert_eq!(a.open(&token).map(|p| p.first().copied()), Some(Some(b't')), "never a JSON payload");
+        let mut forged = token.clone();
+        forged.push('A');
+        assert_eq!(a.verify_token("forward", &forged), None);
+    }
+
     use super::*;
     use sha2::Digest;
 

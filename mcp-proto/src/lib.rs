@@ -127,6 +127,7 @@ pub use engine::{
 pub use engine::{
     Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
 };
+pub use engine::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use extensions::Extension;
 pub use frame::Decoded;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate};

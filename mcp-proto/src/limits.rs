@@ -62,7 +62,8 @@ use std::time::Duration;
 /// # Server layer
 ///
 /// Enforced by `mcp-server`'s driver and stdio loop: [`drain_timeout`](Self::drain_timeout),
-/// [`max_parked_frames`](Self::max_parked_frames).
+/// [`max_parked_frames`](Self::max_parked_frames); by its HTTP endpoint when it forwards a
+/// request to the replica holding its session or task: [`forward_timeout`](Self::forward_timeout).
 ///
 /// # Replay ledger
 ///
@@ -120,6 +121,7 @@ pub struct Limits {
     // Server layer.
     pub(crate) drain_timeout: Duration,
     pub(crate) max_parked_frames: usize,
+    pub(crate) forward_timeout: Duration,
 
     // Asking the client (legacy server→client requests).
     pub(crate) ask_timeout: Duration,
@@ -205,6 +207,7 @@ impl Default for Limits {
 
             drain_timeout: Duration::from_secs(10),
             max_parked_frames: 16,
+            forward_timeout: Duration::from_secs(5),
 
             // Asking the client.
             ask_timeout: Duration::from_secs(60),
@@ -787,6 +790,27 @@ impl Limits {
     pub fn max_parked_frames(&mut self, frames: usize) -> &mut Self {
         self.max_parked_frames = frames.max(1);
         self
+    }
+
+    /// How long a replica waits for the replica holding a legacy session or a running task to
+    /// take a request it forwards (see `mcp_server::cluster`): to connect, and, for a request
+    /// that is answered at once (a `GET` stream, a `DELETE`, `tasks/*`), to send the response
+    /// head. Default 5 s.
+    ///
+    /// Past it the holder counts as unreachable: its directory entry is dropped and the request
+    /// is answered as one for an unknown session (404) or task (`-32602`). A legacy `POST` whose
+    /// answer waits for a call is not bounded beyond the connect: it may take as long as the
+    /// call would take on the holder, whose own bounds ([`call_timeout`](Self::call_timeout))
+    /// apply. Zero refuses every forward; a duration too large to add to the current instant
+    /// means no bound.
+    pub fn forward_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.forward_timeout = timeout;
+        self
+    }
+
+    /// The current [`forward_timeout`](Self::forward_timeout).
+    pub fn forward_time(&self) -> Duration {
+        self.forward_timeout
     }
 
     /// The current [`max_head_bytes`](Self::max_head_bytes).

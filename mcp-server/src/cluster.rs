@@ -1,7 +1,7 @@
 //! Several replicas as one server: a [`Cluster`] backend shares what one process cannot keep
 //! to itself.
 //!
-//! A cluster carries three things between the replicas of one deployment:
+//! A cluster carries four things between the replicas of one deployment:
 //!
 //! - **Changes.** A replica that changes its registry (an ungated tool, resource or prompt
 //!   added or removed) or calls [`Server::notify_resource_updated`] publishes the change; every
@@ -18,7 +18,16 @@
 //!   told and re-reads the ring, and the keys it kept still verify what they signed.
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
 //!   tasks to, so a `tasks/get` is answered wherever it lands.
-//!
+//! - **A directory.** Legacy HTTP sessions and running tasks cannot move (live streams, calls in
+//!   flight, pending asks), so they are routed to their holder: each replica reports what it
+//!   holds ([`Cluster::register`], from the engine's
+//!   [`Engine::poll_holding`](mcp_proto::Engine::poll_holding)) and advertises where it is
+//!   reached ([`ServerBuilder::cluster_advertise`], [`Cluster::advertise`], every
+//!   [`ADVERTISE_EVERY`] with [`ADVERTISE_TTL`]), and the HTTP endpoint forwards a request for
+//!   a session or running task another live replica holds to it ([`Cluster::locate`]; the
+//!   rules, headers and bounds are in the HTTP layer's `forward` module docs, and
+//!   [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)). Stickiness on
+//!   `Mcp-Session-Id` at the load balancer only saves the hop.
 //! - **The replay ledger.** A 2026-07-28 retry (one carrying a `requestState`) runs its handler
 //!   once per cluster: before it runs, the replica claims the state ([`Cluster::claim`]); the
 //!   replica that wins runs it and keeps its outcome under the state's key until the state
@@ -30,18 +39,17 @@
 //!   replica keeps serving while the backend is away, and a copy may then run once per
 //!   replica.
 //!
-//! Not shared (yet): legacy HTTP sessions (a session lives on the replica that created it:
-//! route on `Mcp-Session-Id`).
+//! Not shared: a change to a gated item (see above), told only on the replica that made it.
 //!
 //! [`InMemoryCluster`] is the default kind, for several [`Server`]s in one process (and tests);
 //! `RedisCluster` (feature `redis`) spans processes.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use futures_util::stream::BoxStream;
-use mcp_proto::{Change, ClaimResult, KeyRing, SharedOutcome};
+use mcp_proto::{Change, ClaimResult, HeldKind, KeyRing, SharedOutcome};
 
 use crate::handler::BoxFuture;
 use crate::tasks::{InMemoryTaskStore, TaskStore};
@@ -198,7 +206,73 @@ pub trait Cluster: Send + Sync + 'static {
         let _ = (key, outcome, expires_at_ms);
         Box::pin(std::future::ready(()))
     }
+
+    // Directory: which replica holds a legacy session or a running task, and where each
+    // replica is reached (see "Routing to the holder" in the module docs). The defaults keep
+    // no directory: nothing is ever forwarded, as with a backend that predates it.
+
+    /// Says that `replica` is reached at `url` (its MCP endpoint, such as
+    /// `http://10.0.0.2:8080/mcp`) for `ttl` from now. Every replica that can be forwarded to
+    /// repeats it well within `ttl` ([`ADVERTISE_EVERY`]): once it stops, its entries stop
+    /// resolving ([`locate`](Self::locate)) when `ttl` runs out. The default does nothing.
+    fn advertise(&self, replica: &str, url: &str, ttl: Duration) -> BoxFuture<Result<(), ClusterError>> {
+        let _ = (replica, url, ttl);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Records that `replica` holds the session or task `id`, for `ttl` from now (the holder
+    /// repeats it while it holds it, [`ENTRY_REFRESH`]). The default does nothing.
+    fn register(
+        &self,
+        kind: HeldKind,
+        id: &str,
+        replica: &str,
+        ttl: Duration,
+    ) -> BoxFuture<Result<(), ClusterError>> {
+        let _ = (kind, id, replica, ttl);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Forgets who holds the session or task `id`: it ended, or its holder cannot be reached.
+    /// The default does nothing.
+    fn unregister(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<(), ClusterError>> {
+        let _ = (kind, id);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The replica holding the session or task `id` and where it is reached, if an entry names
+    /// one whose advertisement is still live; `None` otherwise. The default: always `None`.
+    fn locate(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<Option<Located>, ClusterError>> {
+        let _ = (kind, id);
+        Box::pin(std::future::ready(Ok(None)))
+    }
 }
+
+/// Where a session or a task is held ([`Cluster::locate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The id of the replica holding it.
+    pub replica: Arc<str>,
+    /// The URL of that replica's MCP endpoint, as it advertised it.
+    pub url: String,
+}
+
+/// How long a replica's advertisement lasts: 3 s. A replica that stops (crashes, is cut off
+/// from the cluster) stops being forwarded to at most this long after its last heartbeat.
+pub const ADVERTISE_TTL: Duration = Duration::from_secs(3);
+
+/// How often a replica repeats its advertisement: every second, so that two missed heartbeats
+/// still leave it live.
+pub const ADVERTISE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a directory entry lasts unless its holder repeats it: 10 minutes. Entries of a
+/// replica that died without unregistering them (and whose advertisement therefore expired
+/// already) are forgotten by then.
+pub const ENTRY_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// How often a holder repeats the entries of what it still holds: every 4 minutes, well within
+/// [`ENTRY_TTL`].
+pub const ENTRY_REFRESH: Duration = Duration::from_secs(4 * 60);
 
 /// The default [`Cluster`]: the replicas are [`Server`]s of one process that share this
 /// value (one `Arc`). Events are handed over through memory, the key ring is made on first
@@ -214,6 +288,17 @@ pub struct InMemoryCluster {
     dropped: std::sync::atomic::AtomicU64,
     /// The shared replay ledger: each state's key, what is kept under it, and until when.
     ledger: Mutex<LedgerMap>,
+    /// The directory: replicas' addresses and who holds what, each with its expiry.
+    directory: Mutex<Directory>,
+    /// The clock expiries are measured on: the first server's runtime ([`Cluster::start`]).
+    clock: OnceLock<Arc<dyn Runtime>>,
+}
+
+/// [`InMemoryCluster`]'s directory.
+#[derive(Default)]
+struct Directory {
+    replicas: HashMap<Arc<str>, (String, Instant)>,
+    entries: HashMap<(HeldKind, String), (Arc<str>, Instant)>,
 }
 
 impl std::fmt::Debug for InMemoryCluster {
@@ -230,6 +315,8 @@ impl Default for InMemoryCluster {
             tasks: Arc::new(InMemoryTaskStore::default()),
             dropped: std::sync::atomic::AtomicU64::new(0),
             ledger: Mutex::new(LedgerMap::default()),
+            directory: Mutex::new(Directory::default()),
+            clock: OnceLock::new(),
         }
     }
 }
@@ -241,6 +328,29 @@ impl InMemoryCluster {
     /// Events dropped for a subscriber whose queue was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Now on the runtime's clock, once a server started the cluster; before that (no server
+    /// serves yet) the system's.
+    fn now(&self) -> Instant {
+        match self.clock.get() {
+            Some(rt) => rt.now(),
+            None => Instant::now(),
+        }
+    }
+
+    /// Runs `f` on the directory; a poisoned lock (a panic while it was held) is an error.
+    fn with_directory<T>(&self, f: impl FnOnce(&mut Directory, Instant) -> T) -> Result<T, ClusterError> {
+        let now = self.now();
+        let mut d = self.directory.lock().map_err(|_| ClusterError("directory lock poisoned".into()))?;
+        Ok(f(&mut d, now))
+    }
+
+    /// Drops what expired. Called on every write, so the maps hold at most what was written
+    /// within the longest TTL.
+    fn sweep(d: &mut Directory, now: Instant) {
+        d.replicas.retain(|_, (_, until)| *until > now);
+        d.entries.retain(|_, (_, until)| *until > now);
     }
 }
 
@@ -314,6 +424,56 @@ impl Cluster for InMemoryCluster {
         }
         Box::pin(std::future::ready(()))
     }
+
+    fn start(&self, rt: Arc<dyn Runtime>) {
+        // The first server's runtime: every server of one process shares its clock.
+        let _ = self.clock.set(rt);
+    }
+
+    // Directory.
+
+    fn advertise(&self, replica: &str, url: &str, ttl: Duration) -> BoxFuture<Result<(), ClusterError>> {
+        let done = self.with_directory(|d, now| {
+            Self::sweep(d, now);
+            let until = now.checked_add(ttl).unwrap_or(now);
+            d.replicas.insert(Arc::from(replica), (url.to_owned(), until));
+        });
+        Box::pin(std::future::ready(done))
+    }
+
+    fn register(
+        &self,
+        kind: HeldKind,
+        id: &str,
+        replica: &str,
+        ttl: Duration,
+    ) -> BoxFuture<Result<(), ClusterError>> {
+        let done = self.with_directory(|d, now| {
+            Self::sweep(d, now);
+            let until = now.checked_add(ttl).unwrap_or(now);
+            d.entries.insert((kind, id.to_owned()), (Arc::from(replica), until));
+        });
+        Box::pin(std::future::ready(done))
+    }
+
+    fn unregister(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<(), ClusterError>> {
+        let done = self.with_directory(|d, _| {
+            d.entries.remove(&(kind, id.to_owned()));
+        });
+        Box::pin(std::future::ready(done))
+    }
+
+    fn locate(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<Option<Located>, ClusterError>> {
+        let found = self.with_directory(|d, now| {
+            let (replica, until) = d.entries.get(&(kind, id.to_owned()))?;
+            if *until <= now {
+                return None;
+            }
+            let (url, live_until) = d.replicas.get(replica)?;
+            (*live_until > now).then(|| Located { replica: replica.clone(), url: url.clone() })
+        });
+        Box::pin(std::future::ready(found))
+    }
 }
 
 /// [`InMemoryCluster`]'s replay ledger: values by key, and keys by expiry so that what expired
@@ -383,6 +543,76 @@ pub const CLAIM_TIMEOUT: Duration = Duration::from_millis(500);
 pub(crate) struct Membership {
     pub(crate) cluster: Arc<dyn Cluster>,
     pub(crate) replica: Arc<str>,
+    /// The URL other replicas forward to ([`ServerBuilder::cluster_advertise`]).
+    pub(crate) advertise: Option<Arc<str>>,
+    /// The sessions and running tasks this replica holds, as registered in the directory: what
+    /// the heartbeat registers again ([`ENTRY_REFRESH`]).
+    pub(crate) held: Arc<Mutex<std::collections::HashSet<(HeldKind, String)>>>,
+    /// Registrations spawned and not yet done: an answer that names a new task waits for them
+    /// ([`Membership::settled`]), so the client's next request finds it through any replica.
+    pub(crate) registering: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Membership {
+    /// Registers `id` as held here, unless this replica is reached nowhere (no advertised
+    /// URL: nothing could be forwarded to it). A failure is logged: the session or task is
+    /// then served only where it is (the client's stickiness still finds it).
+    pub(crate) async fn hold(&self, kind: HeldKind, id: &str) {
+        if self.advertise.is_none() {
+            return;
+        }
+        if let Err(e) = self.cluster.register(kind, id, &self.replica, ENTRY_TTL).await {
+            tracing::warn!(replica = %self.replica, kind = kind.as_str(), error = %e, "cannot register in the cluster directory");
+        }
+    }
+
+    /// Waits until the registrations spawned so far are done, for at most `within` (checked
+    /// every millisecond: they take one in-memory write or one Redis round trip).
+    pub(crate) async fn settled(&self, rt: &Arc<dyn Runtime>, within: Duration) {
+        let deadline = rt.now().checked_add(within);
+        while self.registering.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            if deadline.is_some_and(|d| rt.now() >= d) {
+                return;
+            }
+            crate::sleep_until(rt.as_ref(), rt.now().checked_add(Duration::from_millis(1))).await;
+        }
+    }
+
+    /// Drops the directory entry of `id` (a failure is logged; the entry expires anyway).
+    pub(crate) async fn forget(&self, kind: HeldKind, id: &str) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(&(kind, id.to_owned()));
+        }
+        if let Err(e) = self.cluster.unregister(kind, id).await {
+            tracing::warn!(replica = %self.replica, kind = kind.as_str(), error = %e, "cannot unregister from the cluster directory");
+        }
+    }
+
+    /// Advertises this replica, and every [`ENTRY_REFRESH`] registers again what it holds,
+    /// until `stop` completes (the server shuts down): then its entries stop resolving within
+    /// [`ADVERTISE_TTL`].
+    async fn heartbeat(self, rt: Arc<dyn Runtime>, stop: impl std::future::Future<Output = ()>) {
+        let Some(url) = self.advertise.clone() else { return };
+        let beat = async {
+            let mut refreshed = rt.now();
+            loop {
+                if let Err(e) = self.cluster.advertise(&self.replica, &url, ADVERTISE_TTL).await {
+                    tracing::warn!(replica = %self.replica, error = %e, "cannot advertise in the cluster directory");
+                }
+                let now = rt.now();
+                if now.saturating_duration_since(refreshed) >= ENTRY_REFRESH {
+                    refreshed = now;
+                    let held: Vec<_> =
+                        self.held.lock().map(|h| h.iter().cloned().collect()).unwrap_or_default();
+                    for (kind, id) in held {
+                        self.hold(kind, &id).await;
+                    }
+                }
+                crate::sleep_until(rt.as_ref(), rt.now().checked_add(ADVERTISE_EVERY)).await;
+            }
+        };
+        futures_util::future::select(std::pin::pin!(beat), std::pin::pin!(stop)).await;
+    }
 }
 
 impl Server {
@@ -457,10 +687,38 @@ impl Server {
         false
     }
 
+    /// Reports to the directory what the engine began or stopped holding.
+    pub(crate) fn report_holdings(&self, st: &mut crate::State) {
+        let Some(m) = st.cluster.clone() else {
+            while st.engine.poll_holding().is_some() {}
+            return;
+        };
+        let Some(rt) = self.shared.rt.get() else { return };
+        let has_store = st.task_store.is_some();
+        while let Some(h) = st.engine.poll_holding() {
+            let m = m.clone();
+            if h.held {
+                if let Ok(mut held) = m.held.lock() {
+                    held.insert((h.kind, h.id.clone()));
+                }
+                m.registering.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                rt.spawn(Box::pin(async move {
+                    m.hold(h.kind, &h.id).await;
+                    m.registering.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                }));
+            } else if h.kind == HeldKind::Session || !has_store {
+                // An ended task with a store is forgotten once stored (see `pump`).
+                rt.spawn(Box::pin(async move { m.forget(h.kind, &h.id).await }));
+            }
+        }
+    }
+
     /// Starts the backend and the task that applies remote events, on the server's runtime.
     pub(crate) fn join_cluster(&self, rt: &Arc<dyn Runtime>) {
         let Some(m) = self.lock().cluster.clone() else { return };
         m.cluster.start(rt.clone());
+        #[cfg(feature = "http")]
+        rt.spawn(Box::pin(m.clone().heartbeat(rt.clone(), self.closing())));
         let mut feed = m.cluster.subscribe();
         let server = self.clone();
         rt.spawn(Box::pin(async move {
@@ -516,7 +774,24 @@ impl crate::ServerBuilder {
     /// logs and [`Server::replica`]; give each replica its own.
     pub fn cluster(mut self, cluster: Arc<dyn Cluster>, replica: impl Into<String>) -> Self {
         self.task_store = Some(cluster.task_store());
-        self.cluster = Some(Membership { cluster, replica: Arc::from(replica.into()) });
+        self.cluster = Some(Membership {
+            cluster,
+            replica: Arc::from(replica.into()),
+            advertise: None,
+            held: Arc::default(),
+            registering: Arc::default(),
+        });
+        self
+    }
+
+    /// The URL of this replica's MCP endpoint as the other replicas of its cluster reach it
+    /// (`http://HOST:PORT/PATH`; plain HTTP only), so that they forward to it the requests for
+    /// the legacy sessions and running tasks it holds (see "Routing to the holder" in the
+    /// [module docs](crate::cluster)). Without it this replica still forwards to the others,
+    /// but nothing is forwarded to it: its sessions and tasks are served only when requests
+    /// reach it directly. Without a [`cluster`](Self::cluster) it means nothing.
+    pub fn cluster_advertise(mut self, url: impl Into<String>) -> Self {
+        self.advertise = Some(Arc::from(url.into()));
         self
     }
 
@@ -573,5 +848,51 @@ mod tests {
         let kept = SharedOutcome::TooLarge.encode();
         cluster.record("state", Some(kept.clone()), far).now_or_never().unwrap();
         assert_eq!(claim(&cluster), Some(kept));
+    }
+
+
+    /// A runtime whose clock the test moves; it runs nothing.
+    struct Clock(Mutex<Instant>);
+
+    impl Runtime for Clock {
+        fn spawn(&self, _: BoxFuture<()>) {}
+        fn sleep_until(&self, _: Instant) -> BoxFuture<()> {
+            Box::pin(std::future::pending())
+        }
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    fn ready<T>(f: BoxFuture<T>) -> T {
+        futures_util::FutureExt::now_or_never(f).expect("the in-memory directory never waits")
+    }
+
+    #[test]
+    fn entries_resolve_while_their_replica_advertises_and_their_ttl_lasts() {
+        let c = InMemoryCluster::default();
+        let clock = Arc::new(Clock(Mutex::new(Instant::now())));
+        c.start(clock.clone());
+        let advance = |d: Duration| *clock.0.lock().unwrap() += d;
+        ready(c.register(HeldKind::Session, "s1", "a", ENTRY_TTL)).unwrap();
+        assert_eq!(ready(c.locate(HeldKind::Session, "s1")).unwrap(), None, "a has not advertised");
+        ready(c.advertise("a", "http://a/mcp", ADVERTISE_TTL)).unwrap();
+        let at_a = Some(Located { replica: Arc::from("a"), url: "http://a/mcp".into() });
+        assert_eq!(ready(c.locate(HeldKind::Session, "s1")).unwrap(), at_a);
+        assert_eq!(ready(c.locate(HeldKind::Task, "s1")).unwrap(), None, "kinds are apart");
+        // a stops advertising: its entries stop resolving once the advertisement expires.
+        advance(ADVERTISE_TTL + Duration::from_millis(1));
+        assert_eq!(ready(c.locate(HeldKind::Session, "s1")).unwrap(), None);
+        ready(c.advertise("a", "http://a/mcp", ADVERTISE_TTL)).unwrap();
+        assert_eq!(ready(c.locate(HeldKind::Session, "s1")).unwrap(), at_a, "back once it advertises");
+        ready(c.unregister(HeldKind::Session, "s1")).unwrap();
+        assert_eq!(ready(c.locate(HeldKind::Session, "s1")).unwrap(), None);
+        // An entry its holder does not repeat expires.
+        ready(c.register(HeldKind::Task, "t1", "a", Duration::from_secs(2))).unwrap();
+        advance(Duration::from_secs(1));
+        ready(c.advertise("a", "http://a/mcp", ADVERTISE_TTL)).unwrap();
+        assert!(ready(c.locate(HeldKind::Task, "t1")).unwrap().is_some());
+        advance(Duration::from_secs(1));
+        assert_eq!(ready(c.locate(HeldKind::Task, "t1")).unwrap(), None);
     }
 }

@@ -17,7 +17,12 @@
 //!   `SET key <outcome> PXAT <expiry of the state>`; a claim given back deletes the key if it
 //!   still holds the running marker (one `EVAL`). Redis forgets each key when its state
 //!   expires, so the ledger needs no pruning. A claim that fails or takes longer than
-//!   [`RedisCluster::TIMEOUT`] runs the retry on the replica it reached.
+//!   [`RedisCluster::TIMEOUT`] runs the retry on the replica it reached;
+//! - the directory (routing to the holder): a replica's advertisement is the key
+//!   `mcp:N:replica:<replica>` holding its URL with the heartbeat TTL (`PX`), and who holds a
+//!   legacy session or a running task is the key `mcp:N:held:session:<id>` or
+//!   `mcp:N:held:task:<id>` holding the replica id with the entry TTL (`PX`). A lookup is one
+//!   `GET` of the entry and one of the replica it names.
 //!
 //! The runtime Redis runs on is the one the shim's `redis` feature turns on (mcp-tokio: tokio,
 //! mcp-smol: smol); with both compiled in, the `redis` crate uses tokio inside a tokio runtime
@@ -45,10 +50,10 @@ use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use mcp_proto::{Change, ChangedList, HandlerError, SharedOutcome, TaskRecord};
+use mcp_proto::{Change, ChangedList, HandlerError, HeldKind, SharedOutcome, TaskRecord};
 use serde_json::{json, Map, Value};
 
-use crate::cluster::{Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, SharedKeys};
+use crate::cluster::{Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, Located, SharedKeys};
 use crate::handler::BoxFuture;
 use crate::tasks::TaskStore;
 use crate::Runtime;
@@ -65,6 +70,8 @@ struct Inner {
     channel: String,
     keys_key: String,
     task_prefix: String,
+    /// `mcp:N:` : the directory's keys follow it.
+    prefix: String,
     /// The command connection, made on first use and dropped on any failure.
     conn: futures_util::lock::Mutex<Option<redis::aio::MultiplexedConnection>>,
     /// Events waiting to be published, oldest first.
@@ -114,6 +121,7 @@ impl RedisCluster {
                 channel: format!("mcp:{name}:events"),
                 keys_key: format!("mcp:{name}:keys"),
                 task_prefix: format!("mcp:{name}:task:"),
+                prefix: format!("mcp:{name}:"),
                 conn: futures_util::lock::Mutex::new(None),
                 queue: Mutex::new(VecDeque::new()),
                 wake: async_channel::bounded(1),
@@ -401,6 +409,65 @@ impl Cluster for RedisCluster {
             }
         })
     }
+    // Directory.
+
+    fn advertise(&self, replica: &str, url: &str, ttl: Duration) -> BoxFuture<Result<(), ClusterError>> {
+        let inner = self.inner.clone();
+        let cmd = redis::cmd("SET")
+            .arg(format!("{}replica:{replica}", inner.prefix))
+            .arg(url)
+            .arg("PX")
+            .arg(millis(ttl))
+            .to_owned();
+        Box::pin(async move { inner.run::<String>(&cmd).await.map(|_| ()) })
+    }
+
+    fn register(
+        &self,
+        kind: HeldKind,
+        id: &str,
+        replica: &str,
+        ttl: Duration,
+    ) -> BoxFuture<Result<(), ClusterError>> {
+        let inner = self.inner.clone();
+        let cmd = redis::cmd("SET")
+            .arg(held_key(&inner.prefix, kind, id))
+            .arg(replica)
+            .arg("PX")
+            .arg(millis(ttl))
+            .to_owned();
+        Box::pin(async move { inner.run::<String>(&cmd).await.map(|_| ()) })
+    }
+
+    fn unregister(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<(), ClusterError>> {
+        let inner = self.inner.clone();
+        let cmd = redis::cmd("DEL").arg(held_key(&inner.prefix, kind, id)).to_owned();
+        Box::pin(async move { inner.run::<i64>(&cmd).await.map(|_| ()) })
+    }
+
+    fn locate(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<Option<Located>, ClusterError>> {
+        let inner = self.inner.clone();
+        let key = held_key(&inner.prefix, kind, id);
+        Box::pin(async move {
+            let replica: Option<String> = inner.run(&redis::cmd("GET").arg(key).to_owned()).await?;
+            let Some(replica) = replica else { return Ok(None) };
+            let url: Option<String> = inner
+                .run(&redis::cmd("GET").arg(format!("{}replica:{replica}", inner.prefix)).to_owned())
+                .await?;
+            Ok(url.map(|url| Located { replica: Arc::from(replica), url }))
+        })
+    }
+}
+
+/// The directory key of a session or task: its id as given (the key is binary-safe; ids are
+/// bounded by the request head).
+fn held_key(prefix: &str, kind: HeldKind, id: &str) -> String {
+    format!("{prefix}held:{}:{id}", kind.as_str())
+}
+
+/// A TTL in whole milliseconds, at least 1 (`PX 0` is an error to Redis).
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// Deletes `KEYS[1]` if it holds `ARGV[1]` (the running marker): a claim given back must not

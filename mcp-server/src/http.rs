@@ -520,8 +520,17 @@ impl HttpService {
         };
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
         if caller.peer.is_none() {
+            caller.peer = self.forwarded_peer(&parts.headers);
+        }
+        if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
         }
+        if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone()).await {
+            return resp;
+        }
+        let minted_here = !parts.headers.contains_key("mcp-session-id");
+        // A tools/call may start a task: its answer waits for the task's directory entry.
+        let may_start_task = parts.headers.get("mcp-method").is_some_and(|m| m == "tools/call");
         let cut = parts.extensions.get::<Cut>().cloned();
         let inner = self.inner.clone();
         let answer = self
@@ -538,13 +547,99 @@ impl HttpService {
                 Ok::<_, u16>(st.exchange(now, req, decoded, cut))
             })
             .await;
-        match answer {
+        let resp = match answer {
             Some(Ok(Ok((head, body)))) => response(head.status, &head.headers, McpBody::full(body)),
             Some(Ok(Err((conn, queue)))) => self.pending(conn, queue).await,
             // The head passed check_head above and failed it now: this layer's own bug.
             Some(Err(_)) => error_response(&Refusal::Internal.error()),
             None => error_response(&Refusal::EngineGone.error()),
+        };
+        if minted_here {
+            self.register_minted(&resp).await;
         }
+        if may_start_task {
+            if let Some(m) = self.inner.server.membership() {
+                m.settled(&self.inner.rt, self.inner.server.limits().forward_time()).await;
+            }
+        }
+        resp
+    }
+
+    // Routing to the holder (see the `forward` module).
+
+    /// The client address another replica of the cluster vouches for, on a request it
+    /// forwarded here.
+    fn forwarded_peer(&self, headers: &http::HeaderMap) -> Option<String> {
+        headers.get(crate::forward::FORWARDED_BY)?;
+        let token = headers.get(crate::forward::FORWARDED_PEER)?.to_str().ok()?;
+        let server = &self.inner.server;
+        server.membership()?;
+        crate::forward::verified_peer(&server.key_ring(), token)
+    }
+
+    /// Sends the request to the replica holding its session or task, when another one does;
+    /// `None` to answer it here.
+    async fn try_forward(
+        &self,
+        parts: &http::request::Parts,
+        body: &[u8],
+        peer: Option<String>,
+    ) -> Option<Response<McpBody>> {
+        if parts.headers.contains_key(crate::forward::FORWARDED_BY) {
+            return None;
+        }
+        let (kind, id) = crate::forward::named(&parts.headers)?;
+        let server = &self.inner.server;
+        let m = server.membership()?;
+        if server.holds(kind, &id) {
+            return None;
+        }
+        let located = match m.cluster.locate(kind, &id).await {
+            Ok(Some(located)) => located,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(replica = %m.replica, error = %e, "cannot look up the cluster directory; answering here");
+                return None;
+            }
+        };
+        if located.replica == m.replica {
+            // An entry naming this replica for what it no longer holds.
+            m.forget(kind, &id).await;
+            return None;
+        }
+        let forward = crate::forward::Forward {
+            rt: &self.inner.rt,
+            membership: &m,
+            to: &located,
+            parts,
+            body: body.to_vec(),
+            peer,
+            keys: server.key_ring(),
+            // A legacy POST may wait for a call before its head: as long as it would on the
+            // holder.
+            head_bounded: !(kind == mcp_proto::HeldKind::Session && parts.method == http::Method::POST),
+            timeout: server.limits().forward_time(),
+        };
+        match forward.send().await {
+            Ok(resp) => {
+                tracing::debug!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), "forwarded a request to its holder");
+                Some(resp)
+            }
+            Err(crate::forward::Unreachable(why)) => {
+                tracing::warn!(replica = %m.replica, holder = %located.replica, url = %located.url, kind = kind.as_str(), error = %why,
+                    "the holder cannot be reached; dropped its directory entry and answered here");
+                m.forget(kind, &id).await;
+                None
+            }
+        }
+    }
+
+    /// Registers a session the engine just minted before its id reaches the client, so that
+    /// the client's next request finds it through any replica.
+    async fn register_minted(&self, resp: &Response<McpBody>) {
+        let Some(id) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
+        let Some(m) = self.inner.server.membership() else { return };
+        m.hold(mcp_proto::HeldKind::Session, id).await;
     }
 
     /// Reads a `POST` body within the size and time bounds.
@@ -877,6 +972,8 @@ pub struct McpBody {
 
 enum Kind {
     Full(Option<Bytes>),
+    /// A response another replica gave to a request forwarded to it.
+    Forwarded(Pin<Box<crate::forward::Forwarded>>),
     Stream {
         queue: Pin<Box<async_channel::Receiver<HttpItem>>>,
         guard: CloseGuard,
@@ -895,6 +992,11 @@ impl McpBody {
     pub fn empty() -> Self {
         Self { kind: Kind::Full(None), busy: None }
     }
+
+    /// The body of a response forwarded from the replica that holds the session or task.
+    pub(crate) fn forwarded(body: crate::forward::Forwarded) -> Self {
+        Self { kind: Kind::Forwarded(Box::pin(body)), busy: None }
+    }
 }
 
 impl fmt::Debug for McpBody {
@@ -904,6 +1006,7 @@ impl fmt::Debug for McpBody {
                 f.debug_struct("McpBody").field("len", &bytes.as_ref().map_or(0, Bytes::len)).finish()
             }
             Kind::Stream { .. } => f.write_str("McpBody(stream)"),
+            Kind::Forwarded(_) => f.write_str("McpBody(forwarded)"),
         }
     }
 }
@@ -918,6 +1021,7 @@ impl Body for McpBody {
     ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
         match &mut self.get_mut().kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Forwarded(body) => body.as_mut().poll_frame(cx),
             Kind::Stream { queue, guard, dropped } => loop {
                 match queue.as_mut().poll_next(cx) {
                     Poll::Pending => return Poll::Pending,
@@ -944,12 +1048,16 @@ impl Body for McpBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self.kind, Kind::Full(None))
+        match &self.kind {
+            Kind::Forwarded(body) => body.is_end_stream(),
+            kind => matches!(kind, Kind::Full(None)),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Forwarded(body) => body.size_hint(),
             Kind::Stream { .. } => SizeHint::default(),
         }
     }

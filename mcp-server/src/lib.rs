@@ -58,6 +58,8 @@ mod apps;
 pub mod cluster;
 #[cfg(feature = "redis")]
 mod cluster_redis;
+#[cfg(feature = "http")]
+mod forward;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -82,10 +84,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use cluster::{
-    Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, SharedKeys,
+    Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, Located, SharedKeys,
 };
 #[cfg(feature = "redis")]
 pub use cluster_redis::RedisCluster;
+#[cfg(feature = "http")]
+pub use forward::{BoxIo, ForwardIo, FORWARDED_BY, FORWARDED_PEER, PEER_TOKEN_TTL_MS, SERVED_BY};
 pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
@@ -127,6 +131,17 @@ pub trait Runtime: Send + Sync + 'static {
     /// The default runs `f` on a new thread, for runtimes without a blocking pool.
     fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
         handler::on_thread(f)
+    }
+
+    /// Opens a TCP connection to `host` (a name or an address) on `port`, with `TCP_NODELAY`
+    /// set, for forwarding a request to the replica of a cluster that holds its session or
+    /// task (see the [`cluster`] module). The shims implement it over their runtime's socket;
+    /// the default fails (`Unsupported`), and a server on such a runtime answers here what it
+    /// would otherwise forward.
+    #[cfg(feature = "http")]
+    fn connect(&self, host: String, port: u16) -> BoxFuture<std::io::Result<BoxIo>> {
+        let _ = (host, port);
+        forward::no_connector()
     }
 }
 
@@ -374,6 +389,8 @@ pub struct ServerBuilder {
     items: Vec<Item>,
     task_store: Option<Arc<dyn TaskStore>>,
     cluster: Option<cluster::Membership>,
+    /// [`ServerBuilder::cluster_advertise`].
+    advertise: Option<Arc<str>>,
 }
 
 /// Why [`ServerBuilder::build`] failed.
@@ -662,7 +679,11 @@ impl ServerBuilder {
             // After the items: registering them is no change the other replicas need to hear of.
             st.engine.set_publishing(self.cluster.is_some());
             st.engine.set_shared_ledger(self.cluster.is_some());
-            st.cluster = self.cluster;
+            st.engine.set_reporting_holdings(self.cluster.is_some());
+            st.cluster = self.cluster.map(|mut m| {
+                m.advertise = self.advertise;
+                m
+            });
         }
         Ok(server)
     }
@@ -680,6 +701,7 @@ impl Server {
             items: Vec::new(),
             task_store: Some(tasks::default_store()),
             cluster: None,
+            advertise: None,
         }
     }
 
@@ -1342,9 +1364,20 @@ impl Server {
                     }
                 }
             }
+            // Before the ended tasks: a task begun and ended within one input is registered
+            // before it is unregistered.
+            self.report_holdings(st);
             while let Some(record) = st.engine.poll_ended_task() {
                 if let (Some(store), Some(rt)) = (&st.task_store, self.shared.rt.get()) {
-                    rt.spawn(store.put(record));
+                    let put = store.put(record.clone());
+                    match st.cluster.clone() {
+                        // Unregistered once stored: until then its holder answers for it.
+                        Some(m) => rt.spawn(Box::pin(async move {
+                            put.await;
+                            m.forget(mcp_proto::HeldKind::Task, &record.task_id).await;
+                        })),
+                        None => rt.spawn(put),
+                    }
                 }
             }
             self.publish_changes(st);

@@ -7,8 +7,9 @@
 //! store with something shared, such as Redis), or one the table let go to make room. Each
 //! task that ends is written to the store once ([`TaskStore::put`]); a `tasks/get` for an id
 //! the engine does not hold is answered from [`TaskStore::get`]. Only ended tasks are stored:
-//! a running task lives where its handler runs, so `tasks/update` and `tasks/cancel` are
-//! served by that engine alone (elsewhere they are answered `-32602` "unknown task").
+//! a running task lives where its handler runs, so `tasks/get`, `tasks/update` and
+//! `tasks/cancel` for it are served by that engine: in a cluster, another replica forwards them
+//! there (see [`crate::cluster`]); a server in no cluster answers them `-32602` "unknown task".
 //!
 //! The engine checks what a store returns: a record of another caller, of another id, or past
 //! its TTL is answered as an unknown task, so a store need not filter precisely.

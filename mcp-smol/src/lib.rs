@@ -90,6 +90,18 @@ impl Runtime for SmolRuntime {
         Instant::now()
     }
 
+    /// A smol `TcpStream` (resolving `host` on smol's blocking pool), `TCP_NODELAY` set, in
+    /// hyper's I/O traits.
+    #[cfg(feature = "http")]
+    fn connect(&self, host: String, port: u16) -> BoxFuture<io::Result<mcp_server::BoxIo>> {
+        Box::pin(async move {
+            let stream = smol::net::TcpStream::connect((host.as_str(), port)).await?;
+            // Forwarded SSE events must leave at once, as on accepted connections.
+            let _ = stream.set_nodelay(true);
+            Ok::<mcp_server::BoxIo, io::Error>(Box::new(FuturesIo::new(stream)))
+        })
+    }
+
     /// On smol's blocking pool (`smol::unblock`, at most 500 threads by default).
     fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
         Box::pin(smol::unblock(f))

@@ -107,6 +107,20 @@ impl Runtime for TokioRuntime {
         tokio::time::Instant::now().into_std()
     }
 
+    /// A tokio `TcpStream` (resolving `host` with tokio's resolver), `TCP_NODELAY` set, in
+    /// hyper's I/O traits. Connected on the runtime itself, so it may be awaited from any
+    /// executor.
+    #[cfg(feature = "http")]
+    fn connect(&self, host: String, port: u16) -> BoxFuture<io::Result<mcp_server::BoxIo>> {
+        let task = self.handle.spawn(async move {
+            let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            // Forwarded SSE events must leave at once, as on accepted connections.
+            let _ = stream.set_nodelay(true);
+            Ok::<mcp_server::BoxIo, io::Error>(Box::new(TokioIo::new(stream)))
+        });
+        Box::pin(async move { task.await.map_err(io::Error::other)? })
+    }
+
     /// On tokio's blocking pool (`spawn_blocking`, at most 512 threads by default).
     fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
         let task = self.handle.spawn_blocking(f);

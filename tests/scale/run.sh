@@ -19,7 +19,9 @@
 #                   them; 0: start them unshared (the sharing scenarios then FAIL, which shows
 #                   the harness can fail)
 #   SCALE_STICKY    1 (default): haproxy sticks legacy sessions to their replica; 0: drops the
-#                   stick rules (the legacy scenario then FAILs)
+#                   stick rules (a legacy session's requests then reach every replica, and the
+#                   others forward them to the one holding it: the legacy scenario still passes
+#                   with the cluster on)
 #   SCALE_ONLY      run just these scenarios (e.g. 1,5), for debugging
 #   SCALE_TIMEOUT   hard cap for the scenario run, seconds (default 150)
 #
@@ -94,8 +96,11 @@ fi
 declare -a NAMES=() URLS=() RPIDS=()
 for i in $(seq 1 "$REPLICAS"); do
     name="r$i"
-    args=(--http 127.0.0.1:0 --extra-tools "$EXTRA_TOOLS")
-    [[ "$CLUSTER_ARGS" == "1" ]] && args+=(--cluster "redis://127.0.0.1:$RPORT" --replica "$name")
+    # A port picked here rather than by the replica (port 0): the replica advertises its URL to
+    # the others (--advertise) before it binds.
+    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    args=(--http "127.0.0.1:$port" --extra-tools "$EXTRA_TOOLS")
+    [[ "$CLUSTER_ARGS" == "1" ]] && args+=(--cluster "redis://127.0.0.1:$RPORT" --replica "$name" --advertise "http://127.0.0.1:$port/mcp")
     RUST_LOG="${RUST_LOG:-info}" "$BIN" "${args[@]}" </dev/null >"$WORK/$name.out" 2>"$WORK/$name.log" &
     pid=$!
     PIDS+=("$pid")

@@ -17,9 +17,13 @@ Scenarios:
   2 listen    a subscriptions/listen client connected straight to replica A receives the tools
               list_changed raised by toggling test_dynamic_tool on replica B
   3 legacy    a 2025-11-25 client (initialize, Mcp-Session-Id) keeps its session through haproxy
-              across many requests, all served by one replica (haproxy stickiness)
+              across many requests, all served by one replica (haproxy stickiness); then the
+              session's requests sent straight to the other replicas are served by the holder
+              (forwarded: Mcp-Served-By)
   4 tasks     a slow_compute task created through haproxy on one replica is read with tasks/get
-              on each other replica once it has ended
+              on each other replica while it runs (forwarded to the holder) and once it has
+              ended (the shared store); a second task is cancelled through a replica that does
+              not run it
   6 retry     the first round of a 2026-07-28 input_required call (replica_counted_confirm)
               goes through haproxy; its retry is then sent straight to each replica: every
               replica answers the same, and the replicas' counts of completed runs
@@ -66,8 +70,10 @@ class Tap:
 
     def __init__(self) -> None:
         self.seen: list[tuple[str | None, str | None, int]] = []
+        self.session_id: str | None = None
 
     async def on_response(self, response: httpx2.Response) -> None:
+        self.session_id = self.session_id or response.headers.get("mcp-session-id")
         self.seen.append(
             (response.request.headers.get("mcp-method"), response.headers.get("x-replica"), response.status_code)
         )
@@ -214,20 +220,56 @@ async def legacy_session(o: argparse.Namespace) -> str:
                 raise CheckFailed(f"echo {i} answered {text_of(res)!r}")
         # The GET stream a legacy client opens, if any, counts too.
         seen = list(tap.seen)
-    replicas = sorted({r for _m, r, _s in seen if r is not None})
-    statuses = sorted({st for _m, _r, st in seen})
-    if len(replicas) != 1:
-        raise CheckFailed(f"the session's {len(seen)} requests were served by {replicas}, expected one replica")
-    if any(st >= 400 for st in statuses):
-        raise CheckFailed(f"HTTP statuses {statuses}")
-    return f"{calls} echo calls + {calls // 10} tools/list on one session, {len(seen)} HTTP responses, all from {replicas[0]}"
+        replicas = sorted({r for _m, r, _s in seen if r is not None})
+        statuses = sorted({st for _m, _r, st in seen})
+        if len(replicas) != 1:
+            raise CheckFailed(f"the session's {len(seen)} requests were served by {replicas}, expected one replica")
+        if any(st >= 400 for st in statuses):
+            raise CheckFailed(f"HTTP statuses {statuses}")
+        holder = replicas[0]
+        # Stickiness saves a hop, nothing more: the session's requests sent straight to the other
+        # replicas (while the SDK session still holds it open) are forwarded to the one holding
+        # it, which Mcp-Served-By names.
+        forwarded = await send_elsewhere(o, s_session_id(tap), holder)
+    return (f"{calls} echo calls + {calls // 10} tools/list on one session, {len(seen)} HTTP responses, all from "
+            f"{holder}; sent to {forwarded} directly, served by {holder}")
+
+
+async def send_elsewhere(o: argparse.Namespace, session_id: str, holder: str) -> list[str]:
+    """Sends an echo of the legacy session `session_id` to every replica but `holder`."""
+    forwarded: list[str] = []
+    async with httpx2.AsyncClient(timeout=STEP_TIMEOUT) as http:
+        for name, url, _pid in o.replicas:
+            if name == holder:
+                continue
+            body = {"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": f"via {name}"}}}
+            headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                       "MCP-Protocol-Version": LEGACY, "Mcp-Session-Id": session_id}
+            resp = await http.post(url, content=json.dumps(body), headers=headers)
+            if resp.status_code != 200:
+                raise CheckFailed(f"the session's echo sent to {name}: HTTP {resp.status_code}: {resp.text[:300]}")
+            served_by = resp.headers.get("mcp-served-by")
+            if served_by != holder:
+                raise CheckFailed(f"the session's echo sent to {name} was served by {served_by!r}, expected {holder}")
+            if f"via {name}" not in resp.text:
+                raise CheckFailed(f"the session's echo sent to {name} answered {resp.text[:300]}")
+            forwarded.append(name)
+    return forwarded
+
+
+def s_session_id(tap: "Tap") -> str:
+    """The Mcp-Session-Id the tapped session was given."""
+    if tap.session_id is None:
+        raise CheckFailed("the session was given no Mcp-Session-Id")
+    return tap.session_id
 
 
 async def tasks_shared(o: argparse.Namespace) -> str:
     urls = {name: url for name, url, _ in o.replicas}
     async with httpx2.AsyncClient(timeout=STEP_TIMEOUT) as http:
         created, creator = await raw_call(
-            http, o.proxy, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "scale"}}, "slow_compute"
+            http, o.proxy, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 2, "label": "scale"}}, "slow_compute"
         )
         result = created.get("result") or {}
         if result.get("resultType") != "task" or not result.get("taskId"):
@@ -235,7 +277,17 @@ async def tasks_shared(o: argparse.Namespace) -> str:
         task_id = result["taskId"]
         if creator not in urls:
             raise CheckFailed(f"task created by unknown replica {creator!r}")
-        # Only ended tasks are shared: wait for the end on the replica that runs it.
+        # While it runs, the other replicas forward tasks/get to the one running it.
+        running_on: list[str] = []
+        for name, url in urls.items():
+            if name == creator:
+                continue
+            got, _ = await raw_call(http, url, "tasks/get", {"taskId": task_id}, task_id)
+            status = (got.get("result") or {}).get("status")
+            if status not in ("working", "input_required"):
+                raise CheckFailed(f"tasks/get on {name} while it runs on {creator}: {json.dumps(got)[:300]}")
+            running_on.append(name)
+        # Wait for the end on the replica that runs it.
         deadline = time.monotonic() + 10
         while True:
             got, _ = await raw_call(http, urls[creator], "tasks/get", {"taskId": task_id}, task_id)
@@ -261,7 +313,22 @@ async def tasks_shared(o: argparse.Namespace) -> str:
             if "slow_compute(scale) done" not in text:
                 raise CheckFailed(f"tasks/get on {name}: result {text!r}")
             read_on.append(name)
-    return f"task {task_id[:12]}... created on {creator}, read completed on {read_on}"
+        # A running task cancelled through a replica that does not run it.
+        created, runner = await raw_call(
+            http, o.proxy, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 60, "label": "cancel"}}, "slow_compute"
+        )
+        victim = (created.get("result") or {}).get("taskId")
+        if not victim or runner not in urls:
+            raise CheckFailed(f"the second slow_compute did not start a task: {json.dumps(created)[:300]}")
+        other = next(name for name in urls if name != runner)
+        ack, _ = await raw_call(http, urls[other], "tasks/cancel", {"taskId": victim}, victim)
+        if "error" in ack:
+            raise CheckFailed(f"tasks/cancel on {other} (task runs on {runner}): {json.dumps(ack)[:300]}")
+        got, _ = await raw_call(http, urls[runner], "tasks/get", {"taskId": victim}, victim)
+        if (got.get("result") or {}).get("status") != "cancelled":
+            raise CheckFailed(f"after tasks/cancel on {other}, {runner} says {json.dumps(got)[:300]}")
+    return (f"task {task_id[:12]}... created on {creator}, read running on {running_on} and completed on {read_on}; "
+            f"a task of {runner} cancelled through {other}")
 
 
 async def counted_runs(http: httpx2.AsyncClient, url: str) -> int:
@@ -404,7 +471,7 @@ async def main() -> int:
     only = os.environ.get("SCALE_ONLY")  # e.g. "1,5": run just these (debugging)
     if only:
         scenarios = [(label, fn) for label, fn in scenarios if label.split()[0] in only.split(",")]
-    shared = "share a Redis (--cluster)" if o.cluster == "1" else "run unshared (no --cluster): 1, 2, 4 and 6 should FAIL"
+    shared = "share a Redis (--cluster)" if o.cluster == "1" else "run unshared (no --cluster): 1, 2, 3, 4 and 6 should FAIL"
     print(f"scale: {len(o.replicas)} replicas {shared}; through haproxy at {o.proxy}", flush=True)
     failed = 0
     for label, fn in scenarios:

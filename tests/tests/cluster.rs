@@ -409,3 +409,63 @@ async fn redis_claims_once_keeps_records_until_they_expire_and_gives_back_only_i
     let elsewhere = mcp_server::RedisCluster::new(&redis.url(), "elsewhere").unwrap();
     assert_eq!(elsewhere.claim("s1", far).await.unwrap(), None);
 }
+
+/// Routing to the holder on Redis: a legacy session initialized on replica a is served through
+/// replica b (forwarded to a, as its `Mcp-Served-By` says), found through the directory keys
+/// `mcp:fwd:held:session:<id>` and `mcp:fwd:replica:a`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_legacy_session_of_one_replica_is_served_through_another() {
+    use mcp_tests::http::{Client as HttpClient, Req};
+    let Some(redis) = Redis::start() else { return };
+    let url = redis.url();
+    let mut addrs = Vec::new();
+    for name in ["a", "b"] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cluster = Arc::new(mcp_server::RedisCluster::new(&url, "fwd").unwrap());
+        let server = replica(&Arc::new(InMemoryCluster::default()), name)
+            .cluster(cluster as Arc<dyn Cluster>, name)
+            .cluster_advertise(format!("http://{addr}/mcp"))
+            .join()
+            .await
+            .unwrap();
+        tokio::spawn(async move {
+            let _ = mcp_tokio::serve_http(listener, server, mcp_proto::http::HttpConfig::default()).await;
+        });
+        addrs.push(addr);
+    }
+    let (a, b) = (addrs[0], addrs[1]);
+    let checked = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let send = |addr, req: &Req| HttpClient::connect(addr).map_err(|e| e.to_string())?.request(req);
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+        let resp = send(a, &Req::post(init.to_string()))?;
+        let sid = resp.header("mcp-session-id").ok_or(format!("no session: {resp:?}"))?.to_owned();
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let legacy = |body: &str| {
+            Req::post(body.to_owned()).header("MCP-Protocol-Version", "2025-11-25").header("Mcp-Session-Id", &sid)
+        };
+        // a advertises within its first heartbeat; until then b answers 404 itself.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let resp = send(b, &legacy(&list))?;
+            if resp.status() == 200 {
+                if resp.header("mcp-served-by") != Some("a") {
+                    return Err(format!("not forwarded to a: {resp:?}"));
+                }
+                let tools = resp.json()?;
+                return match tools["result"]["tools"].as_array() {
+                    Some(t) if !t.is_empty() => Ok(()),
+                    _ => Err(format!("tools through b: {tools}")),
+                };
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("never served through b: {resp:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+    .await
+    .unwrap();
+    checked.unwrap();
+}

@@ -470,6 +470,7 @@ impl<H: Clone> Engine<H> {
         let state = SessionState::new(id.clone(), now);
         let conn = self.insert_conn(Transport::Session(Box::new(state)), Arc::new(caller.clone()));
         self.sessions.insert(id.clone(), conn, caller.binding());
+        self.report_holding(super::HeldKind::Session, &id, true);
         self.timers.arm_after(now, limits.session_handshake, Timer::Session(conn));
         Ok((conn, Some(id)))
     }

@@ -31,6 +31,7 @@ mod compact;
 mod config;
 #[cfg(test)]
 mod determinism;
+mod directory;
 mod dispatch;
 mod encode;
 mod features;
@@ -59,6 +60,8 @@ pub use cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
 pub use shared::{
     Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
 };
+use directory::HeldKind as Held;
+pub use directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
@@ -216,6 +219,9 @@ pub struct Engine<H> {
     outbox: cluster::Outbox,
     /// Retries waiting for the shared ledger, and what to tell it ([`Engine::poll_claim`]).
     shared: shared::Shared<H>,
+    /// Sessions and running tasks begun or ended, for a cluster's directory
+    /// ([`Engine::poll_holding`]).
+    holdings: directory::Holdings,
 }
 
 impl<H: Clone> Engine<H> {
@@ -249,6 +255,7 @@ impl<H: Clone> Engine<H> {
             tasks: tasks::Tasks::default(),
             outbox: cluster::Outbox::default(),
             shared: shared::Shared::default(),
+            holdings: directory::Holdings::default(),
         }
     }
 
@@ -532,6 +539,7 @@ impl<H: Clone> Engine<H> {
         match &c.transport {
             streams::Transport::Session(s) => {
                 self.sessions.remove(s.id(), c.caller.binding());
+                self.report_holding(Held::Session, s.id(), false);
                 // Its kept POST streams go with it, and so do their resume timers.
                 for (stream_no, at) in s.posts().armed() {
                     self.timers.disarm(at, Timer::Resume(conn, stream_no));

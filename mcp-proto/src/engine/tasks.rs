@@ -374,6 +374,7 @@ impl<H: Clone> Engine<H> {
         meta.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
         r.insert("_meta".into(), Value::Object(meta));
         let answer: Encoded = encode_result(&request_id, &r).into();
+        self.report_holding(super::HeldKind::Task, &task.id, true);
         self.tasks.insert(serial, task);
         // A copy of the MRTR retry that made the task gets the same task again.
         if let Some(used) = used {
@@ -716,7 +717,14 @@ impl<H: Clone> Engine<H> {
         if self.tasks.ended.len() >= ENDED_QUEUE_CAP {
             self.tasks.ended.pop_front();
         }
+        let id = record.task_id.clone();
         self.tasks.ended.push_back(record);
+        self.report_holding(super::HeldKind::Task, &id, false);
+    }
+
+    /// Whether task `id` is in the table, whoever holds it.
+    pub(super) fn holds_task(&self, id: &str) -> bool {
+        self.tasks.by_id.contains_key(id)
     }
 
     /// An ended task's TTL passed: it is forgotten.

@@ -1,0 +1,362 @@
+//! Routing to the holder: a request for a legacy session or a running task that another replica
+//! holds is sent to that replica, and its response streamed back as is.
+//!
+//! A legacy session (its SSE streams, its calls in flight, its pending asks) and a running task
+//! live where they began. Each replica reports what it holds to its cluster's directory
+//! ([`Cluster::register`]) and advertises where it is reached ([`Cluster::advertise`]). When a
+//! request names an `Mcp-Session-Id` this replica's engine does not hold, or is a 2026-07-28
+//! `tasks/get`, `tasks/update` or `tasks/cancel` whose task id (the `Mcp-Name` header, which the
+//! engine checks against the body) it does not hold, the endpoint looks the id up
+//! ([`Cluster::locate`]); when a live replica holds it, the request goes there unchanged
+//! (method, headers, body; to the holder's advertised URL) with two headers added:
+//!
+//! - `Mcp-Forwarded-By: <replica>`: a request carrying it is never forwarded again (no loops;
+//!   the holder answers it from its own engine, as it would any request);
+//! - `Mcp-Forwarded-Peer: <token>`: the client's address, signed with the cluster's shared key
+//!   ring, so the holder sees the same caller as if the client had come directly (an anonymous
+//!   caller is bound to its address). A token that does not verify, or is older than
+//!   [`PEER_TOKEN_TTL`], is ignored: the holder then sees the forwarding replica's address.
+//!
+//! The response (status, headers, body) comes back as the holder sends it, an SSE stream event
+//! by event; closing either side closes the other. It carries `Mcp-Served-By: <holder>`.
+//!
+//! Costs: an id this replica holds costs nothing more; any other id costs one directory lookup
+//! (a random session id never costs more: nothing is forwarded without a live entry). A
+//! forwarded request's body was read within the same bounds as a local one, and costs the
+//! holder what it would cost sent directly. A holder that cannot be reached within
+//! [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout) loses its entry (logged),
+//! and the request is answered here, as one for an unknown session (404) or task (`-32602`).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::future::{select, AbortHandle, Abortable, Either};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use mcp_proto::{HeldKind, KeyRing};
+
+use crate::cluster::{Located, Membership};
+use crate::http::{McpBody, StreamDropped};
+use crate::{BoxFuture, Runtime, Server};
+
+/// The header a forwarded request carries: the id of the replica that forwarded it.
+pub const FORWARDED_BY: &str = "mcp-forwarded-by";
+/// The header a forwarded request carries: the client's address, signed (see the module docs).
+pub const FORWARDED_PEER: &str = "mcp-forwarded-peer";
+/// The header a forwarded response carries: the id of the replica that answered it.
+pub const SERVED_BY: &str = "mcp-served-by";
+
+/// How long a `Mcp-Forwarded-Peer` token is accepted after it was made: 60 s. Tokens travel
+/// between replicas only; the bound keeps one seen on the network from vouching for its
+/// address for ever.
+pub const PEER_TOKEN_TTL_MS: u64 = 60_000;
+
+/// The key-ring domain of `Mcp-Forwarded-Peer` tokens.
+const PEER_DOMAIN: &str = "mcp-forwarded-peer/v1";
+
+/// A connection to a replica, as the runtime opens it ([`Runtime::connect`]).
+pub trait ForwardIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {}
+
+impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static> ForwardIo for T {}
+
+/// What [`Runtime::connect`] gives.
+pub type BoxIo = Box<dyn ForwardIo>;
+
+/// Headers that belong to one connection (RFC 9110 §7.6.1) and are never passed on.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+];
+
+/// What a request asks of another replica, if anything: the kind and id it names.
+pub(crate) fn named(headers: &HeaderMap) -> Option<(HeldKind, String)> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(sid) = text("mcp-session-id") {
+        return Some((HeldKind::Session, sid.to_owned()));
+    }
+    match text("mcp-method") {
+        Some("tasks/get" | "tasks/update" | "tasks/cancel") => {
+            text("mcp-name").map(|id| (HeldKind::Task, id.to_owned()))
+        }
+        _ => None,
+    }
+}
+
+/// The signed client address for `Mcp-Forwarded-Peer`.
+pub(crate) fn peer_token(keys: &KeyRing, peer: &str) -> String {
+    let payload = format!("{}\0{peer}", unix_ms());
+    keys.sign_token(PEER_DOMAIN, payload.as_bytes())
+}
+
+/// The client address a `Mcp-Forwarded-Peer` token vouches for, if it verifies and is recent.
+pub(crate) fn verified_peer(keys: &KeyRing, token: &str) -> Option<String> {
+    let payload = keys.verify_token(PEER_DOMAIN, token)?;
+    let text = String::from_utf8(payload).ok()?;
+    let (at, peer) = text.split_once('\0')?;
+    let at: u64 = at.parse().ok()?;
+    let now = unix_ms();
+    // A little clock skew between replicas is tolerated either way.
+    (at <= now.saturating_add(PEER_TOKEN_TTL_MS) && now.saturating_sub(at) <= PEER_TOKEN_TTL_MS)
+        .then(|| peer.to_owned())
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Why a forward failed: the holder counts as unreachable.
+#[derive(Debug)]
+pub(crate) struct Unreachable(pub(crate) String);
+
+/// One request on its way to the holder.
+pub(crate) struct Forward<'a> {
+    pub(crate) rt: &'a Arc<dyn Runtime>,
+    pub(crate) membership: &'a Membership,
+    pub(crate) to: &'a Located,
+    pub(crate) parts: &'a http::request::Parts,
+    pub(crate) body: Vec<u8>,
+    /// The client's address, vouched for to the holder.
+    pub(crate) peer: Option<String>,
+    pub(crate) keys: KeyRing,
+    /// Whether the response head must come within the timeout too (see
+    /// [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)).
+    pub(crate) head_bounded: bool,
+    pub(crate) timeout: std::time::Duration,
+}
+
+impl Forward<'_> {
+    /// Sends the request and returns the holder's response, its body streaming.
+    pub(crate) async fn send(self) -> Result<Response<McpBody>, Unreachable> {
+        let uri: http::Uri = self
+            .to
+            .url
+            .parse()
+            .map_err(|e| Unreachable(format!("bad advertised URL {}: {e}", self.to.url)))?;
+        if uri.scheme_str().is_some_and(|s| s != "http") {
+            return Err(Unreachable(format!("only http:// URLs are forwarded to, not {}", self.to.url)));
+        }
+        let host = uri.host().ok_or_else(|| Unreachable(format!("no host in {}", self.to.url)))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = uri.port_u16().unwrap_or(80);
+        let mut path = uri.path().to_owned();
+        if let Some(q) = self.parts.uri.query() {
+            path.push('?');
+            path.push_str(q);
+        }
+        let deadline = self.rt.now().checked_add(self.timeout);
+        let rt = self.rt.clone();
+        let connect = async move {
+            let io = rt.connect(host, port).await.map_err(|e| Unreachable(format!("connect: {e}")))?;
+            hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(io)
+                .await
+                .map_err(|e| Unreachable(format!("handshake: {e}")))
+        };
+        let (mut sender, conn) = within(self.rt, deadline, connect).await?;
+        // The connection runs on its own task until the response body is done or dropped:
+        // dropping the body aborts it, which closes the socket, so the holder sees the client go.
+        let (abort, registration) = AbortHandle::new_pair();
+        self.rt.spawn(Box::pin(async move {
+            let _ = Abortable::new(conn, registration).await;
+        }));
+        let guard = AbortOnDrop(abort);
+        let request = self.request(path)?;
+        let sent = sender.send_request(request);
+        let resp = if self.head_bounded {
+            within(self.rt, deadline, async { sent.await.map_err(|e| Unreachable(format!("request: {e}"))) })
+                .await?
+        } else {
+            sent.await.map_err(|e| Unreachable(format!("request: {e}")))?
+        };
+        let (parts, body) = resp.into_parts();
+        let mut out = Response::new(McpBody::forwarded(Forwarded { body, _conn: guard }));
+        *out.status_mut() = parts.status;
+        for (name, value) in &parts.headers {
+            if !HOP_BY_HOP.contains(&name.as_str()) {
+                out.headers_mut().append(name.clone(), value.clone());
+            }
+        }
+        if let Ok(v) = HeaderValue::from_str(&self.to.replica) {
+            out.headers_mut().insert(HeaderName::from_static(SERVED_BY), v);
+        }
+        Ok(out)
+    }
+
+    fn request(&self, path: String) -> Result<Request<http_body_util_full::Full>, Unreachable> {
+        let mut req = Request::new(http_body_util_full::Full(Some(Bytes::from(self.body.clone()))));
+        *req.method_mut() = self.parts.method.clone();
+        *req.uri_mut() = path.parse().map_err(|e| Unreachable(format!("bad path {path}: {e}")))?;
+        let headers = req.headers_mut();
+        for (name, value) in &self.parts.headers {
+            if !HOP_BY_HOP.contains(&name.as_str()) && name != http::header::CONTENT_LENGTH {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        if !headers.contains_key(http::header::HOST) {
+            // An HTTP/2 request carries its host in the URI only.
+            if let Some(v) = self.parts.uri.authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok()) {
+                headers.insert(http::header::HOST, v);
+            }
+        }
+        if !self.body.is_empty() || self.parts.method == http::Method::POST {
+            headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(self.body.len()));
+        }
+        if let Ok(v) = HeaderValue::from_str(&self.membership.replica) {
+            headers.insert(HeaderName::from_static(FORWARDED_BY), v);
+        }
+        if let Some(peer) = &self.peer {
+            if let Ok(v) = HeaderValue::from_str(&peer_token(&self.keys, peer)) {
+                headers.insert(HeaderName::from_static(FORWARDED_PEER), v);
+            }
+        }
+        Ok(req)
+    }
+}
+
+/// `fut`, unless `deadline` passes first.
+async fn within<T>(
+    rt: &Arc<dyn Runtime>,
+    deadline: Option<std::time::Instant>,
+    fut: impl std::future::Future<Output = Result<T, Unreachable>>,
+) -> Result<T, Unreachable> {
+    match select(std::pin::pin!(fut), crate::sleep_until(rt.as_ref(), deadline)).await {
+        Either::Left((out, _)) => out,
+        Either::Right(_) => Err(Unreachable("timed out".into())),
+    }
+}
+
+/// Aborts the forwarded connection's task when dropped.
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The body of a forwarded response, streamed from the holder.
+pub(crate) struct Forwarded {
+    body: hyper::body::Incoming,
+    _conn: AbortOnDrop,
+}
+
+impl Forwarded {
+    pub(crate) fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
+        match Pin::new(&mut self.get_mut().body).poll_frame(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            // The holder went away mid-body: cutting the client's connection tells it so.
+            Poll::Ready(Some(Err(e))) => {
+                tracing::debug!(error = %e, "a forwarded response broke off");
+                Poll::Ready(Some(Err(StreamDropped)))
+            }
+        }
+    }
+
+    pub(crate) fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A one-buffer request body (hyper's client needs a `Body`; `http-body-util` is not a
+/// dependency for this one type).
+mod http_body_util_full {
+    use super::*;
+
+    /// The whole body, sent as one frame.
+    pub(crate) struct Full(pub(crate) Option<Bytes>);
+
+    impl Body for Full {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.get_mut().0.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.as_ref().is_none_or(Bytes::is_empty)
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.0.as_ref().map_or(0, |b| b.len() as u64))
+        }
+    }
+}
+
+impl Server {
+    /// The membership to forward with, when this server is in a cluster.
+    pub(crate) fn membership(&self) -> Option<Membership> {
+        self.lock().cluster.clone()
+    }
+
+    /// Whether this server's engine holds the session or task `id`.
+    pub(crate) fn holds(&self, kind: HeldKind, id: &str) -> bool {
+        self.lock().engine.holds(kind, id)
+    }
+
+    /// The key ring the engine signs with (shared by the cluster's replicas).
+    pub(crate) fn key_ring(&self) -> KeyRing {
+        self.lock().engine.config().keys.clone()
+    }
+}
+
+/// Opens a TCP connection for [`Runtime::connect`]'s default: none.
+pub(crate) fn no_connector() -> BoxFuture<io::Result<BoxIo>> {
+    Box::pin(std::future::ready(Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "this runtime opens no connections: requests cannot be forwarded",
+    ))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_tokens_verify_with_the_ring_only() {
+        let ring = KeyRing::new([5; 32]);
+        let token = peer_token(&ring, "127.0.0.2");
+        assert_eq!(verified_peer(&ring, &token).as_deref(), Some("127.0.0.2"));
+        assert_eq!(verified_peer(&KeyRing::new([6; 32]), &token), None);
+        let stale = ring
+            .sign_token(PEER_DOMAIN, format!("{}\0127.0.0.3", unix_ms() - 2 * PEER_TOKEN_TTL_MS).as_bytes());
+        assert_eq!(verified_peer(&ring, &stale), None);
+    }
+
+    #[test]
+    fn what_a_request_names() {
+        let mut h = HeaderMap::new();
+        assert_eq!(named(&h), None);
+        h.insert("mcp-method", HeaderValue::from_static("tasks/cancel"));
+        assert_eq!(named(&h), None, "no Mcp-Name");
+        h.insert("mcp-name", HeaderValue::from_static("t1"));
+        assert_eq!(named(&h), Some((HeldKind::Task, "t1".into())));
+        h.insert("mcp-method", HeaderValue::from_static("tools/call"));
+        assert_eq!(named(&h), None);
+        h.insert("mcp-session-id", HeaderValue::from_static("s1"));
+        assert_eq!(named(&h), Some((HeldKind::Session, "s1".into())));
+    }
+}

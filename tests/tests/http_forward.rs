@@ -1,0 +1,297 @@
+//! Routing to the holder (issue 14): two servers on one `InMemoryCluster`, each serving HTTP on
+//! a real loopback socket and advertising its URL. A legacy session initialized on A is used
+//! through B (a call, a `GET` stream that hears a change A makes, `DELETE`); a running task
+//! created on A is read, answered (`input_required`) and cancelled through B, by the caller that
+//! made it only (callers are told apart by their address, 127.0.0.1 and 127.0.0.2, and B vouches
+//! for it to A); a holder that cannot be reached gets 404 and loses its entry; a request that
+//! was forwarded once is never forwarded again.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_proto::http::HttpConfig;
+use mcp_proto::interaction::InputRequest;
+use mcp_proto::{HandlerError, HeldKind, TaskSupport, Tool, ToolOutput};
+use mcp_server::cluster::{ADVERTISE_TTL, ENTRY_TTL};
+use mcp_server::{Cluster, InMemoryCluster, Server, ToolCall};
+use mcp_tests::http::{
+    block_on, each, ensure, event_data, poll_until, tokio_runtime, Client, Req, Response, Shim,
+};
+use serde_json::{json, Value};
+
+const ALICE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+const BOB: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+const LEGACY: &str = "2025-11-25";
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Replica `name` of `cluster`: an `echo` tool, a task-capable `job` that sleeps `ms`, and a
+/// task `confirm` that asks the client a question; advertised at `addr`.
+async fn replica(shim: Shim, cluster: &Arc<InMemoryCluster>, name: &str, addr: SocketAddr) -> Server {
+    let job =
+        Tool::new("job", "Sleeps ms", json!({"type": "object", "properties": {"ms": {"type": "integer"}}}))
+            .task_support(TaskSupport::Optional);
+    let confirm = Tool::new("confirm", "Asks, then answers", json!({"type": "object"}))
+        .task_support(TaskSupport::Required);
+    Server::builder("forward", "1")
+        .tool(Tool::new("echo", "Echoes", json!({"type": "object"})), move |call: ToolCall| async move {
+            Ok::<_, HandlerError>(ToolOutput::text(format!("echo {}", Value::Object(call.arguments.clone()))))
+        })
+        .tool(
+            Tool::new("spare", "Removed to raise a list change", json!({"type": "object"})),
+            |_: ToolCall| async { Ok::<_, HandlerError>(ToolOutput::text("spare")) },
+        )
+        .tool(job, move |call: ToolCall| async move {
+            let ms = call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            match shim {
+                Shim::Tokio => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Shim::Smol => {
+                    smol::Timer::after(Duration::from_millis(ms)).await;
+                }
+            }
+            Ok::<_, HandlerError>(ToolOutput::text(format!("done {ms}")))
+        })
+        .tool(confirm, |call: ToolCall| async move {
+            let schema =
+                json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+            let ask = InputRequest::elicit("Sure?", schema).map_err(HandlerError::private)?;
+            let answer = call.ctx.ask_one("sure", ask).await?;
+            Ok::<_, HandlerError>(ToolOutput::text(format!("confirmed {}", answer["content"]["ok"])))
+        })
+        .cluster(cluster.clone() as Arc<dyn Cluster>, name)
+        .cluster_advertise(format!("http://{addr}/mcp"))
+        // The shared key ring: what lets b vouch to a for the client's address.
+        .join()
+        .await
+        .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+/// Serves `server` on `shim` on the already bound `listener`, from a thread of its own.
+fn serve_on(shim: Shim, listener: std::net::TcpListener, server: Server) {
+    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("nonblocking: {e}"));
+    let spawned = std::thread::Builder::new().name(format!("forward-{shim:?}")).spawn(move || match shim {
+        Shim::Tokio => {
+            let rt = tokio_runtime();
+            let _ = rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                mcp_tokio::serve_http(listener, server, HttpConfig::default()).await
+            });
+        }
+        Shim::Smol => {
+            let _ = smol::block_on(async move {
+                let listener = smol::net::TcpListener::try_from(listener)?;
+                mcp_smol::serve_http(listener, server, HttpConfig::default()).await
+            });
+        }
+    });
+    spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
+}
+
+/// Two replicas `a` and `b` of one cluster, serving: their addresses and servers.
+fn pair(shim: Shim) -> (Arc<InMemoryCluster>, [(SocketAddr, Server); 2]) {
+    let cluster = Arc::new(InMemoryCluster::default());
+    let mut out = Vec::new();
+    for name in ["a", "b"] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+        let server = block_on(shim, replica(shim, &cluster, name, addr));
+        serve_on(shim, listener, server.clone());
+        out.push((addr, server));
+    }
+    let [a, b]: [(SocketAddr, Server); 2] = out.try_into().unwrap_or_else(|_| panic!("two replicas"));
+    (cluster, [a, b])
+}
+
+fn send(addr: SocketAddr, from: IpAddr, req: &Req) -> Result<Response, String> {
+    let mut client = Client::connect_from(addr, from).map_err(|e| format!("connect from {from}: {e}"))?;
+    client.request(req)
+}
+
+/// The JSON-RPC message of a response, JSON or SSE (its first event with data).
+fn message(resp: &Response) -> Result<Value, String> {
+    if resp.header("content-type").is_some_and(|t| t.starts_with("text/event-stream")) {
+        let text = String::from_utf8_lossy(&resp.body);
+        return text
+            .split("\n\n")
+            .filter_map(event_data)
+            .find(|v| v.get("id").is_some())
+            .ok_or_else(|| format!("no answer in the stream: {text}"));
+    }
+    resp.json()
+}
+
+fn legacy(sid: &str, body: &str) -> Req {
+    Req::post(body.to_owned()).header("MCP-Protocol-Version", LEGACY).header("Mcp-Session-Id", sid)
+}
+
+/// A legacy session initialized on `addr`: its id.
+fn initialize(addr: SocketAddr) -> Result<String, String> {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "forward-test", "version": "1"}}});
+    let resp = send(addr, ALICE, &Req::post(init.to_string()))?;
+    ensure(resp.status() == 200, || format!("initialize: {resp:?}"))?;
+    resp.header("mcp-session-id").map(str::to_owned).ok_or_else(|| format!("no session id: {resp:?}"))
+}
+
+#[test]
+fn a_legacy_session_of_one_replica_is_served_through_another() {
+    each(|shim| {
+        let (_, [(a, server_a), (b, _)]) = pair(shim);
+        let sid = initialize(a)?;
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let resp = send(b, ALICE, &legacy(&sid, initialized))?;
+        ensure(resp.status() == 202, || format!("initialized through b: {resp:?}"))?;
+        ensure(resp.header("mcp-served-by") == Some("a"), || format!("served by: {resp:?}"))?;
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"x": 1}}});
+        let resp = send(b, ALICE, &legacy(&sid, &call.to_string()))?;
+        let answer = message(&resp)?;
+        ensure(answer["result"]["content"][0]["text"] == "echo {\"x\":1}", || {
+            format!("call through b: {answer}")
+        })?;
+        // Another caller holding the id learns nothing, through b as on a.
+        let foreign = send(b, BOB, &legacy(&sid, &call.to_string()))?;
+        ensure(foreign.status() == 404, || format!("another caller through b: {foreign:?}"))?;
+
+        // A GET stream through b hears what a tells the session.
+        let mut stream = Client::connect_from(b, ALICE).map_err(|e| e.to_string())?;
+        let get = Req::new("GET", "/mcp")
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", LEGACY)
+            .header("Mcp-Session-Id", &sid);
+        stream.send(&get.to_bytes()).map_err(|e| e.to_string())?;
+        let head = stream.head()?;
+        ensure(head.status == 200, || format!("GET through b: {head:?}"))?;
+        ensure(head.header("mcp-served-by") == Some("a"), || format!("GET served by: {head:?}"))?;
+        // The stream is open on a once a's engine seats it; then a change reaches it.
+        poll_until("a's GET stream", Duration::from_secs(5), || {
+            Ok((server_a.status().streams > 0).then_some(()))
+        })?;
+        ensure(server_a.remove_tool("spare"), || "spare was registered".to_owned())?;
+        let heard = loop {
+            match stream.event()? {
+                Some(event) => match event_data(&event) {
+                    Some(v) if v["method"] == "notifications/tools/list_changed" => break v,
+                    _ => continue,
+                },
+                None => return Err("the forwarded stream ended before the notification".into()),
+            }
+        };
+        ensure(heard["jsonrpc"] == "2.0", || format!("{heard}"))?;
+
+        // DELETE through b ends the session on a, and closes the stream.
+        let del =
+            Req::new("DELETE", "/mcp").header("MCP-Protocol-Version", LEGACY).header("Mcp-Session-Id", &sid);
+        let resp = send(b, ALICE, &del)?;
+        ensure(matches!(resp.status(), 200 | 204), || format!("DELETE through b: {resp:?}"))?;
+        let gone = send(a, ALICE, &legacy(&sid, &call.to_string()))?;
+        ensure(gone.status() == 404, || format!("after DELETE, on a: {gone:?}"))?;
+        let gone = send(b, ALICE, &legacy(&sid, &call.to_string()))?;
+        ensure(gone.status() == 404, || format!("after DELETE, through b: {gone:?}"))?;
+        ensure(stream.event()?.is_none(), || "the forwarded GET stream outlived its session".to_owned())
+    });
+}
+
+/// A 2026-07-28 request declaring the Tasks extension.
+fn modern(id: u64, method: &str, mut params: Value) -> Req {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}, "elicitation": {}}
+    });
+    let name = params["name"].as_str().or(params["taskId"].as_str()).map(str::to_owned);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let req =
+        Req::post(body.to_string()).header("MCP-Protocol-Version", "2026-07-28").header("Mcp-Method", method);
+    match name {
+        Some(name) => req.header("Mcp-Name", &name),
+        None => req,
+    }
+}
+
+fn rpc(addr: SocketAddr, from: IpAddr, req: &Req) -> Result<Value, String> {
+    message(&send(addr, from, req)?)
+}
+
+fn start(addr: SocketAddr, from: IpAddr, tool: &str, args: Value) -> Result<String, String> {
+    let created = rpc(addr, from, &modern(1, "tools/call", json!({"name": tool, "arguments": args})))?;
+    ensure(created["result"]["resultType"] == "task", || format!("not a task: {created}"))?;
+    created["result"]["taskId"].as_str().map(str::to_owned).ok_or_else(|| format!("no taskId: {created}"))
+}
+
+fn until(addr: SocketAddr, from: IpAddr, task: &str, status: &str) -> Result<Value, String> {
+    let mut last = Value::Null;
+    poll_until(&format!("task {task} {status} on {addr}"), Duration::from_secs(10), || {
+        let got = rpc(addr, from, &modern(9, "tasks/get", json!({"taskId": task})))?;
+        if got["result"]["status"] == status {
+            return Ok(Some(got));
+        }
+        last = got;
+        Ok(None)
+    })
+    .map_err(|e| format!("{e}; last seen: {last}"))
+}
+
+#[test]
+fn a_running_task_of_one_replica_is_read_answered_and_cancelled_through_another() {
+    each(|shim| {
+        let (_, [(a, _), (b, _)]) = pair(shim);
+        // Read while it runs, then cancelled, through b.
+        let job = start(a, BOB, "job", json!({"ms": 60_000}))?;
+        let working = rpc(b, BOB, &modern(2, "tasks/get", json!({"taskId": job})))?;
+        ensure(working["result"]["status"] == "working", || format!("running task through b: {working}"))?;
+        let foreign = rpc(b, ALICE, &modern(3, "tasks/get", json!({"taskId": job})))?;
+        ensure(foreign["error"]["code"] == -32602, || format!("another caller through b: {foreign}"))?;
+        let ack = rpc(b, BOB, &modern(4, "tasks/cancel", json!({"taskId": job})))?;
+        ensure(ack["result"]["resultType"] == "complete", || format!("cancel through b: {ack}"))?;
+        until(a, BOB, &job, "cancelled")?;
+        until(b, BOB, &job, "cancelled")?;
+
+        // Asked for input, answered through b.
+        let asking = start(a, BOB, "confirm", json!({}))?;
+        let waiting = until(b, BOB, &asking, "input_required")?;
+        ensure(waiting["result"]["inputRequests"]["sure"].is_object(), || {
+            format!("input requests: {waiting}")
+        })?;
+        let update = modern(
+            5,
+            "tasks/update",
+            json!({"taskId": asking, "inputResponses": {"sure": {"action": "accept", "content": {"ok": true}}}}),
+        );
+        let ack = rpc(b, BOB, &update)?;
+        ensure(ack.get("error").is_none(), || format!("update through b: {ack}"))?;
+        let done = until(b, BOB, &asking, "completed")?;
+        ensure(done["result"]["result"]["content"][0]["text"] == "confirmed true", || format!("{done}"))
+    });
+}
+
+#[test]
+fn an_unreachable_holder_gets_404_and_loses_its_entry_and_nothing_is_forwarded_twice() {
+    each(|shim| {
+        let (cluster, [(a, _), (b, _)]) = pair(shim);
+        // A replica that advertised an address nobody listens on any more.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?;
+        block_on(shim, cluster.advertise("ghost", &format!("http://{closed}/mcp"), ADVERTISE_TTL))
+            .map_err(|e| e.to_string())?;
+        let ghost_session = "ghost-session-0123456789";
+        block_on(shim, cluster.register(HeldKind::Session, ghost_session, "ghost", ENTRY_TTL))
+            .map_err(|e| e.to_string())?;
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let resp = send(b, ALICE, &legacy(ghost_session, &call))?;
+        ensure(resp.status() == 404, || format!("unreachable holder: {resp:?}"))?;
+        let entry =
+            block_on(shim, cluster.locate(HeldKind::Session, ghost_session)).map_err(|e| e.to_string())?;
+        ensure(entry.is_none(), || format!("the stale entry is still there: {entry:?}"))?;
+
+        // A request that says it was forwarded already is answered where it lands.
+        let sid = initialize(a)?;
+        let hop = legacy(&sid, &call).header("Mcp-Forwarded-By", "a");
+        let resp = send(b, ALICE, &hop)?;
+        ensure(resp.status() == 404, || format!("forwarded twice: {resp:?}"))?;
+        ensure(resp.header("mcp-served-by").is_none(), || format!("forwarded twice: {resp:?}"))?;
+        // Without the header it goes to a.
+        let resp = send(b, ALICE, &legacy(&sid, &call))?;
+        ensure(resp.status() == 200 && resp.header("mcp-served-by") == Some("a"), || format!("{resp:?}"))
+    });
+}
