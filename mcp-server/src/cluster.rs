@@ -548,9 +548,11 @@ pub(crate) struct Membership {
     /// The sessions and running tasks this replica holds, as registered in the directory: what
     /// the heartbeat registers again ([`ENTRY_REFRESH`]).
     pub(crate) held: Arc<Mutex<std::collections::HashSet<(HeldKind, String)>>>,
-    /// Registrations spawned and not yet done: an answer that names a new task waits for them
-    /// ([`Membership::settled`]), so the client's next request finds it through any replica.
-    pub(crate) registering: Arc<std::sync::atomic::AtomicUsize>,
+    /// Registrations of tasks spawned and not yet done, by task id: the answer that names a new
+    /// task waits for its own ([`Membership::registered`]), so the client's next request finds
+    /// it through any replica; no other request waits for it. The channel carries nothing: it
+    /// closes when its registration is done (its sender dropped).
+    pub(crate) registering: Arc<Mutex<HashMap<String, async_channel::Receiver<()>>>>,
 }
 
 impl Membership {
@@ -566,16 +568,14 @@ impl Membership {
         }
     }
 
-    /// Waits until the registrations spawned so far are done, for at most `within` (checked
-    /// every millisecond: they take one in-memory write or one Redis round trip).
-    pub(crate) async fn settled(&self, rt: &Arc<dyn Runtime>, within: Duration) {
-        let deadline = rt.now().checked_add(within);
-        while self.registering.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            if deadline.is_some_and(|d| rt.now() >= d) {
-                return;
-            }
-            crate::sleep_until(rt.as_ref(), rt.now().checked_add(Duration::from_millis(1))).await;
-        }
+    /// Waits until the registration of the task `task_id` spawned so far is done, for at most
+    /// `within`: one in-memory write or one backend round trip. Returns at once for a task
+    /// whose registration is done or was never spawned here.
+    pub(crate) async fn registered(&self, rt: &Arc<dyn Runtime>, task_id: &str, within: Duration) {
+        let pending = self.registering.lock().ok().and_then(|r| r.get(task_id).cloned());
+        let Some(done) = pending else { return };
+        let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(within));
+        futures_util::future::select(Box::pin(async move { done.recv().await }), deadline).await;
     }
 
     /// Drops the directory entry of `id` (a failure is logged; the entry expires anyway).
@@ -701,10 +701,23 @@ impl Server {
                 if let Ok(mut held) = m.held.lock() {
                     held.insert((h.kind, h.id.clone()));
                 }
-                m.registering.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                // Only a task's answer waits for its entry: a session's is registered before
+                // its `initialize` answer leaves (the HTTP layer's `register_minted`).
+                let done = (h.kind == HeldKind::Task).then(|| {
+                    let (tx, rx) = async_channel::bounded::<()>(1);
+                    if let Ok(mut r) = m.registering.lock() {
+                        r.insert(h.id.clone(), rx);
+                    }
+                    tx
+                });
                 rt.spawn(Box::pin(async move {
                     m.hold(h.kind, &h.id).await;
-                    m.registering.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    if done.is_some() {
+                        if let Ok(mut r) = m.registering.lock() {
+                            r.remove(&h.id);
+                        }
+                    }
+                    drop(done);
                 }));
             } else if h.kind == HeldKind::Session || !has_store {
                 // An ended task with a store is forgotten once stored (see `pump`).
@@ -849,7 +862,6 @@ mod tests {
         cluster.record("state", Some(kept.clone()), far).now_or_never().unwrap();
         assert_eq!(claim(&cluster), Some(kept));
     }
-
 
     /// A runtime whose clock the test moves; it runs nothing.
     struct Clock(Mutex<Instant>);

@@ -548,7 +548,12 @@ impl HttpService {
             })
             .await;
         let resp = match answer {
-            Some(Ok(Ok((head, body)))) => response(head.status, &head.headers, McpBody::full(body)),
+            Some(Ok(Ok((head, body)))) => {
+                if may_start_task {
+                    self.task_registered(&body).await;
+                }
+                response(head.status, &head.headers, McpBody::full(body))
+            }
             Some(Ok(Err((conn, queue)))) => self.pending(conn, queue).await,
             // The head passed check_head above and failed it now: this layer's own bug.
             Some(Err(_)) => error_response(&Refusal::Internal.error()),
@@ -557,12 +562,25 @@ impl HttpService {
         if minted_here {
             self.register_minted(&resp).await;
         }
-        if may_start_task {
-            if let Some(m) = self.inner.server.membership() {
-                m.settled(&self.inner.rt, self.inner.server.limits().forward_time()).await;
-            }
-        }
         resp
+    }
+
+    /// Waits (at most [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)) until
+    /// the task a `tools/call` answer `body` started, if it started one, is in the cluster's
+    /// directory: the client's next request for it may reach any replica. Only this answer
+    /// waits, and only for its own task's entry.
+    async fn task_registered(&self, body: &[u8]) {
+        let Some(m) = self.inner.server.membership() else { return };
+        // A cheap test first: most answers start no task, and only those that do are parsed.
+        if !body.windows(8).any(|w| w == b"\"taskId\"") {
+            return;
+        }
+        let Ok(answer) = serde_json::from_slice::<serde_json::Value>(body) else { return };
+        let result = &answer["result"];
+        let Some(task_id) = result["taskId"].as_str().filter(|_| result["resultType"] == "task") else {
+            return;
+        };
+        m.registered(&self.inner.rt, task_id, self.inner.server.limits().forward_time()).await;
     }
 
     // Routing to the holder (see the `forward` module).

@@ -57,11 +57,11 @@ mod timers;
 
 pub use ask::{AskError, Asked};
 pub use cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
+use directory::HeldKind as Held;
+pub use directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use shared::{
     Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
 };
-use directory::HeldKind as Held;
-pub use directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
 pub use http::{HttpHead, HttpReply, HttpRequest};
