@@ -568,6 +568,7 @@ impl Membership {
         }
     }
 
+    #[cfg(feature = "http")]
     /// Waits until the registration of the task `task_id` spawned so far is done, for at most
     /// `within`: one in-memory write or one backend round trip. Returns at once for a task
     /// whose registration is done or was never spawned here.
@@ -588,6 +589,7 @@ impl Membership {
         }
     }
 
+    #[cfg(feature = "http")]
     /// Advertises this replica, and every [`ENTRY_REFRESH`] registers again what it holds,
     /// until `stop` completes (the server shuts down): then its entries stop resolving within
     /// [`ADVERTISE_TTL`].
