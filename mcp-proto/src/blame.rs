@@ -106,6 +106,21 @@ pub enum Era {
 }
 
 impl Blame {
+    /// Every blame, in a fixed order: the shared replay ledger encodes a blame as its index
+    /// here (`engine/shared.rs`), so new blames go at the end and none is ever reordered.
+    pub(crate) const ALL: [Blame; 10] = [
+        Blame::Malformed,
+        Blame::Misbehaving,
+        Blame::Incompatible,
+        Blame::Limit(Bound::Size),
+        Blame::Limit(Bound::Share),
+        Blame::Limit(Bound::Time),
+        Blame::Limit(Bound::Capacity),
+        Blame::Application,
+        Blame::Misuse,
+        Blame::ShuttingDown,
+    ];
+
     /// The JSON-RPC code an error of this blame gets when nothing more specific applies:
     /// `-32600` for what the peer did (malformed, misbehaving, incompatible, a bound it
     /// crossed), `-32603` for what the server did or cannot do (its capacity, the application,
@@ -170,19 +185,6 @@ impl Blame {
 mod tests {
     use super::*;
 
-    const ALL: [Blame; 10] = [
-        Blame::Malformed,
-        Blame::Misbehaving,
-        Blame::Incompatible,
-        Blame::Limit(Bound::Size),
-        Blame::Limit(Bound::Share),
-        Blame::Limit(Bound::Time),
-        Blame::Limit(Bound::Capacity),
-        Blame::Application,
-        Blame::Misuse,
-        Blame::ShuttingDown,
-    ];
-
     /// Every blame in every era, with the blame's default code: the table in the docs.
     #[test]
     fn status_table() {
@@ -198,7 +200,7 @@ mod tests {
             (Blame::Misuse, [500, 200, 200]),
             (Blame::ShuttingDown, [503, 200, 503]),
         ];
-        assert_eq!(expect.map(|(b, _)| b), ALL);
+        assert_eq!(expect.map(|(b, _)| b), Blame::ALL);
         for (blame, statuses) in expect {
             let code = blame.default_code();
             for (era, status) in [Era::Transport, Era::Legacy, Era::Modern].into_iter().zip(statuses) {
@@ -229,7 +231,7 @@ mod tests {
     fn default_codes() {
         let server_side =
             [Blame::Limit(Bound::Capacity), Blame::Application, Blame::Misuse, Blame::ShuttingDown];
-        for blame in ALL {
+        for blame in Blame::ALL {
             let want = if server_side.contains(&blame) {
                 ErrorCode::InternalError
             } else {

@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use super::{ledger, CallId, Engine, Invocation, Output};
-use crate::blame::{Blame, Bound};
+use crate::blame::Blame;
 use crate::jsonrpc::{Encoded, ErrorCode, RpcError};
 
 /// Claims queued for [`Engine::poll_claim`] at most: 1024. Past it a retry is not held: it runs
@@ -168,26 +168,13 @@ impl SharedOutcome {
     }
 }
 
-const BLAMES: [Blame; 10] = [
-    Blame::Malformed,
-    Blame::Misbehaving,
-    Blame::Incompatible,
-    Blame::Limit(Bound::Size),
-    Blame::Limit(Bound::Share),
-    Blame::Limit(Bound::Time),
-    Blame::Limit(Bound::Capacity),
-    Blame::Application,
-    Blame::Misuse,
-    Blame::ShuttingDown,
-];
-
 fn blame_byte(blame: Blame) -> u8 {
     // Every blame is in the table; the fallback only keeps this total.
-    BLAMES.iter().position(|b| *b == blame).and_then(|i| u8::try_from(i).ok()).unwrap_or(7)
+    Blame::ALL.iter().position(|b| *b == blame).and_then(|i| u8::try_from(i).ok()).unwrap_or(7)
 }
 
 fn byte_blame(b: u8) -> Option<Blame> {
-    BLAMES.get(usize::from(b)).copied()
+    Blame::ALL.get(usize::from(b)).copied()
 }
 
 /// The byte of an [`ErrorCode::Other`]: its number follows, 8 bytes little-endian.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::blame::Bound;
 use crate::caller::Caller;
 use crate::content::ToolOutput;
 use crate::cursor::KeyRing;
@@ -306,7 +307,7 @@ fn outcomes_round_trip_and_garbage_decodes_to_none() {
             fault: Some((Blame::Limit(Bound::Time), ErrorCode::Other(-7))),
         },
     ];
-    let mut faults: Vec<_> = BLAMES.iter().zip(CODES.iter()).map(|(b, c)| Some((*b, *c))).collect();
+    let mut faults: Vec<_> = Blame::ALL.iter().zip(CODES.iter()).map(|(b, c)| Some((*b, *c))).collect();
     faults.push(Some((Blame::Application, ErrorCode::Other(i64::MIN))));
     for o in all
         .into_iter()
