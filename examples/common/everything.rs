@@ -154,6 +154,17 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
+    // The default advertisement is the --http address; one the other replicas cannot dial
+    // would make every forwarded request fail, so it is refused here rather than discovered
+    // there.
+    if let (Some(_), None, Some(addr)) = (&args.cluster, &args.advertise, &args.http) {
+        let undialable = addr.ends_with(":0") || addr.starts_with("0.0.0.0:") || addr.starts_with("[::]:");
+        if undialable {
+            return Err(format!(
+                "--cluster with --http {addr}: the other replicas cannot reach that address; give --advertise http://HOST:PORT/mcp\n{USAGE}"
+            ));
+        }
+    }
     Ok(args)
 }
 
