@@ -22,7 +22,7 @@
 //!   flight, pending asks), so they are routed to their holder: each replica reports what it
 //!   holds ([`Cluster::register`], from the engine's
 //!   [`Engine::poll_holding`](mcp_proto::Engine::poll_holding)) and advertises where it is
-//!   reached ([`ServerBuilder::cluster_advertise`], [`Cluster::advertise`], every
+//!   reached ([`ServerBuilder::cluster_advertise`](crate::ServerBuilder::cluster_advertise), [`Cluster::advertise`], every
 //!   [`ADVERTISE_EVERY`] with [`ADVERTISE_TTL`]), and the HTTP endpoint forwards a request for
 //!   a session or running task another live replica holds to it ([`Cluster::locate`]; the
 //!   rules, headers and bounds are in the HTTP layer's `forward` module docs, and
@@ -37,7 +37,10 @@
 //!   caller, so a record is only ever replayed to that caller. A claim the backend does not
 //!   answer within [`CLAIM_TIMEOUT`] (500 ms) runs the retry on the replica it reached: the
 //!   replica keeps serving while the backend is away, and a copy may then run once per
-//!   replica.
+//!   replica. A claim is taken for [`Limits::claim_lease`](mcp_proto::Limits::claim_lease)
+//!   (30 s) at a time and renewed while its call runs ([`Cluster::renew`]): a replica that
+//!   dies mid-call frees its claims within a lease, and a copy then runs on another replica
+//!   (the call's effects, if it had any before dying, may then happen twice).
 //!
 //! Not shared: a change to a gated item (see above), told only on the replica that made it.
 //!
@@ -205,6 +208,16 @@ pub trait Cluster: Send + Sync + 'static {
     fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> BoxFuture<()> {
         let _ = (key, outcome, expires_at_ms);
         Box::pin(std::future::ready(()))
+    }
+
+    /// Extends this replica's claim on `key` until `lease_until_ms` (unix milliseconds), if
+    /// `key` still holds the running marker; answers whether it did. The replica that won a
+    /// claim renews it while its call runs ([`Limits::claim_lease`](mcp_proto::Limits::claim_lease)),
+    /// so a backend that implements [`claim`](Self::claim) implements this too. The default
+    /// renews nothing (`false`): a claim then lapses after its first lease.
+    fn renew(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<bool, ClusterError>> {
+        let _ = (key, lease_until_ms);
+        Box::pin(std::future::ready(Ok(false)))
     }
 
     // Directory: which replica holds a legacy session or a running task, and where each
@@ -425,6 +438,14 @@ impl Cluster for InMemoryCluster {
         Box::pin(std::future::ready(()))
     }
 
+    fn renew(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<bool, ClusterError>> {
+        let renewed = match self.ledger.lock() {
+            Ok(mut ledger) => Ok(ledger.renew(crate::unix_ms(), key, lease_until_ms)),
+            Err(_) => Err(ClusterError("ledger lock poisoned".into())),
+        };
+        Box::pin(std::future::ready(renewed))
+    }
+
     fn start(&self, rt: Arc<dyn Runtime>) {
         // The first server's runtime: every server of one process shares its clock.
         let _ = self.clock.set(rt);
@@ -515,6 +536,16 @@ impl LedgerMap {
         None
     }
 
+    fn renew(&mut self, now_ms: u64, key: &str, lease_until_ms: u64) -> bool {
+        self.prune(now_ms);
+        let running = SharedOutcome::Running.encode();
+        if lease_until_ms <= now_ms || self.values.get(key).is_none_or(|(v, _)| *v != running) {
+            return false;
+        }
+        self.put(key, running, lease_until_ms);
+        true
+    }
+
     fn record(&mut self, now_ms: u64, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) {
         self.prune(now_ms);
         match outcome {
@@ -532,6 +563,11 @@ impl LedgerMap {
     }
 }
 
+/// `d` in whole milliseconds, saturating.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// How long a claim in the shared replay ledger may take: 500 ms, as every cluster command.
 /// A backend slower than that, or failing, counts as [`ClaimResult::Unavailable`]: the retry
 /// runs on the replica it reached. A record that takes longer is given up (the running marker
@@ -543,7 +579,7 @@ pub const CLAIM_TIMEOUT: Duration = Duration::from_millis(500);
 pub(crate) struct Membership {
     pub(crate) cluster: Arc<dyn Cluster>,
     pub(crate) replica: Arc<str>,
-    /// The URL other replicas forward to ([`ServerBuilder::cluster_advertise`]).
+    /// The URL other replicas forward to ([`ServerBuilder::cluster_advertise`](crate::ServerBuilder::cluster_advertise)).
     pub(crate) advertise: Option<Arc<str>>,
     /// The sessions and running tasks this replica holds, as registered in the directory: what
     /// the heartbeat registers again ([`ENTRY_REFRESH`]).
@@ -553,6 +589,10 @@ pub(crate) struct Membership {
     /// it through any replica; no other request waits for it. The channel carries nothing: it
     /// closes when its registration is done (its sender dropped).
     pub(crate) registering: Arc<Mutex<HashMap<String, async_channel::Receiver<()>>>>,
+    /// The shared-ledger claims this replica won and renews while their calls run, by key:
+    /// a claim leaves when its record goes out ([`Server::share_ledger`]), which ends its
+    /// renewals ([`Limits::claim_lease`](mcp_proto::Limits::claim_lease)).
+    pub(crate) leases: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl Membership {
@@ -577,6 +617,44 @@ impl Membership {
         let Some(done) = pending else { return };
         let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(within));
         futures_util::future::select(Box::pin(async move { done.recv().await }), deadline).await;
+    }
+
+    /// Renews the claim `key` every third of `lease` (by one `lease` each time, never past
+    /// `until_ms`) until its record goes out (the key leaves [`Membership::leases`]), the
+    /// backend says the claim is no longer held as this replica put it, or `until_ms` is
+    /// reached. A renewal that fails or is slower than [`CLAIM_TIMEOUT`] is tried again at the
+    /// next third: the lease still covers two of them.
+    pub(crate) fn renew_claim(&self, rt: Arc<dyn Runtime>, key: String, until_ms: u64, lease: Duration) {
+        if let Ok(mut leases) = self.leases.lock() {
+            leases.insert(key.clone());
+        }
+        let m = self.clone();
+        let every = (lease / 3).max(Duration::from_millis(1));
+        rt.clone().spawn(Box::pin(async move {
+            use futures_util::future::{select, Either};
+            let held = |m: &Membership| m.leases.lock().is_ok_and(|l| l.contains(&key));
+            loop {
+                crate::sleep_until(rt.as_ref(), rt.now().checked_add(every)).await;
+                if !held(&m) {
+                    return;
+                }
+                let to = until_ms.min(crate::unix_ms().saturating_add(ms(lease)));
+                let timeout = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+                match select(m.cluster.renew(&key, to), timeout).await {
+                    Either::Left((Ok(true), _)) if to < until_ms => {}
+                    Either::Left((Ok(_), _)) => break,
+                    Either::Left((Err(e), _)) => {
+                        tracing::debug!(replica = %m.replica, error = %e, "cluster: cannot renew a claim; trying again")
+                    }
+                    Either::Right(_) => {
+                        tracing::debug!(replica = %m.replica, "cluster: renewing a claim timed out; trying again")
+                    }
+                }
+            }
+            if let Ok(mut leases) = m.leases.lock() {
+                leases.remove(&key);
+            }
+        }));
     }
 
     /// Drops the directory entry of `id` (a failure is logged; the entry expires anyway).
@@ -647,15 +725,26 @@ impl Server {
             while st.engine.poll_record().is_some() {}
             return answered;
         };
+        let lease = self.limits().claim_lease_time();
         while let Some(claim) = st.engine.poll_claim() {
             let server = self.clone();
-            let asked = m.cluster.claim(&claim.key, claim.lease_until_ms);
+            // The engine's lease is the longest the claim may hold; it is taken for one
+            // `claim_lease` at a time and renewed while the call runs, so that a replica dying
+            // mid-call frees it soon.
+            let first = claim.lease_until_ms.min(crate::unix_ms().saturating_add(ms(lease)));
+            let asked = m.cluster.claim(&claim.key, first);
             let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
             let replica = m.replica.clone();
-            rt.spawn(Box::pin(async move {
+            let (m, rt) = (m.clone(), rt.clone());
+            rt.clone().spawn(Box::pin(async move {
                 use futures_util::future::{select, Either};
                 let result = match select(asked, deadline).await {
-                    Either::Left((Ok(None), _)) => ClaimResult::Won,
+                    Either::Left((Ok(None), _)) => {
+                        if first < claim.lease_until_ms {
+                            m.renew_claim(rt, claim.key.clone(), claim.lease_until_ms, lease);
+                        }
+                        ClaimResult::Won
+                    }
                     Either::Left((Ok(Some(bytes)), _)) => match SharedOutcome::decode(&bytes) {
                         Some(outcome) => ClaimResult::Taken(outcome),
                         None => {
@@ -679,6 +768,9 @@ impl Server {
             }));
         }
         while let Some(record) = st.engine.poll_record() {
+            if let Ok(mut leases) = m.leases.lock() {
+                leases.remove(&record.key);
+            }
             let write =
                 m.cluster.record(&record.key, record.outcome.map(|o| o.encode()), record.expires_at_ms);
             let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
@@ -795,6 +887,7 @@ impl crate::ServerBuilder {
             advertise: None,
             held: Arc::default(),
             registering: Arc::default(),
+            leases: Arc::default(),
         });
         self
     }
@@ -847,6 +940,13 @@ mod tests {
         l.record(9800, "k", Some(interrupted.clone()), 20_000);
         l.record(9900, "k", None, 20_000);
         assert_eq!(l.claim(9950, "k", 20_000), Some(interrupted));
+        // A renewal extends a running claim only.
+        assert_eq!(l.claim(10_000, "r", 11_000), None);
+        assert!(l.renew(10_500, "r", 12_000));
+        assert_eq!(l.claim(11_500, "r", 13_000), Some(running.clone()), "held past its first lease");
+        assert!(!l.renew(11_600, "k", 20_000), "an outcome is not renewed");
+        assert!(!l.renew(11_700, "nobody", 20_000));
+        assert!(!l.renew(12_500, "r", 13_000), "a lapsed claim is not revived");
         // Nothing outlives its time.
         l.record(30_000, "other", Some(vec![1, 3]), 29_000);
         assert_eq!(l.claim(30_001, "x", 30_000), None, "a lease already over is not kept");

@@ -13,7 +13,8 @@
 //! - the replay ledger is one key per claimed request state, `mcp:N:ledger:<digest>` (the
 //!   state's SHA-256 digest in hex), holding an encoded `SharedOutcome` (a few bytes for the
 //!   running marker, the answer's bytes for a kept outcome). A claim is
-//!   `SET key <running> NX PXAT <lease>`, then `GET key` when it was taken; a record is
+//!   `SET key <running> NX PXAT <lease>`, then `GET key` when it was taken; a renewal is
+//!   `PEXPIREAT` if the key still holds the running marker (one `EVAL`); a record is
 //!   `SET key <outcome> PXAT <expiry of the state>`; a claim given back deletes the key if it
 //!   still holds the running marker (one `EVAL`). Redis forgets each key when its state
 //!   expires, so the ledger needs no pruning. A claim that fails or takes longer than
@@ -409,6 +410,21 @@ impl Cluster for RedisCluster {
             }
         })
     }
+    fn renew(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<bool, ClusterError>> {
+        let inner = self.inner.clone();
+        let key = format!("{}{key}", inner.ledger_prefix);
+        Box::pin(async move {
+            let renew = redis::cmd("EVAL")
+                .arg(RENEW_SCRIPT)
+                .arg(1)
+                .arg(&key)
+                .arg(SharedOutcome::Running.encode())
+                .arg(lease_until_ms)
+                .to_owned();
+            inner.run::<i64>(&renew).await.map(|n| n == 1)
+        })
+    }
+
     // Directory.
 
     fn advertise(&self, replica: &str, url: &str, ttl: Duration) -> BoxFuture<Result<(), ClusterError>> {
@@ -469,6 +485,11 @@ fn held_key(prefix: &str, kind: HeldKind, id: &str) -> String {
 fn millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
+
+/// Sets `KEYS[1]` to expire at `ARGV[2]` (unix milliseconds) if it holds `ARGV[1]` (the running
+/// marker): a renewal must not extend an outcome, nor a claim given back. 1 if renewed.
+const RENEW_SCRIPT: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIREAT', KEYS[1], ARGV[2]) else return 0 end";
 
 /// Deletes `KEYS[1]` if it holds `ARGV[1]` (the running marker): a claim given back must not
 /// remove an outcome another replica recorded after the lease ran out.

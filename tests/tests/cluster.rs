@@ -405,6 +405,13 @@ async fn redis_claims_once_keeps_records_until_they_expire_and_gives_back_only_i
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(other.claim("s3", far).await.unwrap(), None);
     assert_eq!(other.claim("s4", far).await.unwrap(), None);
+    // A renewal extends a running claim, and nothing else.
+    assert_eq!(one.claim("s5", now() + 200).await.unwrap(), None);
+    assert!(one.renew("s5", far).await.unwrap(), "a running claim is renewed");
+    assert!(!one.renew("s1", far).await.unwrap(), "an outcome is not a claim to renew");
+    assert!(!one.renew("s6", far).await.unwrap(), "nor is a key nobody claimed");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(other.claim("s5", far).await.unwrap(), Some(running.clone()), "renewed past its first lease");
     // Another cluster name is another ledger.
     let elsewhere = mcp_server::RedisCluster::new(&redis.url(), "elsewhere").unwrap();
     assert_eq!(elsewhere.claim("s1", far).await.unwrap(), None);
@@ -468,4 +475,140 @@ async fn on_redis_a_legacy_session_of_one_replica_is_served_through_another() {
     .await
     .unwrap();
     checked.unwrap();
+}
+
+/// An `InMemoryCluster` as one replica sees it, until `cut`: from then on the replica's records
+/// and renewals are lost, as if it had died mid-call (its claims are left to lapse).
+struct Severable {
+    inner: Arc<InMemoryCluster>,
+    cut: std::sync::atomic::AtomicBool,
+}
+
+impl Cluster for Severable {
+    fn publish(&self, event: mcp_server::ClusterEvent) {
+        self.inner.publish(event)
+    }
+    fn subscribe(&self) -> futures_util::stream::BoxStream<'static, mcp_server::ClusterEvent> {
+        self.inner.subscribe()
+    }
+    fn key_ring(&self) -> mcp_server::BoxFuture<Result<mcp_server::SharedKeys, mcp_server::ClusterError>> {
+        self.inner.key_ring()
+    }
+    fn rotate_keys(
+        &self,
+        new: [u8; 32],
+        keep: usize,
+    ) -> mcp_server::BoxFuture<Result<mcp_server::SharedKeys, mcp_server::ClusterError>> {
+        self.inner.rotate_keys(new, keep)
+    }
+    fn task_store(&self) -> Arc<dyn mcp_server::TaskStore> {
+        self.inner.task_store()
+    }
+    fn start(&self, rt: Arc<dyn mcp_server::Runtime>) {
+        self.inner.start(rt)
+    }
+    fn claim(
+        &self,
+        key: &str,
+        lease_until_ms: u64,
+    ) -> mcp_server::BoxFuture<Result<Option<Vec<u8>>, mcp_server::ClusterError>> {
+        self.inner.claim(key, lease_until_ms)
+    }
+    fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> mcp_server::BoxFuture<()> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Box::pin(std::future::ready(()));
+        }
+        self.inner.record(key, outcome, expires_at_ms)
+    }
+    fn renew(
+        &self,
+        key: &str,
+        lease_until_ms: u64,
+    ) -> mcp_server::BoxFuture<Result<bool, mcp_server::ClusterError>> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(mcp_server::ClusterError("cut".into()))));
+        }
+        self.inner.renew(key, lease_until_ms)
+    }
+}
+
+/// A tool that asks, then on its retry hangs (on the replica that is to die) or answers (on
+/// the one that survives), counting its runs past the question.
+fn hanging(b: ServerBuilder, hang: bool, runs: Arc<AtomicUsize>) -> ServerBuilder {
+    let mut b = b.tool(
+        Tool::new("charge", "Charges once confirmed", json!({"type": "object"})),
+        move |call: ToolCall| {
+            let runs = runs.clone();
+            async move {
+                let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+                let confirm = InputRequest::elicit("Charge?", form)
+                    .map_err(|e| HandlerError::private(e.to_string()))?;
+                match call.ctx.ask_one("confirm", confirm).await {
+                    Ok(_) => {}
+                    Err(AskError::Suspended) => return Err(HandlerError::Cancelled),
+                    Err(e) => return Err(e.into()),
+                }
+                runs.fetch_add(1, Ordering::SeqCst);
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, HandlerError>(ToolOutput::text("charged"))
+            }
+        },
+    );
+    b.config_mut().limits.claim_lease(Duration::from_millis(300));
+    b
+}
+
+/// The replica running a retry renews its claim while the call runs (copies elsewhere are
+/// refused `in_progress` for as long as it takes), and a replica that dies mid-call frees it
+/// within one lease: a copy sent to another replica then runs there, rather than being refused
+/// until the state expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_renewed_while_its_call_runs_and_lapses_when_its_replica_dies() {
+    let cluster = Arc::new(InMemoryCluster::default());
+    let dying =
+        Arc::new(Severable { inner: cluster.clone(), cut: std::sync::atomic::AtomicBool::new(false) });
+    let (runs_a, runs_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let a = hanging(Server::builder("cluster-test", "1"), true, runs_a.clone())
+        .cluster(dying.clone() as Arc<dyn Cluster>, "a")
+        .join()
+        .await
+        .unwrap();
+    let b = hanging(Server::builder("cluster-test", "1"), false, runs_b.clone())
+        .cluster(cluster.clone() as Arc<dyn Cluster>, "b")
+        .join()
+        .await
+        .unwrap();
+    let mut on_a = Client::connect(&a);
+    let mut on_b = Client::connect(&b);
+    let first = on_a.request(1, "tools/call", modern_call(json!({}))).await;
+    let state = first["result"]["requestState"].as_str().expect("a state").to_owned();
+    let retry = modern_call(json!({"requestState": state,
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}}}));
+    // The retry reaches a first, which claims it and hangs in its handler.
+    on_a.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": retry.clone()})).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while runs_a.load(Ordering::SeqCst) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "a never ran the retry");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Four leases later, a copy on b is still refused: a renews its claim.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let copy = on_b.request(3, "tools/call", retry.clone()).await;
+    assert_eq!(copy["error"]["data"]["reason"], "in_progress", "{copy}");
+    assert_eq!(runs_b.load(Ordering::SeqCst), 0);
+    // a dies (nothing it writes arrives any more): within a lease or so, b runs the copy.
+    dying.cut.store(true, Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let answer = loop {
+        let answer = on_b.request(4, "tools/call", retry.clone()).await;
+        if answer["error"]["data"]["reason"] != "in_progress" {
+            break answer;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the dead replica's claim never lapsed: {answer}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(answer["result"]["content"][0]["text"], "charged", "{answer}");
+    assert_eq!(runs_b.load(Ordering::SeqCst), 1);
 }

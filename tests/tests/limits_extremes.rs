@@ -61,7 +61,7 @@ fn every(n: usize, d: Duration, rounds: u32) -> Limits {
         .max_discard_bytes(n)
         .discard_timeout(d);
     // Server layer.
-    l.drain_timeout(d).max_parked_frames(n);
+    l.drain_timeout(d).max_parked_frames(n).forward_timeout(d).claim_lease(d);
     // Slow readers and the engine-wide call table.
     l.stall_timeout(d).max_calls(n);
     l

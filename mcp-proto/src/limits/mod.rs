@@ -65,7 +65,9 @@ mod outer;
 ///
 /// Enforced by `mcp-server`'s driver and stdio loop: [`drain_timeout`](Self::drain_timeout),
 /// [`max_parked_frames`](Self::max_parked_frames); by its HTTP endpoint when it forwards a
-/// request to the replica holding its session or task: [`forward_timeout`](Self::forward_timeout).
+/// request to the replica holding its session or task: [`forward_timeout`](Self::forward_timeout);
+/// by its cluster membership when it claims a retry in the shared replay ledger:
+/// [`claim_lease`](Self::claim_lease).
 ///
 /// # Replay ledger
 ///
@@ -124,6 +126,7 @@ pub struct Limits {
     pub(crate) drain_timeout: Duration,
     pub(crate) max_parked_frames: usize,
     pub(crate) forward_timeout: Duration,
+    pub(crate) claim_lease: Duration,
 
     // Asking the client (legacy server→client requests).
     pub(crate) ask_timeout: Duration,
@@ -210,6 +213,7 @@ impl Default for Limits {
             drain_timeout: Duration::from_secs(10),
             max_parked_frames: 16,
             forward_timeout: Duration::from_secs(5),
+            claim_lease: Duration::from_secs(30),
 
             // Asking the client.
             ask_timeout: Duration::from_secs(60),

@@ -126,6 +126,27 @@ impl Limits {
         self.forward_timeout
     }
 
+    /// How long a replica's claim on a retry in a cluster's shared replay ledger holds before it
+    /// must be renewed (see `mcp_server::cluster`), while the retry runs. Default 30 s.
+    ///
+    /// The replica running the retry renews the claim every third of this, until the call ends
+    /// and its outcome replaces the claim. A replica that dies mid-call renews nothing, so its
+    /// claim lapses within this and a copy of the retry sent to another replica runs there
+    /// (until then copies are refused `in_progress`). Shorter frees a dead replica's retries
+    /// sooner, at one backend write per claim per third; zero claims nothing for longer than
+    /// the claim takes (every copy then may run once per replica). A lease never outlives the
+    /// state it claims, nor the call's deadline by more than
+    /// [`CLAIM_MARGIN_MS`](crate::CLAIM_MARGIN_MS).
+    pub fn claim_lease(&mut self, lease: Duration) -> &mut Self {
+        self.claim_lease = lease;
+        self
+    }
+
+    /// The current [`claim_lease`](Self::claim_lease).
+    pub fn claim_lease_time(&self) -> Duration {
+        self.claim_lease
+    }
+
     /// The current [`max_head_bytes`](Self::max_head_bytes).
     pub fn head_bytes(&self) -> usize {
         self.max_head_bytes
