@@ -15,7 +15,7 @@
 //! - `Mcp-Forwarded-Peer: <token>`: the client's address, signed with the cluster's shared key
 //!   ring, so the holder sees the same caller as if the client had come directly (an anonymous
 //!   caller is bound to its address). A token that does not verify, or is older than
-//!   [`PEER_TOKEN_TTL`], is ignored: the holder then sees the forwarding replica's address.
+//!   [`PEER_TOKEN_TTL_MS`], is ignored: the holder then sees the forwarding replica's address.
 //!
 //! The response (status, headers, body) comes back as the holder sends it, an SSE stream event
 //! by event; closing either side closes the other. It carries `Mcp-Served-By: <holder>`.
