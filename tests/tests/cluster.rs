@@ -556,7 +556,7 @@ fn hanging(b: ServerBuilder, hang: bool, runs: Arc<AtomicUsize>) -> ServerBuilde
             }
         },
     );
-    b.config_mut().limits.claim_lease(Duration::from_millis(300));
+    b.config_mut().limits.claim_lease(Duration::from_secs(1));
     b
 }
 
@@ -593,14 +593,15 @@ async fn a_claim_is_renewed_while_its_call_runs_and_lapses_when_its_replica_dies
         assert!(tokio::time::Instant::now() < deadline, "a never ran the retry");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Four leases later, a copy on b is still refused: a renews its claim.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Three leases later, a copy on b is still refused: a renews its claim (every third of a
+    // lease, so a renewal may come two thirds of a second late before the claim lapses).
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let copy = on_b.request(3, "tools/call", retry.clone()).await;
     assert_eq!(copy["error"]["data"]["reason"], "in_progress", "{copy}");
     assert_eq!(runs_b.load(Ordering::SeqCst), 0);
     // a dies (nothing it writes arrives any more): within a lease or so, b runs the copy.
     dying.cut.store(true, Ordering::SeqCst);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let answer = loop {
         let answer = on_b.request(4, "tools/call", retry.clone()).await;
         if answer["error"]["data"]["reason"] != "in_progress" {
