@@ -14,9 +14,9 @@
 //! leak that a hidden item changed) or none. Such a change reaches this engine's listeners
 //! only.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::capped::Capped;
 use super::subscriptions::List;
 use super::Engine;
 use crate::caller::Gate;
@@ -88,23 +88,23 @@ pub enum Change {
 pub const MAX_PENDING_CHANGES: usize = 1024;
 
 /// The changes awaiting [`Engine::poll_change`], while publishing is on.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Outbox {
     on: bool,
-    queue: VecDeque<Change>,
-    pub(super) dropped: u64,
+    pub(super) queue: Capped<Change>,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Self { on: false, queue: Capped::new(MAX_PENDING_CHANGES) }
+    }
 }
 
 impl Outbox {
     fn push(&mut self, change: Change) {
-        if !self.on || self.queue.contains(&change) {
-            return;
+        if self.on && !self.queue.contains(&change) {
+            self.queue.push(change);
         }
-        if self.queue.len() >= MAX_PENDING_CHANGES {
-            self.dropped = self.dropped.saturating_add(1);
-            return;
-        }
-        self.queue.push_back(change);
     }
 }
 
@@ -122,7 +122,7 @@ impl<H: Clone> Engine<H> {
     /// The next local change to publish, oldest first (see the module docs and
     /// [`MAX_PENDING_CHANGES`]). Drain it after every input, as [`poll_output`](Self::poll_output).
     pub fn poll_change(&mut self) -> Option<Change> {
-        self.outbox.queue.pop_front()
+        self.outbox.queue.pop()
     }
 
     /// A change another replica published: this engine's listeners are told as of a local

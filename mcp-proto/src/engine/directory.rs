@@ -14,8 +14,7 @@
 //! [`Engine::holds`] answers whether a request for an id can be served here, which is what a
 //! shim asks before it looks the id up in the directory.
 
-use std::collections::VecDeque;
-
+use super::capped::Capped;
 use super::Engine;
 
 /// What a [`Holding`] is about.
@@ -66,11 +65,16 @@ pub struct Holding {
 pub const MAX_PENDING_HOLDINGS: usize = 4096;
 
 /// The holdings awaiting [`Engine::poll_holding`], while reporting is on.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Holdings {
     on: bool,
-    queue: VecDeque<Holding>,
-    dropped: u64,
+    queue: Capped<Holding>,
+}
+
+impl Default for Holdings {
+    fn default() -> Self {
+        Self { on: false, queue: Capped::new(MAX_PENDING_HOLDINGS) }
+    }
 }
 
 impl<H: Clone> Engine<H> {
@@ -88,12 +92,12 @@ impl<H: Clone> Engine<H> {
     /// module docs and [`MAX_PENDING_HOLDINGS`]). Drain it after every input, as
     /// [`poll_output`](Self::poll_output).
     pub fn poll_holding(&mut self) -> Option<Holding> {
-        self.holdings.queue.pop_front()
+        self.holdings.queue.pop()
     }
 
     /// Holdings dropped because [`MAX_PENDING_HOLDINGS`] were already waiting.
     pub fn dropped_holdings(&self) -> u64 {
-        self.holdings.dropped
+        self.holdings.queue.dropped()
     }
 
     /// Whether this engine holds the session `id` (alive) or the task `id` (running or ended,
@@ -108,14 +112,8 @@ impl<H: Clone> Engine<H> {
 
     /// Queues a holding, while reporting is on.
     pub(super) fn report_holding(&mut self, kind: HeldKind, id: &str, held: bool) {
-        let h = &mut self.holdings;
-        if !h.on {
-            return;
+        if self.holdings.on {
+            self.holdings.queue.push(Holding { kind, id: id.to_owned(), held });
         }
-        if h.queue.len() >= MAX_PENDING_HOLDINGS {
-            h.dropped = h.dropped.saturating_add(1);
-            return;
-        }
-        h.queue.push_back(Holding { kind, id: id.to_owned(), held });
     }
 }

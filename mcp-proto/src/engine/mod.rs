@@ -26,6 +26,7 @@ mod ask;
 mod backlog;
 mod call_state;
 mod calls;
+mod capped;
 mod cluster;
 mod compact;
 mod config;
@@ -454,9 +455,9 @@ impl<H: Clone> Engine<H> {
             dropped_notifications: self.dropped_notes,
             refusals: self.refusals,
             dropped_records: self.records.dropped,
-            dropped_changes: self.outbox.dropped,
-            dropped_claims: self.shared.dropped_claims,
-            dropped_shared_records: self.shared.dropped_records,
+            dropped_changes: self.outbox.queue.dropped(),
+            dropped_claims: self.shared.claims.dropped(),
+            dropped_shared_records: self.shared.records.dropped(),
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();

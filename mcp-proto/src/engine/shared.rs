@@ -31,9 +31,10 @@
 //! verified and matched the caller it was issued to: a record is only ever replayed to that
 //! caller, and a backend's keys open nothing.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
+use super::capped::Capped;
 use super::{ledger, CallId, Engine, Invocation, Output};
 use crate::blame::Blame;
 use crate::jsonrpc::{Encoded, ErrorCode, RpcError};
@@ -236,39 +237,31 @@ struct Held<H> {
 /// The engine's side of the shared ledger: the queues and the held invocations.
 pub(super) struct Shared<H> {
     on: bool,
-    claims: VecDeque<Claim>,
-    records: VecDeque<Record>,
+    pub(super) claims: Capped<Claim>,
+    pub(super) records: Capped<Record>,
     held: BTreeMap<CallId, Held<H>>,
     /// Calls that ended while their claim was out: the record that gives the state's fate (as
     /// the local ledger keeps it) to the other replicas, should the claim come back won. At
     /// most [`MAX_PENDING_CLAIMS`]; past it the oldest is forgotten (a won claim of it then
     /// lapses with its lease).
     ended: BTreeMap<CallId, Record>,
-    pub(super) dropped_claims: u64,
-    pub(super) dropped_records: u64,
 }
 
 impl<H> Default for Shared<H> {
     fn default() -> Self {
         Self {
             on: false,
-            claims: VecDeque::new(),
-            records: VecDeque::new(),
+            claims: Capped::new(MAX_PENDING_CLAIMS),
+            records: Capped::new(MAX_PENDING_RECORDS),
             held: BTreeMap::new(),
             ended: BTreeMap::new(),
-            dropped_claims: 0,
-            dropped_records: 0,
         }
     }
 }
 
 impl<H> Shared<H> {
     fn record(&mut self, record: Record) {
-        if self.records.len() >= MAX_PENDING_RECORDS {
-            self.dropped_records = self.dropped_records.saturating_add(1);
-            return;
-        }
-        self.records.push_back(record);
+        self.records.push(record);
     }
 }
 
@@ -316,14 +309,14 @@ impl<H: Clone> Engine<H> {
     /// [`claim_result`](Self::claim_result). Drain it after every input, as
     /// [`poll_output`](Self::poll_output) (see [`MAX_PENDING_CLAIMS`]).
     pub fn poll_claim(&mut self) -> Option<Claim> {
-        self.shared.claims.pop_front()
+        self.shared.claims.pop()
     }
 
     /// The next record for the shared ledger, oldest first: what a call that ran here ended
     /// with, to keep under its key until `expires_at_ms`. Drain it after every input (see
     /// [`MAX_PENDING_RECORDS`]).
     pub fn poll_record(&mut self) -> Option<Record> {
-        self.shared.records.pop_front()
+        self.shared.records.pop()
     }
 
     /// The backend's answer to the claim of `call` (see [`ClaimResult`]). A call that ended
@@ -399,20 +392,20 @@ impl<H: Clone> Engine<H> {
         if !self.shared.on {
             return Ok(inv);
         }
-        let Some(c) = self.calls.get_mut(call) else { return Ok(inv) };
-        let Some(used) = c.used else { return Ok(inv) };
-        if self.shared.claims.len() >= MAX_PENDING_CLAIMS {
-            self.shared.dropped_claims = self.shared.dropped_claims.saturating_add(1);
+        let Some((Some(used), deadline)) = self.calls.get(call).map(|c| (c.used, c.deadline)) else {
             return Ok(inv);
-        }
-        c.claiming = true;
-        let deadline = c.deadline;
+        };
         let expires = used.expires_at_ms();
         let lease_until_ms = match deadline {
             Some(at) => expires.min(self.unix_ms(at).saturating_add(CLAIM_MARGIN_MS)),
             None => expires,
         };
-        self.shared.claims.push_back(Claim { call, key: used.key(), lease_until_ms });
+        if !self.shared.claims.push(Claim { call, key: used.key(), lease_until_ms }) {
+            return Ok(inv);
+        }
+        if let Some(c) = self.calls.get_mut(call) {
+            c.claiming = true;
+        }
         self.shared.held.insert(call, Held { inv, task: false });
         Err(call)
     }
