@@ -40,9 +40,8 @@ stop_all() {
 REDIS_PID=""
 trap 'stop_all; [[ -z "$REDIS_PID" ]] || kill "$REDIS_PID" 2>/dev/null || true' EXIT
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# shellcheck source=tests/scale/common.sh
+source "$ROOT/tests/scale/common.sh"
 wait_port() {
     for _ in $(seq 100); do
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
@@ -51,11 +50,7 @@ wait_port() {
     die "nothing listens on port $1"
 }
 
-RPORT="$(free_port)"
-redis-server --bind 127.0.0.1 --port "$RPORT" --save '' --appendonly no --dir "$WORK" \
-    --logfile "$WORK/redis.log" --daemonize no &
-REDIS_PID=$!
-wait_port "$RPORT"
+start_redis "$WORK"
 
 # setup: peer (ours | ours+redis | rmcp) and replica count; starts them and haproxy, prints the URL.
 start() {

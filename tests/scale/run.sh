@@ -65,20 +65,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    "$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# shellcheck source=tests/scale/common.sh
+source "$ROOT/tests/scale/common.sh"
 
-# Redis: loopback only, no persistence (no RDB snapshots, no AOF), its own directory.
-RPORT="$(free_port)"
-redis-server --bind 127.0.0.1 --port "$RPORT" --save '' --appendonly no --dir "$WORK/redis" \
-    --logfile "$WORK/redis.log" --daemonize no &
-PIDS+=($!)
-for _ in $(seq 50); do
-    redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && break
-    sleep 0.1
-done
-redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG || die "redis-server did not answer on port $RPORT (see $WORK/redis.log)"
+start_redis "$WORK/redis" "$WORK/redis.log"
+PIDS+=("$REDIS_PID")
 log "redis-server on 127.0.0.1:$RPORT"
 
 CLUSTER_ARGS=0
