@@ -145,22 +145,33 @@ impl RedisCluster {
 
 impl Inner {
     /// Runs `cmd` on the command connection, connecting first if need be, within
-    /// [`RedisCluster::TIMEOUT`] each.
+    /// [`RedisCluster::TIMEOUT`] each. The lock is held only to take a handle on the
+    /// connection (or to make it): commands run concurrently on the one multiplexed
+    /// connection, so a slow command never holds up another.
     async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, ClusterError> {
-        let mut slot = self.conn.lock().await;
-        let mut conn = match slot.take() {
-            Some(c) => c,
-            None => {
-                let config = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(RedisCluster::TIMEOUT)
-                    .set_response_timeout(RedisCluster::TIMEOUT);
-                self.client.get_multiplexed_async_connection_with_config(&config).await.map_err(err)?
+        let mut conn = {
+            let mut slot = self.conn.lock().await;
+            match &*slot {
+                Some(c) => c.clone(),
+                None => {
+                    let config = redis::AsyncConnectionConfig::new()
+                        .set_connection_timeout(RedisCluster::TIMEOUT)
+                        .set_response_timeout(RedisCluster::TIMEOUT);
+                    let c = self
+                        .client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                        .map_err(err)?;
+                    slot.insert(c).clone()
+                }
             }
         };
-        let out = cmd.query_async(&mut conn).await.map_err(err)?;
-        // Kept only after a success: any failure makes the next command reconnect.
-        *slot = Some(conn);
-        Ok(out)
+        let out = cmd.query_async(&mut conn).await;
+        if out.is_err() {
+            // Any failure makes the next command reconnect.
+            *self.conn.lock().await = None;
+        }
+        out.map_err(err)
     }
 
     fn queued(&self) -> usize {
