@@ -312,6 +312,8 @@ pub struct InMemoryCluster {
 struct Directory {
     replicas: HashMap<Arc<str>, (String, Instant)>,
     entries: HashMap<(HeldKind, String), (Arc<str>, Instant)>,
+    /// When expired entries were last dropped ([`InMemoryCluster::sweep`]).
+    swept: Option<Instant>,
 }
 
 impl std::fmt::Debug for InMemoryCluster {
@@ -359,9 +361,15 @@ impl InMemoryCluster {
         Ok(f(&mut d, now))
     }
 
-    /// Drops what expired. Called on every write, so the maps hold at most what was written
-    /// within the longest TTL.
+    /// Drops what expired, at most once per [`ADVERTISE_EVERY`]: a sweep walks the whole
+    /// directory, so sweeping on every write would make each write cost the directory's size.
+    /// Called on every write, so the maps hold at most what was written within the longest TTL
+    /// and one interval (lookups check expiry themselves).
     fn sweep(d: &mut Directory, now: Instant) {
+        if d.swept.is_some_and(|at| now.saturating_duration_since(at) < ADVERTISE_EVERY) {
+            return;
+        }
+        d.swept = Some(now);
         d.replicas.retain(|_, (_, until)| *until > now);
         d.entries.retain(|_, (_, until)| *until > now);
     }
