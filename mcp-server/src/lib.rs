@@ -133,6 +133,15 @@ pub trait Runtime: Send + Sync + 'static {
         handler::on_thread(f)
     }
 
+    /// Lets the runtime's other ready tasks run before the caller goes on: the stdio reader
+    /// calls it between frames of one read, so the handlers those frames started and the
+    /// writer run before more frames are admitted. The default wakes the caller at once and is
+    /// pending once, which puts it behind the tasks already queued; a runtime with a yield of
+    /// its own that does better overrides it.
+    fn yield_now(&self) -> BoxFuture<()> {
+        Box::pin(YieldOnce(false))
+    }
+
     /// Opens a TCP connection to `host` (a name or an address) on `port`, with `TCP_NODELAY`
     /// set, for forwarding a request to the replica of a cluster that holds its session or
     /// task (see the [`cluster`] module). The shims implement it over their runtime's socket;
@@ -142,6 +151,22 @@ pub trait Runtime: Send + Sync + 'static {
     fn connect(&self, host: String, port: u16) -> BoxFuture<std::io::Result<BoxIo>> {
         let _ = (host, port);
         forward::no_connector()
+    }
+}
+
+/// Pending once, after waking its task: the default [`Runtime::yield_now`]. Holds whether it
+/// already yielded.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
     }
 }
 

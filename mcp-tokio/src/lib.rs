@@ -107,6 +107,12 @@ impl Runtime for TokioRuntime {
         tokio::time::Instant::now().into_std()
     }
 
+    /// `tokio::task::yield_now`: the caller is woken only once the runtime ran out of ready
+    /// tasks, so the tasks the ones already queued wake (a handler waking the writer) run first.
+    fn yield_now(&self) -> BoxFuture<()> {
+        Box::pin(tokio::task::yield_now())
+    }
+
     /// A tokio `TcpStream` (resolving `host` with tokio's resolver), `TCP_NODELAY` set, in
     /// hyper's I/O traits. Connected on the runtime itself, so it may be awaited from any
     /// executor.
