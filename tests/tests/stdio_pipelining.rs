@@ -19,7 +19,10 @@ const CALLS: usize = 40;
 
 /// What the session wrote, one entry per flush.
 #[derive(Clone, Default)]
-struct Flushes(Arc<Mutex<(Vec<u8>, Vec<Vec<u8>>)>>);
+struct Flushes(Arc<Mutex<Written>>);
+
+/// Bytes written since the last flush, then what each flush carried.
+type Written = (Vec<u8>, Vec<Vec<u8>>);
 
 impl AsyncWrite for Flushes {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
