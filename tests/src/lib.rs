@@ -10,7 +10,8 @@
 //! - [`pipe`]: drives those binaries over real stdio pipes (transcripts and shim behaviour tests);
 //! - [`http`]: serves the same tools over real loopback HTTP on either runtime, and a small
 //!   HTTP/1.1 client that can also misbehave;
-//! - [`examples`]: where the demo servers' binaries are, for tests that run them.
+//! - [`examples`]: where the demo servers' binaries are, for tests that run them;
+//! - [`echo_server`]: the smallest real server (one `echo` tool), for tests of a transport.
 
 pub mod examples;
 pub mod http;
@@ -20,3 +21,23 @@ pub mod skills;
 pub mod stdio_server;
 pub mod tools;
 pub use mcp_testkit::wire;
+
+/// A server named `name` with one tool, `echo` (`{text: string}` required, answered with
+/// `text`), under `limits`: the smallest real server, for tests of a transport or a bound
+/// rather than of the tools.
+pub fn echo_server(name: &str, limits: mcp_proto::Limits) -> mcp_server::Server {
+    let mut builder = mcp_server::Server::builder(name, "1");
+    builder.config_mut().limits = limits;
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"]
+    });
+    builder
+        .tool(mcp_proto::Tool::new("echo", "Echoes text", schema), |call: mcp_server::ToolCall| async move {
+            let text = call.arguments.get("text").and_then(serde_json::Value::as_str).unwrap_or_default();
+            mcp_proto::ToolOutput::text(text.to_owned())
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the echo server is valid: {e}"))
+}

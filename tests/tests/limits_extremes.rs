@@ -127,7 +127,7 @@ async fn stdio_scenario<R: Runtime + Clone>(rt: R) {
     assert_eq!(s.shutdown(Duration::ZERO).await.cancelled, 0);
 
     // All at their maximum: nothing is bounded, and a session is served as usual.
-    let s = test_server_like(max());
+    let s = mcp_tests::echo_server("extremes", max());
     let input = format!("{INITIALIZE}\n{INITIALIZED}\n{PING}\n{LIST}\n{ECHO}\n");
     let (end, lines) = stdio(&s, rt, &input).await;
     assert_eq!(end.unwrap_or_else(|e| panic!("serve_lines: {e}")), StdioEnd::EndOfInput);
@@ -136,24 +136,6 @@ async fn stdio_scenario<R: Runtime + Clone>(rt: R) {
     assert!(lines.iter().all(|l| l.get("result").is_some()), "{lines:?}");
     assert_eq!(lines[3]["result"]["content"][0]["text"], "hi", "{lines:?}");
     assert_eq!(s.shutdown(Duration::MAX).await.cancelled, 0);
-}
-
-/// A server with an `echo` tool and `limits`.
-fn test_server_like(limits: Limits) -> Server {
-    let mut builder = Server::builder("extremes", "1");
-    builder.config_mut().limits = limits;
-    let echo = mcp_proto::Tool::new(
-        "echo",
-        "Echoes text",
-        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-    );
-    builder
-        .tool(echo, |call: mcp_server::ToolCall| async move {
-            let text = call.arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
-            mcp_proto::ToolOutput::text(text)
-        })
-        .build()
-        .unwrap_or_else(|e| panic!("build: {e}"))
 }
 
 #[test]

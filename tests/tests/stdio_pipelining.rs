@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 
 use futures_util::io::{AsyncRead, AsyncWrite};
 use mcp_proto::Caller;
-use mcp_server::{Runtime, Server, StdioEnd};
+use mcp_server::{Runtime, StdioEnd};
 use serde_json::{json, Value};
 
 const CALLS: usize = 40;
@@ -43,7 +43,7 @@ impl AsyncWrite for Flushes {
     }
 }
 
-/// The whole input in one read, then the end of input; counts the reads it served.
+/// The whole input in one read, then the end of input.
 struct OneRead {
     bytes: Option<Vec<u8>>,
 }
@@ -57,22 +57,6 @@ impl AsyncRead for OneRead {
     }
 }
 
-fn server() -> Server {
-    let builder = Server::builder("pipelining", "1");
-    let echo = mcp_proto::Tool::new(
-        "echo",
-        "Echoes text",
-        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-    );
-    builder
-        .tool(echo, |call: mcp_server::ToolCall| async move {
-            let text = call.arguments.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
-            mcp_proto::ToolOutput::text(text)
-        })
-        .build()
-        .unwrap_or_else(|e| panic!("build: {e}"))
-}
-
 async fn scenario<R: Runtime + Clone>(rt: R) {
     let mut input = String::new();
     input.push_str(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#);
@@ -83,7 +67,7 @@ async fn scenario<R: Runtime + Clone>(rt: R) {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": format!("t{id}")}}});
         input.push_str(&format!("{call}\n"));
     }
-    let server = server();
+    let server = mcp_tests::echo_server("pipelining", mcp_proto::Limits::default());
     let out = Flushes::default();
     let end = mcp_server::serve_lines(
         &server,
