@@ -54,6 +54,8 @@ mod status_tests;
 mod streams;
 mod subscriptions;
 mod tasks;
+#[cfg(test)]
+mod test_support;
 mod timers;
 
 pub use ask::{AskError, Asked};

@@ -4,6 +4,7 @@ use super::*;
 use crate::caller::Caller;
 use crate::content::ToolOutput;
 use crate::cursor::KeyRing;
+use crate::engine::test_support::frame;
 use crate::engine::{Config, ConnKind, Implementation, Invocation, Reply};
 use crate::registry::Tool;
 use serde_json::json;
@@ -55,15 +56,6 @@ impl Rig {
     fn drain(&mut self) -> Vec<Output<u32>> {
         std::iter::from_fn(|| self.engine.poll_output()).collect()
     }
-}
-
-fn frame(outs: &[Output<u32>]) -> Value {
-    outs.iter()
-        .find_map(|o| match o {
-            Output::Frame { bytes, .. } => Some(serde_json::from_slice(bytes).unwrap()),
-            _ => None,
-        })
-        .expect("a frame")
 }
 
 fn name_form() -> InputRequest {

@@ -10,6 +10,7 @@ use crate::blame::Bound;
 use crate::caller::Caller;
 use crate::content::ToolOutput;
 use crate::cursor::KeyRing;
+use crate::engine::test_support::frame;
 use crate::engine::{Config, ConnId, ConnKind, Implementation, Reply};
 use crate::interaction::InputRequest;
 use crate::registry::Tool;
@@ -64,15 +65,6 @@ fn invocation(outs: Vec<Output<u32>>) -> Option<Invocation<u32>> {
 
 fn runs(outs: &[Output<u32>]) -> bool {
     outs.iter().any(|o| matches!(o, Output::Invoke(_)))
-}
-
-fn frame(outs: &[Output<u32>]) -> Value {
-    outs.iter()
-        .find_map(|o| match o {
-            Output::Frame { bytes, .. } => Some(serde_json::from_slice(bytes).unwrap()),
-            _ => None,
-        })
-        .expect("a frame")
 }
 
 fn frame_bytes(outs: &[Output<u32>]) -> Vec<u8> {
