@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use futures_util::io::{AsyncRead, AsyncWrite};
+use futures_util::io::{AsyncWrite, Cursor};
 use mcp_proto::Caller;
 use mcp_server::{Runtime, StdioEnd};
 use serde_json::{json, Value};
@@ -43,20 +43,6 @@ impl AsyncWrite for Flushes {
     }
 }
 
-/// The whole input in one read, then the end of input.
-struct OneRead {
-    bytes: Option<Vec<u8>>,
-}
-
-impl AsyncRead for OneRead {
-    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let Some(bytes) = self.bytes.take() else { return Poll::Ready(Ok(0)) };
-        assert!(bytes.len() <= buf.len(), "the test input must fit one read ({} bytes)", bytes.len());
-        buf[..bytes.len()].copy_from_slice(&bytes);
-        Poll::Ready(Ok(bytes.len()))
-    }
-}
-
 async fn scenario<R: Runtime + Clone>(rt: R) {
     let mut input = String::new();
     input.push_str(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#);
@@ -67,13 +53,15 @@ async fn scenario<R: Runtime + Clone>(rt: R) {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": format!("t{id}")}}});
         input.push_str(&format!("{call}\n"));
     }
+    // Under the reader's 64 KiB read, so the whole input arrives in one read.
+    assert!(input.len() < 64 * 1024, "the input must fit one read ({} bytes)", input.len());
     let server = mcp_tests::echo_server("pipelining", mcp_proto::Limits::default());
     let out = Flushes::default();
     let end = mcp_server::serve_lines(
         &server,
         rt,
         Caller::anonymous(),
-        OneRead { bytes: Some(input.into_bytes()) },
+        Cursor::new(input.into_bytes()),
         out.clone(),
     )
     .await;
