@@ -215,6 +215,13 @@ impl<H: Clone> Engine<H> {
     /// through their cluster's backend, and a copy sent to another replica is answered from
     /// the record too (a replica whose backend is unreachable runs it once more).
     ///
+    /// A copy is answered from the record only after every check a fresh round runs: the
+    /// server gate, the item's gate, the arguments against the item's schema, and the copy's own
+    /// client capabilities (a recorded `input_required` goes only to a copy that could be sent
+    /// each of its requests, a recorded task only to a copy declaring the Tasks extension). A
+    /// copy that fails one gets that check's refusal, exactly as a fresh round would, and the
+    /// record stays for a copy that passes (`replay.rs`).
+    ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn ask(
         &mut self,

@@ -8,9 +8,7 @@ use serde_json::{Map, Value};
 
 use super::calls::{Call, CallKind};
 use super::encode::{ToolEncoding, ToolOutcome};
-use super::{
-    ledger, notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
-};
+use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
 use super::{Peek, Request, Session, Ticket};
 use crate::blame::Bound;
@@ -436,13 +434,9 @@ impl<H: Clone> Engine<H> {
             }
             _ => None,
         };
-        // A retry whose state was already used is answered from the ledger, never run again.
-        if let Some(used) = mrtr.as_ref().and_then(|m| m.used) {
-            let now_ms = self.unix_ms(now);
-            if let ledger::Seen::Replay(answer) = self.ledger.check(now_ms, used, id)? {
-                return Ok(Answer::Now(answer));
-            }
-        }
+        // A retry whose state was already used is answered from the ledger, never run again,
+        // but only once it passed every check a fresh round passes: where the call would be
+        // admitted (`Engine::replayed`, replay.rs).
         let ctx = Ctx {
             conn,
             id,
@@ -753,6 +747,9 @@ impl<H: Clone> Engine<H> {
         let handler = entry.handler.clone();
         let as_task =
             self.task_decision(ctx, entry.tool.task, entry.tool.task_by_handler, batch.is_some())?;
+        if let Some(answer) = self.replayed(now, ctx)? {
+            return Ok(Answer::Now(answer));
+        }
         if as_task {
             self.task_room(caller.binding())?;
         }
@@ -783,6 +780,9 @@ impl<H: Clone> Engine<H> {
         request: Request,
         handler: H,
     ) -> Result<Answer<H>, RpcError> {
+        if let Some(answer) = self.replayed(now, ctx)? {
+            return Ok(Answer::Now(answer));
+        }
         let call = self.admit(now, ctx, kind, batch)?;
         let ticket = Ticket {
             call,

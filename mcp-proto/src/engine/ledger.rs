@@ -20,6 +20,11 @@
 //!   evicted): `-32602`, `data.reason: "evicted"`, even if it was never used, because the engine
 //!   can no longer tell.
 //!
+//! The ledger is consulted only where a fresh round would admit its call, after the gates and
+//! the argument check, and a recorded answer goes out only if the copy's capabilities allow it
+//! (`replay.rs`): a copy from a caller that lost its access, or without a capability the record
+//! needs, is refused as a fresh round would be, and the record stays.
+//!
 //! In every refused case the client starts the call again without a state. A retry refused for
 //! what it brought itself (an invalid answer) is not recorded: its handler got no answer, and a
 //! corrected copy may still use the state. A first round

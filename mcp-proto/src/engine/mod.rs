@@ -44,6 +44,7 @@ mod outbound;
 mod post_store;
 mod records;
 mod registry_mut;
+mod replay;
 mod resume;
 mod sessions;
 mod shared;

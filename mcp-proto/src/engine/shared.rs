@@ -34,6 +34,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use serde_json::Value;
+
 use super::capped::Capped;
 use super::{ledger, CallId, Engine, Invocation, Output};
 use crate::blame::Blame;
@@ -366,7 +368,23 @@ impl<H: Clone> Engine<H> {
         let Some(mut c) = self.finish_call(call) else { return };
         let answer = match ledger::refusal(&outcome) {
             None => match outcome {
-                SharedOutcome::Kept { tail, fault } => Encoded::with_id(&c.id, &tail, fault),
+                SharedOutcome::Kept { tail, fault } => {
+                    let answer = Encoded::with_id(&c.id, &tail, fault);
+                    // Another replica's record passes the same capability check as a local
+                    // one (replay.rs): a copy that fails it is refused, and the record is
+                    // still kept here for a copy that passes.
+                    let caps = c.input.as_ref().and_then(|i| i.mrtr.as_ref()).map(|(_, caps)| caps);
+                    match super::replay::replay_admits(&answer, c.version, caps.unwrap_or(&Value::Null)) {
+                        Ok(()) => answer,
+                        Err(refused) => {
+                            if let Some(used) = c.used.take() {
+                                let now_ms = self.unix_ms(now);
+                                self.settle_state(now_ms, used, &c.id, Some(&answer), c.claiming);
+                            }
+                            refused.encode(Some(&c.id))
+                        }
+                    }
+                }
                 _ => RpcError::misuse().encode(Some(&c.id)),
             },
             Some(err) => {

@@ -335,6 +335,30 @@ impl InputRequest {
         json!({"method": self.method(), "params": Value::Object(self.params_for(version, None))})
     }
 
+    /// The request an `inputRequests` entry ([`to_input_request`](Self::to_input_request))
+    /// spells, read back: for checking a recorded `input_required` against the capabilities of
+    /// a later copy of the request (a replay must not send what the copy cannot receive).
+    /// `None` for anything `to_input_request` cannot have written.
+    pub(crate) fn from_input_request(entry: &Value) -> Option<Self> {
+        let params = entry.get("params").and_then(Value::as_object);
+        match entry.get("method")?.as_str()? {
+            "elicitation/create" => {
+                let params = params?;
+                let message = params.get("message")?.as_str()?;
+                if params.get("mode").and_then(Value::as_str) == Some("url") {
+                    return Self::elicit_url(message, params.get("url")?.as_str()?).ok();
+                }
+                // The schema as sent, possibly lowered for an older version: its kind and its
+                // multi-select fields are what the capability check reads.
+                let requested_schema = params.get("requestedSchema")?.as_object()?.clone();
+                Some(InputRequest::Elicit { message: message.to_owned(), requested_schema })
+            }
+            "sampling/createMessage" => Some(InputRequest::Sample { params: params?.clone() }),
+            "roots/list" => Some(InputRequest::ListRoots),
+            _ => None,
+        }
+    }
+
     /// Checks the client's answer to this request (the JSON-RPC `result` in legacy sessions, the
     /// `inputResponses` entry in 2026) before a handler sees it.
     ///
