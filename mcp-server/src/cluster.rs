@@ -1,7 +1,7 @@
 //! Several replicas as one server: a [`Cluster`] backend shares what one process cannot keep
 //! to itself.
 //!
-//! A cluster carries four things between the replicas of one deployment:
+//! A cluster carries these things between the replicas of one deployment:
 //!
 //! - **Changes.** A replica that changes its registry (an ungated tool, resource or prompt
 //!   added or removed) or calls [`Server::notify_resource_updated`] publishes the change; every
@@ -16,6 +16,12 @@
 //!   the same keys: [`ServerBuilder::join`](crate::ServerBuilder::join) fetches the ring (the first replica to start
 //!   creates it), and [`Cluster::rotate_keys`] puts a new signing key first; every replica is
 //!   told and re-reads the ring, and the keys it kept still verify what they signed.
+//! - **The continuation epoch.** A `requestState` is sealed in an epoch and refused in any
+//!   other ([`Config::state_epoch`](mcp_proto::Config::state_epoch)). A replica that joins
+//!   takes the cluster's ([`Cluster::epoch`]), and [`Server::move_epoch`] moves it on for
+//!   every replica ([`Cluster::move_epoch`], [`EventKind::EpochMoved`]): after a deploy that
+//!   changes what a dialogue means, or a key compromise, no outstanding state is accepted
+//!   anywhere. Shutting one replica down moves only its own epoch (see [`Server::shutdown`]).
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
 //!   tasks to, so a `tasks/get` is answered wherever it lands.
 //! - **A directory.** Legacy HTTP sessions and running tasks cannot move (live streams, calls in
@@ -76,6 +82,9 @@ pub enum EventKind {
     Change(Change),
     /// The shared key ring changed ([`Cluster::rotate_keys`]): read it again.
     KeysRotated,
+    /// The continuation epoch moved to this one ([`Cluster::move_epoch`]): every replica
+    /// makes it its own, so `requestState`s sealed in an older epoch are refused everywhere.
+    EpochMoved(u64),
 }
 
 /// The keys of a shared [`KeyRing`], the signing key first.
@@ -176,6 +185,22 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Where ended tasks go, shared by every replica.
     fn task_store(&self) -> Arc<dyn TaskStore>;
+
+    /// The continuation epoch every replica seals `requestState`s in
+    /// ([`Config::state_epoch`](mcp_proto::Config::state_epoch)), read when a replica joins
+    /// ([`ServerBuilder::join`](crate::ServerBuilder::join)); `None` when the backend keeps
+    /// none (then each replica keeps its configured one). A backend that has never moved it
+    /// answers `Some(0)`. The default keeps none.
+    fn epoch(&self) -> BoxFuture<Result<Option<u64>, ClusterError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Moves the shared continuation epoch on by one, atomically across replicas (two moves at
+    /// once give two epochs), tells every replica ([`EventKind::EpochMoved`]) and returns the
+    /// new epoch. The default keeps no epoch and answers an error.
+    fn move_epoch(&self) -> BoxFuture<Result<u64, ClusterError>> {
+        Box::pin(std::future::ready(Err(ClusterError("this cluster backend keeps no shared epoch".into()))))
+    }
 
     /// Whether the backend is reachable now.
     fn health(&self) -> ClusterHealth {
@@ -297,6 +322,8 @@ pub const ENTRY_REFRESH: Duration = Duration::from_secs(4 * 60);
 pub struct InMemoryCluster {
     subscribers: Mutex<Vec<async_channel::Sender<ClusterEvent>>>,
     keys: Mutex<Option<SharedKeys>>,
+    /// The shared continuation epoch ([`Cluster::epoch`]).
+    epoch: std::sync::atomic::AtomicU64,
     tasks: Arc<InMemoryTaskStore>,
     dropped: std::sync::atomic::AtomicU64,
     /// The shared replay ledger: each state's key, what is kept under it, and until when.
@@ -327,6 +354,7 @@ impl Default for InMemoryCluster {
         Self {
             subscribers: Mutex::new(Vec::new()),
             keys: Mutex::new(None),
+            epoch: std::sync::atomic::AtomicU64::new(0),
             tasks: Arc::new(InMemoryTaskStore::default()),
             dropped: std::sync::atomic::AtomicU64::new(0),
             ledger: Mutex::new(LedgerMap::default()),
@@ -425,6 +453,16 @@ impl Cluster for InMemoryCluster {
             self.publish(ClusterEvent { origin: Arc::from(""), kind: EventKind::KeysRotated });
         }
         Box::pin(std::future::ready(rotated))
+    }
+
+    fn epoch(&self) -> BoxFuture<Result<Option<u64>, ClusterError>> {
+        Box::pin(std::future::ready(Ok(Some(self.epoch.load(std::sync::atomic::Ordering::Acquire)))))
+    }
+
+    fn move_epoch(&self) -> BoxFuture<Result<u64, ClusterError>> {
+        let next = self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel).wrapping_add(1);
+        self.publish(ClusterEvent { origin: Arc::from(""), kind: EventKind::EpochMoved(next) });
+        Box::pin(std::future::ready(Ok(next)))
     }
 
     fn task_store(&self) -> Arc<dyn TaskStore> {
@@ -856,6 +894,16 @@ impl Server {
                         }
                         Err(e) => tracing::warn!(replica = %m.replica, error = %e, "cannot read the rotated key ring"),
                     },
+                    // Epochs only move forward in a cluster: a late event never moves one back.
+                    EventKind::EpochMoved(epoch) => {
+                        let mut st = server.lock();
+                        if epoch > st.engine.epoch() {
+                            let now = server.now();
+                            st.engine.set_epoch(now, epoch);
+                            tracing::info!(replica = %m.replica, epoch, "continuation epoch moved");
+                        }
+                        server.release(st);
+                    }
                 }
             }
         }));
@@ -911,13 +959,19 @@ impl crate::ServerBuilder {
         self
     }
 
-    /// [`build`](Self::build) with the cluster's shared key ring ([`Cluster::key_ring`]), so
-    /// that every replica signs and verifies cursors and request states alike. Without a
-    /// cluster it is `build`.
+    /// [`build`](Self::build) with the cluster's shared key ring ([`Cluster::key_ring`]) and
+    /// continuation epoch ([`Cluster::epoch`], when the backend keeps one), so that every
+    /// replica signs and verifies cursors and request states alike. Without a cluster it is
+    /// `build`.
     pub async fn join(self) -> Result<Server, crate::BuildError> {
         let Some(m) = self.cluster.clone() else { return self.build() };
         let keys = m.cluster.key_ring().await.map_err(crate::BuildError::Cluster)?;
-        self.keys(keys.ring()).build()
+        let epoch = m.cluster.epoch().await.map_err(crate::BuildError::Cluster)?;
+        let mut builder = self.keys(keys.ring());
+        if let Some(epoch) = epoch {
+            builder.config_mut().state_epoch = epoch;
+        }
+        builder.build()
     }
 }
 

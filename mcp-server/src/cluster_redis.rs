@@ -3,7 +3,11 @@
 //! Layout, for a cluster named `N`:
 //!
 //! - events go over pub/sub on the channel `mcp:N:events`, one JSON message each
-//!   (`{"origin", "event": "tools"|"resources"|"prompts"|"updated"|"keys", "uri"?}`);
+//!   (`{"origin", "event": "tools"|"resources"|"prompts"|"updated"|"keys"|"epoch", "uri"?,
+//!   "epoch"?}`);
+//! - the continuation epoch is the integer key `mcp:N:epoch` (absent: 0), read by a joining
+//!   replica and moved by `INCR` ([`Cluster::move_epoch`]), so two moves at once give two
+//!   epochs;
 //! - the key ring is the string key `mcp:N:keys`: the keys in hex, comma-separated, the signing
 //!   key first. The first replica to start creates it (`SET NX`, so two replicas starting at
 //!   once still agree); [`Cluster::rotate_keys`] rewrites it (two rotations at the same moment:
@@ -70,6 +74,8 @@ struct Inner {
     client: redis::Client,
     channel: String,
     keys_key: String,
+    /// The shared continuation epoch, an integer (absent: 0).
+    epoch_key: String,
     task_prefix: String,
     /// `mcp:N:` : the directory's keys follow it.
     prefix: String,
@@ -121,6 +127,7 @@ impl RedisCluster {
                 client,
                 channel: format!("mcp:{name}:events"),
                 keys_key: format!("mcp:{name}:keys"),
+                epoch_key: format!("mcp:{name}:epoch"),
                 task_prefix: format!("mcp:{name}:task:"),
                 prefix: format!("mcp:{name}:"),
                 conn: futures_util::lock::Mutex::new(None),
@@ -342,6 +349,24 @@ impl Cluster for RedisCluster {
                 .run::<String>(&redis::cmd("SET").arg(&inner.keys_key).arg(encode_keys(&next)).to_owned())
                 .await?;
             this.publish(ClusterEvent { origin: Arc::from(""), kind: EventKind::KeysRotated });
+            Ok(next)
+        })
+    }
+
+    fn epoch(&self) -> BoxFuture<Result<Option<u64>, ClusterError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let stored: Option<u64> = inner.run(&redis::cmd("GET").arg(&inner.epoch_key).to_owned()).await?;
+            Ok(Some(stored.unwrap_or(0)))
+        })
+    }
+
+    fn move_epoch(&self) -> BoxFuture<Result<u64, ClusterError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let inner = &this.inner;
+            let next: u64 = inner.run(&redis::cmd("INCR").arg(&inner.epoch_key).to_owned()).await?;
+            this.publish(ClusterEvent { origin: Arc::from(""), kind: EventKind::EpochMoved(next) });
             Ok(next)
         })
     }
@@ -582,6 +607,10 @@ fn encode(event: &ClusterEvent) -> String {
         EventKind::Change(Change::ListChanged(list)) => (list.as_str(), None),
         EventKind::Change(Change::ResourceUpdated(uri)) => ("updated", Some(uri.clone())),
         EventKind::KeysRotated => ("keys", None),
+        EventKind::EpochMoved(epoch) => {
+            m.insert("epoch".into(), (*epoch).into());
+            ("epoch", None)
+        }
         // A change this build cannot name is sent as one every replica understands.
         EventKind::Change(_) => ("tools", None),
     };
@@ -598,6 +627,7 @@ fn decode(bytes: &[u8]) -> Option<ClusterEvent> {
     let kind = match v.get("event")?.as_str()? {
         "updated" => EventKind::Change(Change::ResourceUpdated(v.get("uri")?.as_str()?.to_owned())),
         "keys" => EventKind::KeysRotated,
+        "epoch" => EventKind::EpochMoved(v.get("epoch")?.as_u64()?),
         name => EventKind::Change(Change::ListChanged(ChangedList::from_name(name)?)),
     };
     Some(ClusterEvent { origin, kind })
@@ -613,6 +643,7 @@ mod tests {
             EventKind::Change(Change::ListChanged(ChangedList::Prompts)),
             EventKind::Change(Change::ResourceUpdated("test://a,b".into())),
             EventKind::KeysRotated,
+            EventKind::EpochMoved(u64::MAX),
         ] {
             let e = ClusterEvent { origin: Arc::from("r1"), kind };
             assert_eq!(decode(encode(&e).as_bytes()), Some(e));

@@ -58,6 +58,7 @@ mod apps;
 pub mod cluster;
 #[cfg(feature = "redis")]
 mod cluster_redis;
+mod epoch;
 #[cfg(feature = "http")]
 mod forward;
 mod handler;
@@ -985,6 +986,9 @@ impl Server {
     /// `data.reason: "shutting_down"`). Returns what did not finish in time. Sessions being served by
     /// `serve_stdio` then end with [`StdioEnd::Closed`]; HTTP listeners stop accepting at once
     /// ([`HttpService::serve`] returns), and HTTP exchanges still open are closed with the rest.
+    /// The continuation epoch of this server moves on ([`Engine::shutdown`](mcp_proto::Engine::shutdown)):
+    /// in a cluster only this replica's, so a rolling restart ends no other replica's
+    /// dialogues; [`move_epoch`](Self::move_epoch) first to end them everywhere.
     pub async fn shutdown(&self, budget: Duration) -> ShutdownReport {
         self.shared.stop_accepting.0.close();
         let deadline = {

@@ -385,9 +385,19 @@ impl<H: Clone> Engine<H> {
     /// ([`CloseReason::Shutdown`]) as soon as its calls in flight are answered. Calls still running
     /// when the shim's budget runs out are ended with [`close`](Self::close).
     ///
+    /// The continuation epoch moves on ([`bump_epoch`](Self::bump_epoch), once, however often
+    /// this is called): this server's continuations end with it, and a `requestState` a call
+    /// seals while it drains is accepted by no replica still in the old epoch. Replicas sharing
+    /// the key ring keep their own epoch (a rolling restart does not end their dialogues);
+    /// moving every replica's is the operator's `set_epoch` on each, or the server layer's
+    /// cluster-wide move.
+    ///
     /// Follow with [`poll_output`](Self::poll_output).
     pub fn shutdown(&mut self, now: Instant) {
         self.input(now);
+        if !self.shutting_down {
+            self.bump_epoch(now);
+        }
         self.shutting_down = true;
         let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
         for key in keys {

@@ -486,3 +486,20 @@ fn one_caller_flooding_the_ledger_costs_only_itself() {
     assert!(reasons[..13].iter().all(|r| *r == evicted), "{reasons:?}");
     assert!(reasons[13..].iter().all(|r| r.is_null()), "{reasons:?}");
 }
+
+#[test]
+fn shutdown_moves_the_epoch_once_so_a_state_sealed_while_draining_is_accepted_nowhere() {
+    let mut rig = Rig::new(Caller::identified("ada"));
+    let mut peer = Rig::new(Caller::identified("ada"));
+    let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+    rig.engine.shutdown(rig.now);
+    rig.engine.shutdown(rig.now);
+    assert_eq!(rig.engine.epoch(), 1, "moved once, however often shutdown is called");
+    // The call still running answers while the engine drains: its state is of the new epoch,
+    // which a replica sharing the key ring (still in epoch 0) refuses.
+    rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("k".into(), name_form())]).unwrap_err();
+    let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
+    let (outs, inv) = peer.invoke(modern(json!({"name": "ask", "requestState": state})));
+    assert!(inv.is_none(), "nothing runs");
+    assert_eq!(frame(&outs)["error"]["data"], json!({"reason": "epoch"}));
+}

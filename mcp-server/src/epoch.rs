@@ -1,0 +1,47 @@
+//! The continuation epoch at run time: [`Server::epoch`] and [`Server::move_epoch`].
+//!
+//! A 2026-07-28 `requestState` is sealed in the engine's epoch and refused in any other
+//! ([`Config::state_epoch`](mcp_proto::Config::state_epoch)): moving the epoch on ends every
+//! outstanding dialogue at once, and their clients start their calls again. An operator does
+//! so on a deploy that changes what a dialogue means, or when a key may have leaked (with
+//! [`Server::rotate_cluster_keys`] in a cluster). [`Server::shutdown`] moves this server's own
+//! epoch too, so a state a call seals while the server drains is accepted nowhere.
+
+use crate::cluster::ClusterError;
+use crate::Server;
+
+impl Server {
+    /// The continuation epoch `requestState`s are sealed in now.
+    pub fn epoch(&self) -> u64 {
+        self.lock().engine.epoch()
+    }
+
+    /// Moves the continuation epoch on: every `requestState` sealed before is refused from now
+    /// on (`-32602` "requestState expired", `data.reason: "epoch"`), and the replay records of
+    /// the old epoch are dropped. In a cluster whose backend keeps an epoch
+    /// ([`Cluster::move_epoch`](crate::cluster::Cluster::move_epoch)) it moves for every
+    /// replica: here at once, on the others as the event reaches them; the backend's error
+    /// (unreachable, or keeping no epoch) changes nothing here. Outside a cluster only this
+    /// server's epoch moves. Returns the new epoch.
+    pub async fn move_epoch(&self) -> Result<u64, ClusterError> {
+        let cluster = self.lock().cluster.clone();
+        let next = match cluster {
+            Some(m) => Some(m.cluster.move_epoch().await?),
+            None => None,
+        };
+        let mut st = self.lock();
+        let now = self.now();
+        let epoch = match next {
+            // Another move may have come first; the epoch never goes back.
+            Some(e) => {
+                if e > st.engine.epoch() {
+                    st.engine.set_epoch(now, e);
+                }
+                st.engine.epoch()
+            }
+            None => st.engine.bump_epoch(now),
+        };
+        self.release(st);
+        Ok(epoch)
+    }
+}
