@@ -99,7 +99,7 @@ pub use http::{
     ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr, StreamDropped,
 };
 pub use stdio::{serve_lines, StdioEnd};
-pub use tasks::{InMemoryTaskStore, TaskStore};
+pub use tasks::{InMemoryTaskStore, StoreError, TaskStore};
 
 use handler::{
     blocking_tool_fn, blocking_typed_tool_fn, completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn,
@@ -645,7 +645,7 @@ impl ServerBuilder {
 
     /// Where ended tasks of the Tasks extension go beyond the engine (see [`TaskStore`]):
     /// each task that ends is written there, and a `tasks/get` for an id the engine does not
-    /// hold is answered from it. Default an [`InMemoryTaskStore`] of 4096 records; `None`
+    /// hold is answered from it. Default an [`InMemoryTaskStore`] of 4096 records and 64 MiB; `None`
     /// keeps tasks in the engine's table only.
     pub fn task_store(mut self, store: Option<Arc<dyn TaskStore>>) -> Self {
         self.task_store = store;
@@ -1394,15 +1394,18 @@ impl Server {
             self.report_holdings(st);
             while let Some(record) = st.engine.poll_ended_task() {
                 if let (Some(store), Some(rt)) = (&st.task_store, self.shared.rt.get()) {
-                    let put = store.put(record.clone());
-                    match st.cluster.clone() {
-                        // Unregistered once stored: until then its holder answers for it.
-                        Some(m) => rt.spawn(Box::pin(async move {
-                            put.await;
-                            m.forget(mcp_proto::HeldKind::Task, &record.task_id).await;
-                        })),
-                        None => rt.spawn(put),
-                    }
+                    let id = record.task_id.clone();
+                    let put = store.put(record);
+                    let cluster = st.cluster.clone();
+                    rt.spawn(Box::pin(async move {
+                        if let Err(e) = put.await {
+                            tracing::warn!(task = %id, error = %e, "cannot store an ended task");
+                        }
+                        // Unregistered once written: until then its holder answers for it.
+                        if let Some(m) = cluster {
+                            m.forget(mcp_proto::HeldKind::Task, &id).await;
+                        }
+                    }));
                 }
             }
             self.publish_changes(st);
