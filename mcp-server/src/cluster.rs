@@ -17,7 +17,10 @@
 //!   creates it), and [`Cluster::rotate_keys`] puts a new signing key first; every replica is
 //!   told and re-reads the ring, and the keys it kept still verify what they signed.
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
-//!   tasks to, so a `tasks/get` is answered wherever it lands.
+//!   tasks to, so a `tasks/get` is answered wherever it lands. A task leaves the directory
+//!   only once its record is stored: one the store did not keep ([`TaskStore::put`] failed)
+//!   keeps its entry until its TTL, so it is forwarded to the replica that ran it, which still
+//!   holds it.
 //! - **A directory.** Legacy HTTP sessions and running tasks cannot move (live streams, calls in
 //!   flight, pending asks), so they are routed to their holder: each replica reports what it
 //!   holds ([`Cluster::register`], from the engine's

@@ -53,8 +53,9 @@
 //! published by others while this replica's subscription was down are lost to it (pub/sub
 //! keeps nothing): once it is back, it tells its own listeners that every list changed, so
 //! they re-list; a `resources/updated` it missed is not repeated. A task that ends while Redis
-//! is down is not stored (`put` fails with [`StoreError::Unavailable`](crate::StoreError::Unavailable));
-//! the engine that ran it still answers for it until its TTL.
+//! is down is not stored (`put` fails with [`StoreError::Unavailable`](crate::StoreError::Unavailable)):
+//! its directory entry stays, so the other replicas forward a `tasks/get` for it to the engine
+//! that ran it, which answers for it until its TTL.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -35,7 +35,8 @@ use crate::handler::BoxFuture;
 /// caller below its share takes the place of the oldest record of the caller holding the most,
 /// who is then above its share; nobody below its share loses a record to make room for another
 /// caller. A record that still cannot be kept (one larger than its caller's share by itself)
-/// is refused: [`TaskStore::put`] fails with [`StoreError::Full`]. "Oldest"
+/// is refused: [`TaskStore::put`] fails with [`StoreError::Full`], and the server keeps the
+/// task reachable on the replica that ran it until its TTL (see [`TaskStore::put`]). "Oldest"
 /// is the first stored in memory, the soonest to expire in Redis (the same for tasks of one
 /// TTL). A store of one's own should bound what it keeps likewise: whatever it keeps, a caller
 /// can make it keep, for as long as a task's TTL.
@@ -45,8 +46,11 @@ pub trait TaskStore: Send + Sync + 'static {
     /// of its own: nothing waits for it.
     ///
     /// An error says the record was not kept (a store that is full for this caller, see the
-    /// [bounds](TaskStore#bounds), or one that cannot be reached). The server logs it; the task
-    /// is still served by the engine that ran it until its TTL passes.
+    /// [bounds](TaskStore#bounds), or one that cannot be reached). The server logs it, counts it in
+    /// [`Status::task_store_failures`](crate::Status::task_store_failures), and keeps the
+    /// task reachable where it ran: in a cluster its directory entry stays (other replicas
+    /// forward `tasks/get` to the engine that ran it, which answers for it until its TTL
+    /// passes), where after a successful `put` it is dropped and the store answers instead.
     fn put(&self, record: TaskRecord) -> BoxFuture<Result<(), StoreError>>;
 
     /// The record of the task `task_id` of the caller whose
