@@ -23,7 +23,10 @@
 //!   changes what a dialogue means, or a key compromise, no outstanding state is accepted
 //!   anywhere. Shutting one replica down moves only its own epoch (see [`Server::shutdown`]).
 //! - **Ended tasks.** [`Cluster::task_store`] is the [`TaskStore`] every replica writes ended
-//!   tasks to, so a `tasks/get` is answered wherever it lands.
+//!   tasks to, so a `tasks/get` is answered wherever it lands. A task leaves the directory
+//!   only once its record is stored: one the store did not keep ([`TaskStore::put`] failed)
+//!   keeps its entry until its TTL, so it is forwarded to the replica that ran it, which still
+//!   holds it.
 //! - **A directory.** Legacy HTTP sessions and running tasks cannot move (live streams, calls in
 //!   flight, pending asks), so they are routed to their holder: each replica reports what it
 //!   holds ([`Cluster::register`], from the engine's

@@ -13,7 +13,19 @@
 //!   once still agree); [`Cluster::rotate_keys`] rewrites it (two rotations at the same moment:
 //!   the last write wins, and both replicas then read that one);
 //! - an ended task is the key `mcp:N:task:["owner","id"]` holding its record as JSON, with
-//!   the record's TTL (`PX`): Redis forgets it when the engine would;
+//!   the record's TTL (`PX`): Redis forgets it when the engine would. What ended tasks may take
+//!   is bounded ([`RedisCluster::with_task_budget`], 64 MiB by default, shared fairly among
+//!   callers as the [`TaskStore`](crate::TaskStore#bounds) docs say), in bookkeeping written with each
+//!   record by one script (`EVAL`), so replicas writing at once still keep to it: the sorted
+//!   set `mcp:N:task:index` (each record's `["owner","id"]` by expiry), one per owner
+//!   `mcp:N:task:of:<owner>` (the same, for its oldest), the sorted set `mcp:N:task:owners`
+//!   (bytes held by owner), the hash `mcp:N:task:sizes` and the counter `mcp:N:task:total`.
+//!   The script forgets what expired (by the writing replica's clock: replicas' clocks are
+//!   taken to agree within a few seconds) and makes room by the fair-share rule, or refuses
+//!   the record (`put` then fails with [`StoreError::Full`](crate::StoreError::Full)); the
+//!   bookkeeping keys expire with the longest-lived record they count. The script names keys
+//!   of other owners it was not passed, which a standalone Redis allows (Redis Cluster is not
+//!   supported). A record Redis itself evicts (`maxmemory`) stays counted until its expiry;
 //! - the replay ledger is one key per claimed request state, `mcp:N:ledger:<digest>` (the
 //!   state's SHA-256 digest in hex), holding an encoded `SharedOutcome` (a few bytes for the
 //!   running marker, the answer's bytes for a kept outcome). A claim is
@@ -45,8 +57,9 @@
 //! published by others while this replica's subscription was down are lost to it (pub/sub
 //! keeps nothing): once it is back, it tells its own listeners that every list changed, so
 //! they re-list; a `resources/updated` it missed is not repeated. A task that ends while Redis
-//! is down is not stored (the engine that ran it still answers for it until its TTL); a
-//! `tasks/get` for a task of another replica is then answered as a handler error.
+//! is down is not stored (`put` fails with [`StoreError::Unavailable`](crate::StoreError::Unavailable)):
+//! its directory entry stays, so the other replicas forward a `tasks/get` for it to the engine
+//! that ran it, which answers for it until its TTL.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,7 +73,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::{Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, Located, SharedKeys};
 use crate::handler::BoxFuture;
-use crate::tasks::TaskStore;
+use crate::tasks::{StoreError, TaskStore};
 use crate::Runtime;
 
 /// A [`Cluster`] on Redis; see the [module docs](self) for its layout and its failure
@@ -92,6 +105,8 @@ struct Inner {
     rt: OnceLock<Arc<dyn Runtime>>,
     /// `mcp:N:ledger:`, before a state's digest.
     ledger_prefix: String,
+    /// Bytes of ended tasks the cluster keeps in Redis ([`RedisCluster::with_task_budget`]).
+    task_budget: AtomicU64,
 }
 
 impl std::fmt::Debug for RedisCluster {
@@ -139,8 +154,27 @@ impl RedisCluster {
                 dropped: AtomicU64::new(0),
                 rt: OnceLock::new(),
                 ledger_prefix: format!("mcp:{name}:ledger:"),
+                task_budget: AtomicU64::new(Self::DEFAULT_TASK_BUDGET),
             }),
         })
+    }
+
+    /// Bytes of ended tasks kept in Redis by default: 64 MiB ([`with_task_budget`](Self::with_task_budget)).
+    pub const DEFAULT_TASK_BUDGET: u64 = 64 << 20;
+    /// What each ended task costs in Redis beyond its record's JSON and four copies of its key
+    /// (the record, and its places in the index, the per-owner index and the sizes): 256 bytes.
+    pub const TASK_OVERHEAD: usize = 256;
+
+    /// The same cluster keeping at most `bytes` of ended tasks in Redis, over all its
+    /// replicas, each record counted as its JSON, four times its key and
+    /// [`TASK_OVERHEAD`](Self::TASK_OVERHEAD); shared among callers as the
+    /// [`TaskStore`] docs say, by one script run with each write (its keys are listed in
+    /// `docs/replicas.md`). Every replica of a
+    /// cluster should be given the same budget: each enforces its own on its writes. Default
+    /// [`DEFAULT_TASK_BUDGET`](Self::DEFAULT_TASK_BUDGET); with 0 no task is stored.
+    pub fn with_task_budget(self, bytes: u64) -> Self {
+        self.inner.task_budget.store(bytes, Ordering::Relaxed);
+        self
     }
 
     /// Events dropped: past [`QUEUE_CAPACITY`](Self::QUEUE_CAPACITY) while Redis was away, or
@@ -532,22 +566,98 @@ const RENEW_SCRIPT: &str =
 const RELEASE_SCRIPT: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
+/// Stores an ended task within the byte budget, atomically (see the module docs): `KEYS` are
+/// the index (members `["owner","id"]` by expiry), the owners (by bytes held), the sizes (by
+/// member) and the total; `ARGV` the record key prefix, the per-owner index prefix, the owner,
+/// the member, the record, its counted bytes, its TTL, the caller's clock (Unix ms) and the
+/// budget. First the records expired by that clock are forgotten, and a record written again
+/// replaces itself; then while the record does not fit, the oldest (soonest to expire) record
+/// of the owner goes if the owner is at or above its fair share, else that of the owner holding
+/// the most. 1 when stored, `-(share + 1)` when refused (the owner at its share holds nothing
+/// more to give up). The bookkeeping keys expire with the longest-lived record they count.
+const PUT_TASK_SCRIPT: &str = r"
+local idx, owners, sizes, total = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local rec, of, owner, member, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local bytes, ttl, now, budget = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local function forget(m)
+  local size = tonumber(redis.call('HGET', sizes, m) or '0')
+  local o = cjson.decode(m)[1]
+  redis.call('HDEL', sizes, m)
+  redis.call('ZREM', idx, m)
+  redis.call('ZREM', of .. o, m)
+  if tonumber(redis.call('ZINCRBY', owners, -size, o)) <= 0 then redis.call('ZREM', owners, o) end
+  redis.call('DECRBY', total, size)
+  redis.call('DEL', rec .. m)
+end
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', idx, '-inf', now)) do forget(m) end
+if redis.call('HEXISTS', sizes, member) == 1 then forget(member) end
+while tonumber(redis.call('GET', total) or '0') + bytes > budget do
+  local mine = tonumber(redis.call('ZSCORE', owners, owner) or '0')
+  local holders = redis.call('ZCARD', owners)
+  if mine == 0 then holders = holders + 1 end
+  local share = 0
+  if budget > 0 then share = math.max(1, math.floor(budget / holders)) end
+  local victim = owner
+  if mine + bytes <= share then victim = redis.call('ZRANGE', owners, -1, -1)[1] end
+  local oldest = victim and redis.call('ZRANGE', of .. victim, 0, 0)[1]
+  if not oldest then return -(share + 1) end
+  forget(oldest)
+end
+local expires = now + ttl
+redis.call('SET', rec .. member, value, 'PX', ttl)
+redis.call('ZADD', idx, expires, member)
+redis.call('ZADD', of .. owner, expires, member)
+redis.call('HSET', sizes, member, bytes)
+redis.call('ZINCRBY', owners, bytes, owner)
+redis.call('INCRBY', total, bytes)
+local last = tonumber(redis.call('ZRANGE', idx, -1, -1, 'WITHSCORES')[2])
+for _, k in ipairs({idx, owners, sizes, total}) do redis.call('PEXPIRE', k, last - now + 1000) end
+local mine = tonumber(redis.call('ZRANGE', of .. owner, -1, -1, 'WITHSCORES')[2])
+redis.call('PEXPIRE', of .. owner, mine - now + 1000)
+return 1
+";
+
 impl TaskStore for RedisCluster {
-    fn put(&self, record: TaskRecord) -> BoxFuture<()> {
+    fn put(&self, record: TaskRecord) -> BoxFuture<Result<(), StoreError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
             if record.ttl_ms == 0 {
-                return;
+                return Ok(());
             }
-            let key = task_key(&inner.task_prefix, &record.owner, &record.task_id);
+            let member = json!([record.owner, record.task_id]).to_string();
             let value = json!({
                 "taskId": record.task_id, "owner": record.owner, "task": record.task,
                 "endedUnixMs": record.ended_unix_ms, "ttlMs": record.ttl_ms,
-            });
-            let cmd =
-                redis::cmd("SET").arg(key).arg(value.to_string()).arg("PX").arg(record.ttl_ms).to_owned();
-            if let Err(e) = inner.run::<String>(&cmd).await {
-                tracing::warn!(task = record.task_id, error = %e, "cluster: cannot store an ended task in redis");
+            })
+            .to_string();
+            let bytes =
+                value.len() + 4 * (inner.task_prefix.len() + member.len()) + RedisCluster::TASK_OVERHEAD;
+            let p = &inner.task_prefix;
+            let cmd = redis::cmd("EVAL")
+                .arg(PUT_TASK_SCRIPT)
+                .arg(4)
+                .arg(format!("{p}index"))
+                .arg(format!("{p}owners"))
+                .arg(format!("{p}sizes"))
+                .arg(format!("{p}total"))
+                .arg(p)
+                .arg(format!("{p}of:"))
+                .arg(&record.owner)
+                .arg(&member)
+                .arg(value)
+                .arg(bytes)
+                .arg(record.ttl_ms)
+                .arg(crate::unix_ms())
+                .arg(inner.task_budget.load(Ordering::Relaxed))
+                .to_owned();
+            match inner.run::<i64>(&cmd).await {
+                Ok(share) if share < 0 => {
+                    let share = u64::try_from(-share - 1).unwrap_or(0);
+                    let wide = u64::try_from(bytes).unwrap_or(u64::MAX);
+                    Err(StoreError::Full { bytes: wide, share })
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(StoreError::Unavailable(e.to_string())),
             }
         })
     }

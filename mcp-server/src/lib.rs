@@ -100,7 +100,7 @@ pub use http::{
     ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr, StreamDropped,
 };
 pub use stdio::{serve_lines, StdioEnd};
-pub use tasks::{InMemoryTaskStore, TaskStore};
+pub use tasks::{InMemoryTaskStore, StoreError, TaskStore};
 
 use handler::{
     blocking_tool_fn, blocking_typed_tool_fn, completion_fn, prompt_fn, resource_fn, tool_fn, typed_tool_fn,
@@ -197,6 +197,8 @@ struct Shared {
     http_connections: AtomicUsize,
     /// What the HTTP layer turned away before the engine saw it ([`Status::http_refusals`]).
     http_refusals: HttpCounters,
+    /// Ended tasks the task store did not keep ([`Status::task_store_failures`]).
+    task_store_failures: Arc<StoreFailures>,
     /// The engine's limits (fixed once built), for the work done before the driver: decoding.
     limits: mcp_proto::Limits,
     /// The runtime of the first connection; the driver and the handlers run there.
@@ -646,7 +648,7 @@ impl ServerBuilder {
 
     /// Where ended tasks of the Tasks extension go beyond the engine (see [`TaskStore`]):
     /// each task that ends is written there, and a `tasks/get` for an id the engine does not
-    /// hold is answered from it. Default an [`InMemoryTaskStore`] of 4096 records; `None`
+    /// hold is answered from it. Default an [`InMemoryTaskStore`] of 4096 records and 64 MiB; `None`
     /// keeps tasks in the engine's table only.
     pub fn task_store(mut self, store: Option<Arc<dyn TaskStore>>) -> Self {
         self.task_store = store;
@@ -751,6 +753,7 @@ impl Server {
                 limits: config.limits.clone(),
                 http_connections: AtomicUsize::new(0),
                 http_refusals: HttpCounters::default(),
+                task_store_failures: Arc::default(),
                 queued: AtomicUsize::new(0),
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
@@ -1073,7 +1076,15 @@ impl Server {
             http_refusals: self.shared.http_refusals.snapshot(),
             dropped_records: engine.dropped_records,
             cluster: st.cluster.as_ref().map_or(ClusterHealth::Standalone, |m| m.cluster.health()),
+            task_store_failures: self.shared.task_store_failures.count.load(AtomicOrdering::Relaxed),
         }
+    }
+
+    /// Why the task store last failed to keep an ended task ([`TaskStore::put`]), if it ever
+    /// did: the text of its [`StoreError`]. Each failure is also logged (`tracing`, warn) and
+    /// counted in [`Status::task_store_failures`].
+    pub fn last_task_store_error(&self) -> Option<String> {
+        self.shared.task_store_failures.last.lock().ok().and_then(|l| l.clone())
     }
 
     /// Opens a connection whose frames go to a bounded queue; the receiver is the writer's.
@@ -1398,15 +1409,14 @@ impl Server {
             self.report_holdings(st);
             while let Some(record) = st.engine.poll_ended_task() {
                 if let (Some(store), Some(rt)) = (&st.task_store, self.shared.rt.get()) {
-                    let put = store.put(record.clone());
-                    match st.cluster.clone() {
-                        // Unregistered once stored: until then its holder answers for it.
-                        Some(m) => rt.spawn(Box::pin(async move {
-                            put.await;
-                            m.forget(mcp_proto::HeldKind::Task, &record.task_id).await;
-                        })),
-                        None => rt.spawn(put),
-                    }
+                    let stored = store_ended_task(
+                        rt.clone(),
+                        store.as_ref(),
+                        record,
+                        st.cluster.clone(),
+                        self.shared.task_store_failures.clone(),
+                    );
+                    rt.spawn(stored);
                 }
             }
             self.publish_changes(st);
@@ -1612,6 +1622,65 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(non-string panic payload)")
 }
 
+/// Writes an ended task to the store, then drops its directory entry: only once it is stored,
+/// since until then the replica that ran it is the only one that can answer for it. A write
+/// that fails (or has not finished when the task expires) is logged and counted
+/// ([`Status::task_store_failures`]); the entry then stays, refreshed by the heartbeat, until
+/// the task's TTL passes, when the engine forgets the task too.
+fn store_ended_task(
+    rt: Arc<dyn Runtime>,
+    store: &dyn TaskStore,
+    record: mcp_proto::TaskRecord,
+    cluster: Option<cluster::Membership>,
+    failures: Arc<StoreFailures>,
+) -> BoxFuture<()> {
+    let id = record.task_id.clone();
+    let expires_ms = record.ended_unix_ms.saturating_add(record.ttl_ms);
+    let until_expiry = move |rt: &dyn Runtime| {
+        let left = Duration::from_millis(expires_ms.saturating_sub(unix_ms()));
+        sleep_until(rt, rt.now().checked_add(left))
+    };
+    let put = store.put(record);
+    Box::pin(async move {
+        let expired = until_expiry(rt.as_ref());
+        let outcome = match futures_util::future::select(put, expired).await {
+            futures_util::future::Either::Left((outcome, _)) => outcome,
+            futures_util::future::Either::Right(_) => {
+                Err(StoreError::Unavailable("the write had not finished when the task expired".into()))
+            }
+        };
+        if let Err(e) = outcome {
+            let replica = cluster.as_ref().map(|m| m.replica.clone());
+            tracing::warn!(task = %id, replica = ?replica, error = %e,
+                "cannot store an ended task; the replica that ran it answers for it until its TTL");
+            failures.record(&e);
+            if cluster.is_some() {
+                until_expiry(rt.as_ref()).await;
+            }
+        }
+        if let Some(m) = cluster {
+            m.forget(mcp_proto::HeldKind::Task, &id).await;
+        }
+    })
+}
+
+/// Writes to the task store that failed ([`Status::task_store_failures`],
+/// [`Server::last_task_store_error`]).
+#[derive(Default)]
+struct StoreFailures {
+    count: AtomicU64,
+    last: Mutex<Option<String>>,
+}
+
+impl StoreFailures {
+    fn record(&self, e: &StoreError) {
+        self.count.fetch_add(1, AtomicOrdering::Relaxed);
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some(e.to_string());
+        }
+    }
+}
+
 /// What [`Server::shutdown`] could not finish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -1661,6 +1730,11 @@ pub struct Status {
     /// Whether this replica is in touch with its cluster ([`ServerBuilder::cluster`]):
     /// [`ClusterHealth::Standalone`] for a server in none.
     pub cluster: ClusterHealth,
+    /// Ended tasks the task store did not keep ([`TaskStore::put`] failed, or had not finished
+    /// when the task expired), since the server started (a counter). Such a task stays
+    /// reachable on this replica until its TTL (its directory entry is kept); the last error
+    /// is [`Server::last_task_store_error`].
+    pub task_store_failures: u64,
 }
 
 /// What the HTTP layer ([`HttpService`], and the accept loop of [`HttpService::serve`]) turned
@@ -1799,7 +1873,7 @@ impl Status {
     /// `shutting_down` as 0 or 1, `cluster_degraded` as 0 or 1, `cluster_queued`), then counters (`dropped_notifications_total` and one
     /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`, one
     /// `http_refused_<reason>_total` per [`HttpRefusals`] field, such as
-    /// `http_refused_per_peer_total`, and `dropped_records_total`).
+    /// `http_refused_per_peer_total`, `dropped_records_total` and `task_store_failures_total`).
     pub fn metrics(&self) -> impl Iterator<Item = (String, u64)> + '_ {
         let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let gauges = [
@@ -1833,5 +1907,6 @@ impl Status {
                     .map(|(reason, value)| (format!("http_refused_{reason}_total"), value)),
             )
             .chain(std::iter::once(("dropped_records_total".to_owned(), self.dropped_records)))
+            .chain(std::iter::once(("task_store_failures_total".to_owned(), self.task_store_failures)))
     }
 }

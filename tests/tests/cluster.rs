@@ -253,7 +253,7 @@ async fn replicas_on_redis_share_changes_keys_and_tasks_and_ride_out_an_outage()
         ended_unix_ms: 1,
         ttl_ms: 60_000,
     };
-    mcp_server::TaskStore::put(&store_b, record.clone()).await;
+    mcp_server::TaskStore::put(&store_b, record.clone()).await.unwrap();
     let got = mcp_server::TaskStore::get(&store_a, "alice".into(), "task-1".into()).await.unwrap();
     assert_eq!(got, Some(record));
     assert_eq!(mcp_server::TaskStore::get(&store_a, "bob".into(), "task-1".into()).await.unwrap(), None);
@@ -415,6 +415,100 @@ async fn redis_claims_once_keeps_records_until_they_expire_and_gives_back_only_i
     // Another cluster name is another ledger.
     let elsewhere = mcp_server::RedisCluster::new(&redis.url(), "elsewhere").unwrap();
     assert_eq!(elsewhere.claim("s1", far).await.unwrap(), None);
+}
+
+/// Redis's memory for its data, read over a plain connection (`INFO memory`): `used_memory`
+/// less what its clients' buffers hold (`mem_clients_normal`) and its Lua heap
+/// (`used_memory_lua`, where the arguments of recent scripts wait for the collector): both
+/// grow for a while with a large request or reply, and shrink again.
+fn redis_used_memory(port: u16) -> u64 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n").unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    while !text.contains("used_memory_peak:") {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "redis closed the INFO connection: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let field = |name: &str| -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap()
+    };
+    field("used_memory:")
+        .saturating_sub(field("mem_clients_normal:"))
+        .saturating_sub(field("used_memory_lua:"))
+}
+
+/// Issue 23: the Redis task store keeps to its byte budget, shared fairly and enforced in one
+/// script: a caller flooding it loses its own oldest records, another caller below its share
+/// still has its records kept (and keeps them while the first floods on), a record over its
+/// caller's share by itself is refused with `StoreError::Full`, and Redis's memory grows by
+/// about the budget, not by the flood.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_task_store_keeps_to_its_byte_budget_shared_fairly() {
+    use mcp_server::{StoreError, TaskStore};
+    let Some(redis) = Redis::start() else { return };
+    const BUDGET: u64 = 4 << 20;
+    const RESULT: usize = 256 << 10;
+    let store = mcp_server::RedisCluster::new(&redis.url(), "budget").unwrap().with_task_budget(BUDGET);
+    let record = |owner: &str, id: String, len: usize| mcp_proto::TaskRecord {
+        task_id: id,
+        owner: owner.into(),
+        task: serde_json::Map::from_iter([("result".to_owned(), json!("x".repeat(len)))]),
+        ended_unix_ms: 1,
+        ttl_ms: 600_000,
+    };
+    let held = |owner: &'static str, ids: std::ops::Range<u32>| {
+        let store = store.clone();
+        async move {
+            let mut n = 0;
+            for i in ids {
+                if store.get(owner.into(), format!("{owner}-{i:03}")).await.unwrap().is_some() {
+                    n += 1;
+                }
+            }
+            n
+        }
+    };
+    let before = redis_used_memory(redis.port);
+    // Alice floods 64 MiB: every write succeeds, her oldest going to make room.
+    for i in 0..256 {
+        store.put(record("alice", format!("alice-{i:03}"), RESULT)).await.unwrap();
+    }
+    let flooded = redis_used_memory(redis.port);
+    let fits = (BUDGET / (RESULT as u64 + 1024)) as u32;
+    assert!(held("alice", 0..256 - fits).await == 0, "alice's oldest are gone");
+    let alice = held("alice", 0..256).await;
+    assert!(alice > 0 && alice <= fits, "alice holds {alice}, at most {fits}");
+    assert_eq!(held("alice", 256 - alice..256).await, alice, "her newest are the ones kept");
+
+    // Bob, below his share, is stored, at the cost of alice's oldest.
+    for i in 0..4 {
+        store.put(record("bob", format!("bob-{i:03}"), RESULT)).await.unwrap();
+    }
+    assert_eq!(held("bob", 0..4).await, 4);
+    // Alice flooding on loses her own, never bob's.
+    for i in 256..320 {
+        store.put(record("alice", format!("alice-{i:03}"), RESULT)).await.unwrap();
+    }
+    assert_eq!(held("bob", 0..4).await, 4, "bob, within his share, keeps his records");
+    // A record larger than carol's share by itself is refused, and pushes nobody out.
+    let huge = store.put(record("carol", "carol-000".into(), 3 << 20)).await;
+    assert!(matches!(huge, Err(StoreError::Full { .. })), "{huge:?}");
+    assert_eq!(held("bob", 0..4).await, 4);
+    let after = redis_used_memory(redis.port);
+    eprintln!(
+        "redis used_memory: {before} before, {flooded} after alice's 64 MiB flood, {after} at the end \
+         (budget {BUDGET})"
+    );
+    assert!(after.saturating_sub(before) < 2 * BUDGET, "redis grew by {} bytes", after - before);
+    assert!(flooded.saturating_sub(before) < 2 * BUDGET, "redis grew by {} bytes", flooded - before);
+
+    // Redis down: the write fails, and says so.
+    drop(redis);
+    let down = store.put(record("bob", "bob-009".into(), 10)).await;
+    assert!(matches!(down, Err(StoreError::Unavailable(_))), "{down:?}");
 }
 
 /// Routing to the holder on Redis: a legacy session initialized on replica a is served through

@@ -14,7 +14,9 @@ use mcp_proto::http::HttpConfig;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{HandlerError, HeldKind, TaskSupport, Tool, ToolOutput};
 use mcp_server::cluster::{ADVERTISE_TTL, ENTRY_TTL};
-use mcp_server::{Cluster, InMemoryCluster, Server, ToolCall};
+use mcp_server::{
+    BoxFuture, Cluster, InMemoryCluster, Server, ServerBuilder, StoreError, TaskStore, ToolCall,
+};
 use mcp_tests::http::{
     block_on, each, ensure, event_data, poll_until, tokio_runtime, Client, Req, Response, Shim,
 };
@@ -26,14 +28,20 @@ const LEGACY: &str = "2025-11-25";
 const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Replica `name` of `cluster`: an `echo` tool, a task-capable `job` that sleeps `ms`, and a
-/// task `confirm` that asks the client a question; advertised at `addr`.
-async fn replica(shim: Shim, cluster: &Arc<InMemoryCluster>, name: &str, addr: SocketAddr) -> Server {
+/// task `confirm` that asks the client a question; advertised at `addr`; then `tweak`ed.
+async fn replica(
+    shim: Shim,
+    cluster: &Arc<InMemoryCluster>,
+    name: &str,
+    addr: SocketAddr,
+    tweak: Tweak,
+) -> Server {
     let job =
         Tool::new("job", "Sleeps ms", json!({"type": "object", "properties": {"ms": {"type": "integer"}}}))
             .task_support(TaskSupport::Optional);
     let confirm = Tool::new("confirm", "Asks, then answers", json!({"type": "object"}))
         .task_support(TaskSupport::Required);
-    Server::builder("forward", "1")
+    let builder = Server::builder("forward", "1")
         .tool(Tool::new("echo", "Echoes", json!({"type": "object"})), move |call: ToolCall| async move {
             Ok::<_, HandlerError>(ToolOutput::text(format!("echo {}", Value::Object(call.arguments.clone()))))
         })
@@ -59,7 +67,8 @@ async fn replica(shim: Shim, cluster: &Arc<InMemoryCluster>, name: &str, addr: S
             Ok::<_, HandlerError>(ToolOutput::text(format!("confirmed {}", answer["content"]["ok"])))
         })
         .cluster(cluster.clone() as Arc<dyn Cluster>, name)
-        .cluster_advertise(format!("http://{addr}/mcp"))
+        .cluster_advertise(format!("http://{addr}/mcp"));
+    tweak(builder)
         // The shared key ring: what lets b vouch to a for the client's address.
         .join()
         .await
@@ -87,14 +96,22 @@ fn serve_on(shim: Shim, listener: std::net::TcpListener, server: Server) {
     spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
 }
 
+/// A change to a replica's builder before it joins.
+type Tweak = fn(ServerBuilder) -> ServerBuilder;
+
 /// Two replicas `a` and `b` of one cluster, serving: their addresses and servers.
 fn pair(shim: Shim) -> (Arc<InMemoryCluster>, [(SocketAddr, Server); 2]) {
+    pair_with(shim, |b| b)
+}
+
+/// [`pair`], both replicas `tweak`ed.
+fn pair_with(shim: Shim, tweak: Tweak) -> (Arc<InMemoryCluster>, [(SocketAddr, Server); 2]) {
     let cluster = Arc::new(InMemoryCluster::default());
     let mut out = Vec::new();
     for name in ["a", "b"] {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
-        let server = block_on(shim, replica(shim, &cluster, name, addr));
+        let server = block_on(shim, replica(shim, &cluster, name, addr, tweak));
         serve_on(shim, listener, server.clone());
         out.push((addr, server));
     }
@@ -293,5 +310,75 @@ fn an_unreachable_holder_gets_404_and_loses_its_entry_and_nothing_is_forwarded_t
         // Without the header it goes to a.
         let resp = send(b, ALICE, &legacy(&sid, &call))?;
         ensure(resp.status() == 200 && resp.header("mcp-served-by") == Some("a"), || format!("{resp:?}"))
+    });
+}
+
+/// A task store that is down: every write fails, and it holds nothing.
+struct DownStore;
+
+impl TaskStore for DownStore {
+    fn put(&self, _: mcp_proto::TaskRecord) -> BoxFuture<Result<(), StoreError>> {
+        Box::pin(std::future::ready(Err(StoreError::Unavailable("the test store is down".into()))))
+    }
+
+    fn get(&self, _: String, _: String) -> BoxFuture<Result<Option<mcp_proto::TaskRecord>, HandlerError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+}
+
+fn down_store(b: ServerBuilder) -> ServerBuilder {
+    b.task_store(Some(Arc::new(DownStore)))
+}
+
+/// Issue 23: a task whose record the store could not keep stays in the directory, so a
+/// `tasks/get` through another replica is forwarded to the one that ran it (which still holds
+/// it until its TTL) rather than answered "unknown task"; the failed write shows in the
+/// holder's `Status` and metrics.
+#[test]
+fn an_ended_task_the_store_failed_to_keep_is_still_reached_through_another_replica() {
+    each(|shim| {
+        let (cluster, [(a, server_a), (b, _)]) = pair_with(shim, down_store);
+        let job = start(a, BOB, "job", json!({"ms": 20}))?;
+        until(a, BOB, &job, "completed")?;
+        poll_until("a counts the failed write", Duration::from_secs(10), || {
+            Ok((server_a.status().task_store_failures >= 1).then_some(()))
+        })?;
+        let last = server_a.last_task_store_error();
+        ensure(last.as_deref().is_some_and(|e| e.contains("the test store is down")), || {
+            format!("{last:?}")
+        })?;
+        let counted = server_a.status().metrics().any(|(n, v)| n == "task_store_failures_total" && v >= 1);
+        ensure(counted, || "no task_store_failures_total in the metrics".to_owned())?;
+
+        let entry = block_on(shim, cluster.locate(HeldKind::Task, &job)).map_err(|e| e.to_string())?;
+        ensure(entry.is_some_and(|l| &*l.replica == "a"), || format!("the entry is gone: {job}"))?;
+        let resp = send(b, BOB, &modern(2, "tasks/get", json!({"taskId": job})))?;
+        ensure(resp.header("mcp-served-by") == Some("a"), || format!("not forwarded to a: {resp:?}"))?;
+        let got = message(&resp)?;
+        ensure(got["result"]["status"] == "completed", || format!("the ended task through b: {got}"))?;
+        ensure(got["result"]["result"]["content"][0]["text"] == "done 20", || format!("{got}"))
+    });
+}
+
+/// Issue 23: the directory entry a failed write kept goes once the task's TTL passes (the
+/// holder's engine forgets the task then), and the task is unknown everywhere from then on.
+#[test]
+fn the_entry_a_failed_write_kept_goes_when_the_task_expires() {
+    each(|shim| {
+        let (cluster, [(a, server_a), (b, _)]) = pair_with(shim, |b| {
+            let mut b = down_store(b);
+            b.config_mut().limits.task_ttl(Duration::from_millis(500));
+            b
+        });
+        let job = start(a, BOB, "job", json!({"ms": 20}))?;
+        poll_until("a counts the failed write", Duration::from_secs(10), || {
+            Ok((server_a.status().task_store_failures >= 1).then_some(()))
+        })?;
+        poll_until("the entry goes", Duration::from_secs(20), || {
+            let entry = block_on(shim, cluster.locate(HeldKind::Task, &job)).map_err(|e| e.to_string())?;
+            Ok(entry.is_none().then_some(()))
+        })?;
+        let gone = rpc(b, BOB, &modern(2, "tasks/get", json!({"taskId": job})))?;
+        ensure(gone["error"]["code"] == -32602, || format!("an expired task through b: {gone}"))
     });
 }
