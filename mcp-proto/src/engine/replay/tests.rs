@@ -89,19 +89,24 @@ fn form(name: &str) -> InputRequest {
     .unwrap()
 }
 
-/// Round 1 asks for a name; the retry (its params, sent with `caps`) answers it and is used once
-/// on `rig`, whose handler then asks again (an `input_required` to replay). Returns the retry
-/// and the recorded answer.
-fn recorded_prompt(rig: &mut Rig, caps: Value) -> (Value, Value) {
-    let first = modern(json!({"name": "ask", "arguments": {"x": 1}}), caps.clone());
+/// Round 1 (sent with `first_caps`) asks for a name; returns the params of the retry that
+/// answers it, sent with `caps`.
+fn retry_of_round_one(rig: &mut Rig, first_caps: Value, caps: Value) -> Value {
+    let first = modern(json!({"name": "ask", "arguments": {"x": 1}}), first_caps);
     let inv = invocation(rig.send(1, &first)).expect("round 1 runs");
     rig.engine.ask(rig.now, inv.ticket.call(), vec![("name".into(), form("name"))]).unwrap_err();
     let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
-    let retry = modern(
+    modern(
         json!({"name": "ask", "arguments": {"x": 1}, "requestState": state,
             "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}}),
         caps,
-    );
+    )
+}
+
+/// The retry of round 1 (sent with `caps`) is used once on `rig`, whose handler then asks
+/// again (an `input_required` to replay). Returns the retry and the recorded answer.
+fn recorded_prompt(rig: &mut Rig, caps: Value) -> (Value, Value) {
+    let retry = retry_of_round_one(rig, caps.clone(), caps);
     let inv = invocation(rig.send(2, &retry)).expect("the first use runs");
     rig.engine.ask(rig.now, inv.ticket.call(), vec![("age".into(), form("age"))]).unwrap_err();
     let recorded = frame(&rig.drain());
@@ -119,34 +124,29 @@ fn runs(outs: &[Output<u32>]) -> bool {
     outs.iter().any(|o| matches!(o, Output::Invoke(_)))
 }
 
-#[test]
-fn a_copy_from_a_caller_the_server_gate_now_refuses_is_refused() {
+/// Closes the gate `switch` picks after a retry was recorded: a copy gets `refusal` (the
+/// error a fresh round gets) and runs nothing; reopened, a copy gets the record, which stayed.
+fn refused_while_closed(switch: impl Fn(&Rig) -> &AtomicBool, refusal: Value) {
     let mut rig = Rig::new(false);
     let (retry, recorded) = recorded_prompt(&mut rig, elicitation());
-    rig.server_open.store(false, Ordering::SeqCst);
+    switch(&rig).store(false, Ordering::SeqCst);
     let outs = rig.send(3, &retry);
     assert!(!runs(&outs));
     let r = frame(&outs);
-    assert_eq!(r["error"]["message"], "forbidden: this caller may not use this server", "{r}");
-    // The record is kept: once the caller is let in again, its copy gets it.
-    rig.server_open.store(true, Ordering::SeqCst);
+    assert_eq!(r["error"], refusal, "{r}");
+    switch(&rig).store(true, Ordering::SeqCst);
     assert!(same_answer(frame(&rig.send(4, &retry)), &recorded));
 }
 
 #[test]
+fn a_copy_from_a_caller_the_server_gate_now_refuses_is_refused() {
+    let message = "forbidden: this caller may not use this server";
+    refused_while_closed(|r| &r.server_open, json!({"code": -32602, "message": message}));
+}
+
+#[test]
 fn a_copy_of_a_call_to_a_tool_the_caller_lost_is_answered_as_for_an_unknown_tool() {
-    let mut rig = Rig::new(false);
-    let (retry, recorded) = recorded_prompt(&mut rig, elicitation());
-    rig.tool_open.store(false, Ordering::SeqCst);
-    let outs = rig.send(3, &retry);
-    assert!(!runs(&outs));
-    let r = frame(&outs);
-    assert_eq!(
-        (r["error"]["code"].clone(), r["error"]["message"].clone()),
-        (json!(-32602), json!("unknown tool: ask"))
-    );
-    rig.tool_open.store(true, Ordering::SeqCst);
-    assert!(same_answer(frame(&rig.send(4, &retry)), &recorded));
+    refused_while_closed(|r| &r.tool_open, json!({"code": -32602, "message": "unknown tool: ask"}));
 }
 
 #[test]
@@ -171,17 +171,9 @@ fn a_copy_without_the_capability_the_recorded_prompt_needs_gets_the_fresh_refusa
 fn a_copy_of_a_retry_that_made_a_task_needs_the_tasks_extension() {
     let mut rig = Rig::new(false);
     let caps = json!({"elicitation": {}, "extensions": {TASKS: {}}});
-    // Round 1 runs as a call (a task cannot answer input_required on its request)...
-    let first = modern(json!({"name": "ask", "arguments": {"x": 1}}), json!({"elicitation": {}}));
-    let inv = invocation(rig.send(1, &first)).expect("round 1 runs");
-    rig.engine.ask(rig.now, inv.ticket.call(), vec![("name".into(), form("name"))]).unwrap_err();
-    let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
-    // ... and its retry, declaring the extension, becomes a task.
-    let retry = modern(
-        json!({"name": "ask", "arguments": {"x": 1}, "requestState": state,
-            "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}}),
-        caps,
-    );
+    // Round 1 runs as a call (a task cannot answer input_required on its request), and its
+    // retry, declaring the extension, becomes a task.
+    let retry = retry_of_round_one(&mut rig, elicitation(), caps);
     let outs = rig.send(2, &retry);
     let recorded = frame(&outs);
     assert_eq!(recorded["result"]["resultType"], "task", "{recorded}");
@@ -243,15 +235,7 @@ fn through_the_shared_ledger_a_refused_copy_is_never_claimed_and_a_record_is_rec
 #[test]
 fn a_recorded_result_that_needs_no_capability_is_replayed_to_any_copy() {
     let mut rig = Rig::new(false);
-    let first = modern(json!({"name": "ask", "arguments": {"x": 1}}), elicitation());
-    let inv = invocation(rig.send(1, &first)).expect("round 1 runs");
-    rig.engine.ask(rig.now, inv.ticket.call(), vec![("name".into(), form("name"))]).unwrap_err();
-    let state = frame(&rig.drain())["result"]["requestState"].as_str().unwrap().to_owned();
-    let retry = modern(
-        json!({"name": "ask", "arguments": {"x": 1}, "requestState": state,
-            "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}}),
-        elicitation(),
-    );
+    let retry = retry_of_round_one(&mut rig, elicitation(), elicitation());
     let inv = invocation(rig.send(2, &retry)).expect("the first use runs");
     rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
     let recorded = frame(&rig.drain());
