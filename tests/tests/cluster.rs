@@ -258,6 +258,14 @@ async fn replicas_on_redis_share_changes_keys_and_tasks_and_ride_out_an_outage()
     assert_eq!(got, Some(record));
     assert_eq!(mcp_server::TaskStore::get(&store_a, "bob".into(), "task-1".into()).await.unwrap(), None);
 
+    // One continuation epoch: a moves it on (INCR), b hears of it, and a replica joining now
+    // starts in it.
+    assert_eq!((a.epoch(), b.epoch()), (0, 0));
+    assert_eq!(a.move_epoch().await.unwrap(), 1);
+    until("b in epoch 1", || b.epoch() == 1).await;
+    let c = redis_replica(&url, "c").join().await.unwrap();
+    assert_eq!(c.epoch(), 1, "a joining replica takes the cluster's epoch");
+
     // Redis goes away: b serves on, reports degraded, and keeps the change it raises.
     let port = redis.port;
     drop(redis);
