@@ -751,7 +751,7 @@ impl<H: Clone> Engine<H> {
             return Ok(Answer::Now(answer));
         }
         if as_task {
-            self.task_room(caller.binding())?;
+            self.task_room(now, caller.binding())?;
         }
         let answer = self.invoke(
             now,

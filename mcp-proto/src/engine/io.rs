@@ -178,11 +178,15 @@ pub enum CancelReason {
     /// The engine answered it on the handler's behalf: a 2026-07-28 call that asked the client
     /// for input was answered `input_required`, and the client's retry runs the handler again.
     Suspended,
+    /// It ran as a task of a caller above its fair share of the task table, and was cancelled
+    /// to make room for the task of a caller below its share
+    /// ([`Limits::max_tasks`](crate::Limits::max_tasks)); the task ended `cancelled`.
+    Displaced,
 }
 
 impl CancelReason {
     /// A short stable name for logs and metrics: `cancelled`, `timed_out`, `closed`,
-    /// `refused`, `shutdown` or `suspended`.
+    /// `refused`, `shutdown`, `suspended` or `displaced`.
     pub fn as_str(self) -> &'static str {
         match self {
             CancelReason::Peer => "cancelled",
@@ -191,6 +195,7 @@ impl CancelReason {
             CancelReason::Shutdown => "shutdown",
             CancelReason::Suspended => "suspended",
             CancelReason::Refused => "refused",
+            CancelReason::Displaced => "displaced",
         }
     }
 }
@@ -231,7 +236,8 @@ pub struct Refusals {
     /// Calls that ran past [`Limits::call_timeout`](crate::Limits::call_timeout).
     pub timed_out: u64,
     /// Entries closed to make room for a caller below its fair share
-    /// ([`CloseReason::Displaced`]).
+    /// ([`CloseReason::Displaced`]), and running tasks cancelled for one
+    /// ([`CancelReason::Displaced`]).
     pub displaced: u64,
     /// Streams closed to make room for a newer one of the same caller
     /// ([`CloseReason::Evicted`]).

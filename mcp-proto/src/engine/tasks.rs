@@ -36,6 +36,9 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Ended-task records kept for [`Engine::poll_ended_task`] before the oldest is dropped.
 const ENDED_QUEUE_CAP: usize = 1024;
 
+/// The status message of a running task cancelled to make room for another caller's.
+const DISPLACED_MESSAGE: &str = "cancelled by the server to make room for another caller's task";
+
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -71,6 +74,11 @@ impl TaskStatus {
 }
 
 /// An ended task, for a store that keeps tasks beyond this engine ([`Engine::poll_ended_task`]).
+///
+/// The engine hands over only records whose `task` serializes (as JSON) to at most
+/// [`Limits::max_task_result_bytes`](crate::Limits::max_task_result_bytes) bytes, so a store
+/// may bound what it keeps by that; the `task_id` (43 bytes) and the `owner` (the caller's
+/// identity or peer address) come on top.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
     /// The task id.
@@ -136,6 +144,9 @@ struct Task {
     version: crate::version::ProtocolVersion,
     /// `("result", ..)` or `("error", ..)` once ended (cancelled: none).
     outcome: Option<(&'static str, Value)>,
+    /// Bytes of its JSON view once ended and kept (see [`Engine::measure`]), which it counts
+    /// for under [`crate::Limits::max_ended_task_bytes`]; 0 while it runs.
+    bytes: usize,
     status_message: Option<String>,
     /// The requests its handler waits on, in the order asked.
     pending: Vec<Pending>,
@@ -150,17 +161,31 @@ struct Task {
     expires: Option<Instant>,
 }
 
+/// What one caller holds in the task table.
+#[derive(Default)]
+struct Holding {
+    /// Its tasks, running and ended: its count under [`crate::Limits::max_tasks`].
+    tasks: usize,
+    /// Bytes of its ended tasks: its count under [`crate::Limits::max_ended_task_bytes`].
+    bytes: usize,
+}
+
 /// The task table.
 #[derive(Default)]
 pub(super) struct Tasks {
     /// By serial: the order tasks were made in, which eviction follows.
     by_serial: BTreeMap<u64, Task>,
     by_id: HashMap<String, u64>,
-    /// Tasks held per caller binding (only callers holding some).
-    held: HashMap<String, usize>,
+    /// What each caller binding holds (only callers holding some task).
+    held: HashMap<String, Holding>,
+    /// Bytes of every ended task held.
+    bytes: usize,
     /// Task ids minted so far: the counter of the id PRF.
     minted: u64,
-    ended: VecDeque<TaskRecord>,
+    /// Records waiting for [`Engine::poll_ended_task`], each with its size.
+    ended: VecDeque<(usize, TaskRecord)>,
+    /// Bytes of the records waiting.
+    ended_bytes: usize,
 }
 
 impl Tasks {
@@ -169,7 +194,7 @@ impl Tasks {
     }
 
     fn insert(&mut self, serial: u64, task: Task) {
-        *self.held.entry(task.owner.clone()).or_default() += 1;
+        self.held.entry(task.owner.clone()).or_default().tasks += 1;
         self.by_id.insert(task.id.clone(), serial);
         self.by_serial.insert(serial, task);
     }
@@ -177,19 +202,88 @@ impl Tasks {
     fn remove(&mut self, serial: u64) -> Option<Task> {
         let task = self.by_serial.remove(&serial)?;
         self.by_id.remove(&task.id);
-        if let Some(n) = self.held.get_mut(&task.owner) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
+        self.bytes = self.bytes.saturating_sub(task.bytes);
+        if let Some(h) = self.held.get_mut(&task.owner) {
+            h.tasks = h.tasks.saturating_sub(1);
+            h.bytes = h.bytes.saturating_sub(task.bytes);
+            if h.tasks == 0 {
                 self.held.remove(&task.owner);
             }
         }
         Some(task)
     }
 
-    /// The oldest ended task of `owner`.
-    fn oldest_ended(&self, owner: &str) -> Option<u64> {
-        self.by_serial.iter().find(|(_, t)| t.owner == owner && t.status.is_terminal()).map(|(s, _)| *s)
+    /// Counts the ended task `serial` as `bytes` from now on.
+    fn keep(&mut self, serial: u64, bytes: usize) {
+        let Some(t) = self.by_serial.get_mut(&serial) else { return };
+        let before = std::mem::replace(&mut t.bytes, bytes);
+        self.bytes = self.bytes.saturating_sub(before).saturating_add(bytes);
+        if let Some(h) = self.held.get_mut(&t.owner) {
+            h.bytes = h.bytes.saturating_sub(before).saturating_add(bytes);
+        }
     }
+
+    fn holding(&self, owner: &str) -> (usize, usize) {
+        self.held.get(owner).map_or((0, 0), |h| (h.tasks, h.bytes))
+    }
+
+    /// The oldest ended task of `owner`, other than `except`.
+    fn oldest_ended(&self, owner: &str, except: Option<u64>) -> Option<u64> {
+        self.by_serial
+            .iter()
+            .find(|(s, t)| t.owner == owner && t.status.is_terminal() && Some(**s) != except)
+            .map(|(s, _)| *s)
+    }
+
+    /// The newest running task of `owner`: of its tasks, the one that has done the least.
+    fn newest_running(&self, owner: &str) -> Option<u64> {
+        self.by_serial
+            .iter()
+            .rev()
+            .find(|(_, t)| t.owner == owner && !t.status.is_terminal())
+            .map(|(s, _)| *s)
+    }
+
+    /// The callers other than `owner` holding more than `share` by `count`, the most first
+    /// (ties: the smallest binding, so the choice never depends on hash order).
+    fn above(&self, owner: &str, share: usize, count: impl Fn(&Holding) -> usize) -> Vec<String> {
+        let mut above: Vec<(&String, usize)> = self
+            .held
+            .iter()
+            .map(|(b, h)| (b, count(h)))
+            .filter(|(b, n)| *n > share && b.as_str() != owner)
+            .collect();
+        above.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        above.into_iter().map(|(b, _)| b.clone()).collect()
+    }
+
+    /// Queues the record of a task that just ended for the store, within the queue's bounds.
+    fn queue(&mut self, bytes: usize, record: TaskRecord, max_bytes: usize) {
+        self.ended_bytes = self.ended_bytes.saturating_add(bytes);
+        self.ended.push_back((bytes, record));
+        while self.ended.len() > ENDED_QUEUE_CAP || self.ended_bytes > max_bytes {
+            let Some((n, _)) = self.ended.pop_front() else { break };
+            self.ended_bytes = self.ended_bytes.saturating_sub(n);
+        }
+    }
+}
+
+/// Bytes of `value` serialized as JSON, counted without building the text.
+fn json_len(value: &(impl serde::Serialize + ?Sized)) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Only a Serialize impl that reports its own failure fails; JSON values never do.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// ISO-8601 UTC with milliseconds, from Unix milliseconds.
@@ -266,7 +360,7 @@ impl<H: Clone> Engine<H> {
 
     /// Makes room for one more task of `owner` under [`crate::Limits::max_tasks`] (see there
     /// for the rule), or says why there is none.
-    pub(super) fn task_room(&mut self, owner: &str) -> Result<(), RpcError> {
+    pub(super) fn task_room(&mut self, now: Instant, owner: &str) -> Result<(), RpcError> {
         if self.config.seed.is_none() {
             return Err(RpcError::new(ErrorCode::InternalError, "tasks need an engine seed (Config::seed)"));
         }
@@ -277,34 +371,46 @@ impl<H: Clone> Engine<H> {
         if self.tasks.len() < max {
             return Ok(());
         }
-        if let Some(serial) = self.tasks.oldest_ended(owner) {
+        if let Some(serial) = self.tasks.oldest_ended(owner, None) {
             self.drop_task(serial);
             return Ok(());
         }
         let holders = self.tasks.held.len() + usize::from(!self.tasks.held.contains_key(owner));
         let share = crate::Limits::fair_share(max, holders);
-        let mine = self.tasks.held.get(owner).copied().unwrap_or(0);
-        if mine < share {
-            // The caller holding the most among those above their share with an ended task
-            // (ties: the smallest binding, so the choice does not depend on hash order).
-            let mut above: Vec<(&String, usize)> = self
-                .tasks
-                .held
-                .iter()
-                .filter(|(b, n)| **n > share && b.as_str() != owner)
-                .map(|(b, n)| (b, *n))
-                .collect();
-            above.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-            let victim = above.into_iter().find_map(|(b, _)| self.tasks.oldest_ended(b));
-            if let Some(serial) = victim {
-                self.drop_task(serial);
-                return Ok(());
-            }
-            let msg = format!("too many tasks (server-wide limit {max}, and no ended task may make room)");
-            return Err(RpcError::limit(Bound::Capacity, msg));
+        if self.tasks.holding(owner).0 >= share {
+            let msg = format!("too many tasks (server-wide limit {max}, this caller's share {share})");
+            return Err(RpcError::limit(Bound::Share, msg));
         }
-        let msg = format!("too many tasks (server-wide limit {max}, this caller's share {share})");
-        Err(RpcError::limit(Bound::Share, msg))
+        // Below its share, the caller takes a place from those above theirs: an ended task if
+        // any of them has one, else the greediest one's newest running task.
+        let above = self.tasks.above(owner, share, |h| h.tasks);
+        if let Some(serial) = above.iter().find_map(|b| self.tasks.oldest_ended(b, None)) {
+            self.drop_task(serial);
+            return Ok(());
+        }
+        if let Some(serial) = above.first().and_then(|b| self.tasks.newest_running(b)) {
+            self.displace_task(now, serial);
+            return Ok(());
+        }
+        // More callers hold tasks than there are places, each within its share of 1.
+        let msg =
+            format!("too many tasks (server-wide limit {max}, held by {holders} callers within their share)");
+        Err(RpcError::limit(Bound::Capacity, msg))
+    }
+
+    /// Cancels the running task `serial` to make room for another caller's, as `tasks/cancel`
+    /// would (its handler is told to stop), and forgets it: its caller learns of it from its
+    /// listen streams and the task store.
+    fn displace_task(&mut self, now: Instant, serial: u64) {
+        let call = self.tasks.by_serial.get_mut(&serial).and_then(|t| t.call.take());
+        if let Some(call) = call {
+            if self.finish_call(call).is_some() {
+                self.out.push_back(Output::Cancel { call, reason: CancelReason::Displaced });
+            }
+        }
+        self.end_task(now, serial, TaskStatus::Cancelled, None, Some(DISPLACED_MESSAGE.into()));
+        self.drop_task(serial);
+        self.refusals.displaced += 1;
     }
 
     fn drop_task(&mut self, serial: u64) {
@@ -360,6 +466,7 @@ impl<H: Clone> Engine<H> {
             call: Some(call),
             version,
             outcome: None,
+            bytes: 0,
             status_message: None,
             pending: Vec::new(),
             answers: Map::new(),
@@ -412,7 +519,7 @@ impl<H: Clone> Engine<H> {
             return Err(TaskError::NotEligible);
         }
         let owner = self.caller(c.conn).binding().to_owned();
-        self.task_room(&owner).map_err(TaskError::Refused)?;
+        self.task_room(now, &owner).map_err(TaskError::Refused)?;
         self.begin_task(now, call).map_err(TaskError::Refused)?;
         let serial = self.calls.get(call).and_then(|c| c.task).ok_or(TaskError::Stale)?;
         self.tasks.by_serial.get(&serial).map(|t| t.id.clone()).ok_or(TaskError::Stale)
@@ -696,30 +803,107 @@ impl<H: Clone> Engine<H> {
         t.answers.clear();
         t.updated_ms = now_ms;
         t.ask_deadline = None;
+        let id = t.id.clone();
+        let kept = self.keep_ended(serial);
+        // Its caller's listen streams learn how it ended, even when nothing of it is kept.
+        self.task_changed(serial);
+        self.report_holding(super::HeldKind::Task, &id, false);
+        let Some(bytes) = kept else {
+            self.tasks.remove(serial);
+            return;
+        };
+        let Some(t) = self.tasks.by_serial.get_mut(&serial) else { return };
         // Same rounding as every engine timer: a zero TTL still waits 1 ms.
         t.expires = now.checked_add(ttl.max(Duration::from_millis(1)));
         if let Some(at) = t.expires {
             self.timers.arm(at, Timer::Task(serial));
         }
-        self.task_changed(serial);
-        let mut task = Map::new();
-        if let Some(t) = self.tasks.by_serial.get(&serial) {
-            task = self.detailed(t);
-        }
         let Some(t) = self.tasks.by_serial.get(&serial) else { return };
         let record = TaskRecord {
-            task_id: t.id.clone(),
+            task_id: id,
             owner: t.owner.clone(),
-            task,
+            task: self.detailed(t),
             ended_unix_ms: now_ms,
             ttl_ms: positive_ms(ttl),
         };
-        if self.tasks.ended.len() >= ENDED_QUEUE_CAP {
-            self.tasks.ended.pop_front();
+        self.tasks.queue(bytes, record, self.config.limits.max_ended_task_bytes);
+    }
+
+    /// Bytes of the JSON view of the ended task `t` (what [`detailed`](Self::detailed) gives),
+    /// counted without building it: its fields, then its outcome.
+    fn measure(&self, t: &Task) -> usize {
+        let fields = json_len(&self.task_fields(t));
+        match &t.outcome {
+            // `{..}` becomes `{..,"field":value}`: the map has fields, so a comma comes first.
+            Some((field, value)) => fields + 1 + json_len(*field) + 1 + json_len(value),
+            None => fields,
         }
-        let id = record.task_id.clone();
-        self.tasks.ended.push_back(record);
-        self.report_holding(super::HeldKind::Task, &id, false);
+    }
+
+    /// Keeps the task `serial`, which just ended, under [`crate::Limits::max_task_result_bytes`]
+    /// and [`crate::Limits::max_ended_task_bytes`] (see there for the rule): the bytes it is
+    /// counted for, having become the `result_too_large` failure if its outcome did not fit, or
+    /// `None` when not even that fits.
+    fn keep_ended(&mut self, serial: u64) -> Option<usize> {
+        let per_task = self.config.limits.max_task_result_bytes;
+        let mut bytes = self.measure(self.tasks.by_serial.get(&serial)?);
+        if bytes > per_task {
+            self.too_large(serial, bytes, format!("the {per_task}-byte limit"), per_task);
+            bytes = self.measure(self.tasks.by_serial.get(&serial)?);
+            if bytes > per_task {
+                return None;
+            }
+        }
+        if let Err(share) = self.room_for_bytes(serial, bytes) {
+            self.too_large(serial, bytes, format!("this caller's {share}-byte share of ended tasks"), share);
+            bytes = self.measure(self.tasks.by_serial.get(&serial)?);
+            if bytes > per_task || self.room_for_bytes(serial, bytes).is_err() {
+                return None;
+            }
+        }
+        self.tasks.keep(serial, bytes);
+        Some(bytes)
+    }
+
+    /// Makes room for `bytes` more of ended tasks for the caller of the task `serial`, by
+    /// forgetting other ended tasks under the share rule; `Err` with the caller's share when
+    /// nobody may be made to forget one for it.
+    fn room_for_bytes(&mut self, serial: u64, bytes: usize) -> Result<(), usize> {
+        let max = self.config.limits.max_ended_task_bytes;
+        let owner = self.tasks.by_serial.get(&serial).map(|t| t.owner.clone()).unwrap_or_default();
+        loop {
+            if self.tasks.bytes.saturating_add(bytes) <= max {
+                return Ok(());
+            }
+            let holders = self.tasks.held.iter().filter(|(b, h)| h.bytes > 0 || **b == owner).count();
+            let share = crate::Limits::fair_share(max, holders);
+            let own = if self.tasks.holding(&owner).1.saturating_add(bytes) >= share {
+                self.tasks.oldest_ended(&owner, Some(serial))
+            } else {
+                None
+            };
+            let victim = own.or_else(|| {
+                let greediest = self.tasks.above(&owner, share, |h| h.bytes).into_iter().next()?;
+                self.tasks.oldest_ended(&greediest, Some(serial))
+            });
+            let Some(victim) = victim else { return Err(share) };
+            self.drop_task(victim);
+        }
+    }
+
+    /// The ended task `serial` failed to fit in `limit` bytes (`what` names the bound): it
+    /// becomes a `-32603` failure saying so, its outcome dropped.
+    fn too_large(&mut self, serial: u64, bytes: usize, what: String, limit: usize) {
+        let Some(t) = self.tasks.by_serial.get_mut(&serial) else { return };
+        let message = format!("task result of {bytes} bytes exceeds {what}");
+        let error = serde_json::json!({
+            "code": ErrorCode::InternalError.code(),
+            "message": message,
+            "data": {"reason": super::encode::RESULT_TOO_LARGE, "bytes": bytes, "limit": limit},
+        });
+        t.status = TaskStatus::Failed;
+        t.outcome = Some(("error", error));
+        t.status_message = Some(message);
     }
 
     /// Whether task `id` is in the table, whoever holds it.
@@ -740,10 +924,15 @@ impl<H: Clone> Engine<H> {
     }
 
     /// The oldest ended task not yet taken, for a store that keeps tasks beyond this engine;
-    /// `None` when there is none. At most 1024 wait (the oldest is dropped past that). Drain it
-    /// after [`poll_output`](Self::poll_output).
+    /// `None` when there is none. Its `task` serializes to at most
+    /// [`Limits::max_task_result_bytes`](crate::Limits::max_task_result_bytes) bytes. At most
+    /// 1024 wait, holding at most
+    /// [`Limits::max_ended_task_bytes`](crate::Limits::max_ended_task_bytes) together (the
+    /// oldest is dropped past either). Drain it after [`poll_output`](Self::poll_output).
     pub fn poll_ended_task(&mut self) -> Option<TaskRecord> {
-        self.tasks.ended.pop_front()
+        let (bytes, record) = self.tasks.ended.pop_front()?;
+        self.tasks.ended_bytes = self.tasks.ended_bytes.saturating_sub(bytes);
+        Some(record)
     }
 
     /// Tasks held (running and ended), for an operator's view.
@@ -822,6 +1011,9 @@ impl<H: Clone> Engine<H> {
         true
     }
 }
+
+#[cfg(test)]
+mod bounds_tests;
 
 #[cfg(test)]
 mod tests {

@@ -39,7 +39,9 @@ mod outer;
 /// - Slow readers and the engine-wide call table (the last block):
 ///   [`stall_timeout`](Self::stall_timeout), [`max_calls`](Self::max_calls).
 /// - Tasks (the `io.modelcontextprotocol/tasks` extension): [`max_tasks`](Self::max_tasks),
-///   [`task_ttl`](Self::task_ttl), [`task_poll_interval`](Self::task_poll_interval).
+///   [`task_ttl`](Self::task_ttl), [`task_poll_interval`](Self::task_poll_interval),
+///   [`max_task_result_bytes`](Self::max_task_result_bytes),
+///   [`max_ended_task_bytes`](Self::max_ended_task_bytes).
 /// - HTTP sessions and streams: [`max_sessions`](Self::max_sessions),
 ///   [`session_idle`](Self::session_idle), [`session_handshake`](Self::session_handshake),
 ///   [`max_streams`](Self::max_streams), [`max_streams_per_caller`](Self::max_streams_per_caller),
@@ -151,6 +153,8 @@ pub struct Limits {
     pub(crate) max_tasks: usize,
     pub(crate) task_ttl: Duration,
     pub(crate) task_poll_interval: Duration,
+    pub(crate) max_task_result_bytes: usize,
+    pub(crate) max_ended_task_bytes: usize,
 }
 
 /// What happens when a caller already holds [`Limits::max_streams_per_caller`] streams and
@@ -238,6 +242,8 @@ impl Default for Limits {
             max_tasks: 1024,
             task_ttl: Duration::from_secs(5 * 60),
             task_poll_interval: Duration::from_millis(500),
+            max_task_result_bytes: 4 * 1024 * 1024,
+            max_ended_task_bytes: 32 * 1024 * 1024,
         }
     }
 }

@@ -303,17 +303,31 @@ impl Limits {
     /// Most tasks the engine holds at once, running and ended together. Default 1024.
     ///
     /// The table is shared fairly among callers ([`fair_share`](Self::fair_share) over the
-    /// callers holding tasks, the asking caller counted). When it is full, a new task first
-    /// takes the place of the asking caller's own oldest ended task; failing that, a caller below
-    /// its share takes the place of the oldest ended task of the caller holding the most tasks,
-    /// if that caller is above its share. Running tasks are never displaced. When no place can
-    /// be made the `tools/call` is refused at once and its handler never runs: `-32600` "too
-    /// many tasks" (a share limit) when the caller holds its share or more, `-32603` (a capacity
-    /// limit) when the table is full of running tasks and ended ones of callers within their
-    /// share. An ended task that made room is gone from the engine: a `tasks/get` for it is
-    /// answered `-32602` "unknown task", unless a task store kept beyond the engine
+    /// callers holding tasks, running or ended, the asking caller counted). When it is full, a
+    /// new task first takes the place of the asking caller's own oldest ended task. Failing
+    /// that, a caller at or above its share is refused; a caller below its share takes the
+    /// place of the oldest ended task of the caller holding the most tasks among those above
+    /// their share that hold one, else of the newest running task of the caller holding the
+    /// most tasks (above its share: one always is when the asking caller is below its share).
+    /// That running task is cancelled as `tasks/cancel` would cancel it (its handler is told
+    /// to stop, with [`CancelReason::Displaced`](crate::CancelReason::Displaced)), ends
+    /// `cancelled` with the status message "cancelled by the server to make room for another
+    /// caller's task" (what its caller's listen streams and the task store are told), and is
+    /// forgotten; it counts in
+    /// [`Refusals::displaced`](crate::Refusals::displaced). A task of a caller at or below its
+    /// share never makes room for another caller's. When no place can be made the `tools/call`
+    /// is refused at once and its handler never runs: `-32600` "too many tasks" (a share limit)
+    /// when the caller holds its share or more, `-32603` (a capacity limit) when every caller
+    /// holding tasks is within its share (more callers than places). An ended task that made
+    /// room is gone from the engine: a `tasks/get` for it is answered `-32602` "unknown task",
+    /// unless a task store kept beyond the engine
     /// ([`RegistryMut::set_task_lookup`](crate::RegistryMut::set_task_lookup)) still holds it.
     /// With 0 every task is refused.
+    ///
+    /// There is no separate bound on one caller's running tasks: a running task is a call in
+    /// flight, counted under [`max_calls`](Self::max_calls) and its fair share like any other
+    /// call, and the share rule above takes a lone caller's tasks back, newest first, as other
+    /// callers come.
     pub fn max_tasks(&mut self, tasks: usize) -> &mut Self {
         self.max_tasks = tasks;
         self
@@ -343,8 +357,61 @@ impl Limits {
         self
     }
 
+    /// Largest ended task the engine keeps, in bytes of its JSON as `tasks/get` shows it
+    /// without `resultType` and `_meta`: the task's `result` or `error`, plus its id, status,
+    /// status message and times (about 250 bytes). Default 4 MiB.
+    ///
+    /// A task whose result (or error) makes it larger ends `failed` instead, with the error
+    /// `-32603` "task result of N bytes exceeds the M-byte limit" (`data`: `reason:
+    /// "result_too_large"`, `bytes` and `limit`); that is what `tasks/get`, the caller's listen
+    /// streams and the task store are shown, and the handler's result is dropped. So the `task`
+    /// of every [`TaskRecord`](crate::TaskRecord) the engine hands a task store
+    /// ([`Engine::poll_ended_task`](crate::Engine::poll_ended_task)) serializes to at most this
+    /// many bytes. A bound too small even for that failure, or for a task without a result (a
+    /// cancelled one), keeps no ended task: each is forgotten as it ends, with no record for
+    /// the store, and `tasks/get` answers `-32602` "unknown task". Tool results are first
+    /// bounded by [`max_response_bytes`](Self::max_response_bytes), as for any call.
+    pub fn max_task_result_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_task_result_bytes = bytes;
+        self
+    }
+
+    /// Bytes of ended tasks the engine keeps, over all callers, each task counted as for
+    /// [`max_task_result_bytes`](Self::max_task_result_bytes). Default 32 MiB: eight tasks at
+    /// the per-task bound, for the [`task_ttl`](Self::task_ttl) (in memory a kept result takes
+    /// a small multiple of its JSON size).
+    ///
+    /// Shared fairly among the callers holding ended tasks ([`fair_share`](Self::fair_share)
+    /// in bytes, the caller whose task ends counted). When a task that ends does not fit, a
+    /// caller at or past its share (counting that task) forgets its own oldest ended tasks;
+    /// otherwise, or once it has none left, the caller holding the most bytes above its share
+    /// forgets its oldest ended task; and so on until the task fits. A caller within its share
+    /// never forgets a task to make room for another caller's. A task past its caller's share
+    /// by itself, while nobody else is past theirs, is not kept as it is: it ends `failed` as
+    /// for [`max_task_result_bytes`](Self::max_task_result_bytes) (`limit` is then the
+    /// caller's share). A forgotten ended task is answered as one that made room in
+    /// [`max_tasks`](Self::max_tasks): from the task store if it holds it, else `-32602`
+    /// "unknown task". The records waiting for the task store
+    /// ([`Engine::poll_ended_task`](crate::Engine::poll_ended_task)) are bounded by this too,
+    /// the oldest dropped first.
+    pub fn max_ended_task_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_ended_task_bytes = bytes;
+        self
+    }
+
     /// The current [`max_tasks`](Self::max_tasks).
     pub fn tasks(&self) -> usize {
         self.max_tasks
+    }
+
+    /// The current [`max_task_result_bytes`](Self::max_task_result_bytes): the most bytes the
+    /// `task` of one [`TaskRecord`](crate::TaskRecord) serializes to.
+    pub fn task_result_bytes(&self) -> usize {
+        self.max_task_result_bytes
+    }
+
+    /// The current [`max_ended_task_bytes`](Self::max_ended_task_bytes).
+    pub fn ended_task_bytes(&self) -> usize {
+        self.max_ended_task_bytes
     }
 }
