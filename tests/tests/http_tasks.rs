@@ -130,3 +130,89 @@ fn a_cancelled_task_stops_and_is_stored_cancelled() {
         until(b, BOB, &task, "cancelled").map(|_| ())
     });
 }
+
+/// [`build`] with `limits` set, and no task store.
+fn bounded(shim: Shim, limits: impl FnOnce(&mut mcp_proto::Limits)) -> Server {
+    let tool = Tool::new(
+        "job",
+        "Sleeps ms, then answers a text of `size` bytes",
+        json!({"type": "object", "properties": {"ms": {"type": "integer"}, "size": {"type": "integer"}}}),
+    )
+    .task_support(TaskSupport::Optional);
+    let mut builder = Server::builder("tasks", "1.0.0").task_store(None);
+    limits(&mut builder.config_mut().limits);
+    builder
+        .tool(tool, move |call: ToolCall| async move {
+            let ms = call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            let size = call.arguments.get("size").and_then(Value::as_u64).unwrap_or(0);
+            match shim {
+                Shim::Tokio => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Shim::Smol => {
+                    smol::Timer::after(Duration::from_millis(ms)).await;
+                }
+            }
+            ToolOutput::text("x".repeat(usize::try_from(size).unwrap_or(0)))
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+fn start_job(addr: SocketAddr, from: IpAddr, id: u64, args: Value) -> Result<Value, String> {
+    send(addr, from, &request(id, "tools/call", json!({"name": "job", "arguments": args})))
+}
+
+#[test]
+fn a_caller_flooding_the_task_table_with_running_tasks_leaves_room_for_another() {
+    each(|shim| {
+        let addr = serve(
+            shim,
+            bounded(shim, |l| {
+                l.max_tasks(8);
+            }),
+            HttpConfig::default(),
+        );
+        // Bob fills the whole table with tasks that never end (an hour each).
+        let mut bobs = Vec::new();
+        for id in 0..8 {
+            let r = start_job(addr, BOB, id, json!({"ms": 3_600_000}))?;
+            let task = r["result"]["taskId"].as_str().ok_or_else(|| format!("bob's task {id}: {r}"))?;
+            bobs.push(task.to_owned());
+        }
+        let more = start_job(addr, BOB, 100, json!({"ms": 3_600_000}))?;
+        ensure(more["error"]["code"] == -32600, || format!("bob past his share: {more}"))?;
+        // Alice still gets hers, and it runs to the end; bob's newest gave way.
+        let r = start_job(addr, ALICE, 1, json!({"ms": 10, "size": 3}))?;
+        let task =
+            r["result"]["taskId"].as_str().ok_or_else(|| format!("alice was refused: {r}"))?.to_owned();
+        let done = until(addr, ALICE, &task, "completed")?;
+        ensure(done["result"]["result"]["content"][0]["text"] == "xxx", || format!("{done}"))?;
+        let gone = get(addr, BOB, &bobs[7])?;
+        ensure(gone["error"]["code"] == -32602, || format!("bob's newest: {gone}"))?;
+        let kept = get(addr, BOB, &bobs[0])?;
+        ensure(kept["result"]["status"] == "working", || format!("bob's oldest: {kept}"))
+    });
+}
+
+#[test]
+fn a_task_result_past_the_byte_bound_ends_as_the_documented_failure() {
+    each(|shim| {
+        let addr = serve(
+            shim,
+            bounded(shim, |l| {
+                l.max_task_result_bytes(4096);
+            }),
+            HttpConfig::default(),
+        );
+        let r = start_job(addr, ALICE, 1, json!({"size": 100_000}))?;
+        let task = r["result"]["taskId"].as_str().ok_or_else(|| format!("no task: {r}"))?.to_owned();
+        let failed = until(addr, ALICE, &task, "failed")?;
+        let error = &failed["result"]["error"];
+        ensure(error["code"] == -32603 && error["data"]["reason"] == "result_too_large", || {
+            format!("{failed}")
+        })?;
+        ensure(error["data"]["limit"] == 4096, || format!("{failed}"))?;
+        let small = start_job(addr, ALICE, 2, json!({"size": 10}))?;
+        let task = small["result"]["taskId"].as_str().ok_or_else(|| format!("no task: {small}"))?.to_owned();
+        until(addr, ALICE, &task, "completed").map(|_| ())
+    });
+}
