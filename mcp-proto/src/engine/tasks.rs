@@ -5,8 +5,11 @@
 //! A task is a call the engine detached from the request that made it: the call keeps running
 //! (its handler, its deadline, its asks), but its outcome goes to the task table instead of a
 //! connection. The table is the engine's, bounded by [`Limits::max_tasks`] with a fair share
-//! per caller; an ended task is kept for [`Limits::task_ttl`] (a timer in the one queue), then
-//! forgotten. Task ids come from the engine's seed (an HMAC of a counter, like session ids), so
+//! per caller that running tasks count in too (one caller's flood gives way to another's task,
+//! newest first); an ended task is kept for [`Limits::task_ttl`] (a timer in the one queue),
+//! then forgotten, and what ended tasks hold is bounded in bytes, per task
+//! ([`Limits::max_task_result_bytes`]) and in all, shared fairly
+//! ([`Limits::max_ended_task_bytes`]). Task ids come from the engine's seed (an HMAC of a counter, like session ids), so
 //! they are unguessable and the same for the same inputs; a task answers only the caller that
 //! made it, and any other caller is told it does not exist, exactly as for an unknown id.
 //!
@@ -17,6 +20,8 @@
 //!
 //! [`Limits::max_tasks`]: crate::Limits::max_tasks
 //! [`Limits::task_ttl`]: crate::Limits::task_ttl
+//! [`Limits::max_task_result_bytes`]: crate::Limits::max_task_result_bytes
+//! [`Limits::max_ended_task_bytes`]: crate::Limits::max_ended_task_bytes
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
