@@ -26,6 +26,14 @@
 //! scored so far. So a huge catalogue where a term is in every description drops that common
 //! term's later tools, never a rare term's, and one search cannot stall the engine for the
 //! other clients. Registering or removing a tool costs O(tokens × log(index)).
+//!
+//! The query itself is bounded before any of that: the engine refuses one longer than
+//! [`Limits::max_search_query_bytes`](crate::Limits::max_search_query_bytes) before reading it,
+//! and [`Query::parse`] refuses one of more than
+//! [`Limits::max_search_query_words`](crate::Limits::max_search_query_words) words as soon as
+//! it reads the word past the bound. A query is cut once, into slices of itself, and its terms
+//! are lower-cased into one buffer: no allocation per word, so a flood of the longest queries
+//! costs about what the same bytes cost as any other argument.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -55,31 +63,128 @@ const NAME: u8 = 1;
 const TITLE: u8 = 2;
 const DESCRIPTION: u8 = 4;
 
-/// Cuts text into lower-cased search tokens (see the module documentation).
-pub(crate) fn tokens(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut prev_lower = false;
-    let flush = |cur: &mut String, out: &mut Vec<String>| {
-        if !cur.is_empty() && cur.chars().count() <= MAX_TOKEN_CHARS {
-            out.push(std::mem::take(cur));
-        }
-        cur.clear();
-    };
-    for c in text.chars() {
-        if !c.is_alphanumeric() {
-            flush(&mut cur, &mut out);
-            prev_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && prev_lower {
-            flush(&mut cur, &mut out);
-        }
-        prev_lower = c.is_lowercase() || c.is_numeric();
-        cur.extend(c.to_lowercase());
+/// The tokens of `text` as slices of it, not yet lower-cased (see the module documentation):
+/// cutting allocates nothing, so a query costs one pass over its bytes.
+struct Words<'a> {
+    text: &'a str,
+    chars: std::str::CharIndices<'a>,
+    /// Where the token being read began, while one is.
+    start: Option<usize>,
+    prev_lower: bool,
+}
+
+impl<'a> Words<'a> {
+    fn new(text: &'a str) -> Self {
+        Self { text, chars: text.char_indices(), start: None, prev_lower: false }
     }
-    flush(&mut cur, &mut out);
-    out
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        loop {
+            let Some((i, c)) = self.chars.next() else {
+                let start = self.start.take()?;
+                return self.text.get(start..);
+            };
+            if !c.is_alphanumeric() {
+                self.prev_lower = false;
+                match self.start.take() {
+                    Some(start) => return self.text.get(start..i),
+                    None => continue,
+                }
+            }
+            let split = c.is_uppercase() && self.prev_lower;
+            self.prev_lower = c.is_lowercase() || c.is_numeric();
+            match self.start {
+                Some(start) if split => {
+                    self.start = Some(i);
+                    return self.text.get(start..i);
+                }
+                Some(_) => {}
+                None => self.start = Some(i),
+            }
+        }
+    }
+}
+
+/// Whether `word`, lower-cased, is short enough to be a token ([`MAX_TOKEN_CHARS`]); counted
+/// without lower-casing it into a buffer, and at most one character past the bound.
+fn short_enough(word: &str) -> bool {
+    word.chars().flat_map(char::to_lowercase).take(MAX_TOKEN_CHARS + 1).count() <= MAX_TOKEN_CHARS
+}
+
+/// Cuts text into lower-cased search tokens (see the module documentation). For indexing, where
+/// one `String` per token is what the index keeps anyway; a query goes through [`Query::parse`].
+pub(crate) fn tokens(text: &str) -> Vec<String> {
+    Words::new(text)
+        .filter(|w| short_enough(w))
+        .map(|w| w.chars().flat_map(char::to_lowercase).collect())
+        .collect()
+}
+
+/// A query with more words than the caller allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooManyWords {
+    /// Words read before giving up: the bound plus one.
+    pub(crate) considered: usize,
+}
+
+/// A search query cut once into its distinct lower-cased terms (the first [`MAX_QUERY_TERMS`]),
+/// all held in one buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Query {
+    /// The terms, one after another.
+    text: String,
+    /// Where each term ends in `text` (each begins where the previous one ends).
+    ends: Vec<usize>,
+    /// Words read, terms or not (too long, repeated, past the terms considered).
+    words: usize,
+}
+
+impl Query {
+    /// Cuts `query` into its terms, refusing it when it holds more than `max_words` words; the
+    /// cutting stops at the first word past the bound, so a refusal costs no more than the
+    /// bound's worth of words.
+    pub(crate) fn parse(query: &str, max_words: usize) -> Result<Self, TooManyWords> {
+        let mut q = Query::default();
+        for word in Words::new(query) {
+            q.words += 1;
+            if q.words > max_words {
+                return Err(TooManyWords { considered: q.words });
+            }
+            if q.ends.len() == MAX_QUERY_TERMS || !short_enough(word) {
+                continue;
+            }
+            let start = q.text.len();
+            q.text.extend(word.chars().flat_map(char::to_lowercase));
+            let repeated = q.text.get(start..).is_some_and(|t| q.terms().any(|seen| seen == t));
+            if repeated {
+                q.text.truncate(start);
+            } else {
+                q.ends.push(q.text.len());
+            }
+        }
+        Ok(q)
+    }
+
+    /// The distinct terms, in the order the query has them.
+    pub(crate) fn terms(&self) -> impl Iterator<Item = &str> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(self.ends.iter().copied()).filter_map(|(a, b)| self.text.get(a..b))
+    }
+
+    /// Whether the query has no term to look for.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Words read, terms or not.
+    #[cfg(test)]
+    pub(crate) fn words(&self) -> usize {
+        self.words
+    }
 }
 
 /// One search's outcome: the ranked tools admitted, and the work it took.
@@ -154,23 +259,14 @@ impl SearchIndex {
     /// match the caller found), and keeps the first `limit` that `admit` lets through.
     pub(crate) fn search(
         &self,
-        query: &str,
+        query: &Query,
         bonus: Option<(&str, u32)>,
         limit: usize,
         mut admit: impl FnMut(&str) -> bool,
     ) -> Hits {
-        let mut terms: Vec<String> = Vec::new();
-        for t in tokens(query) {
-            if terms.len() == MAX_QUERY_TERMS {
-                break;
-            }
-            if !terms.contains(&t) {
-                terms.push(t);
-            }
-        }
         // Rarest first: a common term's postings must not use up the budget a rare one needs.
         let mut ordered: Vec<(usize, &str)> =
-            terms.iter().map(|t| (self.terms.get(t).map_or(0, BTreeMap::len), t.as_str())).collect();
+            query.terms().map(|t| (self.terms.get(t).map_or(0, BTreeMap::len), t)).collect();
         ordered.sort();
         let mut work = 0usize;
         let mut scores: HashMap<Arc<str>, u32> = HashMap::new();
@@ -250,6 +346,10 @@ mod tests {
         }
     }
 
+    fn q(query: &str) -> Query {
+        Query::parse(query, usize::MAX).unwrap()
+    }
+
     fn names(hits: &Hits) -> Vec<&str> {
         hits.ranked.iter().map(|(n, _)| &**n).collect()
     }
@@ -265,6 +365,38 @@ mod tests {
     }
 
     #[test]
+    fn a_query_is_cut_once_into_distinct_terms() {
+        let query = q("fetchUrl FETCH url, Weather v2.1 weather");
+        assert_eq!(query.terms().collect::<Vec<_>>(), ["fetch", "url", "weather", "v2", "1"]);
+        assert_eq!(query.words(), 8, "repeats are words too");
+        // A word too long to be a token is a word, not a term; the terms stop at the first 16.
+        let long = format!("{} a", "x".repeat(MAX_TOKEN_CHARS + 1));
+        let query = q(&long);
+        assert_eq!((query.terms().collect::<Vec<_>>(), query.words()), (vec!["a"], 2));
+        let many: String = (0..40).map(|i| format!("w{i} ")).collect();
+        let query = q(&many);
+        assert_eq!(query.terms().count(), MAX_QUERY_TERMS);
+        assert_eq!(query.terms().last(), Some("w15"));
+        assert_eq!(query.words(), 40);
+        assert!(q(" ,;- ").is_empty() && q("").is_empty());
+        // The terms are the tokens the index holds.
+        for text in ["fetchUrl get_weather HTTPServer v2.1", "Ünïcode Wörter", "İstanbul ǅemal"] {
+            assert_eq!(q(text).terms().collect::<Vec<_>>(), tokens(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_word_bound_refuses_at_the_first_word_past_it() {
+        assert_eq!(Query::parse("a b c", 3).map(|q| q.words()), Ok(3));
+        assert_eq!(Query::parse("a b c d", 3).map(|q| q.words()), Err(TooManyWords { considered: 4 }));
+        assert_eq!(Query::parse("a", 0).map(|q| q.words()), Err(TooManyWords { considered: 1 }));
+        assert_eq!(Query::parse("  ", 0).map(|q| q.words()), Ok(0));
+        // A frame's worth of words: reading stops one word past the bound.
+        let huge = "ab ".repeat(700_000);
+        assert_eq!(Query::parse(&huge, 64).map(|q| q.words()), Err(TooManyWords { considered: 65 }));
+    }
+
+    #[test]
     fn ranks_by_field_weights_then_name() {
         let mut index = SearchIndex::default();
         // "weather" in a name (10), a title (4), a description (1), a name prefix (5).
@@ -274,7 +406,7 @@ mod tests {
         index.insert(&tool("weatherstation_read", None, "Raw sensor values"));
         index.insert(&tool("zeta_weather", None, "Also current"));
         index.insert(&tool("unrelated", None, "Nothing to see"));
-        let hits = index.search("weather", None, 10, |_| true);
+        let hits = index.search(&q("weather"), None, 10, |_| true);
         assert_eq!(
             names(&hits),
             ["get_weather", "zeta_weather", "weatherstation_read", "forecast", "almanac"],
@@ -283,15 +415,15 @@ mod tests {
         let scores: Vec<u32> = hits.ranked.iter().map(|(_, s)| *s).collect();
         assert_eq!(scores, [10, 10, 5, 4, 1]);
         // Terms add up; the exact-name bonus beats everything.
-        let hits = index.search("current weather", None, 10, |_| true);
+        let hits = index.search(&q("current weather"), None, 10, |_| true);
         assert_eq!(names(&hits).first(), Some(&"get_weather"));
         assert_eq!(hits.ranked.first().map(|h| h.1), Some(11));
-        let hits = index.search("almanac", Some(("almanac", W_EXACT_NAME)), 1, |_| true);
+        let hits = index.search(&q("almanac"), Some(("almanac", W_EXACT_NAME)), 1, |_| true);
         assert_eq!(hits.ranked, vec![(Arc::from("almanac"), W_EXACT_NAME + W_NAME)]);
         // The limit and the admission filter: hidden tools are skipped, not counted.
-        let hits = index.search("weather", None, 2, |n| n != "get_weather");
+        let hits = index.search(&q("weather"), None, 2, |n| n != "get_weather");
         assert_eq!(names(&hits), ["zeta_weather", "weatherstation_read"]);
-        assert!(index.search("nomatch", None, 5, |_| true).ranked.is_empty());
+        assert!(index.search(&q("nomatch"), None, 5, |_| true).ranked.is_empty());
     }
 
     #[test]
@@ -301,8 +433,8 @@ mod tests {
         index.insert(&t);
         index.insert(&tool("other", None, "conditions"));
         index.remove(&t);
-        assert!(index.search("weather", None, 5, |_| true).ranked.is_empty());
-        assert_eq!(names(&index.search("conditions", None, 5, |_| true)), ["other"]);
+        assert!(index.search(&q("weather"), None, 5, |_| true).ranked.is_empty());
+        assert_eq!(names(&index.search(&q("conditions"), None, 5, |_| true)), ["other"]);
         assert!(!index.terms.contains_key("weather") && !index.name_terms.contains_key("get"));
     }
 
@@ -318,12 +450,12 @@ mod tests {
             }
             // "widget", "store", "tool" and the prefix "too" are in every tool; "shelf42" in 1%.
             for query in ["widget store", "tool_77 shelf42", "too", "tool_77"] {
-                let hits = index.search(query, None, 20, |_| true);
+                let hits = index.search(&q(query), None, 20, |_| true);
                 assert!(hits.work <= 2 * SEARCH_BUDGET + MAX_QUERY_TERMS, "{query:?} at {n}: {}", hits.work);
                 assert!(!hits.ranked.is_empty(), "{query:?} at {n}");
             }
             // The rare term is scored before the common ones use up the budget.
-            let hits = index.search("tool 77 shelf77", None, 1, |_| true);
+            let hits = index.search(&q("tool 77 shelf77"), None, 1, |_| true);
             assert_eq!(names(&hits), ["tool_77"], "at {n}");
         }
     }

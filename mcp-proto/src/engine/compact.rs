@@ -10,11 +10,13 @@ use serde_json::{json, Map, Value};
 
 use super::encode::{ToolEncoding, ToolOutcome};
 use super::{Answer, Ctx, Engine, Mode};
+use crate::blame::{Blame, Bound};
 use crate::caller::{admits, Caller, Gate};
 use crate::content::{ToolFailure, ToolOutput};
+use crate::jsonrpc::ErrorCode;
 use crate::jsonrpc::{Encoded, RpcError};
 use crate::registry::{listings, Catalogue, Listed, Tool, MAX_TOOL_NAME};
-use crate::search::{SEARCH_BUDGET, W_EXACT_NAME};
+use crate::search::{Query, SEARCH_BUDGET, W_EXACT_NAME};
 use crate::slab::Key;
 use crate::version::ProtocolVersion;
 
@@ -172,6 +174,7 @@ impl<H: Clone> Engine<H> {
             SEARCH_TOOLS => {
                 let m = members(SEARCH_TOOLS, arguments.as_ref(), &["query", "limit"])?;
                 let query = string_member(SEARCH_TOOLS, m, "query")?;
+                let terms = self.search_query(query)?;
                 let limit = match m.get("limit") {
                     None => DEFAULT_RESULTS,
                     Some(l) => l.as_u64().filter(|l| (1..=MAX_RESULTS).contains(l)).ok_or_else(|| {
@@ -183,7 +186,7 @@ impl<H: Clone> Engine<H> {
                 // At most MAX_RESULTS: the conversion cannot fail.
                 let limit = usize::try_from(limit).unwrap_or(1);
                 let caller = self.caller(ctx.conn);
-                let value = self.search(ctx.version, &caller, query, limit).0;
+                let value = self.search(ctx.version, &caller, query, &terms, limit).0;
                 Ok(Answer::Now(self.discovery_value(ctx, value)))
             }
             GET_TOOL_DETAILS => {
@@ -221,13 +224,33 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// The tools `caller` may see on `version` that best match `query`, at most `limit`, as
-    /// `search_tools` returns them, with the index work the search took.
+    /// `query` within [`Limits::max_search_query_bytes`](crate::Limits::max_search_query_bytes)
+    /// and [`Limits::max_search_query_words`](crate::Limits::max_search_query_words), cut into
+    /// its terms; the byte bound is checked before a word is read.
+    fn search_query(&self, query: &str) -> Result<Query, RpcError> {
+        let limits = &self.config.limits;
+        let refuse = |msg: String| RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg);
+        let max = limits.max_search_query_bytes;
+        if query.len() > max {
+            return Err(refuse(format!(
+                "{SEARCH_TOOLS}: \"query\" of {} bytes exceeds the {max}-byte limit (max_search_query_bytes)",
+                query.len()
+            )));
+        }
+        let max = limits.max_search_query_words;
+        Query::parse(query, max).map_err(|_| {
+            refuse(format!("{SEARCH_TOOLS}: \"query\" has more than {max} words (max_search_query_words)"))
+        })
+    }
+
+    /// The tools `caller` may see on `version` that best match `query` (cut into `terms`), at
+    /// most `limit`, as `search_tools` returns them, with the index work the search took.
     pub(super) fn search(
         &self,
         version: ProtocolVersion,
         caller: &Caller,
         query: &str,
+        terms: &Query,
         limit: usize,
     ) -> (Value, usize) {
         let tools = &self.registry.tools;
@@ -242,8 +265,8 @@ impl<H: Clone> Engine<H> {
         let exact = query.trim();
         let bonus = tools.contains_key(exact).then_some((exact, W_EXACT_NAME));
         let (names, work): (Vec<Arc<str>>, usize) = match &self.registry.search {
-            Some(index) if !crate::search::tokens(query).is_empty() || bonus.is_some() => {
-                let hits = index.search(query, bonus, limit, sees);
+            Some(index) if !terms.is_empty() || bonus.is_some() => {
+                let hits = index.search(terms, bonus, limit, sees);
                 (hits.ranked.into_iter().map(|(n, _)| n).collect(), hits.work)
             }
             // No word to look for: the first visible tools by name, within the same budget.
@@ -296,5 +319,95 @@ impl<H: Clone> Engine<H> {
             ToolOutcome::Failure(failure),
             ToolEncoding::Envelopes,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::{json, Value};
+
+    use super::super::test_support::frame;
+    use crate::{Caller, Config, ConnKind, Engine, Implementation, KeyRing, Limits, Mode, Tool};
+
+    fn engine(limits: impl FnOnce(&mut Limits)) -> (Engine<u32>, Instant) {
+        let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
+        config.mode = Mode::Compact;
+        limits(&mut config.limits);
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let mut e = Engine::new(config, now);
+        let mut r = e.registry_mut(now);
+        r.add_tool(Tool::new("get_weather", "Current weather", json!({"type": "object"})), 1).unwrap();
+        r.add_tool(Tool::new("fetch_url", "Fetches a page", json!({"type": "object"})), 1).unwrap();
+        (e, now)
+    }
+
+    /// `search_tools` with `query`, on a 2026-07-28 stdio connection: the answer.
+    fn search(e: &mut Engine<u32>, now: Instant, query: &str) -> Value {
+        let conn = e.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
+        let request = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {
+                "name": "search_tools", "arguments": {"query": query},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}
+                }
+            }
+        });
+        e.handle_frame(now, conn, request.to_string().as_bytes());
+        let outs: Vec<_> = std::iter::from_fn(|| e.poll_output()).collect();
+        e.close(now, conn);
+        frame(&outs)
+    }
+
+    fn found(answer: &Value) -> Vec<&str> {
+        let tools = answer.pointer("/result/structuredContent/value/tools").and_then(Value::as_array);
+        tools.map_or_else(Vec::new, |t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+    }
+
+    fn refusal(answer: &Value) -> (i64, String) {
+        let code = answer.pointer("/error/code").and_then(Value::as_i64).unwrap_or(0);
+        (code, answer.pointer("/error/message").and_then(Value::as_str).unwrap_or("").to_owned())
+    }
+
+    #[test]
+    fn the_query_bounds_hold_exactly() {
+        let (mut e, now) = engine(|l| {
+            l.max_search_query_bytes(16).max_search_query_words(3);
+        });
+        // 16 bytes, 3 words: searched.
+        let answer = search(&mut e, now, "weather   now  x");
+        assert_eq!(found(&answer), ["get_weather"], "{answer}");
+        // 17 bytes.
+        let (code, msg) = refusal(&search(&mut e, now, "weather    now  x"));
+        assert_eq!(code, -32602);
+        assert!(msg.contains("17 bytes") && msg.contains("max_search_query_bytes"), "{msg}");
+        // 4 words (camel case splits: `fetchUrl` is two).
+        let (code, msg) = refusal(&search(&mut e, now, "fetchUrl now x"));
+        assert_eq!(code, -32602);
+        assert!(msg.contains("more than 3 words") && msg.contains("max_search_query_words"), "{msg}");
+        assert_eq!(found(&search(&mut e, now, "fetchUrl now")), ["fetch_url"]);
+    }
+
+    /// A query as long as a frame allows is refused on its length, before a word of it is read;
+    /// one allowed that many bytes is refused at the word past the bound (`search.rs` tests
+    /// count the words read). Either way the error names the bound.
+    #[test]
+    fn a_frame_sized_query_is_refused_by_its_bounds() {
+        let huge = "ab ".repeat((2 * 1024 * 1024 - 400) / 3);
+        let (mut e, now) = engine(|_| {});
+        let (code, msg) = refusal(&search(&mut e, now, &huge));
+        assert_eq!(code, -32602);
+        assert!(msg.contains("exceeds the 1024-byte limit (max_search_query_bytes)"), "{msg}");
+
+        let (mut e, now) = engine(|l| {
+            l.max_search_query_bytes(usize::MAX);
+        });
+        let (code, msg) = refusal(&search(&mut e, now, &huge));
+        assert_eq!(code, -32602);
+        assert!(msg.contains("more than 64 words (max_search_query_words)"), "{msg}");
     }
 }

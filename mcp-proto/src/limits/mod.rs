@@ -48,6 +48,9 @@ mod outer;
 ///   [`seat_policy`](Self::seat_policy), [`stream_queue`](Self::stream_queue),
 ///   [`keepalive`](Self::keepalive), [`sse_retry`](Self::sse_retry),
 ///   [`replay_events`](Self::replay_events), [`replay_bytes`](Self::replay_bytes).
+/// - Compact publication's `search_tools`:
+///   [`max_search_query_bytes`](Self::max_search_query_bytes),
+///   [`max_search_query_words`](Self::max_search_query_words).
 /// - Resuming a legacy `POST` response stream: [`resume_window`](Self::resume_window),
 ///   [`resume_bytes`](Self::resume_bytes) (each stream is also bounded by
 ///   [`replay_events`](Self::replay_events) and [`replay_bytes`](Self::replay_bytes)).
@@ -141,6 +144,10 @@ pub struct Limits {
     pub(crate) resume_window: Duration,
     pub(crate) resume_bytes: usize,
 
+    // Compact publication's `search_tools`.
+    pub(crate) max_search_query_bytes: usize,
+    pub(crate) max_search_query_words: usize,
+
     // Replay ledger (2026-07-28 request states already used).
     pub(crate) max_ledger_entries: usize,
     pub(crate) max_ledger_bytes: usize,
@@ -229,6 +236,10 @@ impl Default for Limits {
             // Resuming legacy POST response streams.
             resume_window: Duration::from_secs(30),
             resume_bytes: 8 * 1024 * 1024,
+
+            // Compact publication's search.
+            max_search_query_bytes: 1024,
+            max_search_query_words: 64,
 
             // Replay ledger.
             max_ledger_entries: 4096,
@@ -703,6 +714,31 @@ impl Limits {
     /// changed.
     pub fn replay_bytes(&mut self, bytes: usize) -> &mut Self {
         self.replay_bytes = bytes;
+        self
+    }
+
+    // Compact publication's `search_tools`.
+
+    /// Longest `query` a compact-mode `search_tools` accepts, in bytes of its UTF-8. Default
+    /// 1 KiB: a search is a few words, and a query a hundred times longer than any sensible one
+    /// could only be a way to make the server work.
+    ///
+    /// A longer query is refused with `-32602` naming this bound (a size limit) before a word of
+    /// it is read, so a frame-sized query costs what parsing the frame cost and no more.
+    pub fn max_search_query_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_search_query_bytes = bytes;
+        self
+    }
+
+    /// Most words (runs of letters and digits, camel case split: the tokens the search ranks
+    /// by) in a compact-mode `search_tools` `query`. Default 64; only the first 16 distinct
+    /// ones are ranked by in any case.
+    ///
+    /// A query with more is refused with `-32602` naming this bound (a size limit), the words
+    /// being read only up to the first one past it. Refusing rather than truncating tells the
+    /// caller its query was not the one searched for.
+    pub fn max_search_query_words(&mut self, words: usize) -> &mut Self {
+        self.max_search_query_words = words;
         self
     }
 }
