@@ -27,6 +27,48 @@ pub enum StdioEnd {
     /// The server closed the session: [`Server::shutdown`], or a peer that stopped reading its
     /// replies until the connection's queue was full.
     Closed,
+    /// Replies were waiting and the peer took none of their bytes for
+    /// [`Limits::stall_timeout`](mcp_proto::Limits::stall_timeout); the session was closed (its
+    /// calls cancelled) rather than wait for ever on a peer that writes without reading.
+    Stalled,
+}
+
+/// How the writer stopped.
+enum WriteEnd {
+    /// The queue ended (the server closed the connection, or every reply was written).
+    Done,
+    /// The output failed.
+    Failed,
+    /// The peer took nothing for the stall timeout while replies waited.
+    Stalled,
+}
+
+/// Writes all of `buf`, failing with [`WriteEnd::Stalled`] when no byte of it is taken for
+/// `stall` (the clock restarting at every write that takes some): a slow reader that reads is
+/// waited for however long the whole takes.
+async fn write_within<R: Runtime, O: AsyncWrite + Unpin>(
+    rt: &R,
+    output: &mut O,
+    mut buf: &[u8],
+    stall: std::time::Duration,
+) -> Result<(), WriteEnd> {
+    use futures_util::future::{select, Either};
+    while !buf.is_empty() {
+        let deadline = rt.now().checked_add(stall);
+        match select(output.write(buf), sleep_until(rt, deadline)).await {
+            Either::Left((Ok(0), _)) => return Err(WriteEnd::Failed),
+            Either::Left((Ok(n), _)) => buf = buf.get(n..).unwrap_or_default(),
+            Either::Left((Err(e), _)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Either::Left((Err(_), _)) => return Err(WriteEnd::Failed),
+            Either::Right(_) => return Err(WriteEnd::Stalled),
+        }
+    }
+    let deadline = rt.now().checked_add(stall);
+    match select(output.flush(), sleep_until(rt, deadline)).await {
+        Either::Left((Ok(()), _)) => Ok(()),
+        Either::Left((Err(_), _)) => Err(WriteEnd::Failed),
+        Either::Right(_) => Err(WriteEnd::Stalled),
+    }
 }
 
 /// Largest single read; lines longer than this arrive over several reads. Not a
@@ -54,6 +96,12 @@ const FRAMES_PER_TURN: usize = 2;
 /// the rest. While the connection is at its in-flight limit, at most
 /// [`Limits::max_parked_frames`](mcp_proto::Limits::max_parked_frames) further frames are read
 /// ahead. Only protocol bytes are written to `output`.
+///
+/// A peer that writes without reading is not waited on for ever: once replies wait and the peer
+/// takes none of their bytes for [`Limits::stall_timeout`](mcp_proto::Limits::stall_timeout),
+/// the session is closed and ends with [`StdioEnd::Stalled`]. (The reader stops taking frames
+/// while half of [`Limits::max_queued_frames`](mcp_proto::Limits::max_queued_frames) replies
+/// are queued, so such a peer is cut by this clock, not by the queue overflowing.)
 pub async fn serve_lines<R, I, O>(
     server: &Server,
     rt: R,
@@ -71,7 +119,7 @@ where
         .map_err(|e| io::Error::other(format!("cannot open a connection: {e:?}")))?;
     let limits = server.limits();
     let (max_frame, queue_cap) = (limits.frame_bytes(), limits.queued_frames());
-    let (parked_max, drain) = (limits.parked_frames(), limits.drain_time());
+    let (parked_max, drain, stall) = (limits.parked_frames(), limits.drain_time(), limits.stall_time());
     // Back-pressure: past this many queued replies the reader stops taking frames until the
     // writer has caught up, so a burst of requests can never overflow the connection's queue
     // (which would drop the connection).
@@ -136,6 +184,7 @@ where
     let write = async {
         let mut output = output;
         let mut buf = Vec::with_capacity(WRITE_BATCH);
+        let rt = rt.clone();
         while let Ok(frame) = queue.recv().await {
             buf.extend_from_slice(&frame);
             buf.push(b'\n');
@@ -148,13 +197,13 @@ where
                     Err(_) => break,
                 }
             }
-            if output.write_all(&buf).await.is_err() || output.flush().await.is_err() {
-                return false;
+            if let Err(end) = write_within(&rt, &mut output, &buf, stall).await {
+                return end;
             }
             buf.clear();
             let _ = drained_tx.try_send(());
         }
-        true
+        WriteEnd::Done
     };
     futures_util::pin_mut!(write);
 
@@ -162,14 +211,18 @@ where
     let read_end = match futures_util::future::select(Box::pin(read), write.as_mut()).await {
         futures_util::future::Either::Left((end, _)) => end,
         futures_util::future::Either::Right((written, _)) => {
-            // The writer stops early only when the output failed or the server closed the
-            // connection (its queue ended).
+            // The writer stops early only when the output failed or stalled, or the server
+            // closed the connection (its queue ended).
             server.send(command(move |e, now| e.close(now, conn))).await;
-            return Ok(if written { StdioEnd::Closed } else { StdioEnd::OutputClosed });
+            return Ok(ended(written, StdioEnd::Closed));
         }
     };
     if let Some(CloseReason::FrameTooLarge) = read_end {
-        return Ok(if write.await { StdioEnd::FrameTooLarge } else { StdioEnd::OutputClosed });
+        let written = write.await;
+        if matches!(written, WriteEnd::Stalled) {
+            server.send(command(move |e, now| e.close(now, conn))).await;
+        }
+        return Ok(ended(written, StdioEnd::FrameTooLarge));
     }
 
     // End of input comes after every frame that was read, parked ones included.
@@ -179,8 +232,11 @@ where
     let deadline = rt.now().checked_add(drain);
     let finished = futures_util::future::select(write.as_mut(), sleep_until(&rt, deadline)).await;
     match finished {
-        futures_util::future::Either::Left((ok, _)) => {
-            Ok(if ok { StdioEnd::EndOfInput } else { StdioEnd::OutputClosed })
+        futures_util::future::Either::Left((written, _)) => {
+            if matches!(written, WriteEnd::Stalled) {
+                server.send(command(move |e, now| e.close(now, conn))).await;
+            }
+            Ok(ended(written, StdioEnd::EndOfInput))
         }
         futures_util::future::Either::Right(_) => {
             let cancelled = server
@@ -191,8 +247,17 @@ where
                 })
                 .await
                 .unwrap_or(0);
-            let ok = write.await;
-            Ok(if ok { StdioEnd::Drained { cancelled } } else { StdioEnd::OutputClosed })
+            Ok(ended(write.await, StdioEnd::Drained { cancelled }))
         }
+    }
+}
+
+/// How the session ended, given how the writer stopped and what a writer that wrote everything
+/// makes of it.
+fn ended(written: WriteEnd, done: StdioEnd) -> StdioEnd {
+    match written {
+        WriteEnd::Done => done,
+        WriteEnd::Failed => StdioEnd::OutputClosed,
+        WriteEnd::Stalled => StdioEnd::Stalled,
     }
 }

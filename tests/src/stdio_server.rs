@@ -123,6 +123,7 @@ fn explode() -> ToolResult {
 /// | end of input, calls cancelled after the drain budget | 3 |
 /// | a line over the frame limit | 4 |
 /// | stdout closed | 5 |
+/// | stdout not read for the stall timeout | 7 |
 pub fn exit_code(end: &std::io::Result<StdioEnd>) -> u8 {
     match end {
         Ok(StdioEnd::EndOfInput) => 0,
@@ -130,6 +131,7 @@ pub fn exit_code(end: &std::io::Result<StdioEnd>) -> u8 {
         Ok(StdioEnd::Drained { .. }) => 3,
         Ok(StdioEnd::FrameTooLarge) => 4,
         Ok(StdioEnd::OutputClosed) => 5,
+        Ok(StdioEnd::Stalled) => 7,
         Ok(_) => 6,
     }
 }

@@ -201,3 +201,148 @@ fn http_at_max() {
         Ok(())
     });
 }
+
+/// An output whose peer takes the first `cap` bytes (what a pipe's buffer holds) and then
+/// never reads again: every later write stays pending, and nothing wakes it.
+struct NeverRead {
+    taken: usize,
+    cap: usize,
+}
+
+impl futures_util::io::AsyncWrite for NeverRead {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let n = buf.len().min(self.cap - self.taken);
+        if n == 0 {
+            return std::task::Poll::Pending;
+        }
+        self.taken += n;
+        std::task::Poll::Ready(Ok(n))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// An output whose peer reads slowly but always reads: at most `per_read` bytes at a time, each
+/// read followed by a pause of `pause` (a thread wakes the writer after it).
+struct SlowReader {
+    written: Vec<u8>,
+    per_read: usize,
+    pause: Duration,
+    ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl futures_util::io::AsyncWrite for SlowReader {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::sync::atomic::Ordering;
+        if !self.ready.swap(false, Ordering::SeqCst) {
+            let (ready, waker, pause) = (self.ready.clone(), cx.waker().clone(), self.pause);
+            std::thread::spawn(move || {
+                std::thread::sleep(pause);
+                ready.store(true, Ordering::SeqCst);
+                waker.wake();
+            });
+            return std::task::Poll::Pending;
+        }
+        let n = buf.len().min(self.per_read);
+        self.written.extend_from_slice(&buf[..n]);
+        std::task::Poll::Ready(Ok(n))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// `fut`, or a panic naming `what` if it is not done within a minute (a guard against a hang,
+/// not a measure).
+async fn guarded<R: Runtime, T>(rt: &R, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    let guard = rt.sleep_until(rt.now() + Duration::from_secs(60));
+    futures_util::pin_mut!(fut);
+    match futures_util::future::select(fut, guard).await {
+        futures_util::future::Either::Left((out, _)) => out,
+        futures_util::future::Either::Right(_) => panic!("{what}: still blocked after 60 s"),
+    }
+}
+
+fn pings(n: u64) -> String {
+    (0..n).map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"ping\"}}\n")).collect()
+}
+
+/// Issue 23, item 8: a client that writes 20 000 lines before reading anything has the session
+/// closed once it has read nothing for the stall timeout, instead of blocking it for ever; a
+/// client that reads, however slowly, gets every answer.
+async fn write_before_read_scenario<R: Runtime + Clone>(rt: R) {
+    let mut limits = Limits::default();
+    limits.stall_timeout(Duration::from_millis(300));
+    let s = mcp_tests::echo_server("stall", limits.clone());
+    let input = Cursor::new(pings(20_000).into_bytes());
+    let output = NeverRead { taken: 0, cap: 64 * 1024 };
+    let end = guarded(&rt, "a client that never reads", async {
+        mcp_server::serve_lines(&s, rt.clone(), Caller::anonymous(), input, output).await
+    })
+    .await;
+    assert_eq!(end.unwrap_or_else(|e| panic!("serve_lines: {e}")), StdioEnd::Stalled);
+    assert_eq!(s.shutdown(Duration::ZERO).await.cancelled, 0, "the stalled session is gone");
+
+    // Each pause is far below the stall timeout; the whole takes far longer than it.
+    limits.stall_timeout(Duration::from_secs(1));
+    let s = mcp_tests::echo_server("slow", limits);
+    let n = 20_000;
+    let input = Cursor::new(pings(n).into_bytes());
+    let mut output = SlowReader {
+        written: Vec::new(),
+        per_read: 2 * 1024,
+        pause: Duration::from_millis(5),
+        ready: Default::default(),
+    };
+    let end = guarded(&rt, "a slow reader", async {
+        mcp_server::serve_lines(&s, rt.clone(), Caller::anonymous(), input, &mut output).await
+    })
+    .await;
+    assert_eq!(end.unwrap_or_else(|e| panic!("serve_lines: {e}")), StdioEnd::EndOfInput);
+    let mut ids: Vec<u64> = String::from_utf8_lossy(&output.written)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .map(|v| v["id"].as_u64().unwrap_or_else(|| panic!("no id: {v}")))
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>(), "every ping answered once");
+    assert_eq!(s.shutdown(Duration::ZERO).await.cancelled, 0);
+}
+
+#[test]
+fn tokio_write_before_read_is_cut_and_a_slow_reader_is_served() {
+    let rt = mcp_tests::http::tokio_runtime();
+    rt.block_on(async { write_before_read_scenario(mcp_tokio::TokioRuntime::current()).await });
+}
+
+#[test]
+fn smol_write_before_read_is_cut_and_a_slow_reader_is_served() {
+    smol::block_on(write_before_read_scenario(mcp_smol::SmolRuntime));
+}
