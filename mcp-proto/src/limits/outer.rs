@@ -266,6 +266,12 @@ impl Limits {
     /// seat freed, and the server layer cuts its connection). A reader merely behind by a burst
     /// keeps taking frames and is never cut. Zero cuts a full stream at the next timer step;
     /// a duration too large to add to the current instant (such as `Duration::MAX`) never cuts.
+    ///
+    /// The stdio driver of `mcp-server` applies the same period to its peer: when a write of
+    /// replies takes no byte for this long (a client that writes and never reads, so the pipe
+    /// stays full), the session closes and `serve_lines` returns `StdioEnd::Stalled`, rather than
+    /// the reader and writer waiting on each other for ever. The clock restarts at every write
+    /// that takes bytes, so a slow reader gets every answer.
     pub fn stall_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.stall_timeout = timeout;
         self
