@@ -274,15 +274,18 @@ pub trait Cluster: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    /// Forgets who holds the session or task `id`: it ended, or its holder cannot be reached.
-    /// The default does nothing.
+    /// Forgets who holds the session or task `id`: it ended (called by its holder only; a
+    /// replica that cannot reach a holder drops nothing). The default does nothing.
     fn unregister(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<(), ClusterError>> {
         let _ = (kind, id);
         Box::pin(std::future::ready(Ok(())))
     }
 
     /// The replica holding the session or task `id` and where it is reached, if an entry names
-    /// one whose advertisement is still live; `None` otherwise. The default: always `None`.
+    /// one whose advertisement is still live; `None` when there is no such entry, or its
+    /// replica's advertisement expired (it is gone). An error when the lookup could not be made:
+    /// the request is then answered 503 to retry, never as for an unknown id. The default:
+    /// always `None`.
     fn locate(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<Option<Located>, ClusterError>> {
         let _ = (kind, id);
         Box::pin(std::future::ready(Ok(None)))

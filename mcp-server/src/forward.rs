@@ -23,15 +23,42 @@
 //! Costs: an id this replica holds costs nothing more; any other id costs one directory lookup
 //! (a random session id never costs more: nothing is forwarded without a live entry). A
 //! forwarded request's body was read within the same bounds as a local one, and costs the
-//! holder what it would cost sent directly. A holder that cannot be reached within
-//! [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout) loses its entry (logged),
-//! and the request is answered here, as one for an unknown session (404) or task (`-32602`).
+//! holder what it would cost sent directly.
+//!
+//! # When it fails
+//!
+//! - A lookup that fails, or takes longer than [`LOOKUP_TIMEOUT`] (the backend is slow or
+//!   down), is answered 503 with `Retry-After` (a JSON-RPC error, `data.reason:
+//!   "unavailable"`, "the session directory could not be reached"): the session may well be
+//!   live on its holder, and a 404 would make the client drop it.
+//! - A forward that fails (the holder refused the connection, closed it unread because it is at
+//!   a bound, or did not take the request within
+//!   [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)) drops nothing. The id is
+//!   looked up again: while its holder still advertises, the client is answered 503 with
+//!   `Retry-After` (the holder is busy or slow, or died less than
+//!   [`ADVERTISE_TTL`](crate::cluster::ADVERTISE_TTL) ago); once its advertisement has
+//!   expired the holder is gone, and the request is answered here as one for an unknown
+//!   session (404) or task (`-32602`). A replica never deletes another's entries: a gone
+//!   holder's entries stop resolving with its advertisement and expire with their TTL, and a
+//!   busy holder keeps them.
+//! - Whatever the holder answers (a 503 or 429 of its own included) goes back as it is.
+//!
+//! # Shares on the holder
+//!
+//! Every forward reaches the holder from its replica's address, so the holder does not count a
+//! connection carrying a forwarded request against that address: while it answers a request
+//! whose `Mcp-Forwarded-Peer` verifies, the connection counts against the address the token
+//! vouches for ([`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer)),
+//! and against the forwarder's again once the response is done. One caller's slow calls
+//! through a replica thus take that caller's share, and its forward past the share is answered
+//! 429 with `Retry-After`, as its own connection would have been turned away; other callers'
+//! forwards through the same replica are not.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::future::{select, AbortHandle, Abortable, Either};
@@ -54,6 +81,30 @@ pub const SERVED_BY: &str = "mcp-served-by";
 /// between replicas only; the bound keeps one seen on the network from vouching for its
 /// address for ever.
 pub const PEER_TOKEN_TTL_MS: u64 = 60_000;
+
+/// The `Retry-After` of a 503 for a session or task out of reach: 1 s, a third of
+/// [`ADVERTISE_TTL`](crate::cluster::ADVERTISE_TTL), so that a retry after a holder died finds
+/// its advertisement expired within a few tries (and is answered 404).
+pub(crate) const RETRY_AFTER_SECS: u32 = 1;
+
+/// How long a directory lookup may take before it counts as failed: 1 s (a Redis lookup is
+/// two commands of at most 500 ms each). A lookup that fails or takes longer is answered 503,
+/// never as an unknown session or task: the session may well be live on its holder.
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// [`Cluster::locate`](crate::Cluster::locate) of `id`, within [`LOOKUP_TIMEOUT`].
+pub(crate) async fn locate(
+    rt: &Arc<dyn Runtime>,
+    m: &Membership,
+    kind: HeldKind,
+    id: &str,
+) -> Result<Option<Located>, String> {
+    let lookup = m.cluster.locate(kind, id);
+    match select(lookup, crate::sleep_until(rt.as_ref(), rt.now().checked_add(LOOKUP_TIMEOUT))).await {
+        Either::Left((found, _)) => found.map_err(|e| e.to_string()),
+        Either::Right(_) => Err(format!("timed out after {LOOKUP_TIMEOUT:?}")),
+    }
+}
 
 /// The key-ring domain of `Mcp-Forwarded-Peer` tokens.
 const PEER_DOMAIN: &str = "mcp-forwarded-peer/v1";

@@ -125,10 +125,18 @@ struct Inner {
     peers: Mutex<Peers>,
 }
 
-/// Admitted connections by client address, each address's oldest first.
+/// Admitted connections by the address they count against, each address's oldest first.
+///
+/// A connection counts against its client's address, except while it carries a request another
+/// replica forwarded with a verified `Mcp-Forwarded-Peer`: then against the address that token
+/// vouches for ([`Peers::seat`]). Every forward comes from its replica's address, so without this
+/// one caller's calls through a replica would take that replica's whole share here, and every
+/// other caller's forwards through it would be turned away.
 #[derive(Default)]
 struct Peers {
     by_addr: HashMap<IpAddr, Vec<Held>>,
+    /// The address each admitted connection counts against now, by its number.
+    seats: HashMap<u64, IpAddr>,
     /// The next connection's number: connections are numbered in admission order, so a smaller
     /// number is an older connection.
     next: u64,
@@ -189,6 +197,7 @@ impl Peers {
         let id = self.next;
         self.next += 1;
         self.by_addr.entry(addr).or_default().push(Held { id, busy, cut });
+        self.seats.insert(id, addr);
         Ok((id, displaced))
     }
 
@@ -208,12 +217,18 @@ impl Peers {
                 .max()
                 .map(|(_, std::cmp::Reverse(id), addr)| (id, addr))
         });
-        let (id, addr) = victim?;
-        self.forget(addr, id)
+        let (id, _) = victim?;
+        self.forget(id)
     }
 
-    /// Forgets connection `id` of `addr`, if it is still held.
-    fn forget(&mut self, addr: IpAddr, id: u64) -> Option<Held> {
+    /// Forgets connection `id`, if it is still held.
+    fn forget(&mut self, id: u64) -> Option<Held> {
+        let addr = self.seats.remove(&id)?;
+        self.take(addr, id)
+    }
+
+    /// Takes connection `id` out of `addr`'s list.
+    fn take(&mut self, addr: IpAddr, id: u64) -> Option<Held> {
         let held = self.by_addr.get_mut(&addr)?;
         let at = held.iter().position(|h| h.id == id)?;
         let gone = held.remove(at);
@@ -221,6 +236,26 @@ impl Peers {
             self.by_addr.remove(&addr);
         }
         Some(gone)
+    }
+
+    /// Counts connection `id` against `to` from now on, unless `to` already holds `per`
+    /// connections (`Turned::PerPeer`). Answers the address it counted against before, or `None`
+    /// when nothing moved (the same address, or a connection already forgotten).
+    fn seat(&mut self, id: u64, to: IpAddr, per: Option<usize>) -> Result<Option<IpAddr>, Turned> {
+        let Some(&from) = self.seats.get(&id) else { return Ok(None) };
+        if from == to {
+            return Ok(None);
+        }
+        if per.is_some_and(|per| self.by_addr.get(&to).map_or(0, Vec::len) >= per) {
+            return Err(Turned::PerPeer);
+        }
+        let Some(held) = self.take(from, id) else { return Ok(None) };
+        let list = self.by_addr.entry(to).or_default();
+        // Oldest first, as admitted.
+        let at = list.partition_point(|h| h.id < id);
+        list.insert(at, held);
+        self.seats.insert(id, to);
+        Ok(Some(from))
     }
 }
 
@@ -240,8 +275,8 @@ impl fmt::Debug for HttpService {
 #[derive(Debug)]
 pub struct ConnectionPermit {
     inner: Arc<Inner>,
-    /// The client address and number it is held under, for a connection admitted by address.
-    held: Option<(IpAddr, u64)>,
+    /// The number it is held under, for a connection admitted by address.
+    held: Option<u64>,
 }
 
 impl Drop for ConnectionPermit {
@@ -249,7 +284,7 @@ impl Drop for ConnectionPermit {
         // A displaced connection gave its place back when it was displaced.
         let counted = match self.held {
             None => true,
-            Some((addr, id)) => self.inner.peers().forget(addr, id).is_some(),
+            Some(id) => self.inner.peers().forget(id).is_some(),
         };
         if counted {
             self.inner.open.fetch_sub(1, Ordering::AcqRel);
@@ -339,7 +374,7 @@ impl HttpService {
             let _ = gone.cut.try_send(());
         }
         self.inner.server.shared.http_connections.fetch_add(1, Ordering::AcqRel);
-        Ok(ConnectionPermit { inner: self.inner.clone(), held: Some((addr, id)) })
+        Ok(ConnectionPermit { inner: self.inner.clone(), held: Some(id) })
     }
 
     /// Accepts connections from `listener` and serves each on a task of its own, until the
@@ -391,8 +426,9 @@ impl HttpService {
             };
             let svc = self.clone();
             let timer = timer.clone();
+            let seat = permit.held.map(Seat);
             self.inner.rt.spawn(Box::pin(async move {
-                svc.serve_admitted(io, timer, peer, Switch { busy, cut, cut_off }).await;
+                svc.serve_admitted(io, timer, peer, Switch { busy, cut, cut_off, seat }).await;
                 drop(permit);
             }));
         }
@@ -410,7 +446,7 @@ impl HttpService {
         T: hyper::rt::Timer + Send + Sync + 'static,
     {
         let (cut, cut_off) = async_channel::bounded::<()>(1);
-        let switch = Switch { busy: Arc::new(AtomicUsize::new(0)), cut, cut_off };
+        let switch = Switch { busy: Arc::new(AtomicUsize::new(0)), cut, cut_off, seat: None };
         self.serve_admitted(io, timer, peer, switch).await;
     }
 
@@ -423,11 +459,14 @@ impl HttpService {
     {
         let limits = self.inner.server.limits();
         let svc = self.clone();
-        let Switch { busy, cut, cut_off } = switch;
+        let Switch { busy, cut, cut_off, seat } = switch;
         let cut = Cut(cut);
         let service = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
             let svc = svc.clone();
             req.extensions_mut().insert(cut.clone());
+            if let Some(seat) = seat {
+                req.extensions_mut().insert(seat);
+            }
             // Counted from the complete head until hyper drops the response body (written, or
             // the connection gone): until then the connection is not reading a head.
             let busy = Busy::enter(busy.clone());
@@ -519,8 +558,17 @@ impl HttpService {
             (Vec::new(), None)
         };
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+        // Held until the response is dropped: while it is, the connection counts against the
+        // forwarded client's address.
+        let mut reseated = None;
         if caller.peer.is_none() {
-            caller.peer = self.forwarded_peer(&parts.headers);
+            if let Some(vouched) = self.forwarded_peer(&parts.headers) {
+                reseated = match self.reseat(&parts, &vouched) {
+                    Ok(reseated) => reseated,
+                    Err(_) => return share_taken(),
+                };
+                caller.peer = Some(vouched);
+            }
         }
         if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
@@ -562,7 +610,30 @@ impl HttpService {
         if minted_here {
             self.register_minted(&resp).await;
         }
+        let mut resp = resp;
+        resp.body_mut().reseated = reseated;
         resp
+    }
+
+    /// Counts the connection `parts` came on against `vouched` (the client address a verified
+    /// `Mcp-Forwarded-Peer` names) until the guard returned is dropped; an address that holds
+    /// its [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer)
+    /// already is refused 429 (with `Retry-After`), as its own connection would have been.
+    /// Nothing to do for a connection the accept loop did not admit (a mounted service), or a
+    /// vouched peer that is not an IP address (a middleware's own naming).
+    fn reseat(&self, parts: &http::request::Parts, vouched: &str) -> Result<Option<Reseated>, Turned> {
+        let Some(Seat(id)) = parts.extensions.get::<Seat>().copied() else { return Ok(None) };
+        let Ok(to) = vouched.parse::<IpAddr>() else { return Ok(None) };
+        let per = self.inner.server.limits().http_connections_per_peer();
+        let moved = self.inner.peers().seat(id, to, per);
+        match moved {
+            Ok(from) => Ok(from.map(|back| Reseated { inner: self.inner.clone(), id, back })),
+            Err(why) => {
+                self.inner.server.http_refused(HttpRefused::PerPeer);
+                tracing::debug!(peer = %to, "a forwarded request's client holds its connection share; refused 429");
+                Err(why)
+            }
+        }
     }
 
     /// Waits (at most [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)) until
@@ -612,12 +683,12 @@ impl HttpService {
         if server.holds(kind, &id) {
             return None;
         }
-        let located = match m.cluster.locate(kind, &id).await {
+        let located = match crate::forward::locate(&self.inner.rt, &m, kind, &id).await {
             Ok(Some(located)) => located,
             Ok(None) => return None,
-            Err(e) => {
-                tracing::warn!(replica = %m.replica, error = %e, "cannot look up the cluster directory; answering here");
-                return None;
+            Err(why) => {
+                tracing::warn!(replica = %m.replica, kind = kind.as_str(), error = %why, "cannot look up the cluster directory; answered 503");
+                return Some(unavailable(kind, "directory could not be reached"));
             }
         };
         if located.replica == m.replica {
@@ -638,16 +709,33 @@ impl HttpService {
             head_bounded: !(kind == mcp_proto::HeldKind::Session && parts.method == http::Method::POST),
             timeout: server.limits().forward_time(),
         };
-        match forward.send().await {
+        let why = match forward.send().await {
             Ok(resp) => {
                 tracing::debug!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), "forwarded a request to its holder");
-                Some(resp)
+                return Some(resp);
             }
-            Err(crate::forward::Unreachable(why)) => {
-                tracing::warn!(replica = %m.replica, holder = %located.replica, url = %located.url, kind = kind.as_str(), error = %why,
-                    "the holder cannot be reached; dropped its directory entry and answered here");
-                m.forget(kind, &id).await;
+            Err(crate::forward::Unreachable(why)) => why,
+        };
+        // A holder that refused the connection, or did not answer in time, may be busy (its
+        // share of connections for this replica's address taken) or slow, not gone: only one
+        // whose advertisement expired is gone. Its entry is never dropped here (a live holder
+        // would lose a live session; a gone one's entries stop resolving with its
+        // advertisement, and expire with their TTL).
+        match crate::forward::locate(&self.inner.rt, &m, kind, &id).await {
+            Ok(None) => {
+                tracing::info!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), error = %why,
+                    "the holder is gone (no live advertisement); answered here");
                 None
+            }
+            Ok(Some(_)) => {
+                tracing::warn!(replica = %m.replica, holder = %located.replica, url = %located.url, kind = kind.as_str(), error = %why,
+                    "the holder is live but did not take the request; answered 503");
+                Some(unavailable(kind, "holder is busy or unreachable"))
+            }
+            Err(e) => {
+                tracing::warn!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), error = %why, lookup = %e,
+                    "the holder did not take the request and the directory could not be reached; answered 503");
+                Some(unavailable(kind, "directory could not be reached"))
             }
         }
     }
@@ -728,8 +816,11 @@ impl HttpService {
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Ok(HttpItem::Stream(head)) => {
-                let body =
-                    McpBody { kind: Kind::Stream { queue: Box::pin(queue), guard, dropped }, busy: None };
+                let body = McpBody {
+                    kind: Kind::Stream { queue: Box::pin(queue), guard, dropped },
+                    busy: None,
+                    reseated: None,
+                };
                 response(head.status, &head.headers, body)
             }
             Ok(HttpItem::Frame(_)) => {
@@ -921,6 +1012,34 @@ struct Switch {
     busy: Arc<AtomicUsize>,
     cut: async_channel::Sender<()>,
     cut_off: async_channel::Receiver<()>,
+    /// Its number in [`Peers`], when the accept loop admitted it by address.
+    seat: Option<Seat>,
+}
+
+/// A request extension: the number of the admitted connection the request came on, so that a
+/// forwarded request counts against the address it was forwarded for ([`Peers::seat`]).
+#[derive(Debug, Clone, Copy)]
+struct Seat(u64);
+
+/// Counts a connection against its own client's address again when dropped (with the response
+/// to the forwarded request that counted it against another's).
+struct Reseated {
+    inner: Arc<Inner>,
+    id: u64,
+    back: IpAddr,
+}
+
+impl fmt::Debug for Reseated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reseated").field("id", &self.id).field("back", &self.back).finish()
+    }
+}
+
+impl Drop for Reseated {
+    fn drop(&mut self) {
+        // Back where it was admitted, whatever that address holds now: it was counted there.
+        let _ = self.inner.peers().seat(self.id, self.back, None);
+    }
 }
 
 /// One request of a connection being answered, until dropped.
@@ -986,6 +1105,9 @@ pub struct McpBody {
     kind: Kind,
     /// The request it answers, counted as its connection's work until the body is dropped.
     busy: Option<Busy>,
+    /// For a forwarded request, its connection counted against the forwarded client's
+    /// address until the body is dropped.
+    reseated: Option<Reseated>,
 }
 
 enum Kind {
@@ -1003,17 +1125,17 @@ impl McpBody {
     /// A complete body.
     pub fn full(bytes: impl Into<Bytes>) -> Self {
         let bytes = bytes.into();
-        Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())), busy: None }
+        Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())), busy: None, reseated: None }
     }
 
     /// An empty body.
     pub fn empty() -> Self {
-        Self { kind: Kind::Full(None), busy: None }
+        Self { kind: Kind::Full(None), busy: None, reseated: None }
     }
 
     /// The body of a response forwarded from the replica that holds the session or task.
     pub(crate) fn forwarded(body: crate::forward::Forwarded) -> Self {
-        Self { kind: Kind::Forwarded(Box::pin(body)), busy: None }
+        Self { kind: Kind::Forwarded(Box::pin(body)), busy: None, reseated: None }
     }
 }
 
@@ -1163,6 +1285,30 @@ fn error_response(err: &RpcError) -> Response<McpBody> {
     )
 }
 
+/// The answer to a forwarded request whose client address (as the forwarding replica vouches
+/// for it) holds its connection share here: 429 with `Retry-After`, as the client's own
+/// connection would have been turned away.
+fn share_taken() -> Response<McpBody> {
+    let err = RpcError::limit(
+        Bound::Share,
+        "too many connections from this client address (forwarded by another replica)",
+    );
+    let mut resp = error_response(&err);
+    resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(crate::forward::RETRY_AFTER_SECS));
+    resp
+}
+
+/// The answer to a request for a session or task that may be live elsewhere in the cluster but
+/// cannot be reached now (the directory, or its holder): 503 with `Retry-After`, a JSON-RPC
+/// error saying which, so that the client retries rather than drop a live session.
+fn unavailable(kind: mcp_proto::HeldKind, what: &str) -> Response<McpBody> {
+    let err = RpcError::limit(Bound::Capacity, format!("the {} {what}; retry shortly", kind.as_str()))
+        .with_data(serde_json::json!({ "reason": "unavailable" }));
+    let mut resp = error_response(&err);
+    resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(crate::forward::RETRY_AFTER_SECS));
+    resp
+}
+
 /// Every header line of a request head, for [`RequestHead`]. HTTP/2 and later carry the host as
 /// `:authority`, which `http` keeps in the URI: it is passed on as `host`.
 fn head_lines(parts: &::http::request::Parts) -> Vec<(&str, &[u8])> {
@@ -1290,10 +1436,10 @@ mod tests {
         assert_eq!(gone.map(|h| h.id), Some(3));
         // Busy everywhere above the share: the oldest connection of the address holding most.
         busy.iter().for_each(|b| b.store(1, Ordering::Release));
-        assert!(peers.forget(c, 6).is_some());
+        assert!(peers.forget(6).is_some());
         let (_, gone) = admit(&mut peers, c, 4).unwrap();
         assert_eq!(gone.map(|h| h.id), Some(4));
-        assert_eq!(peers.forget(b, 4).map(|h| h.id), None, "a displaced connection is forgotten");
+        assert_eq!(peers.forget(4).map(|h| h.id), None, "a displaced connection is forgotten");
         assert_eq!(held(&peers), vec![(b, vec![5]), (a, vec![0]), (c, vec![7])]);
     }
 
@@ -1306,6 +1452,36 @@ mod tests {
         };
         assert!(admit(0).is_ok() && admit(1).is_ok());
         assert_eq!(admit(2).err(), Some(Turned::PerPeer));
+    }
+
+    #[test]
+    fn a_forwarded_request_counts_against_the_address_it_was_forwarded_for() {
+        let (replica, x, y): (IpAddr, IpAddr, IpAddr) =
+            ("127.0.0.1".parse().unwrap(), "127.0.0.3".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        let mut peers = Peers::default();
+        let admit = |peers: &mut Peers, addr| {
+            peers
+                .admit(addr, 0, 100, Some(2), Arc::new(AtomicUsize::new(0)), async_channel::bounded(1).0)
+                .map(|(id, _)| id)
+        };
+        // Two connections of the replica carry x's requests: they count against x, and the
+        // replica's own address holds nothing, so a third connection of it is admitted.
+        let (c0, c1) = (admit(&mut peers, replica).unwrap(), admit(&mut peers, replica).unwrap());
+        assert_eq!(peers.seat(c0, x, Some(2)), Ok(Some(replica)));
+        assert_eq!(peers.seat(c1, x, Some(2)), Ok(Some(replica)));
+        assert_eq!(held(&peers), vec![(x, vec![c0, c1])]);
+        let c2 = admit(&mut peers, replica).unwrap();
+        // x holds its share: another of its requests is refused, and y's is not.
+        assert_eq!(peers.seat(c2, x, Some(2)), Err(Turned::PerPeer));
+        assert_eq!(peers.seat(c2, y, Some(2)), Ok(Some(replica)));
+        // Back where they were admitted, even past the bound; the same address moves nothing.
+        assert_eq!(peers.seat(c0, replica, None), Ok(Some(x)));
+        assert_eq!(peers.seat(c0, replica, Some(0)), Ok(None));
+        assert_eq!(held(&peers), vec![(replica, vec![c0]), (y, vec![c2]), (x, vec![c1])]);
+        // A connection counted elsewhere is forgotten from there.
+        assert_eq!(peers.forget(c1).map(|h| h.id), Some(c1));
+        assert_eq!(peers.seat(c1, x, None), Ok(None), "forgotten: nothing to move");
+        assert_eq!(held(&peers), vec![(replica, vec![c0]), (y, vec![c2])]);
     }
 
     #[test]

@@ -90,7 +90,9 @@ pub use cluster::{
 #[cfg(feature = "redis")]
 pub use cluster_redis::RedisCluster;
 #[cfg(feature = "http")]
-pub use forward::{BoxIo, ForwardIo, FORWARDED_BY, FORWARDED_PEER, PEER_TOKEN_TTL_MS, SERVED_BY};
+pub use forward::{
+    BoxIo, ForwardIo, FORWARDED_BY, FORWARDED_PEER, LOOKUP_TIMEOUT, PEER_TOKEN_TTL_MS, SERVED_BY,
+};
 pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
@@ -1749,7 +1751,9 @@ pub struct HttpRefusals {
     /// their address held at least its fair share (or [`HttpService::admit`] said no).
     pub connections: u64,
     /// Connections closed unread because their address already held
-    /// [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer).
+    /// [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer),
+    /// and forwarded requests refused (429) because the address another replica vouched for held
+    /// it.
     pub per_peer: u64,
     /// Connections cut to make room for an address below its fair share of
     /// `max_http_connections`.

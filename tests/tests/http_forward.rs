@@ -3,19 +3,25 @@
 //! through B (a call, a `GET` stream that hears a change A makes, `DELETE`); a running task
 //! created on A is read, answered (`input_required`) and cancelled through B, by the caller that
 //! made it only (callers are told apart by their address, 127.0.0.1 and 127.0.0.2, and B vouches
-//! for it to A); a holder that cannot be reached gets 404 and loses its entry; a request that
-//! was forwarded once is never forwarded again.
+//! for it to A); a holder that cannot be reached gets 503 and keeps its entry until its
+//! advertisement expires (then 404); a request that was forwarded once is never forwarded again.
+//! Issue 23: one caller's forwards take that caller's connection share on the holder, not the
+//! forwarder's (another caller's forwards pass, and keep their entries); a directory that cannot
+//! be reached is 503, never 404.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::stream::BoxStream;
+
 use mcp_proto::http::HttpConfig;
 use mcp_proto::interaction::InputRequest;
-use mcp_proto::{HandlerError, HeldKind, TaskSupport, Tool, ToolOutput};
-use mcp_server::cluster::{ADVERTISE_TTL, ENTRY_TTL};
+use mcp_proto::{HandlerError, HeldKind, Limits, TaskSupport, Tool, ToolOutput};
+use mcp_server::cluster::{ClusterError, ClusterEvent, Located, SharedKeys, ADVERTISE_TTL, ENTRY_TTL};
 use mcp_server::{
-    BoxFuture, Cluster, InMemoryCluster, Server, ServerBuilder, StoreError, TaskStore, ToolCall,
+    BoxFuture, Cluster, InMemoryCluster, Runtime, Server, ServerBuilder, StoreError, TaskStore, ToolCall,
 };
 use mcp_tests::http::{
     block_on, each, ensure, event_data, poll_until, tokio_runtime, Client, Req, Response, Shim,
@@ -28,12 +34,14 @@ const LEGACY: &str = "2025-11-25";
 const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Replica `name` of `cluster`: an `echo` tool, a task-capable `job` that sleeps `ms`, and a
-/// task `confirm` that asks the client a question; advertised at `addr`; then `tweak`ed.
+/// task `confirm` that asks the client a question; advertised at `addr`, within `limits`; then
+/// `tweak`ed.
 async fn replica(
     shim: Shim,
-    cluster: &Arc<InMemoryCluster>,
+    cluster: Arc<dyn Cluster>,
     name: &str,
     addr: SocketAddr,
+    limits: Limits,
     tweak: Tweak,
 ) -> Server {
     let job =
@@ -41,7 +49,9 @@ async fn replica(
             .task_support(TaskSupport::Optional);
     let confirm = Tool::new("confirm", "Asks, then answers", json!({"type": "object"}))
         .task_support(TaskSupport::Required);
-    let builder = Server::builder("forward", "1")
+    let mut builder = Server::builder("forward", "1");
+    builder.config_mut().limits = limits;
+    let builder = builder
         .tool(Tool::new("echo", "Echoes", json!({"type": "object"})), move |call: ToolCall| async move {
             Ok::<_, HandlerError>(ToolOutput::text(format!("echo {}", Value::Object(call.arguments.clone()))))
         })
@@ -66,7 +76,7 @@ async fn replica(
             let answer = call.ctx.ask_one("sure", ask).await?;
             Ok::<_, HandlerError>(ToolOutput::text(format!("confirmed {}", answer["content"]["ok"])))
         })
-        .cluster(cluster.clone() as Arc<dyn Cluster>, name)
+        .cluster(cluster, name)
         .cluster_advertise(format!("http://{addr}/mcp"));
     tweak(builder)
         // The shared key ring: what lets b vouch to a for the client's address.
@@ -107,16 +117,27 @@ fn pair(shim: Shim) -> (Arc<InMemoryCluster>, [(SocketAddr, Server); 2]) {
 /// [`pair`], both replicas `tweak`ed.
 fn pair_with(shim: Shim, tweak: Tweak) -> (Arc<InMemoryCluster>, [(SocketAddr, Server); 2]) {
     let cluster = Arc::new(InMemoryCluster::default());
+    let pair = pair_on(shim, cluster.clone(), [Limits::default(), Limits::default()], tweak);
+    (cluster, pair)
+}
+
+/// Two replicas `a` and `b` of `cluster`, within `limits` each, serving: their addresses and
+/// servers.
+fn pair_on(
+    shim: Shim,
+    cluster: Arc<dyn Cluster>,
+    limits: [Limits; 2],
+    tweak: Tweak,
+) -> [(SocketAddr, Server); 2] {
     let mut out = Vec::new();
-    for name in ["a", "b"] {
+    for (name, limits) in ["a", "b"].into_iter().zip(limits) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
-        let server = block_on(shim, replica(shim, &cluster, name, addr, tweak));
+        let server = block_on(shim, replica(shim, cluster.clone(), name, addr, limits, tweak));
         serve_on(shim, listener, server.clone());
         out.push((addr, server));
     }
-    let [a, b]: [(SocketAddr, Server); 2] = out.try_into().unwrap_or_else(|_| panic!("two replicas"));
-    (cluster, [a, b])
+    out.try_into().unwrap_or_else(|_| panic!("two replicas"))
 }
 
 fn send(addr: SocketAddr, from: IpAddr, req: &Req) -> Result<Response, String> {
@@ -141,11 +162,16 @@ fn legacy(sid: &str, body: &str) -> Req {
     Req::post(body.to_owned()).header("MCP-Protocol-Version", LEGACY).header("Mcp-Session-Id", sid)
 }
 
-/// A legacy session initialized on `addr`: its id.
+/// A legacy session of Alice's initialized on `addr`: its id.
 fn initialize(addr: SocketAddr) -> Result<String, String> {
+    initialize_as(addr, ALICE)
+}
+
+/// A legacy session initialized on `addr` by the client at `from`: its id.
+fn initialize_as(addr: SocketAddr, from: IpAddr) -> Result<String, String> {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "forward-test", "version": "1"}}});
-    let resp = send(addr, ALICE, &Req::post(init.to_string()))?;
+    let resp = send(addr, from, &Req::post(init.to_string()))?;
     ensure(resp.status() == 200, || format!("initialize: {resp:?}"))?;
     resp.header("mcp-session-id").map(str::to_owned).ok_or_else(|| format!("no session id: {resp:?}"))
 }
@@ -281,25 +307,44 @@ fn a_running_task_of_one_replica_is_read_answered_and_cancelled_through_another(
     });
 }
 
+/// The JSON-RPC error of a 503 that asks the client to retry: its message.
+fn retry_later(resp: &Response) -> Result<String, String> {
+    ensure(resp.status() == 503, || format!("expected 503: {resp:?}"))?;
+    ensure(resp.header("retry-after").is_some(), || format!("no Retry-After: {resp:?}"))?;
+    let body = resp.json()?;
+    ensure(body["error"]["data"]["reason"] == "unavailable", || format!("503 body: {body}"))?;
+    Ok(body["error"]["message"].as_str().unwrap_or_default().to_owned())
+}
+
 #[test]
-fn an_unreachable_holder_gets_404_and_loses_its_entry_and_nothing_is_forwarded_twice() {
+fn an_unreachable_holder_keeps_its_entry_until_its_advertisement_expires_and_nothing_is_forwarded_twice() {
     each(|shim| {
         let (cluster, [(a, _), (b, _)]) = pair(shim);
-        // A replica that advertised an address nobody listens on any more.
+        // A replica that advertises an address nobody listens on (crashed a moment ago, or
+        // too busy to take a connection: this side cannot tell).
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| e.to_string())?;
-        block_on(shim, cluster.advertise("ghost", &format!("http://{closed}/mcp"), ADVERTISE_TTL))
-            .map_err(|e| e.to_string())?;
+        let url = format!("http://{closed}/mcp");
+        block_on(shim, cluster.advertise("ghost", &url, ADVERTISE_TTL)).map_err(|e| e.to_string())?;
         let ghost_session = "ghost-session-0123456789";
         block_on(shim, cluster.register(HeldKind::Session, ghost_session, "ghost", ENTRY_TTL))
             .map_err(|e| e.to_string())?;
         let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        // Live as far as the directory knows: retry later, and the entry stays.
         let resp = send(b, ALICE, &legacy(ghost_session, &call))?;
-        ensure(resp.status() == 404, || format!("unreachable holder: {resp:?}"))?;
+        let why = retry_later(&resp)?;
+        ensure(why.contains("holder"), || format!("503 message: {why}"))?;
         let entry =
             block_on(shim, cluster.locate(HeldKind::Session, ghost_session)).map_err(|e| e.to_string())?;
-        ensure(entry.is_none(), || format!("the stale entry is still there: {entry:?}"))?;
+        ensure(entry.is_some(), || "a live holder's entry was dropped".to_owned())?;
+        // Its advertisement expires: the holder is gone, and so is the session.
+        block_on(shim, cluster.advertise("ghost", &url, Duration::from_millis(1)))
+            .map_err(|e| e.to_string())?;
+        poll_until("the gone holder's session answered 404", Duration::from_secs(10), || {
+            let resp = send(b, ALICE, &legacy(ghost_session, &call))?;
+            Ok((resp.status() == 404).then_some(()))
+        })?;
 
         // A request that says it was forwarded already is answered where it lands.
         let sid = initialize(a)?;
@@ -380,5 +425,157 @@ fn the_entry_a_failed_write_kept_goes_when_the_task_expires() {
         })?;
         let gone = rpc(b, BOB, &modern(2, "tasks/get", json!({"taskId": job})))?;
         ensure(gone["error"]["code"] == -32602, || format!("an expired task through b: {gone}"))
+    });
+}
+
+const MALLORY: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
+
+/// Issue 23, item 3: one caller's slow calls through b take a's connection share for b's
+/// address (every forward comes from it); another caller's session must still be served
+/// through b, and keep its directory entry. The caller's own share on a is still enforced.
+#[test]
+fn one_callers_forwards_do_not_take_the_forwarders_share_of_the_holder() {
+    each(|shim| {
+        let cluster = Arc::new(InMemoryCluster::default());
+        let mut small = Limits::default();
+        small.max_http_connections_per_peer(Some(4));
+        let mut roomy = Limits::default();
+        roomy.max_http_connections_per_peer(Some(8));
+        let [(a, server_a), (b, _)] = pair_on(shim, cluster.clone(), [small, roomy], |b| b);
+        let victim = initialize_as(a, BOB)?;
+        let attacker = initialize_as(a, MALLORY)?;
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        for (sid, from) in [(&victim, BOB), (&attacker, MALLORY)] {
+            let resp = send(a, from, &legacy(sid, initialized))?;
+            ensure(resp.status() == 202, || format!("initialized: {resp:?}"))?;
+        }
+        // Four slow calls through b: a's share for one address, all of them forwarded by b.
+        let slow = |id: u64| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "job", "arguments": {"ms": 60_000}}})
+            .to_string()
+        };
+        let mut held = Vec::new();
+        for id in 0..4 {
+            let mut client = Client::connect_from(b, MALLORY).map_err(|e| e.to_string())?;
+            client.send(&legacy(&attacker, &slow(10 + id)).to_bytes()).map_err(|e| e.to_string())?;
+            held.push(client);
+        }
+        poll_until("four slow calls running on a", Duration::from_secs(10), || {
+            Ok((server_a.status().in_flight >= 4).then_some(()))
+        })?;
+        // The victim's session is served through b, and keeps its entry.
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"v": 1}}});
+        for _ in 0..3 {
+            let resp = send(b, BOB, &legacy(&victim, &call.to_string()))?;
+            ensure(resp.header("mcp-served-by") == Some("a"), || format!("the victim through b: {resp:?}"))?;
+            let answer = message(&resp)?;
+            ensure(answer["result"]["content"][0]["text"] == "echo {\"v\":1}", || {
+                format!("the victim through b: {answer}")
+            })?;
+        }
+        // The attacker's fifth, through b, meets its own share on a.
+        let fifth = send(b, MALLORY, &legacy(&attacker, &slow(20)))?;
+        ensure(fifth.status() == 429 && fifth.header("retry-after").is_some(), || {
+            format!("the attacker's fifth call: {fifth:?}")
+        })?;
+        for sid in [&victim, &attacker] {
+            let entry = block_on(shim, cluster.locate(HeldKind::Session, sid)).map_err(|e| e.to_string())?;
+            ensure(entry.is_some(), || format!("the entry of {sid} was dropped"))?;
+        }
+        drop(held);
+        Ok(())
+    });
+}
+
+/// A cluster whose directory lookups can be made to fail or stall (a Redis pause).
+#[derive(Default)]
+struct Faulty {
+    inner: InMemoryCluster,
+    /// 0: lookups work; 1: they fail; 2: they never answer.
+    lookups: AtomicU8,
+}
+
+const LOOKUPS_WORK: u8 = 0;
+const LOOKUPS_FAIL: u8 = 1;
+const LOOKUPS_STALL: u8 = 2;
+
+impl Cluster for Faulty {
+    fn publish(&self, event: ClusterEvent) {
+        self.inner.publish(event);
+    }
+    fn subscribe(&self) -> BoxStream<'static, ClusterEvent> {
+        self.inner.subscribe()
+    }
+    fn key_ring(&self) -> BoxFuture<Result<SharedKeys, ClusterError>> {
+        self.inner.key_ring()
+    }
+    fn rotate_keys(&self, new: [u8; 32], keep: usize) -> BoxFuture<Result<SharedKeys, ClusterError>> {
+        self.inner.rotate_keys(new, keep)
+    }
+    fn task_store(&self) -> Arc<dyn TaskStore> {
+        self.inner.task_store()
+    }
+    fn start(&self, rt: Arc<dyn Runtime>) {
+        self.inner.start(rt);
+    }
+    fn claim(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<Option<Vec<u8>>, ClusterError>> {
+        self.inner.claim(key, lease_until_ms)
+    }
+    fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> BoxFuture<()> {
+        self.inner.record(key, outcome, expires_at_ms)
+    }
+    fn renew(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<bool, ClusterError>> {
+        self.inner.renew(key, lease_until_ms)
+    }
+    fn advertise(&self, replica: &str, url: &str, ttl: Duration) -> BoxFuture<Result<(), ClusterError>> {
+        self.inner.advertise(replica, url, ttl)
+    }
+    fn register(
+        &self,
+        kind: HeldKind,
+        id: &str,
+        replica: &str,
+        ttl: Duration,
+    ) -> BoxFuture<Result<(), ClusterError>> {
+        self.inner.register(kind, id, replica, ttl)
+    }
+    fn unregister(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<(), ClusterError>> {
+        self.inner.unregister(kind, id)
+    }
+    fn locate(&self, kind: HeldKind, id: &str) -> BoxFuture<Result<Option<Located>, ClusterError>> {
+        match self.lookups.load(Ordering::Acquire) {
+            LOOKUPS_WORK => self.inner.locate(kind, id),
+            LOOKUPS_FAIL => Box::pin(std::future::ready(Err(ClusterError("the directory is down".into())))),
+            _ => Box::pin(std::future::pending()),
+        }
+    }
+}
+
+/// Issue 23, item 4: a lookup that cannot be made (the directory fails, or does not answer) is
+/// a 503 to retry, not the 404 that makes a client drop a live session; once the directory is
+/// back the same requests are served through b.
+#[test]
+fn a_directory_that_cannot_be_reached_is_503_not_404() {
+    each(|shim| {
+        let cluster = Arc::new(Faulty::default());
+        let [(a, _), (b, _)] = pair_on(shim, cluster.clone(), [Limits::default(), Limits::default()], |b| b);
+        let sid = initialize(a)?;
+        let job = start(a, BOB, "job", json!({"ms": 60_000}))?;
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+        let read = modern(3, "tasks/get", json!({"taskId": job}));
+        for mode in [LOOKUPS_FAIL, LOOKUPS_STALL] {
+            cluster.lookups.store(mode, Ordering::Release);
+            let why = retry_later(&send(b, ALICE, &legacy(&sid, &call))?)?;
+            ensure(why.contains("session directory"), || format!("mode {mode}: {why}"))?;
+            let why = retry_later(&send(b, BOB, &read)?)?;
+            ensure(why.contains("task directory"), || format!("mode {mode}: {why}"))?;
+        }
+        cluster.lookups.store(LOOKUPS_WORK, Ordering::Release);
+        let resp = send(b, ALICE, &legacy(&sid, &call))?;
+        ensure(resp.status() == 200 && resp.header("mcp-served-by") == Some("a"), || format!("{resp:?}"))?;
+        let working = rpc(b, BOB, &read)?;
+        ensure(working["result"]["status"] == "working", || format!("the task through b: {working}"))
     });
 }

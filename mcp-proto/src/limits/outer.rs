@@ -110,8 +110,10 @@ impl Limits {
     /// that is answered at once (a `GET` stream, a `DELETE`, `tasks/*`), to send the response
     /// head. Default 5 s.
     ///
-    /// Past it the holder counts as unreachable: its directory entry is dropped and the request
-    /// is answered as one for an unknown session (404) or task (`-32602`). A legacy `POST` whose
+    /// Past it the request is not forwarded: while the holder still advertises itself (it may be
+    /// busy or slow) the client is answered 503 with `Retry-After` and the holder keeps its
+    /// directory entry; once its advertisement has expired (it is gone) the request is answered
+    /// as one for an unknown session (404) or task (`-32602`). A legacy `POST` whose
     /// answer waits for a call is not bounded beyond the connect: it may take as long as the
     /// call would take on the holder, whose own bounds ([`call_timeout`](Self::call_timeout))
     /// apply. Zero refuses every forward; a duration too large to add to the current instant
