@@ -18,17 +18,27 @@ const ALICE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 const BOB: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
-/// A server with one task-capable tool, `job`, which sleeps `ms` then answers `done <ms>`, on
-/// `shim`'s timer, writing ended tasks to `store`.
+/// A server with one task-capable tool, `job`, which sleeps `ms` then answers `done <ms>` (or,
+/// given `size`, a text of that many bytes), on `shim`'s timer, writing ended tasks to `store`.
 fn build(shim: Shim, store: Option<Arc<dyn TaskStore>>) -> Server {
+    bounded(shim, store, |_| {})
+}
+
+/// [`build`] under `limits`.
+fn bounded(
+    shim: Shim,
+    store: Option<Arc<dyn TaskStore>>,
+    limits: impl FnOnce(&mut mcp_proto::Limits),
+) -> Server {
     let tool = Tool::new(
         "job",
         "Sleeps ms, then answers",
-        json!({"type": "object", "properties": {"ms": {"type": "integer"}}}),
+        json!({"type": "object", "properties": {"ms": {"type": "integer"}, "size": {"type": "integer"}}}),
     )
     .task_support(TaskSupport::Optional);
-    Server::builder("tasks", "1.0.0")
-        .task_store(store)
+    let mut builder = Server::builder("tasks", "1.0.0").task_store(store);
+    limits(&mut builder.config_mut().limits);
+    builder
         .tool(tool, move |call: ToolCall| async move {
             let ms = call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
             match shim {
@@ -37,7 +47,10 @@ fn build(shim: Shim, store: Option<Arc<dyn TaskStore>>) -> Server {
                     smol::Timer::after(Duration::from_millis(ms)).await;
                 }
             }
-            ToolOutput::text(format!("done {ms}"))
+            match call.arguments.get("size").and_then(Value::as_u64) {
+                Some(size) => ToolOutput::text("x".repeat(usize::try_from(size).unwrap_or(0))),
+                None => ToolOutput::text(format!("done {ms}")),
+            }
         })
         .build()
         .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
@@ -131,32 +144,6 @@ fn a_cancelled_task_stops_and_is_stored_cancelled() {
     });
 }
 
-/// [`build`] with `limits` set, and no task store.
-fn bounded(shim: Shim, limits: impl FnOnce(&mut mcp_proto::Limits)) -> Server {
-    let tool = Tool::new(
-        "job",
-        "Sleeps ms, then answers a text of `size` bytes",
-        json!({"type": "object", "properties": {"ms": {"type": "integer"}, "size": {"type": "integer"}}}),
-    )
-    .task_support(TaskSupport::Optional);
-    let mut builder = Server::builder("tasks", "1.0.0").task_store(None);
-    limits(&mut builder.config_mut().limits);
-    builder
-        .tool(tool, move |call: ToolCall| async move {
-            let ms = call.arguments.get("ms").and_then(Value::as_u64).unwrap_or(0);
-            let size = call.arguments.get("size").and_then(Value::as_u64).unwrap_or(0);
-            match shim {
-                Shim::Tokio => tokio::time::sleep(Duration::from_millis(ms)).await,
-                Shim::Smol => {
-                    smol::Timer::after(Duration::from_millis(ms)).await;
-                }
-            }
-            ToolOutput::text("x".repeat(usize::try_from(size).unwrap_or(0)))
-        })
-        .build()
-        .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
-}
-
 fn start_job(addr: SocketAddr, from: IpAddr, id: u64, args: Value) -> Result<Value, String> {
     send(addr, from, &request(id, "tools/call", json!({"name": "job", "arguments": args})))
 }
@@ -166,7 +153,7 @@ fn a_caller_flooding_the_task_table_with_running_tasks_leaves_room_for_another()
     each(|shim| {
         let addr = serve(
             shim,
-            bounded(shim, |l| {
+            bounded(shim, None, |l| {
                 l.max_tasks(8);
             }),
             HttpConfig::default(),
@@ -198,7 +185,7 @@ fn a_task_result_past_the_byte_bound_ends_as_the_documented_failure() {
     each(|shim| {
         let addr = serve(
             shim,
-            bounded(shim, |l| {
+            bounded(shim, None, |l| {
                 l.max_task_result_bytes(4096);
             }),
             HttpConfig::default(),
