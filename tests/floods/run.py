@@ -172,17 +172,23 @@ def flood_task_results(binary):
         proc.kill()
 
 
-def flood_search(binary):
+def flood_search(binary, tool="search_tools"):
+    """Two attacker connections send ~2 MiB `search_tools` queries (or, as the baseline, echoes
+    of the same bytes) for 5 s while the second caller calls echo through call_tool."""
     proc, addr = start(binary, "--mode", "compact")
     try:
         query = " ".join(["word"] * 400_000)  # ~2 MiB of words
         stop = time.time() + 5
         sent = [0]
+        if tool == "search_tools":
+            attack_call = {"name": "search_tools", "arguments": {"query": query}}
+        else:
+            attack_call = {"name": "call_tool", "arguments": {"name": "echo", "arguments": {"text": query}}}
 
         def attack():
             a = Conn(addr, ATTACKER)
             while time.time() < stop:
-                a.call("tools/call", {"name": "search_tools", "arguments": {"query": query}}, rid=1)
+                a.call("tools/call", attack_call, rid=1)
                 sent[0] += 1
 
         threads = [threading.Thread(target=attack) for _ in range(2)]
@@ -201,7 +207,7 @@ def flood_search(binary):
             t.join()
         lat.sort()
         median = lat[len(lat) // 2] * 1000 if lat else float("nan")
-        return ok, f"{sent[0]} 2 MiB queries; second caller's median echo {median:.1f} ms over {len(lat)}", peak_rss_kib(proc.pid), None
+        return ok, f"{sent[0]} 2 MiB {tool} calls; second caller's median echo {median:.1f} ms over {len(lat)}", peak_rss_kib(proc.pid), None
     finally:
         proc.kill()
 
@@ -245,6 +251,7 @@ def main():
         ("task table", flood_task_table),
         ("task results", flood_task_results),
         ("search queries", flood_search),
+        ("echo of the same bytes", lambda b: flood_search(b, "echo")),
         ("write-before-read (stdio)", flood_stdio),
     ]
     print(f"{'binary':<16} {'flood':<28} {'second caller served':<22} {'peak RSS':>10}  detail")
