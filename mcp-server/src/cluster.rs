@@ -645,6 +645,10 @@ pub(crate) struct Membership {
     /// a claim leaves when its record goes out ([`Server::share_ledger`]), which ends its
     /// renewals ([`Limits::claim_lease`](mcp_proto::Limits::claim_lease)).
     pub(crate) leases: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// The nonces of the `Mcp-Forwarded-Peer` tokens this replica accepted: each is accepted
+    /// once (see the `forward` module).
+    #[cfg(feature = "http")]
+    pub(crate) peer_nonces: Arc<crate::forward::PeerNonces>,
 }
 
 impl Membership {
@@ -950,6 +954,8 @@ impl crate::ServerBuilder {
             held: Arc::default(),
             registering: Arc::default(),
             leases: Arc::default(),
+            #[cfg(feature = "http")]
+            peer_nonces: Arc::default(),
         });
         self
     }

@@ -14,8 +14,12 @@
 //!   the holder answers it from its own engine, as it would any request);
 //! - `Mcp-Forwarded-Peer: <token>`: the client's address, signed with the cluster's shared key
 //!   ring, so the holder sees the same caller as if the client had come directly (an anonymous
-//!   caller is bound to its address). A token that does not verify, or is older than
-//!   [`PEER_TOKEN_TTL_MS`], is ignored: the holder then sees the forwarding replica's address.
+//!   caller is bound to its address). The token is bound to the request it was made for (its
+//!   HTTP method and the session or task it names) and carries a random nonce the holder
+//!   accepts once ([`MAX_PEER_NONCES`] remembered for [`PEER_TOKEN_TTL_MS`]). A token that
+//!   does not verify, is older than [`PEER_TOKEN_TTL_MS`] (10 s), names another request, or was
+//!   used before is ignored: the holder then sees the forwarding replica's address. So a token
+//!   seen on the network between replicas vouches for nothing more.
 //!
 //! The response (status, headers, body) comes back as the holder sends it, an SSE stream event
 //! by event; closing either side closes the other. It carries `Mcp-Served-By: <holder>`.
@@ -54,9 +58,10 @@
 //! 429 with `Retry-After`, as its own connection would have been turned away; other callers'
 //! forwards through the same replica are not.
 
+use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -77,10 +82,11 @@ pub const FORWARDED_PEER: &str = "mcp-forwarded-peer";
 /// The header a forwarded response carries: the id of the replica that answered it.
 pub const SERVED_BY: &str = "mcp-served-by";
 
-/// How long a `Mcp-Forwarded-Peer` token is accepted after it was made: 60 s. Tokens travel
-/// between replicas only; the bound keeps one seen on the network from vouching for its
-/// address for ever.
-pub const PEER_TOKEN_TTL_MS: u64 = 60_000;
+/// How long a `Mcp-Forwarded-Peer` token is accepted after it was made: 10 s (either way, for
+/// replicas' clocks that disagree a little). A token is made for one request just before it is
+/// sent, so it needs only the trip to the holder; the bound keeps one seen on the network from
+/// vouching for long, and it is how long the holder remembers a token's nonce.
+pub const PEER_TOKEN_TTL_MS: u64 = 10_000;
 
 /// The `Retry-After` of a 503 for a session or task out of reach: 1 s, a third of
 /// [`ADVERTISE_TTL`](crate::cluster::ADVERTISE_TTL), so that a retry after a holder died finds
@@ -106,8 +112,14 @@ pub(crate) async fn locate(
     }
 }
 
+/// Nonces of `Mcp-Forwarded-Peer` tokens a holder remembers at most: 65,536 (about 6,500
+/// forwarded requests a second over [`PEER_TOKEN_TTL_MS`]). Past it a token is not accepted
+/// until older nonces expire: the holder then sees the forwarding replica's address, as for a
+/// token that does not verify, and nothing is lost but the address.
+pub const MAX_PEER_NONCES: usize = 65_536;
+
 /// The key-ring domain of `Mcp-Forwarded-Peer` tokens.
-const PEER_DOMAIN: &str = "mcp-forwarded-peer/v1";
+const PEER_DOMAIN: &str = "mcp-forwarded-peer/v2";
 
 /// A connection to a replica, as the runtime opens it ([`Runtime::connect`]).
 pub trait ForwardIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {}
@@ -143,22 +155,71 @@ pub(crate) fn named(headers: &HeaderMap) -> Option<(HeldKind, String)> {
     }
 }
 
-/// The signed client address for `Mcp-Forwarded-Peer`.
-pub(crate) fn peer_token(keys: &KeyRing, peer: &str) -> String {
-    let payload = format!("{}\0{peer}", unix_ms());
-    keys.sign_token(PEER_DOMAIN, payload.as_bytes())
+/// What a `Mcp-Forwarded-Peer` token is bound to: the request's HTTP method and the session or
+/// task it names, so a token taken from one request vouches for no other.
+pub(crate) fn binding(method: &http::Method, headers: &HeaderMap) -> String {
+    let named = named(headers).map(|(kind, id)| format!("{}:{id}", kind.as_str())).unwrap_or_default();
+    format!("{method} {named}")
 }
 
-/// The client address a `Mcp-Forwarded-Peer` token vouches for, if it verifies and is recent.
-pub(crate) fn verified_peer(keys: &KeyRing, token: &str) -> Option<String> {
+/// The signed client address for `Mcp-Forwarded-Peer`, bound to the request `bound` describes
+/// ([`binding`]) and to a fresh nonce; `None` when no random nonce can be drawn (the request
+/// then goes without one, and the holder sees this replica's address).
+pub(crate) fn peer_token(keys: &KeyRing, peer: &str, bound: &str) -> Option<String> {
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).ok()?;
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let payload = format!("{}\0{nonce}\0{bound}\0{peer}", unix_ms());
+    Some(keys.sign_token(PEER_DOMAIN, payload.as_bytes()))
+}
+
+/// The nonces of the `Mcp-Forwarded-Peer` tokens a holder accepted within
+/// [`PEER_TOKEN_TTL_MS`]: a token is accepted once.
+#[derive(Default)]
+pub(crate) struct PeerNonces {
+    inner: Mutex<NonceSet>,
+}
+
+#[derive(Default)]
+struct NonceSet {
+    seen: HashSet<String>,
+    /// Oldest first, with the time each token was made: what expires first.
+    order: VecDeque<(u64, String)>,
+}
+
+impl PeerNonces {
+    /// Takes `nonce`, made at `at`, if it was not taken before and there is room for it.
+    fn take(&self, nonce: &str, at: u64, now: u64) -> bool {
+        let Ok(mut set) = self.inner.lock() else { return false };
+        while let Some((made, _)) = set.order.front() {
+            if made.saturating_add(2 * PEER_TOKEN_TTL_MS) > now {
+                break;
+            }
+            if let Some((_, old)) = set.order.pop_front() {
+                set.seen.remove(&old);
+            }
+        }
+        if set.seen.len() >= MAX_PEER_NONCES || set.seen.contains(nonce) {
+            return false;
+        }
+        set.seen.insert(nonce.to_owned());
+        set.order.push_back((at, nonce.to_owned()));
+        true
+    }
+}
+
+/// The client address a `Mcp-Forwarded-Peer` token vouches for, if it verifies, is recent, was
+/// made for the request `bound` describes ([`binding`]) and was not used before (`nonces`).
+pub(crate) fn verified_peer(keys: &KeyRing, token: &str, bound: &str, nonces: &PeerNonces) -> Option<String> {
     let payload = keys.verify_token(PEER_DOMAIN, token)?;
     let text = String::from_utf8(payload).ok()?;
-    let (at, peer) = text.split_once('\0')?;
+    let mut fields = text.splitn(4, '\0');
+    let (at, nonce, made_for, peer) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
     let at: u64 = at.parse().ok()?;
     let now = unix_ms();
     // A little clock skew between replicas is tolerated either way.
-    (at <= now.saturating_add(PEER_TOKEN_TTL_MS) && now.saturating_sub(at) <= PEER_TOKEN_TTL_MS)
-        .then(|| peer.to_owned())
+    let recent = at <= now.saturating_add(PEER_TOKEN_TTL_MS) && now.saturating_sub(at) <= PEER_TOKEN_TTL_MS;
+    (recent && made_for == bound && nonces.take(nonce, at, now)).then(|| peer.to_owned())
 }
 
 fn unix_ms() -> u64 {
@@ -267,7 +328,9 @@ impl Forward<'_> {
             headers.insert(HeaderName::from_static(FORWARDED_BY), v);
         }
         if let Some(peer) = &self.peer {
-            if let Ok(v) = HeaderValue::from_str(&peer_token(&self.keys, peer)) {
+            let bound = binding(&self.parts.method, &self.parts.headers);
+            if let Some(v) = peer_token(&self.keys, peer, &bound).and_then(|t| HeaderValue::from_str(&t).ok())
+            {
                 headers.insert(HeaderName::from_static(FORWARDED_PEER), v);
             }
         }
@@ -387,14 +450,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn peer_tokens_verify_with_the_ring_only() {
+    fn peer_tokens_verify_with_the_ring_only_once_and_for_their_request() {
         let ring = KeyRing::new([5; 32]);
-        let token = peer_token(&ring, "127.0.0.2");
-        assert_eq!(verified_peer(&ring, &token).as_deref(), Some("127.0.0.2"));
-        assert_eq!(verified_peer(&KeyRing::new([6; 32]), &token), None);
-        let stale = ring
-            .sign_token(PEER_DOMAIN, format!("{}\0127.0.0.3", unix_ms() - 2 * PEER_TOKEN_TTL_MS).as_bytes());
-        assert_eq!(verified_peer(&ring, &stale), None);
+        let nonces = PeerNonces::default();
+        let bound = "POST session:s1";
+        let token = peer_token(&ring, "127.0.0.2", bound).unwrap();
+        assert_eq!(verified_peer(&KeyRing::new([6; 32]), &token, bound, &nonces), None, "another ring");
+        assert_eq!(verified_peer(&ring, &token, "GET session:s1", &nonces), None, "another method");
+        assert_eq!(verified_peer(&ring, &token, "POST session:s2", &nonces), None, "another session");
+        assert_eq!(verified_peer(&ring, &token, bound, &nonces).as_deref(), Some("127.0.0.2"));
+        assert_eq!(verified_peer(&ring, &token, bound, &nonces), None, "a token is taken once");
+        let again = peer_token(&ring, "127.0.0.2", bound).unwrap();
+        assert_ne!(again, token, "each token has its own nonce");
+        assert_eq!(verified_peer(&ring, &again, bound, &nonces).as_deref(), Some("127.0.0.2"));
+        let at = unix_ms() - 2 * PEER_TOKEN_TTL_MS;
+        let stale = ring.sign_token(PEER_DOMAIN, format!("{at}\0aa\0{bound}\0127.0.0.3").as_bytes());
+        assert_eq!(verified_peer(&ring, &stale, bound, &nonces), None, "too old");
+        // The version-1 layout (time and address only) vouches for nothing.
+        let v1 = ring.sign_token(PEER_DOMAIN, format!("{}\0127.0.0.3", unix_ms()).as_bytes());
+        assert_eq!(verified_peer(&ring, &v1, bound, &nonces), None);
+    }
+
+    #[test]
+    fn the_nonces_are_bounded_and_expire() {
+        let nonces = PeerNonces::default();
+        let now = 1_000_000;
+        for i in 0..MAX_PEER_NONCES {
+            assert!(nonces.take(&i.to_string(), now, now));
+        }
+        assert!(!nonces.take("one more", now, now), "full: refused, nothing forgotten early");
+        assert!(!nonces.take("0", now, now), "still remembered");
+        let later = now + 2 * PEER_TOKEN_TTL_MS;
+        assert!(nonces.take("one more", later, later), "the old ones expired");
+        assert_eq!(nonces.inner.lock().unwrap().seen.len(), 1);
+    }
+
+    #[test]
+    fn a_binding_names_the_method_and_what_the_request_names() {
+        let mut h = HeaderMap::new();
+        assert_eq!(binding(&http::Method::POST, &h), "POST ");
+        h.insert("mcp-session-id", HeaderValue::from_static("s1"));
+        assert_eq!(binding(&http::Method::DELETE, &h), "DELETE session:s1");
     }
 
     #[test]

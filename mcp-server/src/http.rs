@@ -562,7 +562,7 @@ impl HttpService {
         // forwarded client's address.
         let mut reseated = None;
         if caller.peer.is_none() {
-            if let Some(vouched) = self.forwarded_peer(&parts.headers) {
+            if let Some(vouched) = self.forwarded_peer(&parts.method, &parts.headers) {
                 reseated = match self.reseat(&parts, &vouched) {
                     Ok(reseated) => reseated,
                     Err(_) => return share_taken(),
@@ -658,12 +658,17 @@ impl HttpService {
 
     /// The client address another replica of the cluster vouches for, on a request it
     /// forwarded here.
-    fn forwarded_peer(&self, headers: &http::HeaderMap) -> Option<String> {
+    fn forwarded_peer(&self, method: &http::Method, headers: &http::HeaderMap) -> Option<String> {
         headers.get(crate::forward::FORWARDED_BY)?;
         let token = headers.get(crate::forward::FORWARDED_PEER)?.to_str().ok()?;
         let server = &self.inner.server;
-        server.membership()?;
-        crate::forward::verified_peer(&server.key_ring(), token)
+        let m = server.membership()?;
+        crate::forward::verified_peer(
+            &server.key_ring(),
+            token,
+            &crate::forward::binding(method, headers),
+            &m.peer_nonces,
+        )
     }
 
     /// Sends the request to the replica holding its session or task, when another one does;
