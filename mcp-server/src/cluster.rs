@@ -904,15 +904,8 @@ impl Server {
                         }
                         Err(e) => tracing::warn!(replica = %m.replica, error = %e, "cannot read the rotated key ring"),
                     },
-                    // Epochs only move forward in a cluster: a late event never moves one back.
                     EventKind::EpochMoved(epoch) => {
-                        let mut st = server.lock();
-                        if epoch > st.engine.epoch() {
-                            let now = server.now();
-                            st.engine.set_epoch(now, epoch);
-                            tracing::info!(replica = %m.replica, epoch, "continuation epoch moved");
-                        }
-                        server.release(st);
+                        server.adopt_epoch(epoch);
                     }
                 }
             }

@@ -29,19 +29,30 @@ impl Server {
             Some(m) => Some(m.cluster.move_epoch().await?),
             None => None,
         };
-        let mut st = self.lock();
-        let now = self.now();
-        let epoch = match next {
-            // Another move may have come first; the epoch never goes back.
-            Some(e) => {
-                if e > st.engine.epoch() {
-                    st.engine.set_epoch(now, e);
-                }
-                st.engine.epoch()
+        Ok(match next {
+            Some(epoch) => self.adopt_epoch(epoch),
+            None => {
+                let mut st = self.lock();
+                let now = self.now();
+                let epoch = st.engine.bump_epoch(now);
+                self.release(st);
+                epoch
             }
-            None => st.engine.bump_epoch(now),
-        };
+        })
+    }
+
+    /// Makes the cluster's `epoch` this server's, unless it holds a later one already: epochs
+    /// only move forward in a cluster, so a late event or a move that lost a race never moves
+    /// one back. Returns the epoch held now.
+    pub(crate) fn adopt_epoch(&self, epoch: u64) -> u64 {
+        let mut st = self.lock();
+        if epoch > st.engine.epoch() {
+            let now = self.now();
+            st.engine.set_epoch(now, epoch);
+            tracing::info!(epoch, "continuation epoch moved");
+        }
+        let held = st.engine.epoch();
         self.release(st);
-        Ok(epoch)
+        held
     }
 }

@@ -1298,9 +1298,7 @@ fn share_taken() -> Response<McpBody> {
         Bound::Share,
         "too many connections from this client address (forwarded by another replica)",
     );
-    let mut resp = error_response(&err);
-    resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(crate::forward::RETRY_AFTER_SECS));
-    resp
+    retry_after(error_response(&err))
 }
 
 /// The answer to a request for a session or task that may be live elsewhere in the cluster but
@@ -1309,7 +1307,11 @@ fn share_taken() -> Response<McpBody> {
 fn unavailable(kind: mcp_proto::HeldKind, what: &str) -> Response<McpBody> {
     let err = RpcError::limit(Bound::Capacity, format!("the {} {what}; retry shortly", kind.as_str()))
         .with_data(serde_json::json!({ "reason": "unavailable" }));
-    let mut resp = error_response(&err);
+    retry_after(error_response(&err))
+}
+
+/// `resp` telling the client when to try again ([`RETRY_AFTER_SECS`](crate::forward::RETRY_AFTER_SECS)).
+fn retry_after(mut resp: Response<McpBody>) -> Response<McpBody> {
     resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(crate::forward::RETRY_AFTER_SECS));
     resp
 }

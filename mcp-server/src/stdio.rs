@@ -208,6 +208,16 @@ where
     futures_util::pin_mut!(write);
 
     // Read until the input ends (or a frame is too long) while writing concurrently.
+    // A writer that stalled after the reader ended leaves the connection open in the engine:
+    // closing it cancels its calls, as a stall while reading does.
+    let close_if_stalled = |written: &WriteEnd| {
+        let stalled = matches!(written, WriteEnd::Stalled);
+        async move {
+            if stalled {
+                server.send(command(move |e, now| e.close(now, conn))).await;
+            }
+        }
+    };
     let read_end = match futures_util::future::select(Box::pin(read), write.as_mut()).await {
         futures_util::future::Either::Left((end, _)) => end,
         futures_util::future::Either::Right((written, _)) => {
@@ -219,9 +229,7 @@ where
     };
     if let Some(CloseReason::FrameTooLarge) = read_end {
         let written = write.await;
-        if matches!(written, WriteEnd::Stalled) {
-            server.send(command(move |e, now| e.close(now, conn))).await;
-        }
+        close_if_stalled(&written).await;
         return Ok(ended(written, StdioEnd::FrameTooLarge));
     }
 
@@ -233,9 +241,7 @@ where
     let finished = futures_util::future::select(write.as_mut(), sleep_until(&rt, deadline)).await;
     match finished {
         futures_util::future::Either::Left((written, _)) => {
-            if matches!(written, WriteEnd::Stalled) {
-                server.send(command(move |e, now| e.close(now, conn))).await;
-            }
+            close_if_stalled(&written).await;
             Ok(ended(written, StdioEnd::EndOfInput))
         }
         futures_util::future::Either::Right(_) => {
