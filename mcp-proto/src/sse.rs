@@ -262,6 +262,20 @@ impl ReplayBuffer {
         )
     }
 
+    /// Evicts the oldest events until at least `bytes` bytes are freed or none are left, as
+    /// crossing [`max_bytes`](Self::max_bytes) would; returns the bytes freed. For a holder
+    /// bounding many buffers together.
+    pub fn shed(&mut self, bytes: usize) -> usize {
+        let mut freed = 0usize;
+        while freed < bytes {
+            let Some((seq, event)) = self.events.pop_front() else { break };
+            freed = freed.saturating_add(event.len());
+            self.evicted = Some(seq);
+        }
+        self.bytes = self.bytes.saturating_sub(freed);
+        freed
+    }
+
     /// Events kept.
     pub fn len(&self) -> usize {
         self.events.len()

@@ -14,7 +14,7 @@ use std::time::Duration;
 use mcp_proto::http::HttpConfig;
 use mcp_proto::{Limits, Tool, ToolOutput};
 use mcp_server::{Server, ToolCall};
-use mcp_tests::http::{each, ensure, Client, Req, Response};
+use mcp_tests::http::{each, ensure, poll_until, Client, Req, Response};
 use serde_json::{json, Value};
 
 type Outcome = mcp_tests::http::Outcome;
@@ -249,5 +249,128 @@ fn slow_heads_leave_room_for_another_client() {
         let cuts = cuts.load(Ordering::Relaxed);
         eprintln!("{shim:?}: {cuts} slow heads were cut to make room");
         ensure(cuts > 0, || "no slow head was ever cut: the flood did not fill the server".to_owned())
+    });
+}
+
+/// Resumable `POST` streams of legacy sessions, bounded in total
+/// ([`Limits::max_resume_bytes`]): 127.0.0.2 drops a stream whose call sends hundreds of
+/// progress events; 127.0.0.1 drops one whose call sends five. The flooder's stream keeps only
+/// its newest events, within the total, and the other caller, below its share, resumes with
+/// every event and the response.
+#[test]
+fn resumable_streams_are_bounded_in_total_and_another_callers_stream_keeps_its_events() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    const TOTAL: usize = 16 * 1024;
+    each(|shim| {
+        let sent = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+        let gates = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+        let mut b = Server::builder("resume", "1.0.0");
+        b.config_mut()
+            .limits
+            .progress_interval(Duration::ZERO)
+            .replay_events(100_000)
+            .replay_bytes(1 << 20)
+            .resume_window(Duration::from_secs(600))
+            .max_resume_bytes(TOTAL);
+        let chatty =
+            Tool::new("chatty", "Sends progress, then waits for its gate", json!({"type": "object"}));
+        let (counts, waits) = (sent.clone(), gates.clone());
+        let server = b
+            .tool(chatty, move |call: ToolCall| {
+                let (counts, waits) = (counts.clone(), waits.clone());
+                async move {
+                    let n = call.arguments.get("n").and_then(Value::as_u64).unwrap_or(0);
+                    let rounds = call.arguments.get("rounds").and_then(Value::as_u64).unwrap_or(1);
+                    let gate =
+                        call.arguments.get("gate").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let padding = "x".repeat(200);
+                    let mut step = 0.0;
+                    for round in 0..rounds {
+                        for _ in 0..n {
+                            step += 1.0;
+                            let sent = call.ctx.progress(step, None, Some(&padding))
+                                == mcp_proto::ProgressOutcome::Sent;
+                            *counts.lock().unwrap().entry(gate.clone()).or_default() += usize::from(sent);
+                        }
+                        *counts.lock().unwrap().entry(format!("{gate}-rounds")).or_default() += 1;
+                        while waits.lock().unwrap().get(&gate).copied().unwrap_or(0) <= round as usize {
+                            call.ctx.sleep(Duration::from_millis(5)).await;
+                        }
+                    }
+                    ToolOutput::text("done")
+                }
+            })
+            .build()
+            .unwrap_or_else(|e| panic!("the test server is valid: {e}"));
+        let addr = mcp_tests::http::serve(shim, server.clone(), HttpConfig::default());
+        let open = |from: IpAddr, gate: &str, n: u64, rounds: u64| -> Result<(String, String), String> {
+            let sid = initialize(addr, from)?.map_err(|r| format!("initialize: {}", describe(&r)))?;
+            initialized(addr, from, &sid)?;
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "chatty", "arguments": {"n": n, "rounds": rounds, "gate": gate},
+                "_meta": {"progressToken": gate}}});
+            let mut c = connect(addr, from)?;
+            c.send(&in_session(Req::post(body.to_string()), &sid).to_bytes()).map_err(|e| e.to_string())?;
+            let head = c.head()?;
+            ensure(head.status == 200, || format!("tools/call: {}", head.status))?;
+            let prime = c.event()?.ok_or("no priming event")?;
+            let id = prime.lines().find_map(|l| l.strip_prefix("id: ")).ok_or("priming without id")?;
+            // The client drops the stream here; the call goes on.
+            Ok((sid, id.to_owned()))
+        };
+        let rounds_done = |gate: &str, n: usize| {
+            poll_until(&format!("{gate} round {n}"), Duration::from_secs(30), || {
+                Ok((sent.lock().unwrap().get(&format!("{gate}-rounds")).copied().unwrap_or(0) >= n)
+                    .then_some(()))
+            })
+        };
+        let open_gate = |gate: &str| *gates.lock().unwrap().entry(gate.to_owned()).or_default() += 1;
+        // Resumes `sid` after `last`: the events before the response, then the response.
+        let resume =
+            |from: IpAddr, sid: &str, last: &str, gate: &str| -> Result<(Vec<String>, Value), String> {
+                let mut c = connect(addr, from)?;
+                let req = in_session(Req::new("GET", "/mcp"), sid)
+                    .header("Accept", "text/event-stream")
+                    .header("Last-Event-ID", last);
+                c.send(&req.to_bytes()).map_err(|e| e.to_string())?;
+                let head = c.head()?;
+                ensure(head.status == 200, || format!("resume: {}", head.status))?;
+                let mut before = Vec::new();
+                let mut opened = false;
+                while let Some(event) = c.event()? {
+                    let Some(data) = mcp_tests::http::event_data(&event) else { continue };
+                    if data.get("result").is_some() {
+                        return Ok((before, data));
+                    }
+                    before.push(event);
+                    // Everything kept has come once the call's next event would be new: let it end.
+                    if !opened {
+                        opened = true;
+                        open_gate(gate);
+                    }
+                }
+                Err(format!("the resumed stream ended without a response after {} events", before.len()))
+            };
+        let (fsid, fprime) = open(FLOOD, "flood", 400, 2)?;
+        rounds_done("flood", 1)?;
+        let (osid, oprime) = open(OTHER, "other", 5, 1)?;
+        rounds_done("other", 1)?;
+        // The flooder, over its share, records as much again after the other caller's events.
+        open_gate("flood");
+        rounds_done("flood", 2)?;
+        let (theirs, answer) = resume(OTHER, &osid, &oprime, "other")?;
+        let progress = theirs.iter().filter(|e| e.contains("notifications/progress")).count();
+        ensure(progress == 5 && answer["result"]["content"][0]["text"] == "done", || {
+            format!("the other caller resumed {progress} of its 5 progress events, then {answer}")
+        })?;
+        let (flooded, answer) = resume(FLOOD, &fsid, &fprime, "flood")?;
+        let sent_by_flood = sent.lock().unwrap().get("flood").copied().unwrap_or(0);
+        let kept: usize = flooded.iter().map(|e| e.len()).sum();
+        ensure(sent_by_flood > 2 * TOTAL / 300 && flooded.len() < sent_by_flood && kept <= TOTAL, || {
+            format!("the flooder sent {sent_by_flood} events and resumed {} ({kept} bytes)", flooded.len())
+        })?;
+        ensure(answer["result"]["content"][0]["text"] == "done", || format!("flooder's response: {answer}"))
     });
 }

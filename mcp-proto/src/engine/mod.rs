@@ -555,6 +555,7 @@ impl<H: Clone> Engine<H> {
                 self.sessions.remove(s.id(), c.caller.binding());
                 self.report_holding(Held::Session, s.id(), false);
                 // Its kept POST streams go with it, and so do their resume timers.
+                self.sessions.kept.moved(c.caller.binding(), s.posts().bytes, 0);
                 for (stream_no, at) in s.posts().armed() {
                     self.timers.disarm(at, Timer::Resume(conn, stream_no));
                 }

@@ -3,7 +3,7 @@
 //! `http` use and `resume` (the engine's rules for parking and resuming) acts on, so none of
 //! them imports another in a circle.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use super::ConnId;
@@ -60,6 +60,21 @@ impl PostStreams {
         s.expires
     }
 
+    /// Evicts the oldest events, oldest stream first, until `need` bytes are freed or none are
+    /// left; returns the bytes freed. The streams stay (their calls may still run, and a resume
+    /// is sent what is left).
+    pub(super) fn shed(&mut self, need: usize) -> usize {
+        let mut freed = 0;
+        for s in self.streams.values_mut() {
+            if freed >= need {
+                break;
+            }
+            freed = freed.saturating_add(s.events.shed(need - freed));
+        }
+        self.bytes = self.bytes.saturating_sub(freed);
+        freed
+    }
+
     /// Every armed resume timer, by stream: what dropping the whole store must disarm.
     pub(super) fn armed(&self) -> Vec<(u64, Instant)> {
         self.streams.iter().filter_map(|(n, s)| s.expires.map(|at| (*n, at))).collect()
@@ -100,5 +115,52 @@ impl PostStreams {
             }
         }
         stale
+    }
+}
+
+/// Bytes of `POST` stream events kept over every session, by caller binding: what
+/// [`Limits::max_resume_bytes`](crate::Limits::max_resume_bytes) and its fair shares are judged
+/// by. Kept in step by whoever changes a session's [`PostStreams`] ([`Kept::moved`]).
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    by_caller: HashMap<String, usize>,
+    total: usize,
+}
+
+impl Kept {
+    /// `binding`'s sessions went from keeping `before` bytes to `after`.
+    pub(super) fn moved(&mut self, binding: &str, before: usize, after: usize) {
+        if before == after {
+            return;
+        }
+        self.total = self.total.saturating_sub(before).saturating_add(after);
+        let held = self.by_caller.get(binding).copied().unwrap_or(0);
+        let now = held.saturating_sub(before).saturating_add(after);
+        if now == 0 {
+            self.by_caller.remove(binding);
+        } else {
+            self.by_caller.insert(binding.to_owned(), now);
+        }
+    }
+
+    /// Bytes kept over every session.
+    pub(super) fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Bytes `binding`'s sessions keep.
+    pub(super) fn of(&self, binding: &str) -> usize {
+        self.by_caller.get(binding).copied().unwrap_or(0)
+    }
+
+    /// Whose events go when the total is over `cap` after `binding` recorded one: `binding`'s
+    /// own when it keeps at least its fair share, else those of the caller keeping the most
+    /// (over its share, since the total is over `cap`).
+    pub(super) fn victim<'a>(&'a self, binding: &'a str, cap: usize) -> &'a str {
+        let holders = self.by_caller.len().max(1);
+        if self.of(binding) >= crate::Limits::fair_share(cap, holders) {
+            return binding;
+        }
+        self.by_caller.iter().max_by_key(|(_, b)| **b).map_or(binding, |(k, _)| k.as_str())
     }
 }

@@ -3,8 +3,11 @@
 //!
 //! Every event of such a stream (ids `<stream>-<seq>`, the stream number being the session's
 //! count of its `POST`s) is kept in the session's store, bounded per stream
-//! ([`Limits::replay_events`], [`Limits::replay_bytes`]) and per session
-//! ([`Limits::resume_bytes`]). The rules:
+//! ([`Limits::replay_events`], [`Limits::replay_bytes`]), per session
+//! ([`Limits::resume_bytes`]) and over every session ([`Limits::max_resume_bytes`], of which
+//! each caller keeping events has a fair share: past the total, a caller at or over its share
+//! loses its own oldest events, and a caller below it takes the greediest caller's oldest). The
+//! rules:
 //!
 //! - **The client drops the stream** ([`Engine::close`]) while a call of it is still running:
 //!   the stream is *parked*. The shim is told it closed ([`Output::Close`]) and nothing more is
@@ -38,6 +41,7 @@
 //! [`Limits::replay_events`]: crate::Limits::replay_events
 //! [`Limits::replay_bytes`]: crate::Limits::replay_bytes
 //! [`Limits::resume_bytes`]: crate::Limits::resume_bytes
+//! [`Limits::max_resume_bytes`]: crate::Limits::max_resume_bytes
 //! [`Limits::resume_window`]: crate::Limits::resume_window
 //! [`Limits::max_connections`]: crate::Limits::max_connections
 
@@ -53,11 +57,18 @@ use crate::caller::Caller;
 use crate::sse::{EventId, ReplayBuffer};
 
 impl<H: Clone> Engine<H> {
-    fn posts_mut(&mut self, session: ConnId) -> Option<&mut PostStreams> {
-        match self.conns.get_mut(session.0).map(|c| &mut c.transport) {
-            Some(Transport::Session(s)) => Some(s.posts_mut()),
-            _ => None,
-        }
+    /// `f` applied to `session`'s kept streams, the bytes they keep counted for its caller
+    /// ([`Limits::max_resume_bytes`]): every change to a session's store goes through here.
+    ///
+    /// [`Limits::max_resume_bytes`]: crate::Limits::max_resume_bytes
+    fn edit_posts<R>(&mut self, session: ConnId, f: impl FnOnce(&mut PostStreams) -> R) -> Option<R> {
+        let c = self.conns.get_mut(session.0)?;
+        let Transport::Session(s) = &mut c.transport else { return None };
+        let posts = s.posts_mut();
+        let before = posts.bytes;
+        let out = f(posts);
+        self.sessions.kept.moved(c.caller.binding(), before, posts.bytes);
+        Some(out)
     }
 
     fn posts(&self, session: ConnId) -> Option<&PostStreams> {
@@ -71,21 +82,57 @@ impl<H: Clone> Engine<H> {
     /// are kept from now on.
     pub(super) fn post_stream_opened(&mut self, session: ConnId, stream_no: u64, ex: ConnId) {
         let (events, bytes) = (self.config.limits.replay_events, self.config.limits.replay_bytes);
-        let Some(posts) = self.posts_mut(session) else { return };
         let mut buf = ReplayBuffer::new(events);
         buf.max_bytes(bytes);
-        let stale = posts.remove(stream_no);
-        posts.streams.insert(stream_no, PostStream { events: buf, carrier: Some(ex), expires: None });
-        if let Some(at) = stale {
+        let stale = self.edit_posts(session, |posts| {
+            let stale = posts.remove(stream_no);
+            posts.streams.insert(stream_no, PostStream { events: buf, carrier: Some(ex), expires: None });
+            stale
+        });
+        if let Some(at) = stale.flatten() {
             self.timers.disarm(at, Timer::Resume(session, stream_no));
         }
     }
 
-    /// Keeps the event `id` of one of `session`'s `POST` streams.
+    /// Keeps the event `id` of one of `session`'s `POST` streams, within the bounds of the
+    /// module docs.
     pub(super) fn record_post_event(&mut self, session: ConnId, id: EventId, bytes: &[u8]) {
-        let (per_stream, total) = (self.config.limits.replay_bytes, self.config.limits.resume_bytes);
-        if let Some(posts) = self.posts_mut(session) {
-            posts.record(id, bytes, per_stream, total);
+        let limits = &self.config.limits;
+        let (per_stream, total, cap) = (limits.replay_bytes, limits.resume_bytes, limits.max_resume_bytes);
+        if self.edit_posts(session, |posts| posts.record(id, bytes, per_stream, total)).is_none() {
+            return;
+        }
+        let Some(caller) = self.conns.get(session.0).map(|c| c.caller.clone()) else { return };
+        // Over the total: the recording caller's own events go first when it keeps its share or
+        // more (this session's before its others'), else the greediest caller's.
+        while self.sessions.kept.total() > cap {
+            let need = self.sessions.kept.total() - cap;
+            let victim = self.sessions.kept.victim(caller.binding(), cap).to_owned();
+            let mut freed = 0;
+            if victim == caller.binding() {
+                freed = self.edit_posts(session, |posts| posts.shed(need)).unwrap_or(0);
+            }
+            if freed < need {
+                let theirs: Vec<ConnId> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| {
+                        c.caller.binding() == victim && matches!(c.transport, Transport::Session(_))
+                    })
+                    .map(|(i, _)| ConnId(i))
+                    .collect();
+                for s in theirs {
+                    if freed >= need {
+                        break;
+                    }
+                    freed += self.edit_posts(s, |posts| posts.shed(need - freed)).unwrap_or(0);
+                }
+            }
+            if freed == 0 {
+                // Nothing left to evict: the accounting and the stores disagree. Stop rather
+                // than spin; the bound is kept again by the next event's eviction.
+                break;
+            }
         }
     }
 
@@ -101,23 +148,24 @@ impl<H: Clone> Engine<H> {
     ) {
         let (window, max_finished, clock) =
             (self.config.limits.resume_window, self.config.limits.max_in_flight, self.clock);
-        let Some(posts) = self.posts_mut(session) else { return };
-        if posts.carrier(stream_no) != Some(Some(conn)) {
-            return;
-        }
-        if attachment == Attachment::Live {
-            if let Some(at) = posts.remove(stream_no) {
-                self.timers.disarm(at, Timer::Resume(session, stream_no));
-            }
-            return;
-        }
         // Same rounding as every engine timer; a window too long for the clock never ends.
         let until = clock.checked_add(window.max(Duration::from_millis(1)));
-        let stale = posts.finish(stream_no, until, max_finished);
+        let live = attachment == Attachment::Live;
+        let Some(Some(stale)) = self.edit_posts(session, |posts| {
+            if posts.carrier(stream_no) != Some(Some(conn)) {
+                return None;
+            }
+            if live {
+                return Some(posts.remove(stream_no).map(|at| (stream_no, at)).into_iter().collect());
+            }
+            Some(posts.finish(stream_no, until, max_finished))
+        }) else {
+            return;
+        };
         for (n, at) in stale {
             self.timers.disarm(at, Timer::Resume(session, n));
         }
-        if let Some(at) = until {
+        if let (false, Some(at)) = (live, until) {
             self.timers.arm(at, Timer::Resume(session, stream_no));
         }
     }
@@ -137,11 +185,12 @@ impl<H: Clone> Engine<H> {
         let Some(session) = x.session() else { return false };
         let stream_no = x.stream_no();
         let until = now.checked_add(window);
-        let Some(posts) = self.posts_mut(session) else { return false };
-        let Some(kept) = posts.streams.get_mut(&stream_no).filter(|s| s.carrier == Some(conn)) else {
+        let Some(Some(stale)) = self.edit_posts(session, |posts| {
+            let kept = posts.streams.get_mut(&stream_no).filter(|s| s.carrier == Some(conn))?;
+            Some(std::mem::replace(&mut kept.expires, until))
+        }) else {
             return false;
         };
-        let stale = std::mem::replace(&mut kept.expires, until);
         if let Some(at) = stale {
             self.timers.disarm(at, Timer::Resume(session, stream_no));
         }
@@ -157,16 +206,19 @@ impl<H: Clone> Engine<H> {
 
     /// The resume window of `session`'s stream `stream_no` may have passed at `now`.
     pub(super) fn resume_timer(&mut self, now: Instant, session: ConnId, stream_no: u64) {
-        let Some(posts) = self.posts_mut(session) else { return };
-        let Some(kept) = posts.streams.get_mut(&stream_no) else { return };
-        // Resumed, or given a later deadline, since this timer was armed.
-        if kept.expires.is_none_or(|at| at > now) {
-            return;
-        }
-        // This timer is the one firing: nothing is left to disarm.
-        kept.expires = None;
-        let Some(ex) = kept.carrier else {
-            let _ = posts.remove(stream_no);
+        let Some(Some(ex)) = self.edit_posts(session, |posts| {
+            let kept = posts.streams.get_mut(&stream_no)?;
+            // Resumed, or given a later deadline, since this timer was armed.
+            if kept.expires.is_none_or(|at| at > now) {
+                return None;
+            }
+            // This timer is the one firing: nothing is left to disarm.
+            kept.expires = None;
+            if kept.carrier.is_none() {
+                let _ = posts.remove(stream_no);
+            }
+            posts.carrier(stream_no).flatten()
+        }) else {
             return;
         };
         let asked = match self.conns.get_mut(ex.0).map(|c| &mut c.transport) {
@@ -179,11 +231,11 @@ impl<H: Clone> Engine<H> {
         self.strand_asks(now, ex, asked);
         // Its calls all ended with their asks: no response will come, so nothing is worth
         // keeping for a resume.
-        if let Some(posts) = self.posts_mut(session) {
+        self.edit_posts(session, |posts| {
             if posts.carrier(stream_no) == Some(None) {
                 let _ = posts.remove(stream_no);
             }
-        }
+        });
     }
 
     /// A `GET` of `caller` with `Last-Event-ID` `id` naming `session`'s `POST` stream: that
@@ -233,10 +285,13 @@ impl<H: Clone> Engine<H> {
                 self.calls.redirect(call, old, conn);
             }
         }
-        let stale = self.posts_mut(session).and_then(|p| p.streams.get_mut(&id.stream)).and_then(|kept| {
-            kept.carrier = Some(conn);
-            kept.expires.take()
-        });
+        let stale = self
+            .edit_posts(session, |p| {
+                let kept = p.streams.get_mut(&id.stream)?;
+                kept.carrier = Some(conn);
+                kept.expires.take()
+            })
+            .flatten();
         if let Some(at) = stale {
             self.timers.disarm(at, Timer::Resume(session, id.stream));
         }

@@ -22,6 +22,8 @@ pub(super) struct Sessions {
     streams: usize,
     /// Session ids minted so far: the counter of the session-id PRF.
     minted: u64,
+    /// Bytes of `POST` stream events the sessions keep, by caller.
+    pub(super) kept: super::post_store::Kept,
 }
 
 /// Whether a caller may hold one more stream.

@@ -52,7 +52,7 @@ mod outer;
 ///   [`max_search_query_bytes`](Self::max_search_query_bytes),
 ///   [`max_search_query_words`](Self::max_search_query_words).
 /// - Resuming a legacy `POST` response stream: [`resume_window`](Self::resume_window),
-///   [`resume_bytes`](Self::resume_bytes) (each stream is also bounded by
+///   [`resume_bytes`](Self::resume_bytes), [`max_resume_bytes`](Self::max_resume_bytes) (each stream is also bounded by
 ///   [`replay_events`](Self::replay_events) and [`replay_bytes`](Self::replay_bytes)).
 ///
 /// # HTTP transport
@@ -143,6 +143,7 @@ pub struct Limits {
     // Resuming legacy POST response streams.
     pub(crate) resume_window: Duration,
     pub(crate) resume_bytes: usize,
+    pub(crate) max_resume_bytes: usize,
 
     // Compact publication's `search_tools`.
     pub(crate) max_search_query_bytes: usize,
@@ -236,6 +237,7 @@ impl Default for Limits {
             // Resuming legacy POST response streams.
             resume_window: Duration::from_secs(30),
             resume_bytes: 8 * 1024 * 1024,
+            max_resume_bytes: 64 * 1024 * 1024,
 
             // Compact publication's search.
             max_search_query_bytes: 1024,
@@ -612,6 +614,22 @@ impl Limits {
     /// streams are kept per session, the oldest dropped first.
     pub fn resume_bytes(&mut self, bytes: usize) -> &mut Self {
         self.resume_bytes = bytes;
+        self
+    }
+
+    /// Bytes of `POST` response stream events kept for resumption over all legacy sessions.
+    /// Default 64 MiB.
+    ///
+    /// Each caller's part of it is its fair share ([`fair_share`](Self::fair_share) of this
+    /// among the callers keeping any): a caller alone may fill it, and one that keeps more than
+    /// its share while the total is reached loses its own oldest events first. An event that
+    /// would cross it evicts, oldest first, the events of the caller recording it when that
+    /// caller is at or over its share (its other streams' too, and the event itself when
+    /// nothing older is left); otherwise those of the caller keeping the most. A caller below
+    /// its share thus keeps its events whatever another caller records, and a client resuming
+    /// a stream that lost events is sent what is left (as for [`resume_bytes`](Self::resume_bytes)).
+    pub fn max_resume_bytes(&mut self, bytes: usize) -> &mut Self {
+        self.max_resume_bytes = bytes;
         self
     }
 

@@ -948,8 +948,14 @@ impl Rig {
     /// A call with a progress token whose stream carried its priming event and one progress
     /// notification: the exchange, the invocation and the stream's number.
     fn streaming_call(&mut self, sid: &str, id: u32) -> (ConnId, Invocation<u32>, u64) {
+        self.streaming_call_as(&Caller::anonymous(), sid, id)
+    }
+
+    /// [`Rig::streaming_call`] from `who`.
+    fn streaming_call_as(&mut self, who: &Caller, sid: &str, id: u32) -> (ConnId, Invocation<u32>, u64) {
         let meta = json!({"progressToken": format!("p{id}")});
-        let HttpReply::Pending(ex) = self.post(&[("Mcp-Session-Id", sid)], &call(id, "echo", Some(meta)))
+        let body = call(id, "echo", Some(meta));
+        let HttpReply::Pending(ex) = self.request("POST", &[("Mcp-Session-Id", sid)], &body, who.clone())
         else {
             panic!("call {id} was not admitted")
         };
@@ -1246,4 +1252,57 @@ fn kept_events_are_bounded_per_stream_and_per_session() {
     let outs = rig.drain();
     assert!(events(&outs, back).is_empty());
     assert!(closed(&outs, back, CloseReason::EndOfInput));
+}
+
+#[test]
+fn kept_events_are_bounded_in_total_and_a_caller_below_its_share_keeps_its_own() {
+    let mut rig = Rig::new(|l| {
+        l.replay_events(10_000).resume_bytes(1 << 20).max_resume_bytes(4000).resume_window(Duration::MAX);
+    });
+    let (flood, other) = (peer("10.0.0.2"), peer("10.0.0.1"));
+    // Alone, the flooder may fill the whole total, and no more: its oldest events go first.
+    let fsid = rig.session_as(&flood);
+    let (fex, finv, fs) = rig.streaming_call_as(&flood, &fsid, 3);
+    rig.engine.close(rig.now, fex);
+    rig.drain();
+    for n in 2..=80 {
+        rig.progress(&finv, n);
+    }
+    let held = rig.engine.sessions.kept.total();
+    assert!(held <= 4000 && held > 3000, "{held}");
+    assert_eq!(rig.engine.sessions.kept.of(flood.binding()), held);
+    // The other caller's stream, kept beside it, takes the flooder's oldest events...
+    let osid = rig.session_as(&other);
+    let (oex, oinv, os) = rig.streaming_call_as(&other, &osid, 4);
+    rig.engine.close(rig.now, oex);
+    rig.drain();
+    for n in 2..=6 {
+        rig.progress(&oinv, n);
+    }
+    // ... and keeps them whatever the flooder, now over its share, records after.
+    for n in 81..=400 {
+        rig.progress(&finv, n);
+    }
+    assert!(rig.engine.sessions.kept.total() <= 4000);
+    assert!(
+        rig.engine.sessions.kept.of(flood.binding()) <= 4000 - rig.engine.sessions.kept.of(other.binding())
+    );
+    let HttpReply::Pending(back) = rig.resume(&osid, &format!("{os}-0"), other.clone()) else { panic!() };
+    let ids: Vec<String> = events(&rig.drain(), back).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, (1..=6).map(|n| format!("{os}-{n}")).collect::<Vec<_>>());
+    // The flooder's resume is sent what is left of its own: the newest events.
+    let HttpReply::Pending(fback) = rig.resume(&fsid, &format!("{fs}-0"), flood.clone()) else { panic!() };
+    let ids: Vec<String> = events(&rig.drain(), fback).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids.last(), Some(&format!("{fs}-400")));
+    assert!(ids.len() < 40, "{}", ids.len());
+    // A session that goes takes its bytes out of the count.
+    oinv.ticket.abandon();
+    finv.ticket.abandon();
+    rig.engine.close(rig.now, back);
+    rig.engine.close(rig.now, fback);
+    rig.drain();
+    let r = Rig::full(rig.request("DELETE", &[("Mcp-Session-Id", &osid)], "", other.clone()));
+    assert_eq!(r.status, 200);
+    rig.drain();
+    assert_eq!(rig.engine.sessions.kept.of(other.binding()), 0);
 }
