@@ -745,6 +745,109 @@ mod tests {
         assert_eq!(nonces.inner.lock().unwrap().seen.len(), 1);
     }
 
+    /// A connection that reads nothing and takes every write.
+    struct Quiet;
+
+    impl hyper::rt::Read for Quiet {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: hyper::rt::ReadBufCursor<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    impl hyper::rt::Write for Quiet {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A runtime whose clock moves by hand and whose tasks never run.
+    struct Still(Mutex<Instant>);
+
+    impl Runtime for Still {
+        fn spawn(&self, _: BoxFuture<()>) {}
+        fn sleep_until(&self, _: Instant) -> BoxFuture<()> {
+            Box::pin(std::future::pending())
+        }
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    type Task = Pin<Box<hyper::client::conn::http1::Connection<Quiet, http_body_util_full::Full>>>;
+
+    /// A connection ready for a request, its task (polled once, kept by the caller: dropping
+    /// it closes the connection) and the handle that tells whether it was closed.
+    fn ready_conn() -> (Conn, Task, AbortHandle) {
+        use futures_util::FutureExt;
+        let (sender, task) = hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(Quiet)
+            .now_or_never()
+            .unwrap()
+            .unwrap();
+        let mut task = Box::pin(task);
+        let _ = std::future::Future::poll(
+            task.as_mut(),
+            &mut Context::from_waker(futures_util::task::noop_waker_ref()),
+        );
+        assert!(sender.is_ready());
+        let (abort, _) = AbortHandle::new_pair();
+        (Conn { sender, _task: AbortOnDrop(abort.clone()) }, task, abort)
+    }
+
+    #[test]
+    fn the_pool_keeps_a_bounded_number_of_connections_for_a_bounded_time() {
+        let now = Instant::now();
+        let clock = Arc::new(Still(Mutex::new(now)));
+        let rt: Arc<dyn Runtime> = clock.clone();
+        let pool = Arc::new(ForwardPool::default());
+        let later = now + FORWARD_IDLE_TIMEOUT;
+        let mut tasks = Vec::new();
+        let mut put = |holder: &str, expires: Instant| {
+            let (conn, task, abort) = ready_conn();
+            tasks.push(task);
+            pool.put(&rt, (holder.to_owned(), 80), conn, expires);
+            abort
+        };
+        let a = ("a".to_owned(), 80);
+        for _ in 0..MAX_IDLE_PER_HOLDER {
+            assert!(!put("a", later).is_aborted());
+        }
+        assert!(put("a", later).is_aborted(), "one more for the holder is closed");
+        // Other holders, up to the bound in all.
+        for i in 0..MAX_IDLE_FORWARDS - MAX_IDLE_PER_HOLDER {
+            assert!(!put(&format!("h{}", i / MAX_IDLE_PER_HOLDER), later).is_aborted());
+        }
+        assert!(put("one more", later).is_aborted(), "one more in all is closed");
+        assert_eq!(pool.inner.lock().unwrap().total, MAX_IDLE_FORWARDS);
+        assert!(put("a", now).is_aborted(), "a connection already past its time is closed");
+
+        assert!(pool.take(&a, now).is_some());
+        assert_eq!(pool.inner.lock().unwrap().total, MAX_IDLE_FORWARDS - 1);
+        assert!(pool.take(&("nobody".to_owned(), 80), now).is_none());
+        // Past their time, the kept connections are closed instead of taken.
+        *clock.0.lock().unwrap() = later;
+        assert!(pool.take(&a, later).is_none());
+        pool.inner.lock().unwrap().prune(later);
+        assert_eq!(pool.inner.lock().unwrap().total, 0);
+        assert!(pool.inner.lock().unwrap().by_holder.is_empty());
+    }
+
+    #[test]
+    fn a_kept_connection_waits_half_the_header_read_timeout_at_most() {
+        assert_eq!(idle_for(Duration::from_secs(10)), FORWARD_IDLE_TIMEOUT);
+        assert_eq!(idle_for(Duration::from_secs(2)), Duration::from_secs(1));
+        assert_eq!(idle_for(Duration::ZERO), Duration::ZERO);
+    }
+
     #[test]
     fn a_binding_names_the_method_and_what_the_request_names() {
         let mut h = HeaderMap::new();
