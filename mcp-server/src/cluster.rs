@@ -649,6 +649,10 @@ pub(crate) struct Membership {
     /// once (see the `forward` module).
     #[cfg(feature = "http")]
     pub(crate) peer_nonces: Arc<crate::forward::PeerNonces>,
+    /// The kept-alive connections to the holders this replica forwards to (see "Costs" in the
+    /// `forward` module).
+    #[cfg(feature = "http")]
+    pub(crate) forward_pool: Arc<crate::forward::ForwardPool>,
 }
 
 impl Membership {
@@ -949,6 +953,8 @@ impl crate::ServerBuilder {
             leases: Arc::default(),
             #[cfg(feature = "http")]
             peer_nonces: Arc::default(),
+            #[cfg(feature = "http")]
+            forward_pool: Arc::default(),
         });
         self
     }

@@ -27,7 +27,20 @@
 //! Costs: an id this replica holds costs nothing more; any other id costs one directory lookup
 //! (a random session id never costs more: nothing is forwarded without a live entry). A
 //! forwarded request's body was read within the same bounds as a local one, and costs the
-//! holder what it would cost sent directly.
+//! holder what it would cost sent directly. Connections to a holder are kept alive (HTTP/1.1)
+//! and reused: a connection whose response was read to its end waits in this replica's pool
+//! for the next forward to the same holder, for at most [`FORWARD_IDLE_TIMEOUT`] (4 s, and
+//! never more than half this replica's own
+//! [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout), which the holder
+//! closes an idle connection at), and at most [`MAX_IDLE_PER_HOLDER`] (8) per holder and
+//! [`MAX_IDLE_FORWARDS`] (64) in all wait; a connection past either bound is closed instead.
+//! So sequential forwards to one holder share one connection, and one left idle is closed
+//! here before the holder would close it. A response the client stops reading before its
+//! end (an SSE stream it drops) closes its connection, as before, so the holder sees the
+//! client go; a stream holds its connection for as long as it lasts. A kept connection the
+//! holder closed is never used again; a request that could not be written on a kept one
+//! (it closed meanwhile) is sent once more on a new connection, and one that may have
+//! reached the holder is never sent again.
 //!
 //! # When it fails
 //!
@@ -58,17 +71,18 @@
 //! 429 with `Retry-After`, as its own connection would have been turned away; other callers'
 //! forwards through the same replica are not.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::future::{select, AbortHandle, Abortable, Either};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body::{Body, Frame, SizeHint};
+use hyper::client::conn::http1::SendRequest;
 use mcp_proto::{HeldKind, KeyRing};
 
 use crate::cluster::{Located, Membership};
@@ -120,6 +134,36 @@ pub const MAX_PEER_NONCES: usize = 65_536;
 
 /// The key-ring domain of `Mcp-Forwarded-Peer` tokens.
 const PEER_DOMAIN: &str = "mcp-forwarded-peer/v2";
+
+/// Idle kept-alive connections a replica keeps at most to one holder: 8. A connection whose
+/// response was read to its end is kept for the next forward to its holder; past this many
+/// waiting for the same holder it is closed instead. Sequential forwards need one; more serve
+/// bursts of concurrent ones, and every kept connection also counts against this replica's
+/// address on the holder
+/// ([`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer),
+/// 256 by default) while it waits.
+pub const MAX_IDLE_PER_HOLDER: usize = 8;
+
+/// Idle kept-alive connections a replica keeps at most to all holders together: 64. Past it a
+/// connection whose response was read to its end is closed instead of kept, so a replica
+/// forwarding to many holders keeps no more sockets idle than this.
+pub const MAX_IDLE_FORWARDS: usize = 64;
+
+/// How long a kept-alive connection to a holder waits for the next forward at most: 4 s, and
+/// never more than half this replica's own
+/// [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) (10 s by default).
+/// The holder closes a connection that idles past its header read timeout; one closed there
+/// while a request is being written on it would fail that request, which cannot be sent again
+/// (it may have reached the holder). Replicas of one cluster normally share their limits, so
+/// closing here first, well before the holder would, leaves that race to a holder configured
+/// apart. A connection idle for longer is closed.
+pub const FORWARD_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// How long a kept connection waits for its next forward on a replica whose header read
+/// timeout is `header_timeout` (see [`FORWARD_IDLE_TIMEOUT`]).
+pub(crate) fn idle_for(header_timeout: Duration) -> Duration {
+    FORWARD_IDLE_TIMEOUT.min(header_timeout / 2)
+}
 
 /// A connection to a replica, as the runtime opens it ([`Runtime::connect`]).
 pub trait ForwardIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {}
@@ -246,10 +290,13 @@ pub(crate) struct Forward<'a> {
     /// [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)).
     pub(crate) head_bounded: bool,
     pub(crate) timeout: std::time::Duration,
+    /// How long the connection may wait in the pool once its response is read ([`idle_for`]).
+    pub(crate) idle_for: Duration,
 }
 
 impl Forward<'_> {
-    /// Sends the request and returns the holder's response, its body streaming.
+    /// Sends the request and returns the holder's response, its body streaming: on a kept
+    /// connection to the holder when the pool has one, else on a new one.
     pub(crate) async fn send(self) -> Result<Response<McpBody>, Unreachable> {
         let uri: http::Uri = self
             .to
@@ -261,38 +308,35 @@ impl Forward<'_> {
         }
         let host = uri.host().ok_or_else(|| Unreachable(format!("no host in {}", self.to.url)))?;
         let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-        let port = uri.port_u16().unwrap_or(80);
+        let holder: Holder = (host, uri.port_u16().unwrap_or(80));
         let mut path = uri.path().to_owned();
         if let Some(q) = self.parts.uri.query() {
             path.push('?');
             path.push_str(q);
         }
         let deadline = self.rt.now().checked_add(self.timeout);
-        let rt = self.rt.clone();
-        let connect = async move {
-            let io = rt.connect(host, port).await.map_err(|e| Unreachable(format!("connect: {e}")))?;
-            hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(io)
-                .await
-                .map_err(|e| Unreachable(format!("handshake: {e}")))
-        };
-        let (mut sender, conn) = within(self.rt, deadline, connect).await?;
-        // The connection runs on its own task until the response body is done or dropped:
-        // dropping the body aborts it, which closes the socket, so the holder sees the client go.
-        let (abort, registration) = AbortHandle::new_pair();
-        self.rt.spawn(Box::pin(async move {
-            let _ = Abortable::new(conn, registration).await;
-        }));
-        let guard = AbortOnDrop(abort);
-        let request = self.request(path)?;
-        let sent = sender.send_request(request);
-        let resp = if self.head_bounded {
-            within(self.rt, deadline, async { sent.await.map_err(|e| Unreachable(format!("request: {e}"))) })
-                .await?
-        } else {
-            sent.await.map_err(|e| Unreachable(format!("request: {e}")))?
+        let pool = &self.membership.forward_pool;
+        let mut request = self.request(path)?;
+        let mut kept = pool.take(&holder, self.rt.now());
+        let (resp, conn) = loop {
+            let reused = kept.is_some();
+            let conn = match kept.take() {
+                Some(conn) => conn,
+                None => self.connect(&holder, deadline).await?,
+            };
+            match self.exchange(conn, request, deadline).await? {
+                Ok(answered) => break answered,
+                // Not written: the kept connection closed meanwhile (the holder closed it idle).
+                // Nothing reached the holder, so the request goes once more, on a new connection.
+                Err(back) if reused => request = back,
+                Err(_) => {
+                    return Err(Unreachable("request: the new connection closed before it was sent".into()))
+                }
+            }
         };
         let (parts, body) = resp.into_parts();
-        let mut out = Response::new(McpBody::forwarded(Forwarded { body, _conn: guard }));
+        let lease = Lease { conn, holder, pool: pool.clone(), rt: self.rt.clone(), idle_for: self.idle_for };
+        let mut out = Response::new(McpBody::forwarded(Forwarded { body, lease: Some(lease), ended: false }));
         *out.status_mut() = parts.status;
         for (name, value) in &parts.headers {
             if !HOP_BY_HOP.contains(&name.as_str()) {
@@ -303,6 +347,56 @@ impl Forward<'_> {
             out.headers_mut().insert(HeaderName::from_static(SERVED_BY), v);
         }
         Ok(out)
+    }
+
+    /// A new connection to `holder`, within `deadline`, its task running.
+    async fn connect(&self, holder: &Holder, deadline: Option<Instant>) -> Result<Conn, Unreachable> {
+        let rt = self.rt.clone();
+        let (host, port) = holder.clone();
+        let connect = async move {
+            let io = rt.connect(host, port).await.map_err(|e| Unreachable(format!("connect: {e}")))?;
+            hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(io)
+                .await
+                .map_err(|e| Unreachable(format!("handshake: {e}")))
+        };
+        let (sender, conn) = within(self.rt, deadline, connect).await?;
+        // The connection runs on its own task until it is dropped (its response body dropped
+        // before its end, or the pool closing it): that aborts the task, which closes the
+        // socket, so the holder sees the client go.
+        let (abort, registration) = AbortHandle::new_pair();
+        self.rt.spawn(Box::pin(async move {
+            let _ = Abortable::new(conn, registration).await;
+        }));
+        Ok(Conn { sender, _task: AbortOnDrop(abort) })
+    }
+
+    /// Sends `req` on `conn`: the response head and the connection, or the request back when
+    /// it was not written (the connection had closed), so it may be sent on another.
+    async fn exchange(
+        &self,
+        mut conn: Conn,
+        req: Request<http_body_util_full::Full>,
+        deadline: Option<Instant>,
+    ) -> Result<
+        Result<(Response<hyper::body::Incoming>, Conn), Request<http_body_util_full::Full>>,
+        Unreachable,
+    > {
+        let sent = conn.sender.try_send_request(req);
+        let answered = if self.head_bounded {
+            within(self.rt, deadline, async { Ok(sent.await) }).await?
+        } else {
+            sent.await
+        };
+        match answered {
+            Ok(resp) => Ok(Ok((resp, conn))),
+            Err(mut e) => match e.take_message() {
+                Some(req) => {
+                    tracing::debug!(error = %e.error(), "a forward's connection closed before the request was written");
+                    Ok(Err(req))
+                }
+                None => Err(Unreachable(format!("request: {}", e.error()))),
+            },
+        }
     }
 
     fn request(&self, path: String) -> Result<Request<http_body_util_full::Full>, Unreachable> {
@@ -359,10 +453,172 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Where a holder is reached: the host and port of its advertised URL.
+type Holder = (String, u16);
+
+/// A connection to a holder: what sends requests on it, and its task. Dropping it aborts the
+/// task, which closes the socket.
+struct Conn {
+    sender: SendRequest<http_body_util_full::Full>,
+    _task: AbortOnDrop,
+}
+
+/// A kept connection waiting for its next forward, until `expires`.
+struct Idle {
+    conn: Conn,
+    expires: Instant,
+}
+
+/// The kept-alive connections of a replica to the holders it forwards to, waiting for their
+/// next forward: at most [`MAX_IDLE_PER_HOLDER`] per holder, [`MAX_IDLE_FORWARDS`] in all, each
+/// for at most [`FORWARD_IDLE_TIMEOUT`] (see "Costs" in the module docs).
+#[derive(Default)]
+pub(crate) struct ForwardPool {
+    inner: Mutex<PoolInner>,
+}
+
+#[derive(Default)]
+struct PoolInner {
+    /// By holder, the most recently kept last; no holder with none.
+    by_holder: HashMap<Holder, Vec<Idle>>,
+    /// The connections in `by_holder`, all holders together.
+    total: usize,
+    /// Whether a task is closing the connections that wait past their time ([`ForwardPool::reap`]).
+    reaping: bool,
+}
+
+impl PoolInner {
+    /// Closes the connections whose time is up at `now`, and forgets those the holder closed.
+    fn prune(&mut self, now: Instant) {
+        let mut total = 0;
+        self.by_holder.retain(|_, idle| {
+            idle.retain(|i| i.expires > now && !i.conn.sender.is_closed());
+            total += idle.len();
+            !idle.is_empty()
+        });
+        self.total = total;
+    }
+}
+
+impl ForwardPool {
+    /// A kept connection to `holder` ready for a request, the most recently kept first; those
+    /// closed, not ready or past their time on the way are closed.
+    fn take(&self, holder: &Holder, now: Instant) -> Option<Conn> {
+        let mut inner = self.inner.lock().ok()?;
+        let idle = inner.by_holder.get_mut(holder)?;
+        let before = idle.len();
+        let mut found = None;
+        while let Some(i) = idle.pop() {
+            if i.expires > now && i.conn.sender.is_ready() {
+                found = Some(i.conn);
+                break;
+            }
+        }
+        let (taken, empty) = (before - idle.len(), idle.is_empty());
+        if empty {
+            inner.by_holder.remove(holder);
+        }
+        inner.total = inner.total.saturating_sub(taken);
+        found
+    }
+
+    /// Keeps `conn` to `holder` until `expires`, unless that is past or a bound is reached:
+    /// then it is dropped, which closes it.
+    fn put(self: &Arc<Self>, rt: &Arc<dyn Runtime>, holder: Holder, conn: Conn, expires: Instant) {
+        let now = rt.now();
+        let Ok(mut inner) = self.inner.lock() else { return };
+        inner.prune(now);
+        if expires <= now || inner.total >= MAX_IDLE_FORWARDS {
+            return;
+        }
+        let idle = inner.by_holder.entry(holder).or_default();
+        if idle.len() >= MAX_IDLE_PER_HOLDER {
+            return;
+        }
+        idle.push(Idle { conn, expires });
+        inner.total += 1;
+        if !inner.reaping {
+            inner.reaping = true;
+            rt.spawn(self.clone().reap(rt.clone()));
+        }
+    }
+
+    /// Closes each kept connection when its time is up, until none is kept: an idle socket
+    /// lives no longer than [`FORWARD_IDLE_TIMEOUT`] even when no forward comes.
+    fn reap(self: Arc<Self>, rt: Arc<dyn Runtime>) -> BoxFuture<()> {
+        Box::pin(async move {
+            loop {
+                let next = {
+                    let Ok(mut inner) = self.inner.lock() else { return };
+                    inner.prune(rt.now());
+                    match inner.by_holder.values().flatten().map(|i| i.expires).min() {
+                        Some(next) => next,
+                        None => {
+                            inner.reaping = false;
+                            return;
+                        }
+                    }
+                };
+                rt.sleep_until(next).await;
+            }
+        })
+    }
+}
+
+/// The connection a forwarded response came on, until its body is done with.
+struct Lease {
+    conn: Conn,
+    holder: Holder,
+    pool: Arc<ForwardPool>,
+    rt: Arc<dyn Runtime>,
+    idle_for: Duration,
+}
+
+impl Lease {
+    /// Gives the connection, whose response was read to its end, back to the pool, once it is
+    /// ready for another request; one the holder closes (a `Connection: close` answer) or
+    /// that is not ready within its time is closed.
+    fn release(self) {
+        let Lease { mut conn, holder, pool, rt, idle_for } = self;
+        let Some(expires) = rt.now().checked_add(idle_for) else { return };
+        if conn.sender.is_ready() {
+            pool.put(&rt, holder, conn, expires);
+            return;
+        }
+        if conn.sender.is_closed() {
+            return;
+        }
+        // The connection's task has yet to see the end of the response it read.
+        rt.clone().spawn(Box::pin(async move {
+            let ready = {
+                let ready = std::pin::pin!(conn.sender.ready());
+                matches!(select(ready, rt.sleep_until(expires)).await, Either::Left((Ok(()), _)))
+            };
+            if ready {
+                pool.put(&rt, holder, conn, expires);
+            }
+        }));
+    }
+}
+
 /// The body of a forwarded response, streamed from the holder.
 pub(crate) struct Forwarded {
     body: hyper::body::Incoming,
-    _conn: AbortOnDrop,
+    /// Its connection: back to the pool when the body was read to its end, else closed.
+    lease: Option<Lease>,
+    /// Whether the body reported its end.
+    ended: bool,
+}
+
+impl Drop for Forwarded {
+    fn drop(&mut self) {
+        let Some(lease) = self.lease.take() else { return };
+        // A body dropped before its end leaves the rest unread on the connection: closing it
+        // (dropping the lease) is also what tells the holder the client went.
+        if self.ended || self.body.is_end_stream() {
+            lease.release();
+        }
+    }
 }
 
 impl Forwarded {
@@ -370,9 +626,13 @@ impl Forwarded {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
-        match Pin::new(&mut self.get_mut().body).poll_frame(cx) {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                this.ended = true;
+                Poll::Ready(None)
+            }
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
             // The holder went away mid-body: cutting the client's connection tells it so.
             Poll::Ready(Some(Err(e))) => {
@@ -483,6 +743,109 @@ mod tests {
         let later = now + 2 * PEER_TOKEN_TTL_MS;
         assert!(nonces.take("one more", later, later), "the old ones expired");
         assert_eq!(nonces.inner.lock().unwrap().seen.len(), 1);
+    }
+
+    /// A connection that reads nothing and takes every write.
+    struct Quiet;
+
+    impl hyper::rt::Read for Quiet {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: hyper::rt::ReadBufCursor<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    impl hyper::rt::Write for Quiet {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A runtime whose clock moves by hand and whose tasks never run.
+    struct Still(Mutex<Instant>);
+
+    impl Runtime for Still {
+        fn spawn(&self, _: BoxFuture<()>) {}
+        fn sleep_until(&self, _: Instant) -> BoxFuture<()> {
+            Box::pin(std::future::pending())
+        }
+        fn now(&self) -> Instant {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    type Task = Pin<Box<hyper::client::conn::http1::Connection<Quiet, http_body_util_full::Full>>>;
+
+    /// A connection ready for a request, its task (polled once, kept by the caller: dropping
+    /// it closes the connection) and the handle that tells whether it was closed.
+    fn ready_conn() -> (Conn, Task, AbortHandle) {
+        use futures_util::FutureExt;
+        let (sender, task) = hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(Quiet)
+            .now_or_never()
+            .unwrap()
+            .unwrap();
+        let mut task = Box::pin(task);
+        let _ = std::future::Future::poll(
+            task.as_mut(),
+            &mut Context::from_waker(futures_util::task::noop_waker_ref()),
+        );
+        assert!(sender.is_ready());
+        let (abort, _) = AbortHandle::new_pair();
+        (Conn { sender, _task: AbortOnDrop(abort.clone()) }, task, abort)
+    }
+
+    #[test]
+    fn the_pool_keeps_a_bounded_number_of_connections_for_a_bounded_time() {
+        let now = Instant::now();
+        let clock = Arc::new(Still(Mutex::new(now)));
+        let rt: Arc<dyn Runtime> = clock.clone();
+        let pool = Arc::new(ForwardPool::default());
+        let later = now + FORWARD_IDLE_TIMEOUT;
+        let mut tasks = Vec::new();
+        let mut put = |holder: &str, expires: Instant| {
+            let (conn, task, abort) = ready_conn();
+            tasks.push(task);
+            pool.put(&rt, (holder.to_owned(), 80), conn, expires);
+            abort
+        };
+        let a = ("a".to_owned(), 80);
+        for _ in 0..MAX_IDLE_PER_HOLDER {
+            assert!(!put("a", later).is_aborted());
+        }
+        assert!(put("a", later).is_aborted(), "one more for the holder is closed");
+        // Other holders, up to the bound in all.
+        for i in 0..MAX_IDLE_FORWARDS - MAX_IDLE_PER_HOLDER {
+            assert!(!put(&format!("h{}", i / MAX_IDLE_PER_HOLDER), later).is_aborted());
+        }
+        assert!(put("one more", later).is_aborted(), "one more in all is closed");
+        assert_eq!(pool.inner.lock().unwrap().total, MAX_IDLE_FORWARDS);
+        assert!(put("a", now).is_aborted(), "a connection already past its time is closed");
+
+        assert!(pool.take(&a, now).is_some());
+        assert_eq!(pool.inner.lock().unwrap().total, MAX_IDLE_FORWARDS - 1);
+        assert!(pool.take(&("nobody".to_owned(), 80), now).is_none());
+        // Past their time, the kept connections are closed instead of taken.
+        *clock.0.lock().unwrap() = later;
+        assert!(pool.take(&a, later).is_none());
+        pool.inner.lock().unwrap().prune(later);
+        assert_eq!(pool.inner.lock().unwrap().total, 0);
+        assert!(pool.inner.lock().unwrap().by_holder.is_empty());
+    }
+
+    #[test]
+    fn a_kept_connection_waits_half_the_header_read_timeout_at_most() {
+        assert_eq!(idle_for(Duration::from_secs(10)), FORWARD_IDLE_TIMEOUT);
+        assert_eq!(idle_for(Duration::from_secs(2)), Duration::from_secs(1));
+        assert_eq!(idle_for(Duration::ZERO), Duration::ZERO);
     }
 
     #[test]

@@ -713,6 +713,7 @@ impl HttpService {
             // holder.
             head_bounded: !(kind == mcp_proto::HeldKind::Session && parts.method == http::Method::POST),
             timeout: server.limits().forward_time(),
+            idle_for: crate::forward::idle_for(server.limits().header_timeout()),
         };
         let why = match forward.send().await {
             Ok(resp) => {

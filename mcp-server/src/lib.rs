@@ -91,8 +91,8 @@ pub use cluster::{
 pub use cluster_redis::RedisCluster;
 #[cfg(feature = "http")]
 pub use forward::{
-    BoxIo, ForwardIo, FORWARDED_BY, FORWARDED_PEER, LOOKUP_TIMEOUT, MAX_PEER_NONCES, PEER_TOKEN_TTL_MS,
-    SERVED_BY,
+    BoxIo, ForwardIo, FORWARDED_BY, FORWARDED_PEER, FORWARD_IDLE_TIMEOUT, LOOKUP_TIMEOUT, MAX_IDLE_FORWARDS,
+    MAX_IDLE_PER_HOLDER, MAX_PEER_NONCES, PEER_TOKEN_TTL_MS, SERVED_BY,
 };
 pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,

@@ -9,9 +9,9 @@
 //! forwarder's (another caller's forwards pass, and keep their entries); a directory that cannot
 //! be reached is 503, never 404.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::stream::BoxStream;
@@ -577,5 +577,171 @@ fn a_directory_that_cannot_be_reached_is_503_not_404() {
         ensure(resp.status() == 200 && resp.header("mcp-served-by") == Some("a"), || format!("{resp:?}"))?;
         let working = rpc(b, BOB, &read)?;
         ensure(working["result"]["status"] == "working", || format!("the task through b: {working}"))
+    });
+}
+
+/// A TCP relay in front of a replica: counts the connections it accepts and relays each to the
+/// replica, both ways, until either side closes; [`Proxy::cut`] closes them all.
+struct Proxy {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    /// Relayed connections not yet closed on both sides.
+    live: Arc<AtomicUsize>,
+    /// Both ends of every relayed connection, for [`Proxy::cut`].
+    conns: Arc<Mutex<Vec<[TcpStream; 2]>>>,
+}
+
+impl Proxy {
+    /// A relay to `to`, accepting from a thread of its own.
+    fn start(to: SocketAddr) -> Result<Self, String> {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("proxy bind: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| format!("proxy addr: {e}"))?;
+        let proxy = Proxy { addr, accepted: Arc::default(), live: Arc::default(), conns: Arc::default() };
+        let (accepted, live, conns) = (proxy.accepted.clone(), proxy.live.clone(), proxy.conns.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let Ok(upstream) = TcpStream::connect(to) else { continue };
+                let (Ok(c2), Ok(u2), Ok(c3), Ok(u3)) =
+                    (client.try_clone(), upstream.try_clone(), client.try_clone(), upstream.try_clone())
+                else {
+                    continue;
+                };
+                conns.lock().unwrap_or_else(|e| e.into_inner()).push([c3, u3]);
+                live.fetch_add(1, Ordering::SeqCst);
+                // The connection is gone once both directions ended.
+                let ended = Arc::new(AtomicUsize::new(0));
+                for (mut from, mut into) in [(client, u2), (upstream, c2)] {
+                    let (ended, live) = (ended.clone(), live.clone());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(Shutdown::Write);
+                        if ended.fetch_add(1, Ordering::SeqCst) == 1 {
+                            live.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    });
+                }
+            }
+        });
+        Ok(proxy)
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    fn live(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    /// Closes every relayed connection, both ends.
+    fn cut(&self) {
+        for [c, u] in self.conns.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+            let _ = u.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Replicas `a` (within `limits`) and `b` of a new cluster, serving; `a` advertises the
+/// address of a counting [`Proxy`] in front of it, so everything `b` forwards passes it.
+fn proxied_pair(shim: Shim, limits: Limits) -> Result<(Proxy, [(SocketAddr, Server); 2]), String> {
+    let cluster: Arc<dyn Cluster> = Arc::new(InMemoryCluster::default());
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let a = listener.local_addr().map_err(|e| format!("addr: {e}"))?;
+    let proxy = Proxy::start(a)?;
+    let server_a = block_on(shim, replica(shim, cluster.clone(), "a", proxy.addr, limits, |b| b));
+    serve_on(shim, listener, server_a.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
+    let b = listener.local_addr().map_err(|e| format!("addr: {e}"))?;
+    let server_b = block_on(shim, replica(shim, cluster, "b", b, Limits::default(), |b| b));
+    serve_on(shim, listener, server_b.clone());
+    Ok((proxy, [(a, server_a), (b, server_b)]))
+}
+
+/// Sends `n` calls of the legacy session `sid` through `b`, one after the other, each checked.
+fn echo_through(b: SocketAddr, sid: &str, n: u64) -> Result<(), String> {
+    for i in 0..n {
+        let call = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"i": i}}});
+        let resp = send(b, ALICE, &legacy(sid, &call.to_string()))?;
+        ensure(resp.header("mcp-served-by") == Some("a"), || format!("call {i} not forwarded: {resp:?}"))?;
+        let answer = message(&resp)?;
+        ensure(answer["result"]["content"][0]["text"] == format!("echo {{\"i\":{i}}}"), || {
+            format!("call {i} through b: {answer}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Issue 23, item 6: sequential forwards to one holder reuse a kept-alive connection instead
+/// of opening one each (which left a socket in TIME_WAIT per forward).
+#[test]
+fn sequential_forwards_reuse_a_kept_alive_connection_to_the_holder() {
+    each(|shim| {
+        let (proxy, [(a, _), (b, _)]) = proxied_pair(shim, Limits::default())?;
+        let sid = initialize(a)?;
+        echo_through(b, &sid, 20)?;
+        let used = proxy.accepted();
+        // One, give or take a forward that came before the last one's connection was back.
+        ensure(used <= 3, || format!("20 sequential forwards used {used} TCP connections"))
+    });
+}
+
+/// Issue 23, item 6: a kept-alive connection the holder closed while idle (at its
+/// `header_read_timeout`), or that broke on the way, costs the next forward nothing: it is
+/// answered, on a new connection that is kept in turn.
+#[test]
+fn a_kept_alive_connection_closed_while_idle_costs_the_next_forward_nothing() {
+    each(|shim| {
+        let mut limits = Limits::default();
+        limits.header_read_timeout(Duration::from_millis(300));
+        let (proxy, [(a, _), (b, _)]) = proxied_pair(shim, limits)?;
+        let sid = initialize(a)?;
+        echo_through(b, &sid, 3)?;
+        // a closes the idle connection b kept.
+        poll_until("a closes the idle connection", Duration::from_secs(10), || {
+            Ok((proxy.live() == 0).then_some(()))
+        })?;
+        echo_through(b, &sid, 3)?;
+        // The connection breaks between the replicas.
+        proxy.cut();
+        poll_until("the cut connection is gone", Duration::from_secs(10), || {
+            Ok((proxy.live() == 0).then_some(()))
+        })?;
+        echo_through(b, &sid, 3)?;
+        let used = proxy.accepted();
+        ensure(used <= 6, || format!("9 forwards in three runs used {used} TCP connections"))
+    });
+}
+
+/// A forwarded `GET` stream the client drops closes on the holder too (its connection to the
+/// holder is never kept for another request).
+#[test]
+fn a_forwarded_stream_the_client_drops_closes_on_the_holder() {
+    each(|shim| {
+        let (proxy, [(a, server_a), (b, _)]) = proxied_pair(shim, Limits::default())?;
+        let sid = initialize(a)?;
+        let mut stream = Client::connect_from(b, ALICE).map_err(|e| e.to_string())?;
+        let get = Req::new("GET", "/mcp")
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", LEGACY)
+            .header("Mcp-Session-Id", &sid);
+        stream.send(&get.to_bytes()).map_err(|e| e.to_string())?;
+        let head = stream.head()?;
+        ensure(head.status == 200 && head.header("mcp-served-by") == Some("a"), || format!("GET: {head:?}"))?;
+        poll_until("a's GET stream", Duration::from_secs(5), || {
+            Ok((server_a.status().streams > 0).then_some(()))
+        })?;
+        drop(stream);
+        poll_until("a's GET stream closes", Duration::from_secs(10), || {
+            Ok((server_a.status().streams == 0).then_some(()))
+        })?;
+        poll_until("the connection to a closes", Duration::from_secs(10), || {
+            Ok((proxy.live() == 0).then_some(()))
+        })?;
+        // The session is still served through b.
+        echo_through(b, &sid, 2)
     });
 }
