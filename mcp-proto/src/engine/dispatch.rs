@@ -6,9 +6,11 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::calls::{Call, CallKind};
-use super::encode::{ToolEncoding, ToolOutcome};
-use super::{notify, streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output};
+use super::protocol::encode::{ToolEncoding, ToolOutcome};
+use super::state::calls::{Call, CallKind};
+use super::{
+    protocol::notify, state::streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
+};
 use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
 use super::{Peek, Request, Session, Ticket};
 use crate::blame::Bound;
@@ -480,7 +482,8 @@ impl<H: Clone> Engine<H> {
                 | "prompts/list"
                 | "prompts/get"
                 | "completion/complete"
-        ) || (super::skills::METHODS.contains(&method) && ctx.version.has_extensions());
+        ) || (super::extensions::skills::METHODS.contains(&method)
+            && ctx.version.has_extensions());
         if !known || !self.offers(&self.caller(ctx.conn)).method(method) {
             return Err(RpcError::method_not_found(method));
         }
@@ -501,7 +504,7 @@ impl<H: Clone> Engine<H> {
             "resources/read" => self.read_resource(now, ctx, params.as_ref(), batch),
             "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
             "prompts/get" => self.get_prompt(now, ctx, params.as_ref(), batch),
-            m if super::skills::METHODS.contains(&m) => {
+            m if super::extensions::skills::METHODS.contains(&m) => {
                 self.skills_method(ctx, m, params.as_ref()).map(|b| Answer::Now(b.into()))
             }
             _ => self.complete_request(now, ctx, params.as_ref(), batch),
@@ -725,7 +728,7 @@ impl<H: Clone> Engine<H> {
         // prepared on this first authorized use if no listing did it, and a tool whose contract
         // cannot be published is never run. (Compact's call_tool publishes no output schema.)
         if !compact && self.config.envelopes && entry.enveloped_listing(ctx.version).is_err() {
-            return Err(super::features::unpublishable("tools", &name));
+            return Err(super::protocol::features::unpublishable("tools", &name));
         }
         let arguments = match arguments {
             None | Some(Value::Null) => Value::Object(Map::new()),
@@ -736,8 +739,9 @@ impl<H: Clone> Engine<H> {
             if let Some(errors) = describe_errors(validator, &arguments) {
                 let text = format!("invalid arguments for tool {name}: {}", errors.join("; "));
                 if compact || ctx.version.argument_errors_as_results() {
-                    let failure = ToolFailure::new(super::encode::INVALID_ARGUMENTS, text);
-                    let out = super::encode::encoded_output(ToolOutcome::Failure(failure), encoding);
+                    let failure = ToolFailure::new(super::protocol::encode::INVALID_ARGUMENTS, text);
+                    let out =
+                        super::protocol::encode::encoded_output(ToolOutcome::Failure(failure), encoding);
                     return Ok(Answer::Now(self.encode_tool_result(ctx.id, ctx.version, &out).into()));
                 }
                 return Err(RpcError::invalid_params(text).with_data(serde_json::json!({ "errors": errors })));

@@ -21,67 +21,42 @@ const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-mod apps;
-mod ask;
-mod backlog;
-mod call_state;
-mod calls;
-mod capped;
-mod cluster;
-mod compact;
-mod config;
 #[cfg(test)]
 mod determinism;
-mod directory;
 mod dispatch;
-mod encode;
-mod features;
-mod http;
-mod io;
-mod ledger;
-mod notify;
-mod outbound;
-mod post_store;
-mod records;
-mod registry_mut;
-mod replay;
-mod resume;
-mod sessions;
-mod shared;
-mod shares;
-mod skills;
+mod extensions;
+mod protocol;
+mod replica;
+mod state;
 #[cfg(test)]
 mod status_tests;
-mod streams;
-mod subscriptions;
-mod tasks;
 #[cfg(test)]
 mod test_support;
-mod timers;
+mod transport;
 
-pub use ask::{AskError, Asked};
-pub use cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
-use directory::HeldKind as Held;
-pub use directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
-pub use shared::{
+pub use extensions::tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
+pub use protocol::ask::{AskError, Asked};
+pub use replica::cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
+use replica::directory::HeldKind as Held;
+pub use replica::directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
+pub use replica::shared::{
     Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
 };
-pub use tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
 
-pub use http::{HttpHead, HttpReply, HttpRequest};
-pub use io::{
+pub use state::io::{
     Answered, AnsweredRequest, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus,
     FrameOutcome, Invocation, OpenError, Output, Refusals, Reply, Request, Stale, Ticket,
 };
+pub use transport::http::{HttpHead, HttpReply, HttpRequest};
 
-use calls::{Call, CallKind, Calls, ConnCalls};
-pub use config::{Config, Implementation, Mode, Seed};
-use encode::{decode_error, public_error, ToolOutcome};
-pub use features::Introspection;
-pub use notify::{LogLevel, ProgressOutcome};
-use records::{Peek, Records};
-pub use registry_mut::RegistryMut;
-use timers::Timer;
+use protocol::encode::{decode_error, public_error, ToolOutcome};
+pub use protocol::features::Introspection;
+pub use protocol::notify::{LogLevel, ProgressOutcome};
+use protocol::records::{Peek, Records};
+pub use protocol::registry_mut::RegistryMut;
+use state::calls::{Call, CallKind, Calls, ConnCalls};
+pub use state::config::{Config, Implementation, Mode, Seed};
+use state::timers::Timer;
 
 /// A connection: a stdio session, an HTTP exchange or an SSE stream. Generational, so a handle
 /// to a closed connection never reaches a newer one.
@@ -122,11 +97,11 @@ struct Session {
 /// A `subscriptions/listen` stream open on a connection (2026-07-28).
 struct Listen {
     id: RequestId,
-    filter: subscriptions::Filter,
+    filter: state::subscriptions::Filter,
 }
 
 struct Conn {
-    transport: streams::Transport,
+    transport: state::streams::Transport,
     /// Holds a stream seat (see [`Limits::max_streams`](crate::Limits::max_streams)).
     seated: bool,
     caller: Arc<Caller>,
@@ -136,9 +111,9 @@ struct Conn {
     draining: bool,
     listens: Vec<Listen>,
     /// Notifications owed to this connection, coalesced.
-    pending: subscriptions::Pending,
+    pending: state::subscriptions::Pending,
     /// Its shim reports what its writer takes ([`Engine::pace`]): what is still queued.
-    backlog: Option<backlog::Backlog>,
+    backlog: Option<transport::backlog::Backlog>,
 }
 
 /// How one request will be answered.
@@ -169,7 +144,7 @@ struct Ctx<'a> {
     /// The modern request's `_meta` clientCapabilities.
     client_caps: Option<&'a Value>,
     /// The modern request's answers so far (`requestState` and `inputResponses`).
-    mrtr: Option<&'a call_state::Mrtr>,
+    mrtr: Option<&'a state::call_state::Mrtr>,
 }
 
 /// The MCP server protocol engine. See the crate docs for the run loop.
@@ -177,12 +152,12 @@ pub struct Engine<H> {
     config: Config,
     registry: Registry<H>,
     /// The three tools compact mode publishes; `None` in direct mode.
-    published: Option<crate::registry::Catalogue<compact::Published>>,
+    published: Option<crate::registry::Catalogue<extensions::compact::Published>>,
     conns: Slab<Conn>,
     /// Calls in flight and batches awaiting replies.
     calls: Calls,
     /// Every deadline: call timeouts, session expiry, keep-alives.
-    timers: timers::Timers,
+    timers: state::timers::Timers,
     out: VecDeque<Output<H>>,
     /// Draining connections whose last call just finished, closed once its answer is queued.
     pending_close: Vec<ConnId>,
@@ -191,20 +166,20 @@ pub struct Engine<H> {
     /// `_meta.serverInfo` of modern results, serialised once.
     server_info_modern: Value,
     /// Subscriptions, and whether notifications are owed.
-    notes: subscriptions::Notifications,
+    notes: state::subscriptions::Notifications,
     /// Legacy HTTP sessions by id, and stream seats.
-    sessions: sessions::Sessions,
+    sessions: state::sessions::Sessions,
     /// While an HTTP request is dispatched: the exchange its replies go to.
     reply_to: Option<ConnId>,
     /// While an HTTP request is dispatched: its exchange, and its response if it completed
     /// before `handle_http` returned (answered without a round trip through the output queue).
-    immediate: Option<(ConnId, Option<http::Ready>)>,
+    immediate: Option<(ConnId, Option<transport::http::Ready>)>,
     /// Server→client requests awaiting the client's response.
-    outbound: outbound::Outbound,
+    outbound: state::outbound::Outbound,
     /// The `now` the engine was made with, the origin of [`Config::unix_ms_at_start`].
     started: Instant,
     /// What became of each 2026-07-28 request state already used (see `ledger.rs`).
-    ledger: ledger::Ledger,
+    ledger: state::ledger::Ledger,
     /// The latest `now` an input gave (every input records it, see `input`). Only for work done
     /// where no input is being handled, so it is always the `now` of the input that caused it:
     /// a keep-alive armed by a stream that starts while [`Engine::poll_output`] flushes
@@ -218,14 +193,14 @@ pub struct Engine<H> {
     /// Requests the engine answered itself, while a shim wants them ([`Engine::set_recording`]).
     records: Records,
     /// Tasks of the Tasks extension, running and ended.
-    tasks: tasks::Tasks,
+    tasks: extensions::tasks::Tasks,
     /// Local changes to publish to other replicas ([`Engine::poll_change`]).
-    outbox: cluster::Outbox,
+    outbox: replica::cluster::Outbox,
     /// Retries waiting for the shared ledger, and what to tell it ([`Engine::poll_claim`]).
-    shared: shared::Shared<H>,
+    shared: replica::shared::Shared<H>,
     /// Sessions and running tasks begun or ended, for a cluster's directory
     /// ([`Engine::poll_holding`]).
-    holdings: directory::Holdings,
+    holdings: replica::directory::Holdings,
 }
 
 impl<H: Clone> Engine<H> {
@@ -233,33 +208,33 @@ impl<H: Clone> Engine<H> {
     pub fn new(config: Config, now: Instant) -> Self {
         let server_info_modern = config.server_info.to_json(ProtocolVersion::V2026_07_28);
         let registry = Registry::new(config.mode == Mode::Compact);
-        let published = (config.mode == Mode::Compact).then(|| compact::catalogue(None));
+        let published = (config.mode == Mode::Compact).then(|| extensions::compact::catalogue(None));
         Self {
             config,
             published,
             registry,
             conns: Slab::default(),
             calls: Calls::default(),
-            timers: timers::Timers::default(),
+            timers: state::timers::Timers::default(),
             out: VecDeque::new(),
             pending_close: Vec::new(),
             shutting_down: false,
             server_info_modern,
-            notes: subscriptions::Notifications::default(),
-            sessions: sessions::Sessions::default(),
+            notes: state::subscriptions::Notifications::default(),
+            sessions: state::sessions::Sessions::default(),
             reply_to: None,
             immediate: None,
-            outbound: outbound::Outbound::default(),
+            outbound: state::outbound::Outbound::default(),
             started: now,
-            ledger: ledger::Ledger::default(),
+            ledger: state::ledger::Ledger::default(),
             clock: now,
             dropped_notes: 0,
             refusals: Refusals::default(),
             records: Records::default(),
-            tasks: tasks::Tasks::default(),
-            outbox: cluster::Outbox::default(),
-            shared: shared::Shared::default(),
-            holdings: directory::Holdings::default(),
+            tasks: extensions::tasks::Tasks::default(),
+            outbox: replica::cluster::Outbox::default(),
+            shared: replica::shared::Shared::default(),
+            holdings: replica::directory::Holdings::default(),
         }
     }
 
@@ -311,10 +286,10 @@ impl<H: Clone> Engine<H> {
             return Err(OpenError::TooManyConnections);
         }
         let ConnKind::Stdio = kind;
-        Ok(self.insert_conn(streams::Transport::Line, Arc::new(caller)))
+        Ok(self.insert_conn(state::streams::Transport::Line, Arc::new(caller)))
     }
 
-    fn insert_conn(&mut self, transport: streams::Transport, caller: Arc<Caller>) -> ConnId {
+    fn insert_conn(&mut self, transport: state::streams::Transport, caller: Arc<Caller>) -> ConnId {
         self.notes.conn_opened(caller.binding());
         ConnId(self.conns.insert(Conn {
             transport,
@@ -324,7 +299,7 @@ impl<H: Clone> Engine<H> {
             calls: ConnCalls::default(),
             draining: false,
             listens: Vec::new(),
-            pending: subscriptions::Pending::default(),
+            pending: state::subscriptions::Pending::default(),
             backlog: None,
         }))
     }
@@ -348,10 +323,10 @@ impl<H: Clone> Engine<H> {
     pub fn session_of(&self, conn: ConnId) -> Option<ConnId> {
         let c = self.conns.get(conn.0)?;
         match &c.transport {
-            streams::Transport::Line => Some(conn),
-            streams::Transport::Session(_) => Some(conn),
-            streams::Transport::Standalone { session } => Some(*session),
-            streams::Transport::Exchange(x) => x.session(),
+            state::streams::Transport::Line => Some(conn),
+            state::streams::Transport::Session(_) => Some(conn),
+            state::streams::Transport::Standalone { session } => Some(*session),
+            state::streams::Transport::Exchange(x) => x.session(),
         }
     }
 
@@ -405,8 +380,8 @@ impl<H: Clone> Engine<H> {
             let Some(c) = self.conns.get_mut(key) else { continue };
             match &c.transport {
                 // A legacy exchange ends with the reply its session's call owes it.
-                streams::Transport::Exchange(x) if x.session().is_some() => continue,
-                streams::Transport::Standalone { .. } => {
+                state::streams::Transport::Exchange(x) if x.session().is_some() => continue,
+                state::streams::Transport::Standalone { .. } => {
                     self.forget(conn, CloseReason::Shutdown);
                     continue;
                 }
@@ -503,7 +478,7 @@ impl<H: Clone> Engine<H> {
         // Calls of a legacy session that asked the client through this exchange: they outlive
         // it (the session owns them), but an ask of theirs still waiting may be stranded.
         let asked = match &c.transport {
-            streams::Transport::Exchange(x) => x.asked(),
+            state::streams::Transport::Exchange(x) => x.asked(),
             _ => Vec::new(),
         };
         // Requests sent to a client that is gone will never be answered.
@@ -524,7 +499,7 @@ impl<H: Clone> Engine<H> {
         for ex in orphaned {
             self.unowe(ex);
         }
-        if let streams::Transport::Session(s) = c.transport {
+        if let state::streams::Transport::Session(s) = c.transport {
             if let Some(get) = s.get() {
                 self.forget(get, reason);
             }
@@ -551,7 +526,7 @@ impl<H: Clone> Engine<H> {
             self.sessions.unseat(c.caller.binding(), conn);
         }
         match &c.transport {
-            streams::Transport::Session(s) => {
+            state::streams::Transport::Session(s) => {
                 self.sessions.remove(s.id(), c.caller.binding());
                 self.report_holding(Held::Session, s.id(), false);
                 // Its kept POST streams go with it, and so do their resume timers.
@@ -560,15 +535,15 @@ impl<H: Clone> Engine<H> {
                     self.timers.disarm(at, Timer::Resume(conn, stream_no));
                 }
             }
-            streams::Transport::Standalone { session } => {
+            state::streams::Transport::Standalone { session } => {
                 let clock = self.clock;
-                if let Some(streams::Transport::Session(s)) =
+                if let Some(state::streams::Transport::Session(s)) =
                     self.conns.get_mut(session.0).map(|s| &mut s.transport)
                 {
                     s.stream_ended(conn, clock);
                 }
             }
-            streams::Transport::Exchange(x) => {
+            state::streams::Transport::Exchange(x) => {
                 if let Some(session) = x.session() {
                     self.post_stream_gone(session, x.stream_no(), conn, x.attachment());
                 }

@@ -1,0 +1,546 @@
+//! What crosses the engine's boundary: the inputs a shim hands it ([`Reply`], [`Ticket`],
+//! [`ConnKind`]) and the outputs it drains ([`Output`], [`Invocation`], [`Request`]), with the
+//! outcomes of each call.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::engine::{AskError, CallId, ConnId, HttpHead};
+// For the intra-doc links to the engine's methods.
+use crate::blame::{Blame, Bound};
+use crate::caller::Caller;
+use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
+#[cfg(doc)]
+use crate::engine::{Engine, HttpReply};
+use crate::jsonrpc::ErrorCode;
+use crate::version::ProtocolVersion;
+
+/// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
+/// twice.
+///
+/// Pass every ticket to [`Engine::complete`], even after [`Output::Cancel`] (it is then
+/// [`Stale`]), or give it up with [`abandon`](Self::abandon). Dropping the ticket of a call that
+/// is still in flight leaks the call: it holds an in-flight slot until its connection closes or
+/// [`Limits::call_timeout`](crate::Limits::call_timeout) fires.
+///
+/// Debug builds warn on such a drop (a drop warner, as quinn's `IncomingImproperDropWarner`).
+/// The warning is an `eprintln!`, not a panic: a ticket lives inside a handler's future, and an
+/// executor tearing down its tasks drops them from wherever it is (a panic there aborts the
+/// process or is swallowed by the executor), and the engine has no logging dependency. It fires
+/// only for calls still in flight, so tickets of cancelled or timed-out calls drop silently.
+#[must_use = "a call stays in flight until its ticket is passed to Engine::complete"]
+#[derive(Debug)]
+pub struct Ticket {
+    pub(in crate::engine) call: CallId,
+    #[cfg(debug_assertions)]
+    pub(in crate::engine) live: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PartialEq for Ticket {
+    fn eq(&self, other: &Self) -> bool {
+        self.call == other.call
+    }
+}
+
+impl Eq for Ticket {}
+
+impl Ticket {
+    /// The call this ticket answers.
+    pub fn call(&self) -> CallId {
+        self.call
+    }
+
+    /// Gives up the right to answer without a drop warning. The engine is not told: the call
+    /// stays in flight until it is cancelled, times out or its connection closes. For harnesses
+    /// that model handlers which never return.
+    pub fn abandon(self) {
+        self.settle();
+    }
+
+    /// Disarms the drop warner.
+    pub(in crate::engine) fn settle(self) -> CallId {
+        #[cfg(debug_assertions)]
+        self.live.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.call
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.live.load(std::sync::atomic::Ordering::Relaxed) && !std::thread::panicking() {
+            eprintln!(
+                "mcp_proto::Ticket of {:?} dropped while its call is in flight: pass it to \
+                 Engine::complete or Ticket::abandon (the call holds an in-flight slot until its \
+                 connection closes or it times out)",
+                self.call
+            );
+        }
+    }
+}
+
+/// The engine's half of a ticket's drop warner: marks the call finished when the engine drops
+/// its record of it (answered, cancelled, timed out, closed, or the engine itself dropped).
+#[cfg(debug_assertions)]
+#[derive(Debug)]
+pub(in crate::engine) struct Live(pub(in crate::engine) Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(debug_assertions)]
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What kind of transport a connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnKind {
+    /// A long-lived byte stream of newline-delimited frames (stdio, or any custom stream).
+    Stdio,
+}
+
+/// Why [`Engine::open`] refused a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// [`Limits::max_connections`](crate::Limits::max_connections) connections are already open.
+    TooManyConnections,
+    /// The engine is shutting down ([`Engine::shutdown`]).
+    ShuttingDown,
+}
+
+/// What [`Engine::handle_frame`] decided at once, before any handler ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameOutcome {
+    /// Exactly one frame will answer this input (now or after handlers complete).
+    Reply,
+    /// Nothing will answer it: it held only notifications or responses (HTTP: 202).
+    NoReply,
+    /// The connection is not open; nothing was done.
+    UnknownConnection,
+}
+
+/// Why a connection closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The peer ended its input and every call it made has been answered.
+    EndOfInput,
+    /// The shim (or application) closed it.
+    Closed,
+    /// A frame over [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) arrived on a stream that cannot resynchronise.
+    FrameTooLarge,
+    /// The server is shutting down ([`Engine::shutdown`]) and the connection's calls are done.
+    Shutdown,
+    /// A legacy HTTP session went idle past [`Limits::session_idle`](crate::Limits::session_idle), or never finished its
+    /// handshake within [`Limits::session_handshake`](crate::Limits::session_handshake).
+    Expired,
+    /// The client ended its legacy HTTP session with `DELETE`.
+    Deleted,
+    /// The caller opened a stream past its seat cap under [`crate::SeatPolicy::EvictOldest`]:
+    /// this, its oldest stream, made room.
+    Evicted,
+    /// The server-wide gate no longer admits the stream's caller (checked at every keep-alive).
+    Revoked,
+    /// A newer `GET` stream of the same legacy session took this one's place.
+    Replaced,
+    /// A full table (sessions, connections, held streams) made room for a caller below its
+    /// fair share by displacing this entry of a caller above its share, or a caller at its
+    /// bound replaced its own unfinished handshake (see the per-caller shares of
+    /// [`Limits`](crate::Limits)).
+    Displaced,
+    /// A paced stream ([`Engine::pace`]) sat with a full queue and its reader took nothing for
+    /// [`Limits::stall_timeout`](crate::Limits::stall_timeout).
+    Stalled,
+}
+
+/// Why a call ended before its handler answered ([`Output::Cancel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CancelReason {
+    /// The peer cancelled it (`notifications/cancelled`); nothing answers it.
+    Peer,
+    /// It ran past [`Limits::call_timeout`](crate::Limits::call_timeout) and was answered
+    /// `-32603` "request timed out".
+    TimedOut,
+    /// Its connection closed (any [`CloseReason`]), or the stream it was waiting on for the
+    /// client's answers did.
+    Closed,
+    /// The engine answered it with an error on the handler's behalf: an ask it could not make
+    /// ([`Engine::ask`]: a missing client capability, an answer that does not fit, the round
+    /// limit).
+    Refused,
+    /// A shutdown's budget ran out ([`Engine::close_all`]): answered "server is shutting down".
+    Shutdown,
+    /// The engine answered it on the handler's behalf: a 2026-07-28 call that asked the client
+    /// for input was answered `input_required`, and the client's retry runs the handler again.
+    Suspended,
+    /// It ran as a task of a caller above its fair share of the task table, and was cancelled
+    /// to make room for the task of a caller below its share
+    /// ([`Limits::max_tasks`](crate::Limits::max_tasks)); the task ended `cancelled`.
+    Displaced,
+}
+
+impl CancelReason {
+    /// A short stable name for logs and metrics: `cancelled`, `timed_out`, `closed`,
+    /// `refused`, `shutdown`, `suspended` or `displaced`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Peer => "cancelled",
+            CancelReason::TimedOut => "timed_out",
+            CancelReason::Closed => "closed",
+            CancelReason::Shutdown => "shutdown",
+            CancelReason::Suspended => "suspended",
+            CancelReason::Refused => "refused",
+            CancelReason::Displaced => "displaced",
+        }
+    }
+}
+
+/// How [`Engine::complete`] answered a call: what the peer was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Answered {
+    /// The JSON-RPC error the answer carries, or `None` for a result (a tool result with
+    /// `isError: true` is a result). Set also when the engine replaced the handler's answer
+    /// (a reply of the wrong kind, a result over
+    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes), an output that breaks
+    /// the tool's schema).
+    pub error: Option<ErrorCode>,
+}
+
+/// Work the engine turned away since it started, by reason. Each counter only grows (a
+/// Prometheus counter); the engine counts with plain integer additions, nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Refusals {
+    /// Connections, sessions and requests refused because a server-wide table was full
+    /// ([`Bound::Capacity`](crate::Bound::Capacity)):
+    /// [`Limits::max_connections`](crate::Limits::max_connections), the session table, twice
+    /// [`Limits::max_calls`](crate::Limits::max_calls).
+    pub capacity: u64,
+    /// Requests, sessions and streams refused because their caller or connection was at its
+    /// share ([`Bound::Share`](crate::Bound::Share)): requests in flight on a connection, the
+    /// caller's fair share of `max_calls`, sessions or held streams per caller, listen
+    /// streams, subscriptions, input rounds of one call.
+    pub share: u64,
+    /// Frames, bodies and parts of messages over their size bound
+    /// ([`Bound::Size`](crate::Bound::Size)), answered with an error (a stdio frame that also
+    /// closed its connection is counted here and in `frame_too_large`).
+    pub size: u64,
+    /// Requests refused because the server is shutting down.
+    pub shutting_down: u64,
+    /// Calls that ran past [`Limits::call_timeout`](crate::Limits::call_timeout).
+    pub timed_out: u64,
+    /// Entries closed to make room for a caller below its fair share
+    /// ([`CloseReason::Displaced`]), and running tasks cancelled for one
+    /// ([`CancelReason::Displaced`]).
+    pub displaced: u64,
+    /// Streams closed to make room for a newer one of the same caller
+    /// ([`CloseReason::Evicted`]).
+    pub evicted: u64,
+    /// Paced streams cut because their reader stalled ([`CloseReason::Stalled`]).
+    pub stalled: u64,
+    /// Legacy sessions expired idle or with an unfinished handshake ([`CloseReason::Expired`]).
+    pub expired: u64,
+    /// Streams closed because the gate no longer admits their caller ([`CloseReason::Revoked`]).
+    pub revoked: u64,
+    /// Streams replaced by a newer `GET` stream of their session ([`CloseReason::Replaced`]).
+    pub replaced: u64,
+    /// Stdio connections closed for a frame over
+    /// [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) ([`CloseReason::FrameTooLarge`]).
+    pub frame_too_large: u64,
+}
+
+impl Refusals {
+    /// Every counter with a stable snake_case name, for a metrics exporter.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        [
+            ("capacity", self.capacity),
+            ("share", self.share),
+            ("size", self.size),
+            ("shutting_down", self.shutting_down),
+            ("timed_out", self.timed_out),
+            ("displaced", self.displaced),
+            ("evicted", self.evicted),
+            ("stalled", self.stalled),
+            ("expired", self.expired),
+            ("revoked", self.revoked),
+            ("replaced", self.replaced),
+            ("frame_too_large", self.frame_too_large),
+        ]
+        .into_iter()
+    }
+
+    /// Counts an error answer or refusal by its blame: bounds and shutdown count, the rest
+    /// (the peer's mistakes, the application's errors) are not refusals.
+    pub(in crate::engine) fn blamed(&mut self, blame: Blame) {
+        match blame {
+            Blame::Limit(Bound::Capacity) => self.capacity += 1,
+            Blame::Limit(Bound::Share) => self.share += 1,
+            Blame::Limit(Bound::Size) => self.size += 1,
+            Blame::ShuttingDown => self.shutting_down += 1,
+            _ => {}
+        }
+    }
+
+    /// Counts a connection the engine closed on its own initiative.
+    pub(in crate::engine) fn closed(&mut self, reason: CloseReason) {
+        match reason {
+            CloseReason::Displaced => self.displaced += 1,
+            CloseReason::Evicted => self.evicted += 1,
+            CloseReason::Stalled => self.stalled += 1,
+            CloseReason::Expired => self.expired += 1,
+            CloseReason::Revoked => self.revoked += 1,
+            CloseReason::Replaced => self.replaced += 1,
+            CloseReason::FrameTooLarge => self.frame_too_large += 1,
+            CloseReason::EndOfInput | CloseReason::Closed | CloseReason::Shutdown | CloseReason::Deleted => {}
+        }
+    }
+}
+
+/// An answer to an [`Invocation`], passed to [`Engine::complete`]. Its kind must match the
+/// request's; a mismatch is answered with the generic internal error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The outcome of a `tools/call` handler.
+    Tool(Result<ToolOutput, HandlerError>),
+    /// The contents of a `resources/read` (never empty: an empty list is answered as "not
+    /// found").
+    Resource(Result<Vec<ResourceContents>, HandlerError>),
+    /// The messages of a `prompts/get`.
+    Prompt(Result<PromptOutput, HandlerError>),
+    /// The values of a `completion/complete`.
+    Completion(Result<Completion, HandlerError>),
+    /// What a task store holds for a [`Request::GetTask`]: the record, or `None` when it holds
+    /// none for that caller. A record of another caller, of another id, or past its TTL is
+    /// answered as none.
+    Task(Result<Option<crate::engine::TaskRecord>, HandlerError>),
+}
+
+/// What a `completion/complete` request completes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionRef {
+    /// An argument of the named prompt.
+    Prompt(String),
+    /// A variable of the resource template with this `uriTemplate`.
+    Template(String),
+}
+
+/// A call of application code the engine asks the shim to run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Request {
+    /// `tasks/get` of a task this engine does not hold: look it up in the task store the
+    /// application keeps beyond the engine (see [`RegistryMut::set_task_lookup`]), for the
+    /// [`Invocation::caller`], and answer [`Reply::Task`].
+    ///
+    /// [`RegistryMut::set_task_lookup`]: crate::engine::RegistryMut::set_task_lookup
+    GetTask {
+        /// The id asked for.
+        task_id: String,
+    },
+    /// `tools/call`, with arguments already validated against the tool's input schema.
+    CallTool {
+        /// The tool's name.
+        name: String,
+        /// The arguments (`{}` when the request had none).
+        arguments: Map<String, Value>,
+    },
+    /// `resources/read` of a registered resource, or of a URI matching a template.
+    ReadResource {
+        /// The URI asked for.
+        uri: String,
+        /// The matching template's `uriTemplate`, when it was not an exact resource.
+        template: Option<String>,
+        /// The template's variables, in template order (raw, not percent-decoded).
+        variables: Vec<(String, String)>,
+    },
+    /// `prompts/get`, with required arguments present and every argument a string.
+    GetPrompt {
+        /// The prompt's name.
+        name: String,
+        /// The arguments.
+        arguments: BTreeMap<String, String>,
+    },
+    /// `completion/complete` for a prompt argument or template variable.
+    Complete {
+        /// What is being completed.
+        reference: CompletionRef,
+        /// The argument's name.
+        argument: String,
+        /// What the user typed so far.
+        value: String,
+        /// Arguments already resolved (2025-06-18 and later).
+        context: BTreeMap<String, String>,
+    },
+}
+
+/// Run this handler and pass the result to [`Engine::complete`] with the ticket.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Invocation<H> {
+    /// Consumed by [`Engine::complete`].
+    pub ticket: Ticket,
+    /// The connection the request arrived on.
+    pub conn: ConnId,
+    /// Who is calling.
+    pub caller: Arc<Caller>,
+    /// The protocol version the request speaks.
+    pub version: ProtocolVersion,
+    /// What to do.
+    pub request: Request,
+    /// The registered handler.
+    pub handler: H,
+    /// The extensions the client declared (`capabilities.extensions`: in `initialize` on a
+    /// legacy session, in this request's `_meta` on 2026-07-28), by id, settings as sent;
+    /// empty when it declared none (or sent something other than an object).
+    pub client_extensions: Map<String, Value>,
+}
+
+/// Something for the shim to do. See [`Engine::poll_output`].
+#[derive(Debug)]
+pub enum Output<H> {
+    /// Write these bytes on `conn` (without a trailing newline; stdio adds one).
+    Frame {
+        /// Where.
+        conn: ConnId,
+        /// One complete JSON-RPC message or batch.
+        bytes: Vec<u8>,
+    },
+    /// Run application code.
+    Invoke(Invocation<H>),
+    /// Stop the handler of this call; its answer, if it still comes, is [`Stale`].
+    Cancel {
+        /// The call.
+        call: CallId,
+        /// Why it ended without its handler's answer.
+        reason: CancelReason,
+    },
+    /// The complete response of an HTTP exchange ([`HttpReply::Pending`]): write it and end
+    /// the response. Nothing more follows for `conn` (no [`Output::Close`]).
+    Respond {
+        /// Which exchange.
+        conn: ConnId,
+        /// Status and headers.
+        head: HttpHead,
+        /// The body (a JSON-RPC message, or empty).
+        body: Vec<u8>,
+    },
+    /// Start an SSE response on `conn` with this head. [`Output::Frame`]s for `conn` then carry
+    /// ready-to-write SSE bytes (events and comments, written as they are), until
+    /// [`Output::Close`].
+    Stream {
+        /// Which exchange or stream.
+        conn: ConnId,
+        /// Status and headers.
+        head: HttpHead,
+    },
+    /// The client answered what the handler of `call` asked with [`Engine::ask`] (legacy
+    /// sessions), or the asking failed. Resume the handler with it.
+    Answer {
+        /// Whose ask.
+        call: CallId,
+        /// The answers by key, exact as the client wrote them, or why there are none.
+        answers: Result<Map<String, Value>, AskError>,
+    },
+    /// Close the transport of `conn`; the engine has forgotten it.
+    Close {
+        /// Which.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+/// A request the engine answered itself, with no handler: `initialize`, `ping`, the lists,
+/// `logging/setLevel`, subscriptions, and every request it answered with an error at once
+/// (unknown method, invalid params, refused for a bound or a shutdown, a frame that did not
+/// parse). Kept only while [`Engine::set_recording`] is on, and drained with
+/// [`Engine::poll_answered`], so a shim can trace these requests as it traces the ones its
+/// handlers serve. Notifications and responses are not requests and are never recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnsweredRequest {
+    /// The connection the request arrived on: a line connection, a legacy HTTP session, or a
+    /// 2026-07-28 exchange (already closed by the time the record is drained). `None` for an
+    /// HTTP request refused before it became an exchange (a full connection table, an unknown
+    /// session, a header mismatch, a body that did not parse).
+    pub conn: Option<ConnId>,
+    /// The session `conn` belongs to, as [`Engine::session_of`] said while it was open.
+    pub session: Option<ConnId>,
+    /// Who asked.
+    pub caller: Arc<Caller>,
+    /// The JSON-RPC method, when it is one the engine knows; otherwise `"unknown"` (also when
+    /// no method could be read). Never the peer's own text, so a record stays small whatever
+    /// was sent.
+    pub method: &'static str,
+    /// What the request names, where its method names something (`tools/call` and
+    /// `prompts/get`: `name`; `resources/read`, `resources/subscribe` and
+    /// `resources/unsubscribe`: `uri`), when it is a string of at most
+    /// [`NAME_BYTES`](Self::NAME_BYTES) bytes.
+    pub name: Option<String>,
+    /// The JSON-RPC id, when the request had a valid one within
+    /// [`Limits::max_id_bytes`](crate::Limits::max_id_bytes).
+    pub id: Option<crate::RequestId>,
+    /// The JSON-RPC error code of the answer, or `None` for a result.
+    pub error_code: Option<i64>,
+}
+
+impl AnsweredRequest {
+    /// Records kept before the oldest is dropped (and counted in
+    /// [`EngineStatus::dropped_records`]): 1024. A shim that drains after every input never
+    /// gets near it; it bounds what a shim that stops draining can cost.
+    pub const QUEUE_CAP: usize = 1024;
+    /// The longest [`name`](Self::name) kept, in bytes: 256. A longer one is left out rather
+    /// than cut, so a record never echoes an unbounded string.
+    pub const NAME_BYTES: usize = 256;
+}
+
+/// What an engine is doing; see [`Engine::status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStatus {
+    /// Connections open.
+    pub connections: usize,
+    /// Requests awaiting an answer, over all connections.
+    pub in_flight: usize,
+    /// `subscriptions/listen` streams open.
+    pub listens: usize,
+    /// Legacy HTTP sessions alive.
+    pub sessions: usize,
+    /// Held SSE streams (legacy `GET` streams and HTTP listen streams), each holding a seat.
+    pub streams: usize,
+    /// [`Engine::shutdown`] has been called.
+    pub shutting_down: bool,
+    /// Progress and log notifications dropped since the engine started because the paced
+    /// stream they were for had a full queue ([`Limits::stream_queue`](crate::Limits::stream_queue)).
+    pub dropped_notifications: u64,
+    /// Work turned away since the engine started, by reason.
+    pub refusals: Refusals,
+    /// [`AnsweredRequest`] records dropped because
+    /// [`AnsweredRequest::QUEUE_CAP`] were already waiting to be drained.
+    pub dropped_records: u64,
+    /// Local changes not queued for publishing because
+    /// [`MAX_PENDING_CHANGES`](crate::MAX_PENDING_CHANGES) were already waiting
+    /// ([`Engine::poll_change`](crate::Engine::poll_change)).
+    pub dropped_changes: u64,
+    /// Retries run here without asking the shared ledger because
+    /// [`MAX_PENDING_CLAIMS`](crate::MAX_PENDING_CLAIMS) claims were already waiting
+    /// ([`Engine::poll_claim`](crate::Engine::poll_claim)).
+    pub dropped_claims: u64,
+    /// Records for the shared ledger not queued because
+    /// [`MAX_PENDING_RECORDS`](crate::MAX_PENDING_RECORDS) were already waiting
+    /// ([`Engine::poll_record`](crate::Engine::poll_record)).
+    pub dropped_shared_records: u64,
+}
+
+/// An answer for a call that is no longer in flight (cancelled, timed out, or its connection
+/// closed): a normal race, safe to ignore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;

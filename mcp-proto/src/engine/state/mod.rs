@@ -1,0 +1,14 @@
+//! The ground floor: state the engine owns, each part with its own rules, none naming `Engine`.
+
+pub(super) mod call_state;
+pub(super) mod calls;
+pub(super) mod capped;
+pub(super) mod config;
+pub(super) mod io;
+pub(super) mod ledger;
+pub(super) mod outbound;
+pub(super) mod post_store;
+pub(super) mod sessions;
+pub(super) mod streams;
+pub(super) mod subscriptions;
+pub(super) mod timers;
