@@ -691,7 +691,7 @@ impl<H: Clone> Engine<H> {
         params: Option<Map<String, Value>>,
         batch: Option<Key>,
     ) -> Result<Answer<H>, RpcError> {
-        let (name, arguments) = tool_call_params(params)?;
+        let (name, arguments) = crate::engine::protocol::features::tool_call_params(params)?;
         self.run_tool(now, ctx, name, arguments, batch, false)
     }
 
@@ -874,18 +874,4 @@ impl<H: Clone> Engine<H> {
         }
         Ok(())
     }
-}
-
-/// The `name` and `arguments` of a `tools/call`, direct or compact (whose outer name is one of
-/// the three published tools).
-pub(super) fn tool_call_params(
-    params: Option<Map<String, Value>>,
-) -> Result<(String, Option<Value>), RpcError> {
-    let mut params = params.unwrap_or_default();
-    let name = match params.remove("name") {
-        Some(Value::String(n)) => n,
-        Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
-        None => return Err(RpcError::invalid_params("missing tool \"name\"")),
-    };
-    Ok((name, params.remove("arguments")))
 }

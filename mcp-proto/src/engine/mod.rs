@@ -40,8 +40,9 @@ pub use replica::cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
 use replica::directory::HeldKind as Held;
 pub use replica::directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use replica::shared::{
-    Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
+    Claim, ClaimResult, Record, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
 };
+pub use state::outcome::SharedOutcome;
 
 pub use state::io::{
     Answered, AnsweredRequest, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus,

@@ -13,9 +13,6 @@ use crate::jsonrpc::{encode_result, RequestId};
 use crate::registry::RegistryError;
 use crate::version::ProtocolVersion;
 
-/// What a read inherits: the declared media type and `_meta`.
-pub(in crate::engine) type Declared<'a> = (Option<&'a str>, Option<&'a Map<String, Value>>);
-
 impl<H: Clone> RegistryMut<'_, H> {
     /// Registers an MCP App: checks it ([`App::check`]) and that its encoded read fits
     /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes) with the largest id a
@@ -125,22 +122,6 @@ impl<H: Clone> Engine<H> {
         base.saturating_sub(2) + contents
     }
 
-    /// What a read of `uri` inherits when the handler's contents leave the media type or
-    /// `_meta` out: the declaration that answered it (the shell, the exact resource, or the
-    /// template), as registered when the read completes.
-    pub(in crate::engine) fn declared_for(&self, uri: &str, template: Option<&str>) -> Option<Declared<'_>> {
-        if let Some(t) = template {
-            let t = &self.registry.templates.get(t)?.template;
-            return Some((t.mime_type.as_deref(), t.meta.as_ref()));
-        }
-        let shell = self.registry.apps.shell.as_ref().filter(|s| s.resource.uri == uri).map(|s| &s.resource);
-        let r: &Resource = match shell {
-            Some(r) => r,
-            None => &self.registry.resources.get(uri)?.resource,
-        };
-        Some((r.mime_type.as_deref(), r.meta.as_ref()))
-    }
-
     /// An app tool's outcome as it may be sent. A tool shown in an app is one linked to it
     /// ([`Tool::ui`](crate::Tool::ui)) or, on a compact server with an apps shell, any tool
     /// reached through `call_tool`. Its successful result must select a view the app
@@ -191,25 +172,6 @@ impl<H: Clone> Engine<H> {
             }
         }
         ToolOutcome::Output(out)
-    }
-}
-
-/// Fills what `contents` leave out from the declaration a read of `uri` inherits: the media type
-/// and `_meta` of each item for `uri` itself (an item for another URI, a child a read lists, is
-/// not the declared resource). A value the handler gave wins.
-pub(in crate::engine) fn inherit(
-    contents: &mut [ResourceContents],
-    uri: &str,
-    mime: Option<&str>,
-    meta: Option<&Map<String, Value>>,
-) {
-    for c in contents.iter_mut().filter(|c| c.uri == uri) {
-        if c.mime_type.is_none() {
-            c.mime_type = mime.map(str::to_owned);
-        }
-        if c.meta.is_none() {
-            c.meta = meta.cloned();
-        }
     }
 }
 

@@ -169,7 +169,7 @@ impl<H: Clone> Engine<H> {
         params: Option<Map<String, Value>>,
         batch: Option<Key>,
     ) -> Result<Answer<H>, RpcError> {
-        let (outer, arguments) = crate::engine::dispatch::tool_call_params(params)?;
+        let (outer, arguments) = crate::engine::protocol::features::tool_call_params(params)?;
         match outer.as_str() {
             SEARCH_TOOLS => {
                 let m = members(SEARCH_TOOLS, arguments.as_ref(), &["query", "limit"])?;

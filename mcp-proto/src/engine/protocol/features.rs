@@ -17,6 +17,9 @@ use crate::jsonrpc::{encode_result, ErrorCode, RpcError};
 use crate::registry::{Catalogue, Listed};
 use crate::slab::Key;
 
+/// What a read inherits: the declared media type and `_meta`.
+pub(in crate::engine) type Declared<'a> = (Option<&'a str>, Option<&'a Map<String, Value>>);
+
 /// The most completion values a client is sent (the spec's bound).
 const MAX_COMPLETION_VALUES: usize = 100;
 
@@ -81,6 +84,22 @@ fn string_map(value: Option<&Value>, what: &str, item: &str) -> Result<BTreeMap<
 }
 
 impl<H: Clone> Engine<H> {
+    /// What a read of `uri` inherits when the handler's contents leave the media type or
+    /// `_meta` out: the declaration that answered it (the shell, the exact resource, or the
+    /// template), as registered when the read completes.
+    pub(in crate::engine) fn declared_for(&self, uri: &str, template: Option<&str>) -> Option<Declared<'_>> {
+        if let Some(t) = template {
+            let t = &self.registry.templates.get(t)?.template;
+            return Some((t.mime_type.as_deref(), t.meta.as_ref()));
+        }
+        let shell = self.registry.apps.shell.as_ref().filter(|s| s.resource.uri == uri).map(|s| &s.resource);
+        let r: &crate::items::Resource = match shell {
+            Some(r) => r,
+            None => &self.registry.resources.get(uri)?.resource,
+        };
+        Some((r.mime_type.as_deref(), r.meta.as_ref()))
+    }
+
     pub(in crate::engine) fn offers(&self, caller: &Caller) -> Offers {
         let r = &self.registry;
         let sees = |gate: Option<&crate::Gate>| admits(gate, caller);
@@ -315,7 +334,7 @@ impl<H: Clone> Engine<H> {
             return self.not_found(call.version, uri).encode(Some(&call.id));
         }
         if let Some((mime, meta)) = self.declared_for(uri, template) {
-            crate::engine::extensions::apps::inherit(&mut contents, uri, mime, meta);
+            inherit(&mut contents, uri, mime, meta);
         }
         let mut r = Map::new();
         r.insert(
@@ -527,6 +546,39 @@ impl<H: Clone> Engine<H> {
 pub(in crate::engine) fn unpublishable(kind: &str, name: &str) -> RpcError {
     RpcError::internal()
         .with_data(serde_json::json!({ "reason": "unpublishable", "kind": kind, "name": name }))
+}
+
+/// The `name` and `arguments` of a `tools/call`, direct or compact (whose outer name is one of
+/// the three published tools).
+pub(in crate::engine) fn tool_call_params(
+    params: Option<Map<String, Value>>,
+) -> Result<(String, Option<Value>), RpcError> {
+    let mut params = params.unwrap_or_default();
+    let name = match params.remove("name") {
+        Some(Value::String(n)) => n,
+        Some(_) => return Err(RpcError::invalid_params("\"name\" must be a string")),
+        None => return Err(RpcError::invalid_params("missing tool \"name\"")),
+    };
+    Ok((name, params.remove("arguments")))
+}
+
+/// Fills what `contents` leave out from the declaration a read of `uri` inherits: the media type
+/// and `_meta` of each item for `uri` itself (an item for another URI, a child a read lists, is
+/// not the declared resource). A value the handler gave wins.
+pub(in crate::engine) fn inherit(
+    contents: &mut [ResourceContents],
+    uri: &str,
+    mime: Option<&str>,
+    meta: Option<&Map<String, Value>>,
+) {
+    for c in contents.iter_mut().filter(|c| c.uri == uri) {
+        if c.mime_type.is_none() {
+            c.mime_type = mime.map(str::to_owned);
+        }
+        if c.meta.is_none() {
+            c.meta = meta.cloned();
+        }
+    }
 }
 
 #[cfg(test)]

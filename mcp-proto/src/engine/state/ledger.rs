@@ -124,8 +124,8 @@ pub(in crate::engine) fn shared_outcome(
     id: &RequestId,
     answer: Option<&Encoded>,
     limits: &Limits,
-) -> crate::engine::replica::shared::SharedOutcome {
-    use crate::engine::replica::shared::SharedOutcome;
+) -> crate::engine::state::outcome::SharedOutcome {
+    use crate::engine::state::outcome::SharedOutcome;
     let keep = limits.max_ledger_bytes / 16;
     match answer.map(|a| (a.after_id(id), a.fault)) {
         None => SharedOutcome::Interrupted,
@@ -136,10 +136,8 @@ pub(in crate::engine) fn shared_outcome(
 
 /// The refusal a copy of a used state gets for `outcome`, or `None` when the outcome is an
 /// answer to replay.
-pub(in crate::engine) fn refusal(
-    outcome: &crate::engine::replica::shared::SharedOutcome,
-) -> Option<RpcError> {
-    use crate::engine::replica::shared::SharedOutcome;
+pub(in crate::engine) fn refusal(outcome: &crate::engine::state::outcome::SharedOutcome) -> Option<RpcError> {
+    use crate::engine::state::outcome::SharedOutcome;
     match outcome {
         SharedOutcome::Kept { .. } => None,
         SharedOutcome::Running => Some(already_used(
@@ -234,7 +232,7 @@ impl Ledger {
         id: &RequestId,
     ) -> Result<Seen, RpcError> {
         self.prune(now_ms);
-        use crate::engine::replica::shared::SharedOutcome;
+        use crate::engine::state::outcome::SharedOutcome;
         let refused = |o: SharedOutcome| refusal(&o).unwrap_or_else(RpcError::misuse);
         if self.running.contains(&used.digest) {
             return Err(refused(SharedOutcome::Running));

@@ -7,6 +7,7 @@ pub(super) mod config;
 pub(super) mod io;
 pub(super) mod ledger;
 pub(super) mod outbound;
+pub(super) mod outcome;
 pub(super) mod post_store;
 pub(super) mod sessions;
 pub(super) mod streams;
