@@ -34,8 +34,8 @@ mod status_tests;
 mod test_support;
 mod transport;
 
-pub use extensions::tasks::{TaskError, TaskRecord, TaskStatus, TASKS_EXTENSION};
-pub use protocol::ask::{AskError, Asked};
+pub use extensions::tasks::{TaskError, TASKS_EXTENSION};
+pub use protocol::ask::Asked;
 pub use replica::cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
 use replica::directory::HeldKind as Held;
 pub use replica::directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
@@ -45,43 +45,21 @@ pub use replica::shared::{
 pub use state::outcome::SharedOutcome;
 
 pub use state::io::{
-    Answered, AnsweredRequest, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus,
-    FrameOutcome, Invocation, OpenError, Output, Refusals, Reply, Request, Stale, Ticket,
+    Answered, AnsweredRequest, AskError, CallId, CancelReason, CloseReason, CompletionRef, ConnId, ConnKind,
+    EngineStatus, FrameOutcome, HttpHead, HttpReply, Invocation, LogLevel, OpenError, Output, Refusals,
+    Reply, Request, Stale, TaskRecord, TaskStatus, Ticket,
 };
-pub use transport::http::{HttpHead, HttpReply, HttpRequest};
+pub use transport::http::HttpRequest;
 
 use protocol::encode::{decode_error, public_error, ToolOutcome};
 pub use protocol::features::Introspection;
-pub use protocol::notify::{LogLevel, ProgressOutcome};
+pub use protocol::notify::ProgressOutcome;
 use protocol::records::{Peek, Records};
 pub use protocol::registry_mut::RegistryMut;
+use state::call_state::Ctx;
 use state::calls::{Call, CallKind, Calls, ConnCalls};
 pub use state::config::{Config, Implementation, Mode, Seed};
 use state::timers::Timer;
-
-/// A connection: a stdio session, an HTTP exchange or an SSE stream. Generational, so a handle
-/// to a closed connection never reaches a newer one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConnId(Key);
-
-/// One call in flight: the copyable id progress, cancellation and input requests travel by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CallId(Key);
-
-/// Short forms for logs: `c3.1` is slot 3 in its first reuse; the generation keeps a reused slot
-/// apart from the connection that held it before.
-impl std::fmt::Display for ConnId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "c{}.{}", self.0.idx, self.0.gen)
-    }
-}
-
-/// Short form for logs, as [`ConnId`]'s: `k12.0`.
-impl std::fmt::Display for CallId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "k{}.{}", self.0.idx, self.0.gen)
-    }
-}
 
 struct Session {
     version: ProtocolVersion,
@@ -128,24 +106,6 @@ enum Answer<H> {
     /// The request stays open and answers later by itself (a listen stream); what it had to
     /// say at once is already sent.
     Open,
-}
-
-/// The per-request facts every method handler needs.
-#[derive(Clone, Copy)]
-struct Ctx<'a> {
-    conn: ConnId,
-    id: &'a RequestId,
-    version: ProtocolVersion,
-    /// The modern request's `_meta` logLevel.
-    log_level: Option<LogLevel>,
-    /// Set once a gate has shaped what this request sees.
-    private: bool,
-    /// `_meta.progressToken`, when valid.
-    progress: Option<&'a RequestId>,
-    /// The modern request's `_meta` clientCapabilities.
-    client_caps: Option<&'a Value>,
-    /// The modern request's answers so far (`requestState` and `inputResponses`).
-    mrtr: Option<&'a state::call_state::Mrtr>,
 }
 
 /// The MCP server protocol engine. See the crate docs for the run loop.

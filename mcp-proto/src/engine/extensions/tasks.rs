@@ -31,6 +31,7 @@ use serde_json::{Map, Value};
 use crate::blame::Bound;
 use crate::engine::state::timers::Timer;
 use crate::engine::{Answer, AskError, Asked, CallId, CancelReason, Ctx, Engine, Output, META_SERVER_INFO};
+use crate::engine::{TaskRecord, TaskStatus};
 use crate::interaction::InputRequest;
 use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RequestId, RpcError};
 use crate::registry::TaskSupport;
@@ -43,62 +44,6 @@ const ENDED_QUEUE_CAP: usize = 1024;
 
 /// The status message of a running task cancelled to make room for another caller's.
 const DISPLACED_MESSAGE: &str = "cancelled by the server to make room for another caller's task";
-
-/// Where a task is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TaskStatus {
-    /// Its handler is running.
-    Working,
-    /// Its handler waits for the client's answers (`tasks/update`).
-    InputRequired,
-    /// Its handler answered: a result, possibly a tool error (`isError`).
-    Completed,
-    /// It ended with a protocol error (the handler's error, a panic, a timeout).
-    Failed,
-    /// The client cancelled it.
-    Cancelled,
-}
-
-impl TaskStatus {
-    /// The status as the wire spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Working => "working",
-            TaskStatus::InputRequired => "input_required",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// Whether the task has ended (completed, failed or cancelled).
-    pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled)
-    }
-}
-
-/// An ended task, for a store that keeps tasks beyond this engine ([`Engine::poll_ended_task`]).
-///
-/// The engine hands over only records whose `task` serializes (as JSON) to at most
-/// [`Limits::max_task_result_bytes`](crate::Limits::max_task_result_bytes) bytes, so a store
-/// may bound what it keeps by that; the `task_id` (43 bytes) and the `owner` (the caller's
-/// identity or peer address) come on top.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskRecord {
-    /// The task id.
-    pub task_id: String,
-    /// The binding ([`Caller::binding`](crate::Caller::binding)) of the caller it belongs to:
-    /// a store must answer it to that caller only.
-    pub owner: String,
-    /// The task as `tasks/get` shows it, without `resultType` and `_meta` (`taskId`, `status`,
-    /// the times, `ttlMs`, and `result` or `error`).
-    pub task: Map<String, Value>,
-    /// When it ended, in Unix milliseconds (the engine's clock).
-    pub ended_unix_ms: u64,
-    /// How long after that it may be shown, in milliseconds (`ttlMs`).
-    pub ttl_ms: u64,
-}
 
 /// Why [`Engine::start_task`] made no task.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,60 +18,14 @@ use crate::engine::state::calls::Call;
 use crate::engine::state::ledger::StateUse;
 use crate::engine::state::streams;
 use crate::engine::state::timers::Timer;
+use crate::engine::AskError;
 use crate::engine::{CallId, CancelReason, ConnId, Engine, Output, Stale, META_SERVER_INFO};
 use crate::interaction::{
-    arguments_digest, open_state_with_expiry, seal_state, InputRequest, InvalidAnswer, RequestState,
-    StateBinding, Unsupported,
+    arguments_digest, open_state_with_expiry, seal_state, InputRequest, RequestState, StateBinding,
 };
 use crate::json::RawEnvelope;
 use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RpcError};
 use crate::version::ProtocolVersion;
-use std::fmt;
-
-/// Why an ask got no answers.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum AskError {
-    /// The client did not declare what the request needs (or its version cannot express it);
-    /// nothing was sent.
-    Unsupported(Unsupported),
-    /// The client answered with a JSON-RPC error.
-    Rejected(RpcError),
-    /// The client's answer does not fit the request (wrong shape, a value outside the form).
-    Invalid(InvalidAnswer),
-    /// The call already asked [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)
-    /// times (`interaction_limit`).
-    TooManyRounds,
-    /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
-    Unreachable,
-    /// The call is already waiting for answers; ask again once they arrive.
-    Busy,
-    /// The call is not in flight (answered, cancelled or timed out).
-    Stale,
-    /// 2026-07-28: the call was answered with `input_required`; the client will retry it and the
-    /// handler runs again. The handler is being cancelled and should just return.
-    Suspended,
-    /// The client did not answer within [`Limits::ask_timeout`](crate::Limits::ask_timeout);
-    /// the engine told it the requests are cancelled. The call is still in flight: the handler
-    /// decides what it answers.
-    TimedOut,
-}
-
-impl fmt::Display for AskError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AskError::Unsupported(u) => write!(f, "the client cannot be asked this: {u}"),
-            AskError::Rejected(e) => write!(f, "the client refused: {}", e.message),
-            AskError::Invalid(e) => write!(f, "the client's answer is invalid: {e}"),
-            AskError::TooManyRounds => f.write_str("interaction_limit: too many rounds of input"),
-            AskError::Unreachable => f.write_str("the client cannot be reached for input"),
-            AskError::Busy => f.write_str("the call is already waiting for input"),
-            AskError::Stale => f.write_str("the call is no longer in flight"),
-            AskError::Suspended => f.write_str("the call returned input_required and will be retried"),
-            AskError::TimedOut => f.write_str("the client did not answer in time"),
-        }
-    }
-}
 
 impl std::error::Error for AskError {}
 

@@ -14,62 +14,10 @@ use crate::blame::{Blame, Bound};
 use crate::caller::{admits, Gate};
 use crate::engine::state::subscriptions::{Filter, List, Pending};
 use crate::engine::transport::backlog::Backlog;
+use crate::engine::LogLevel;
 use crate::engine::{Answer, CallId, ConnId, Ctx, Engine, Listen, Stale, META_SUBSCRIPTION_ID};
 use crate::jsonrpc::{encode_result, ErrorCode, RequestId, RpcError};
 use crate::slab::Key;
-
-/// A syslog severity, as MCP's `LoggingLevel`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LogLevel {
-    /// `debug`
-    Debug,
-    /// `info`
-    Info,
-    /// `notice`
-    Notice,
-    /// `warning`
-    Warning,
-    /// `error`
-    Error,
-    /// `critical`
-    Critical,
-    /// `alert`
-    Alert,
-    /// `emergency`
-    Emergency,
-}
-
-impl LogLevel {
-    const ALL: [LogLevel; 8] = [
-        LogLevel::Debug,
-        LogLevel::Info,
-        LogLevel::Notice,
-        LogLevel::Warning,
-        LogLevel::Error,
-        LogLevel::Critical,
-        LogLevel::Alert,
-        LogLevel::Emergency,
-    ];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Notice => "notice",
-            LogLevel::Warning => "warning",
-            LogLevel::Error => "error",
-            LogLevel::Critical => "critical",
-            LogLevel::Alert => "alert",
-            LogLevel::Emergency => "emergency",
-        }
-    }
-
-    pub(crate) fn from_json(v: &Value) -> Option<Self> {
-        let s = v.as_str()?;
-        Self::ALL.into_iter().find(|l| l.as_str() == s)
-    }
-}
 
 /// `_meta.progressToken` when it is a string or an integer of at most `max` encoded bytes;
 /// anything else disables progress for the request without failing it.

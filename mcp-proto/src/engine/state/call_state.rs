@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use crate::engine::state::io::{ConnId, LogLevel};
 use crate::engine::state::ledger::StateUse;
-use crate::engine::Ctx;
 use crate::interaction::InputRequest;
 use crate::jsonrpc::RequestId;
+use crate::version::ProtocolVersion;
 
 /// A modern request's answers so far.
 #[derive(Debug, Clone, Default)]
@@ -85,4 +86,22 @@ impl Progress {
     pub(in crate::engine) fn new(token: RequestId) -> Self {
         Self { token, last: None }
     }
+}
+
+/// The per-request facts every method handler needs.
+#[derive(Clone, Copy)]
+pub(in crate::engine) struct Ctx<'a> {
+    pub(in crate::engine) conn: ConnId,
+    pub(in crate::engine) id: &'a RequestId,
+    pub(in crate::engine) version: ProtocolVersion,
+    /// The modern request's `_meta` logLevel.
+    pub(in crate::engine) log_level: Option<LogLevel>,
+    /// Set once a gate has shaped what this request sees.
+    pub(in crate::engine) private: bool,
+    /// `_meta.progressToken`, when valid.
+    pub(in crate::engine) progress: Option<&'a RequestId>,
+    /// The modern request's `_meta` clientCapabilities.
+    pub(in crate::engine) client_caps: Option<&'a Value>,
+    /// The modern request's answers so far (`requestState` and `inputResponses`).
+    pub(in crate::engine) mrtr: Option<&'a Mrtr>,
 }

@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use crate::engine::state::call_state::{self, Ctx};
+use crate::engine::state::io::{CallId, ConnId, LogLevel};
 use crate::engine::state::ledger::StateUse;
 use crate::engine::state::timers::{Timer, Timers};
-use crate::engine::{state::call_state, CallId, ConnId, Ctx, LogLevel};
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::slab::{Key, Slab};
 use crate::version::ProtocolVersion;

@@ -3,18 +3,20 @@
 //! outcomes of each call.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::engine::{AskError, CallId, ConnId, HttpHead};
 // For the intra-doc links to the engine's methods.
 use crate::blame::{Blame, Bound};
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
 #[cfg(doc)]
-use crate::engine::{Engine, HttpReply};
-use crate::jsonrpc::ErrorCode;
+use crate::engine::Engine;
+use crate::interaction::{InvalidAnswer, Unsupported};
+use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::slab::Key;
 use crate::version::ProtocolVersion;
 
 /// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
@@ -319,7 +321,7 @@ pub enum Reply {
     /// What a task store holds for a [`Request::GetTask`]: the record, or `None` when it holds
     /// none for that caller. A record of another caller, of another id, or past its TTL is
     /// answered as none.
-    Task(Result<Option<crate::engine::TaskRecord>, HandlerError>),
+    Task(Result<Option<TaskRecord>, HandlerError>),
 }
 
 /// What a `completion/complete` request completes.
@@ -544,3 +546,206 @@ pub struct EngineStatus {
 /// closed): a normal race, safe to ignore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stale;
+
+/// A connection: a stdio session, an HTTP exchange or an SSE stream. Generational, so a handle
+/// to a closed connection never reaches a newer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub(in crate::engine) Key);
+
+/// Short forms for logs: `c3.1` is slot 3 in its first reuse; the generation keeps a reused slot
+/// apart from the connection that held it before.
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "c{}.{}", self.0.idx, self.0.gen)
+    }
+}
+
+/// One call in flight: the copyable id progress, cancellation and input requests travel by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub(in crate::engine) Key);
+
+/// Short form for logs, as [`ConnId`]'s: `k12.0`.
+impl std::fmt::Display for CallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "k{}.{}", self.0.idx, self.0.gen)
+    }
+}
+
+/// A syslog severity, as MCP's `LoggingLevel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `notice`
+    Notice,
+    /// `warning`
+    Warning,
+    /// `error`
+    Error,
+    /// `critical`
+    Critical,
+    /// `alert`
+    Alert,
+    /// `emergency`
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
+    pub(crate) fn from_json(v: &Value) -> Option<Self> {
+        let s = v.as_str()?;
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+/// Why an ask got no answers.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AskError {
+    /// The client did not declare what the request needs (or its version cannot express it);
+    /// nothing was sent.
+    Unsupported(Unsupported),
+    /// The client answered with a JSON-RPC error.
+    Rejected(RpcError),
+    /// The client's answer does not fit the request (wrong shape, a value outside the form).
+    Invalid(InvalidAnswer),
+    /// The call already asked [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)
+    /// times (`interaction_limit`).
+    TooManyRounds,
+    /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
+    Unreachable,
+    /// The call is already waiting for answers; ask again once they arrive.
+    Busy,
+    /// The call is not in flight (answered, cancelled or timed out).
+    Stale,
+    /// 2026-07-28: the call was answered with `input_required`; the client will retry it and the
+    /// handler runs again. The handler is being cancelled and should just return.
+    Suspended,
+    /// The client did not answer within [`Limits::ask_timeout`](crate::Limits::ask_timeout);
+    /// the engine told it the requests are cancelled. The call is still in flight: the handler
+    /// decides what it answers.
+    TimedOut,
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskError::Unsupported(u) => write!(f, "the client cannot be asked this: {u}"),
+            AskError::Rejected(e) => write!(f, "the client refused: {}", e.message),
+            AskError::Invalid(e) => write!(f, "the client's answer is invalid: {e}"),
+            AskError::TooManyRounds => f.write_str("interaction_limit: too many rounds of input"),
+            AskError::Unreachable => f.write_str("the client cannot be reached for input"),
+            AskError::Busy => f.write_str("the call is already waiting for input"),
+            AskError::Stale => f.write_str("the call is no longer in flight"),
+            AskError::Suspended => f.write_str("the call returned input_required and will be retried"),
+            AskError::TimedOut => f.write_str("the client did not answer in time"),
+        }
+    }
+}
+
+/// The status line and headers of a response the engine decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpHead {
+    /// The status code.
+    pub status: u16,
+    /// Headers to send, `Content-Type` included when there is a body.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// What to answer an [`HttpRequest`] with.
+#[derive(Debug)]
+pub enum HttpReply {
+    /// The whole response, now.
+    Full {
+        /// Status and headers.
+        head: HttpHead,
+        /// The body (possibly empty).
+        body: Vec<u8>,
+    },
+    /// The response comes later through [`Engine::poll_output`] for this connection: an
+    /// [`Output::Respond`], or an [`Output::Stream`] then [`Output::Frame`]s and an
+    /// [`Output::Close`]. If the client goes away first, call [`Engine::close`] with it.
+    Pending(ConnId),
+}
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskStatus {
+    /// Its handler is running.
+    Working,
+    /// Its handler waits for the client's answers (`tasks/update`).
+    InputRequired,
+    /// Its handler answered: a result, possibly a tool error (`isError`).
+    Completed,
+    /// It ended with a protocol error (the handler's error, a panic, a timeout).
+    Failed,
+    /// The client cancelled it.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// The status as the wire spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Working => "working",
+            TaskStatus::InputRequired => "input_required",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the task has ended (completed, failed or cancelled).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled)
+    }
+}
+
+/// An ended task, for a store that keeps tasks beyond this engine ([`Engine::poll_ended_task`]).
+///
+/// The engine hands over only records whose `task` serializes (as JSON) to at most
+/// [`Limits::max_task_result_bytes`](crate::Limits::max_task_result_bytes) bytes, so a store
+/// may bound what it keeps by that; the `task_id` (43 bytes) and the `owner` (the caller's
+/// identity or peer address) come on top.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// The task id.
+    pub task_id: String,
+    /// The binding ([`Caller::binding`](crate::Caller::binding)) of the caller it belongs to:
+    /// a store must answer it to that caller only.
+    pub owner: String,
+    /// The task as `tasks/get` shows it, without `resultType` and `_meta` (`taskId`, `status`,
+    /// the times, `ttlMs`, and `result` or `error`).
+    pub task: Map<String, Value>,
+    /// When it ended, in Unix milliseconds (the engine's clock).
+    pub ended_unix_ms: u64,
+    /// How long after that it may be shown, in milliseconds (`ttlMs`).
+    pub ttl_ms: u64,
+}

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::{CallId, ConnId};
+use crate::engine::state::io::{CallId, ConnId};
 
 /// The requests in flight towards clients.
 #[derive(Debug)]

@@ -6,7 +6,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::engine::{ConnId, Seed};
+use crate::engine::state::config::Seed;
+use crate::engine::state::io::ConnId;
 use crate::limits::{Limits, SeatPolicy};
 
 /// Sessions and seats.

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use crate::engine::state::io::{CallId, ConnId};
 use crate::engine::state::post_store::{Attachment, PostStreams};
-use crate::engine::{CallId, ConnId};
 use crate::http::Accepts;
 use crate::sse::{self, EventId, ReplayBuffer};
 

@@ -27,6 +27,7 @@ use crate::engine::state::timers::Timer;
 use crate::engine::{
     decode_error, CloseReason, Conn, ConnId, Engine, FrameOutcome, Output, Peek, META_PROTOCOL_VERSION,
 };
+use crate::engine::{HttpHead, HttpReply};
 use crate::frame::Decoded;
 use crate::http::{Accepts, RequestHead, Route, RouteHeaders};
 use crate::json::RawFrame;
@@ -48,31 +49,6 @@ pub struct HttpRequest<'a> {
     /// Who is asking, as the application's middleware resolved it (with `peer` set to the
     /// client's address, which seats and bindings fall back to).
     pub caller: Caller,
-}
-
-/// The status line and headers of a response the engine decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpHead {
-    /// The status code.
-    pub status: u16,
-    /// Headers to send, `Content-Type` included when there is a body.
-    pub headers: Vec<(&'static str, String)>,
-}
-
-/// What to answer an [`HttpRequest`] with.
-#[derive(Debug)]
-pub enum HttpReply {
-    /// The whole response, now.
-    Full {
-        /// Status and headers.
-        head: HttpHead,
-        /// The body (possibly empty).
-        body: Vec<u8>,
-    },
-    /// The response comes later through [`Engine::poll_output`] for this connection: an
-    /// [`Output::Respond`], or an [`Output::Stream`] then [`Output::Frame`]s and an
-    /// [`Output::Close`]. If the client goes away first, call [`Engine::close`] with it.
-    Pending(ConnId),
 }
 
 /// A complete response: head and body.

@@ -52,7 +52,8 @@ use crate::caller::Caller;
 use crate::engine::state::post_store::{Attachment, PostStream, PostStreams};
 use crate::engine::state::streams::{Exchange, Transport};
 use crate::engine::state::timers::Timer;
-use crate::engine::transport::http::{sse_head, HttpReply};
+use crate::engine::transport::http::sse_head;
+use crate::engine::HttpReply;
 use crate::engine::{CloseReason, ConnId, Engine, Output};
 use crate::sse::{EventId, ReplayBuffer};
 
