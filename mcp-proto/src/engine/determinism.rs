@@ -176,7 +176,7 @@ impl Sim {
             ("Accept", b"application/json, text/event-stream"),
         ];
         let head = RequestHead { method: "POST", path: "/mcp", headers: &headers };
-        let route = check_head(&HttpConfig::default(), &crate::Limits::default(), &head).unwrap();
+        let route = check_head(&HttpConfig::default(), &crate::limits::Limits::default(), &head).unwrap();
         let req = HttpRequest { head: &head, route, body: HTTP_INIT.as_bytes(), caller: Caller::anonymous() };
         let line = match self.engine.handle_http(self.now, req) {
             HttpReply::Full { head, body } => format!("http {head:?} {}", String::from_utf8_lossy(&body)),

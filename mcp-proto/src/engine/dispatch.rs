@@ -214,7 +214,7 @@ impl<H: Clone> Engine<H> {
             // Repeated or case-folded keys: the JSON is ambiguous, in params or outside them.
             let code = if in_params { ErrorCode::InvalidParams } else { ErrorCode::InvalidRequest };
             let msg = if in_params { format!("params: {fault}") } else { fault.to_string() };
-            return fail(RpcError::blamed(crate::Blame::Malformed, code, msg));
+            return fail(RpcError::blamed(crate::blame::Blame::Malformed, code, msg));
         }
         let Some(method) = env.method else {
             return fail(RpcError::malformed("missing \"method\""));
@@ -238,7 +238,7 @@ impl<H: Clone> Engine<H> {
             Some(Value::Object(m)) => Some(m),
             Some(_) => {
                 let err = RpcError::blamed(
-                    crate::Blame::Malformed,
+                    crate::blame::Blame::Malformed,
                     ErrorCode::InvalidParams,
                     "params must be an object",
                 );
@@ -634,7 +634,12 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
-    pub(super) fn cacheable(&self, r: &mut Map<String, Value>, v: ProtocolVersion, hint: crate::CacheHint) {
+    pub(super) fn cacheable(
+        &self,
+        r: &mut Map<String, Value>,
+        v: ProtocolVersion,
+        hint: crate::items::CacheHint,
+    ) {
         if v.is_modern() {
             // Saturating: any `Duration` is a valid setting, and u64 milliseconds outlast it anyway.
             let ttl_ms = u64::try_from(hint.ttl().as_millis()).unwrap_or(u64::MAX);
@@ -851,7 +856,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Whether one more call of the caller `binding` fits under
-    /// [`Limits::max_calls`](crate::Limits::max_calls): below it everyone gets in; at or above
+    /// [`Limits::max_calls`](crate::limits::Limits::max_calls): below it everyone gets in; at or above
     /// it only a caller below its fair share, and never past twice the bound. A call in flight
     /// is never displaced, so the share is enforced by refusing, not by making room.
     fn engine_share(&self, binding: &str) -> Result<(), RpcError> {
@@ -866,7 +871,7 @@ impl<H: Clone> Engine<H> {
             let msg = format!("server is busy ({total} requests in flight, limit {max})");
             return Err(RpcError::limit(Bound::Capacity, msg));
         }
-        let share = crate::Limits::fair_share(max, self.calls.holders_with(binding));
+        let share = crate::limits::Limits::fair_share(max, self.calls.holders_with(binding));
         if self.calls.held(binding) >= share {
             let msg =
                 format!("too many requests in flight (server-wide limit {max}, this caller's share {share})");

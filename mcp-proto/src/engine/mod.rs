@@ -81,7 +81,7 @@ struct Listen {
 
 struct Conn {
     transport: state::streams::Transport,
-    /// Holds a stream seat (see [`Limits::max_streams`](crate::Limits::max_streams)).
+    /// Holds a stream seat (see [`Limits::max_streams`](crate::limits::Limits::max_streams)).
     seated: bool,
     caller: Arc<Caller>,
     session: Option<Session>,
@@ -420,7 +420,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// A legacy session's `POST` response stream (an SSE response whose calls belong to the
     /// session) is the exception: its calls go on, and the stream waits for the client to
-    /// resume it with `Last-Event-ID` for [`Limits::resume_window`](crate::Limits::resume_window)
+    /// resume it with `Last-Event-ID` for [`Limits::resume_window`](crate::limits::Limits::resume_window)
     /// (the engine still emits [`Output::Close`] for `conn` at once, and nothing more for it).
     ///
     /// Follow with [`poll_output`](Self::poll_output).
@@ -514,7 +514,7 @@ impl<H: Clone> Engine<H> {
         Some(c)
     }
 
-    /// A line longer than [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) arrived on a stream (stdio) that cannot
+    /// A line longer than [`Limits::max_frame_bytes`](crate::limits::Limits::max_frame_bytes) arrived on a stream (stdio) that cannot
     /// skip it: answers `-32600` with a `null` id, then closes `conn` with
     /// [`CloseReason::FrameTooLarge`], cancelling its calls.
     ///
@@ -759,13 +759,13 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// `call` ran past [`Limits::call_timeout`](crate::Limits::call_timeout): stop it and answer that it timed out.
+    /// `call` ran past [`Limits::call_timeout`](crate::limits::Limits::call_timeout): stop it and answer that it timed out.
     fn call_timeout(&mut self, call: CallId) {
         if let Some(c) = self.finish_call(call) {
             self.refusals.timed_out += 1;
             self.out.push_back(Output::Cancel { call, reason: CancelReason::TimedOut });
             // The handler did not answer in time: the application's doing, not the client's.
-            let err = RpcError::new(crate::ErrorCode::InternalError, "request timed out");
+            let err = RpcError::new(crate::jsonrpc::ErrorCode::InternalError, "request timed out");
             let answer = err.encode(Some(&c.id));
             self.deliver(c, answer);
         }

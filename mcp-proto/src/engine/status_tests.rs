@@ -9,9 +9,9 @@ use super::{Answered, CancelReason, Config, ConnId, ConnKind, Engine, Implementa
 use crate::caller::Caller;
 use crate::content::{HandlerError, ToolOutput};
 use crate::cursor::KeyRing;
+use crate::engine::Ticket;
 use crate::jsonrpc::{ErrorCode, RpcError};
 use crate::registry::Tool;
-use crate::Ticket;
 
 struct Rig {
     engine: Engine<u32>,

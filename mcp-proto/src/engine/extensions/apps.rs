@@ -15,11 +15,11 @@ use crate::version::ProtocolVersion;
 
 impl<H: Clone> RegistryMut<'_, H> {
     /// Registers an MCP App: checks it ([`App::check`]) and that its encoded read fits
-    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes) with the largest id a
+    /// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes) with the largest id a
     /// request may carry ([`AppError::ReadTooLarge`]), then registers [`App::resource`] (listed,
     /// served as [`APP_MIME_TYPE`] with its `_meta.ui`, cached privately) read by `handler`,
     /// and declares the `io.modelcontextprotocol/ui` extension unless it is declared already.
-    /// Tools may then link to it ([`Tool::ui`](crate::Tool::ui)).
+    /// Tools may then link to it ([`Tool::ui`](crate::registry::Tool::ui)).
     ///
     /// `handler` serves the HTML: it should answer the app's URI with
     /// [`ResourceContents::inheriting`] (the read then carries the declared media type and
@@ -97,7 +97,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// The largest encoding of a read of `app`: 2026-07-28's (the only one adding members),
-    /// answering a string id of [`Limits::max_id_bytes`](crate::Limits::max_id_bytes) bytes.
+    /// answering a string id of [`Limits::max_id_bytes`](crate::limits::Limits::max_id_bytes) bytes.
     fn app_read_bytes(&self, app: &App) -> usize {
         let resource = app.resource();
         let item = ResourceContents {
@@ -123,7 +123,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// An app tool's outcome as it may be sent. A tool shown in an app is one linked to it
-    /// ([`Tool::ui`](crate::Tool::ui)) or, on a compact server with an apps shell, any tool
+    /// ([`Tool::ui`](crate::registry::Tool::ui)) or, on a compact server with an apps shell, any tool
     /// reached through `call_tool`. Its successful result must select a view the app
     /// declares, if it selects one, and must carry content or structured output, which
     /// the text copy is then written from: otherwise it becomes an [`INVALID_RESULT`]
@@ -183,9 +183,11 @@ mod tests {
 
     use super::*;
     use crate::apps::Visibility;
-    use crate::{
-        Caller, Config, ConnKind, Implementation, KeyRing, Mode, Output, Reply, ResourceTemplate, Tool,
-    };
+    use crate::caller::Caller;
+    use crate::cursor::KeyRing;
+    use crate::engine::{Config, ConnKind, Implementation, Mode, Output, Reply};
+    use crate::items::ResourceTemplate;
+    use crate::registry::Tool;
 
     fn engine(mode: Mode, max_response: Option<usize>) -> (Engine<u32>, Instant) {
         let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));
@@ -274,12 +276,12 @@ mod tests {
         assert_eq!(e.registry.extensions.len(), 1);
         let settings = e.registry.extensions.get(crate::apps::EXTENSION_ID).map(|x| x.settings().clone());
         assert_eq!(settings, Some(json!({"mimeTypes": [APP_MIME_TYPE]})));
-        let own = crate::Extension::new(crate::apps::EXTENSION_ID, json!({"own": true}));
+        let own = crate::extensions::Extension::new(crate::apps::EXTENSION_ID, json!({"own": true}));
         e.registry_mut(now).add_extension(own).unwrap();
         let settings = e.registry.extensions.get(crate::apps::EXTENSION_ID).map(|x| x.settings().clone());
         assert_eq!(settings, Some(json!({"own": true})));
         // Declared by the application, it is not declared twice.
-        let again = crate::Extension::new(crate::apps::EXTENSION_ID, json!({}));
+        let again = crate::extensions::Extension::new(crate::apps::EXTENSION_ID, json!({}));
         assert!(matches!(e.registry_mut(now).add_extension(again), Err(RegistryError::Duplicate(_))));
         e.registry_mut(now).add_app(app("ui://c"), 1).unwrap();
         assert_eq!(e.registry.extensions.len(), 1);

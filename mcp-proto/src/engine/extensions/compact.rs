@@ -224,8 +224,8 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// `query` within [`Limits::max_search_query_bytes`](crate::Limits::max_search_query_bytes)
-    /// and [`Limits::max_search_query_words`](crate::Limits::max_search_query_words), cut into
+    /// `query` within [`Limits::max_search_query_bytes`](crate::limits::Limits::max_search_query_bytes)
+    /// and [`Limits::max_search_query_words`](crate::limits::Limits::max_search_query_words), cut into
     /// its terms; the byte bound is checked before a word is read.
     fn search_query(&self, query: &str) -> Result<Query, RpcError> {
         let limits = &self.config.limits;
@@ -328,8 +328,12 @@ mod tests {
 
     use serde_json::{json, Value};
 
+    use crate::caller::Caller;
+    use crate::cursor::KeyRing;
     use crate::engine::test_support::frame;
-    use crate::{Caller, Config, ConnKind, Engine, Implementation, KeyRing, Limits, Mode, Tool};
+    use crate::engine::{Config, ConnKind, Engine, Implementation, Mode};
+    use crate::limits::Limits;
+    use crate::registry::Tool;
 
     fn engine(limits: impl FnOnce(&mut Limits)) -> (Engine<u32>, Instant) {
         let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([7; 32]));

@@ -26,7 +26,7 @@ impl<H: Clone> RegistryMut<'_, H> {
     /// engine. Refused whole when the skill is invalid or over a bound
     /// ([`RegistryError::InvalidSkill`], [`SkillTooManyFiles`](RegistryError::SkillTooManyFiles),
     /// [`SkillTooLarge`](RegistryError::SkillTooLarge)), when a file's URI exceeds
-    /// [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes) ([`RegistryError::InvalidUri`]),
+    /// [`Limits::max_uri_bytes`](crate::limits::Limits::max_uri_bytes) ([`RegistryError::InvalidUri`]),
     /// when its `SKILL.md` or one of its files is already registered
     /// ([`RegistryError::Duplicate`]), or when it nests in another skill or holds one. The
     /// extension defines no change notification of its own; connections the skill's gate
@@ -87,9 +87,9 @@ impl<H: Clone> Engine<H> {
     }
 
     /// One page of `skills/list`: the entries the caller's gates admit, in `SKILL.md` URI
-    /// order, each whole. A page ends after [`Limits::page_size`](crate::Limits::page_size)
+    /// order, each whole. A page ends after [`Limits::page_size`](crate::limits::Limits::page_size)
     /// entries or before the entry that would take it past half of
-    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes), whichever comes
+    /// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes), whichever comes
     /// first (a page always holds at least one entry), so a catalogue of large manifests still
     /// pages instead of overflowing the response ceiling.
     fn list_skills(&self, ctx: Ctx<'_>, params: Option<&Map<String, Value>>) -> Result<Vec<u8>, RpcError> {
@@ -240,7 +240,9 @@ impl<H: Clone> Engine<H> {
 mod tests {
     use std::time::Instant;
 
-    use crate::{Config, Engine, Implementation, KeyRing, Skill};
+    use crate::cursor::KeyRing;
+    use crate::engine::{Config, Engine, Implementation};
+    use crate::skills::Skill;
 
     #[test]
     fn a_skills_files_go_only_with_their_skill() {

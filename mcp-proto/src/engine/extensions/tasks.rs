@@ -18,10 +18,10 @@
 //! at a time; once all are in, the handler resumes with them ([`Output::Answer`]), as a legacy
 //! ask would.
 //!
-//! [`Limits::max_tasks`]: crate::Limits::max_tasks
-//! [`Limits::task_ttl`]: crate::Limits::task_ttl
-//! [`Limits::max_task_result_bytes`]: crate::Limits::max_task_result_bytes
-//! [`Limits::max_ended_task_bytes`]: crate::Limits::max_ended_task_bytes
+//! [`Limits::max_tasks`]: crate::limits::Limits::max_tasks
+//! [`Limits::task_ttl`]: crate::limits::Limits::task_ttl
+//! [`Limits::max_task_result_bytes`]: crate::limits::Limits::max_task_result_bytes
+//! [`Limits::max_ended_task_bytes`]: crate::limits::Limits::max_ended_task_bytes
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -95,7 +95,7 @@ struct Task {
     /// `("result", ..)` or `("error", ..)` once ended (cancelled: none).
     outcome: Option<(&'static str, Value)>,
     /// Bytes of its JSON view once ended and kept (see [`Engine::measure`]), which it counts
-    /// for under [`crate::Limits::max_ended_task_bytes`]; 0 while it runs.
+    /// for under [`crate::limits::Limits::max_ended_task_bytes`]; 0 while it runs.
     bytes: usize,
     status_message: Option<String>,
     /// The requests its handler waits on, in the order asked.
@@ -105,7 +105,7 @@ struct Task {
     /// Every `inputRequests` key used so far: never reused within a task.
     keys: BTreeSet<String>,
     rounds: u32,
-    /// The current ask's deadline ([`crate::Limits::ask_timeout`]).
+    /// The current ask's deadline ([`crate::limits::Limits::ask_timeout`]).
     ask_deadline: Option<Instant>,
     /// When it is forgotten, once ended.
     expires: Option<Instant>,
@@ -114,9 +114,9 @@ struct Task {
 /// What one caller holds in the task table.
 #[derive(Default)]
 struct Holding {
-    /// Its tasks, running and ended: its count under [`crate::Limits::max_tasks`].
+    /// Its tasks, running and ended: its count under [`crate::limits::Limits::max_tasks`].
     tasks: usize,
-    /// Bytes of its ended tasks: its count under [`crate::Limits::max_ended_task_bytes`].
+    /// Bytes of its ended tasks: its count under [`crate::limits::Limits::max_ended_task_bytes`].
     bytes: usize,
 }
 
@@ -308,7 +308,7 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// Makes room for one more task of `owner` under [`crate::Limits::max_tasks`] (see there
+    /// Makes room for one more task of `owner` under [`crate::limits::Limits::max_tasks`] (see there
     /// for the rule), or says why there is none.
     pub(in crate::engine) fn task_room(&mut self, now: Instant, owner: &str) -> Result<(), RpcError> {
         if self.config.seed.is_none() {
@@ -326,7 +326,7 @@ impl<H: Clone> Engine<H> {
             return Ok(());
         }
         let holders = self.tasks.held.len() + usize::from(!self.tasks.held.contains_key(owner));
-        let share = crate::Limits::fair_share(max, holders);
+        let share = crate::limits::Limits::fair_share(max, holders);
         if self.tasks.holding(owner).0 >= share {
             let msg = format!("too many tasks (server-wide limit {max}, this caller's share {share})");
             return Err(RpcError::limit(Bound::Share, msg));
@@ -443,7 +443,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Makes the call of `call` a task now, from its handler (a tool registered with
-    /// [`Tool::task_started_by_handler`](crate::Tool::task_started_by_handler)): the request is
+    /// [`Tool::task_started_by_handler`](crate::registry::Tool::task_started_by_handler)): the request is
     /// answered `resultType: "task"` at once, and the handler's eventual answer goes to the
     /// task. Returns the task id. Only a 2026-07-28 `tools/call` of a task-capable tool whose
     /// request declared the extension can become one ([`TaskError::NotEligible`] otherwise);
@@ -792,8 +792,8 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// Keeps the task `serial`, which just ended, under [`crate::Limits::max_task_result_bytes`]
-    /// and [`crate::Limits::max_ended_task_bytes`] (see there for the rule): the bytes it is
+    /// Keeps the task `serial`, which just ended, under [`crate::limits::Limits::max_task_result_bytes`]
+    /// and [`crate::limits::Limits::max_ended_task_bytes`] (see there for the rule): the bytes it is
     /// counted for, having become the `result_too_large` failure if its outcome did not fit, or
     /// `None` when not even that fits.
     fn keep_ended(&mut self, serial: u64) -> Option<usize> {
@@ -828,7 +828,7 @@ impl<H: Clone> Engine<H> {
                 return Ok(());
             }
             let holders = self.tasks.held.iter().filter(|(b, h)| h.bytes > 0 || **b == owner).count();
-            let share = crate::Limits::fair_share(max, holders);
+            let share = crate::limits::Limits::fair_share(max, holders);
             let own = if self.tasks.holding(&owner).1.saturating_add(bytes) >= share {
                 self.tasks.oldest_ended(&owner, Some(serial))
             } else {
@@ -877,9 +877,9 @@ impl<H: Clone> Engine<H> {
 
     /// The oldest ended task not yet taken, for a store that keeps tasks beyond this engine;
     /// `None` when there is none. Its `task` serializes to at most
-    /// [`Limits::max_task_result_bytes`](crate::Limits::max_task_result_bytes) bytes. At most
+    /// [`Limits::max_task_result_bytes`](crate::limits::Limits::max_task_result_bytes) bytes. At most
     /// 1024 wait, holding at most
-    /// [`Limits::max_ended_task_bytes`](crate::Limits::max_ended_task_bytes) together (the
+    /// [`Limits::max_ended_task_bytes`](crate::limits::Limits::max_ended_task_bytes) together (the
     /// oldest is dropped past either). Drain it after [`poll_output`](Self::poll_output).
     pub fn poll_ended_task(&mut self) -> Option<TaskRecord> {
         let (bytes, record) = self.tasks.ended.pop_front()?;

@@ -108,7 +108,7 @@ impl<H: Clone> Engine<H> {
     ///   otherwise answers the call with `input_required` (or with `-32021` when the request's
     ///   capabilities rule a request out, or `-32602` for an invalid answer, or
     ///   `interaction_limit` after
-    ///   [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)), cancels the handler
+    ///   [`Limits::max_input_rounds`](crate::limits::Limits::max_input_rounds)), cancels the handler
     ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
     ///
     /// # When a legacy ask ends without answers
@@ -119,13 +119,13 @@ impl<H: Clone> Engine<H> {
     ///
     /// - **Nothing can carry the question** (the call's stream is gone, or takes only JSON, or
     ///   the client dropped it and did not resume it within
-    ///   [`Limits::resume_window`](crate::Limits::resume_window)): `ask` fails at once with
+    ///   [`Limits::resume_window`](crate::limits::Limits::resume_window)): `ask` fails at once with
     ///   [`AskError::Unreachable`]; nothing is sent.
     /// - **The session or stdio connection ends** with the ask pending: the call is cancelled
     ///   with every other call of it ([`Output::Cancel`]).
     /// - **The call's HTTP response stream closes** (the client dropped the `POST`'s SSE
     ///   response, or the shim could not write to it) with the ask pending: the stream waits
-    ///   [`Limits::resume_window`](crate::Limits::resume_window) (default 30 s) for the client
+    ///   [`Limits::resume_window`](crate::limits::Limits::resume_window) (default 30 s) for the client
     ///   to resume it with a `GET` carrying `Last-Event-ID`, which replays what it missed (the
     ///   question included) and carries the rest of the call. The client may also answer
     ///   meanwhile (its answer is a `POST` of its own), and the handler goes on. If the window
@@ -139,7 +139,7 @@ impl<H: Clone> Engine<H> {
     ///   cancellation); its response is kept for a resume for another window. With a zero
     ///   window nothing waits: the ask fails and the call is cancelled as the stream closes.
     /// - **The stream stays open but the client does not answer** within
-    ///   [`Limits::ask_timeout`](crate::Limits::ask_timeout) (default 60 s): the engine sends
+    ///   [`Limits::ask_timeout`](crate::limits::Limits::ask_timeout) (default 60 s): the engine sends
     ///   `notifications/cancelled` for each unanswered request on the call's stream, and the
     ///   ask resolves as [`AskError::TimedOut`]. The call goes on; the handler decides what to
     ///   answer.
@@ -157,7 +157,7 @@ impl<H: Clone> Engine<H> {
     /// used" and `data.reason`: `"in_progress"` while the first is still running (send it again
     /// shortly to get the outcome), `"interrupted"` when the first was cancelled or lost its
     /// connection before it answered, `"outcome_too_large"` or `"evicted"` when the record was
-    /// not kept (see [`Limits::max_ledger_entries`](crate::Limits::max_ledger_entries)). The
+    /// not kept (see [`Limits::max_ledger_entries`](crate::limits::Limits::max_ledger_entries)). The
     /// client then starts the call again without a state. The records are shared fairly among
     /// callers: one that floods the ledger evicts its own records, and only its own states are
     /// then refused as `"evicted"`. A first round carries no state and
@@ -195,7 +195,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// The continuation epoch sealed into the `requestState`s issued now
-    /// ([`Config::state_epoch`](crate::Config::state_epoch)).
+    /// ([`Config::state_epoch`](crate::engine::Config::state_epoch)).
     pub fn epoch(&self) -> u64 {
         self.config.state_epoch
     }
@@ -515,7 +515,7 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    /// The legacy ask of `call` reached its deadline ([`crate::Limits::ask_timeout`]) at `now`:
+    /// The legacy ask of `call` reached its deadline ([`crate::limits::Limits::ask_timeout`]) at `now`:
     /// the client is told that each request it left unanswered is cancelled (legacy versions
     /// let either side cancel the requests it issued), on the call's stream if it is still
     /// open, and the handler's ask resolves as [`AskError::TimedOut`]. A late answer is then

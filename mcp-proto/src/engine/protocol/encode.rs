@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 /// every tool alike. Compact publication's `call_tool` encodes with [`Self::Envelopes`] whatever
 /// the server's setting.
 ///
-/// [`Config::envelopes`]: crate::Config::envelopes
+/// [`Config::envelopes`]: crate::engine::Config::envelopes
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ToolEncoding {
     /// The MCP norm: structured output as given, a failure as `isError` and its message.
@@ -38,7 +38,7 @@ pub(crate) enum ToolOutcome {
 /// The failure code of arguments that break the tool's input schema (2025-11-25 and later,
 /// where they are a tool result).
 pub(crate) const INVALID_ARGUMENTS: &str = "invalid_arguments";
-/// The failure code of a result over [`Limits::max_response_bytes`](crate::Limits::max_response_bytes).
+/// The failure code of a result over [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes).
 pub(crate) const RESULT_TOO_LARGE: &str = "result_too_large";
 
 impl<H: Clone> Engine<H> {
@@ -181,7 +181,7 @@ pub(in crate::engine) fn public_error(e: HandlerError) -> RpcError {
         HandlerError::Private(_) | HandlerError::Panicked | HandlerError::Cancelled => RpcError::internal(),
         // A resource, prompt or completion has no result that could carry it: a JSON-RPC error
         // with the failure's public parts.
-        HandlerError::Failure(f) => RpcError::new(crate::ErrorCode::InternalError, f.message)
+        HandlerError::Failure(f) => RpcError::new(crate::jsonrpc::ErrorCode::InternalError, f.message)
             .with_data(serde_json::json!({ "code": f.code, "retryable": f.retryable })),
     }
 }

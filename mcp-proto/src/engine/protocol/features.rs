@@ -39,9 +39,9 @@ pub(in crate::engine) struct Offers {
     pub(in crate::engine) prompts: bool,
     pub(in crate::engine) completions: bool,
     /// `resources.subscribe`: resources are offered and the application reports changes
-    /// ([`Config::resource_subscriptions`](crate::Config::resource_subscriptions)).
+    /// ([`Config::resource_subscriptions`](crate::engine::Config::resource_subscriptions)).
     pub(in crate::engine) subscriptions: bool,
-    /// [`Config::logging`](crate::Config::logging).
+    /// [`Config::logging`](crate::engine::Config::logging).
     pub(in crate::engine) logging: bool,
     /// Skills (`io.modelcontextprotocol/skills`): at least one skill admits the caller.
     pub(in crate::engine) skills: bool,
@@ -102,7 +102,7 @@ impl<H: Clone> Engine<H> {
 
     pub(in crate::engine) fn offers(&self, caller: &Caller) -> Offers {
         let r = &self.registry;
-        let sees = |gate: Option<&crate::Gate>| admits(gate, caller);
+        let sees = |gate: Option<&crate::caller::Gate>| admits(gate, caller);
         let templates = r.templates.values().any(|t| sees(t.template.gate.as_ref()));
         let prompts = r.prompts.values().any(|p| sees(p.prompt.gate.as_ref()));
         // The apps shell is readable by every caller, though never listed.
@@ -233,7 +233,11 @@ impl<H: Clone> Engine<H> {
     }
 
     /// "Resource not found" as each version spells it.
-    pub(in crate::engine) fn not_found(&self, version: crate::ProtocolVersion, uri: &str) -> RpcError {
+    pub(in crate::engine) fn not_found(
+        &self,
+        version: crate::version::ProtocolVersion,
+        uri: &str,
+    ) -> RpcError {
         let data = serde_json::json!({ "uri": uri });
         if version.is_modern() {
             RpcError::invalid_params(format!("resource not found: {uri}")).with_data(data)
@@ -466,15 +470,15 @@ impl<H: Clone> Engine<H> {
 #[non_exhaustive]
 pub struct Introspection {
     /// Tools, by name.
-    pub tools: Vec<crate::Tool>,
+    pub tools: Vec<crate::registry::Tool>,
     /// Resources, by URI.
-    pub resources: Vec<crate::Resource>,
+    pub resources: Vec<crate::items::Resource>,
     /// Templates, by `uriTemplate`.
-    pub templates: Vec<crate::ResourceTemplate>,
+    pub templates: Vec<crate::items::ResourceTemplate>,
     /// Prompts, by name.
-    pub prompts: Vec<crate::Prompt>,
+    pub prompts: Vec<crate::items::Prompt>,
     /// Skills, by `SKILL.md` URI (their files are among `resources` too).
-    pub skills: Vec<crate::Skill>,
+    pub skills: Vec<crate::skills::Skill>,
 }
 
 impl<H: Clone> Engine<H> {
@@ -493,12 +497,12 @@ impl<H: Clone> Engine<H> {
         self.items_where(|gate| admits(gate, caller))
     }
 
-    fn items_where(&self, keep: impl Fn(Option<&crate::Gate>) -> bool) -> Introspection {
+    fn items_where(&self, keep: impl Fn(Option<&crate::caller::Gate>) -> bool) -> Introspection {
         fn pick<'a, E: 'a, T: Clone + 'a>(
             entries: impl Iterator<Item = &'a E>,
             item: impl Fn(&E) -> &T,
-            gate: impl Fn(&T) -> Option<&crate::Gate>,
-            keep: &impl Fn(Option<&crate::Gate>) -> bool,
+            gate: impl Fn(&T) -> Option<&crate::caller::Gate>,
+            keep: &impl Fn(Option<&crate::caller::Gate>) -> bool,
         ) -> Vec<T> {
             entries.map(item).filter(|t| keep(gate(t))).cloned().collect()
         }
@@ -584,8 +588,11 @@ pub(in crate::engine) fn inherit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller::Gate;
+    use crate::cursor::KeyRing;
     use crate::engine::{Config, ConnId, Output};
-    use crate::{ConnKind, Gate, Implementation, KeyRing, Tool};
+    use crate::engine::{ConnKind, Implementation};
+    use crate::registry::Tool;
     use serde_json::json;
 
     struct Rig {

@@ -41,16 +41,16 @@ pub enum ProgressOutcome {
     Sent,
     /// The request carried no (valid) progress token.
     NoToken,
-    /// Less than [`Limits::progress_interval`](crate::Limits::progress_interval) since the last
+    /// Less than [`Limits::progress_interval`](crate::limits::Limits::progress_interval) since the last
     /// one sent.
     TooSoon,
     /// Not greater than the last progress sent (progress must increase).
     NotIncreasing,
-    /// Over [`Limits::max_progress_bytes`](crate::Limits::max_progress_bytes).
+    /// Over [`Limits::max_progress_bytes`](crate::limits::Limits::max_progress_bytes).
     TooLarge,
-    /// The paced stream it goes to ([`Engine::pace`](crate::Engine::pace)) has a full queue:
+    /// The paced stream it goes to ([`Engine::pace`](crate::engine::Engine::pace)) has a full queue:
     /// dropped, and counted in
-    /// [`EngineStatus::dropped_notifications`](crate::EngineStatus::dropped_notifications).
+    /// [`EngineStatus::dropped_notifications`](crate::engine::EngineStatus::dropped_notifications).
     Dropped,
 }
 
@@ -406,7 +406,7 @@ impl<H: Clone> Engine<H> {
 
     /// Reports progress of `call` to its client, if the request carried a progress token:
     /// `notifications/progress` with the token exactly as received. Updates must increase, come
-    /// at most once per [`Limits::progress_interval`](crate::Limits::progress_interval), and
+    /// at most once per [`Limits::progress_interval`](crate::limits::Limits::progress_interval), and
     /// stop with the response (afterwards this is [`Stale`]). `progress` and `total` keep their
     /// exact digits on the wire; only the increase check compares them as floating point.
     ///
@@ -462,7 +462,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// Sends a log message about `call` to its client, if the server logs
-    /// ([`Config::logging`](crate::Config::logging); nothing is sent otherwise) and the client
+    /// ([`Config::logging`](crate::engine::Config::logging); nothing is sent otherwise) and the client
     /// asked for that level: on a legacy session at or above the level of `logging/setLevel` (every level before it is
     /// set), on 2026-07-28 only when the request's `_meta` carried a logLevel and at or above it.
     ///

@@ -39,7 +39,7 @@ impl<H: Clone> RegistryMut<'_, H> {
 
     /// Sets the handler that looks up tasks this engine no longer (or never) held, in a store
     /// kept beyond it: a `tasks/get` for an id the engine does not hold is then handed to it
-    /// ([`Request::GetTask`](crate::Request::GetTask)) instead of being answered `-32602` at
+    /// ([`Request::GetTask`](crate::engine::Request::GetTask)) instead of being answered `-32602` at
     /// once. `None` (the default) turns the lookup off. Raises no notification.
     pub fn set_task_lookup(&mut self, handler: Option<H>) {
         self.engine.registry.task_lookup = handler;

@@ -83,7 +83,7 @@ pub enum Change {
 /// Changes queued for [`Engine::poll_change`] at most: 1024. Changes coalesce (a change equal
 /// to one still queued is not queued again), so only that many distinct resource URIs
 /// updated between two drains reach it; past it the newest change is dropped and counted in
-/// [`EngineStatus::dropped_changes`](crate::EngineStatus::dropped_changes). A shim that
+/// [`EngineStatus::dropped_changes`](crate::engine::EngineStatus::dropped_changes). A shim that
 /// drains after every input, as the server layer does, never comes near it.
 pub const MAX_PENDING_CHANGES: usize = 1024;
 
@@ -162,8 +162,10 @@ impl<H: Clone> Engine<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller::{Caller, Gate};
     use crate::engine::{Config, Output};
-    use crate::{Caller, ConnId, ConnKind, Gate, Implementation, Tool};
+    use crate::engine::{ConnId, ConnKind, Implementation};
+    use crate::registry::Tool;
     use serde_json::json;
 
     fn engine(now: Instant) -> Engine<u32> {

@@ -43,19 +43,19 @@ use crate::jsonrpc::{Encoded, RpcError};
 
 /// Claims queued for [`Engine::poll_claim`] at most: 1024. Past it a retry is not held: it runs
 /// here at once, as if the backend were [`ClaimResult::Unavailable`], and the drop is counted in
-/// [`EngineStatus::dropped_claims`](crate::EngineStatus::dropped_claims). A shim that drains
+/// [`EngineStatus::dropped_claims`](crate::engine::EngineStatus::dropped_claims). A shim that drains
 /// after every input, as the server layer does, never comes near it.
 pub const MAX_PENDING_CLAIMS: usize = 1024;
 
 /// Records queued for [`Engine::poll_record`] at most: 1024. Past it the newest record is
-/// dropped and counted in [`EngineStatus::dropped_shared_records`](crate::EngineStatus::dropped_shared_records):
+/// dropped and counted in [`EngineStatus::dropped_shared_records`](crate::engine::EngineStatus::dropped_shared_records):
 /// other replicas then answer a copy `in_progress` until the claim's lease ends, and may run it
 /// once more after that. A shim that drains after every input never comes near it.
 pub const MAX_PENDING_RECORDS: usize = 1024;
 
 /// How long past a call's deadline its claim is leased, in milliseconds: 5000. A claim is
 /// leased until the state expires, or, when the call has a deadline
-/// ([`Limits::call_timeout`](crate::Limits::call_timeout)), until the deadline and this margin,
+/// ([`Limits::call_timeout`](crate::limits::Limits::call_timeout)), until the deadline and this margin,
 /// whichever is sooner: the call cannot run past its deadline, so a lease that outlived it
 /// would only matter if this replica died before writing its record, and then every copy would
 /// be refused `in_progress` until the state expired. The margin covers the record's trip to the

@@ -46,7 +46,7 @@ pub(in crate::engine) struct Asking {
     pub(in crate::engine) slots: Vec<(u64, String, InputRequest)>,
     pub(in crate::engine) answers: Map<String, Value>,
     pub(in crate::engine) remaining: usize,
-    /// When the ask gives up ([`crate::Limits::ask_timeout`]); `None` when that is too far for
+    /// When the ask gives up ([`crate::limits::Limits::ask_timeout`]); `None` when that is too far for
     /// the clock to express (never).
     pub(in crate::engine) deadline: Option<Instant>,
 }

@@ -44,7 +44,7 @@ pub(in crate::engine) struct Call {
     /// meanwhile, or is answered from another replica's record: either way its outcome was
     /// not made here and is not published.
     pub(in crate::engine) claiming: bool,
-    /// The caller (its binding) it counts for under [`crate::Limits::max_calls`], once held.
+    /// The caller (its binding) it counts for under [`crate::limits::Limits::max_calls`], once held.
     holder: Option<String>,
     /// The task this call runs as (its serial in the task table), once it became one: its
     /// request is answered and its outcome goes to the task.
@@ -103,7 +103,7 @@ pub(in crate::engine) enum CallKind {
     /// The URI read, how the resource or template that answers it may be cached, and the
     /// template that answers it (`None`: the exact resource or the apps shell), whose
     /// declaration the contents inherit.
-    Resource(String, crate::CacheHint, Option<String>),
+    Resource(String, crate::items::CacheHint, Option<String>),
     Prompt,
     Complete,
     /// A `tasks/get` looked up in the task store: the id, and the binding of its caller.
@@ -120,7 +120,7 @@ pub(in crate::engine) struct ConnCalls {
 }
 
 impl ConnCalls {
-    /// Requests counted against [`crate::Limits::max_in_flight`].
+    /// Requests counted against [`crate::limits::Limits::max_in_flight`].
     pub(in crate::engine) fn in_flight(&self) -> usize {
         self.in_flight
     }
@@ -164,7 +164,7 @@ struct Batch {
 pub(in crate::engine) struct Calls {
     calls: Slab<Call>,
     batches: Slab<Batch>,
-    /// Calls in flight per caller binding, for [`crate::Limits::max_calls`]: only callers with
+    /// Calls in flight per caller binding, for [`crate::limits::Limits::max_calls`]: only callers with
     /// at least one.
     held: HashMap<String, usize>,
 }
@@ -181,7 +181,7 @@ impl Calls {
     }
 
     /// Callers with calls in flight, counting `binding` whether or not it has any: the divisor
-    /// of its fair share of [`crate::Limits::max_calls`].
+    /// of its fair share of [`crate::limits::Limits::max_calls`].
     pub(in crate::engine) fn holders_with(&self, binding: &str) -> usize {
         self.held.len() + usize::from(!self.held.contains_key(binding))
     }

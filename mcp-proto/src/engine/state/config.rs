@@ -106,7 +106,7 @@ pub struct Config {
     pub resource_subscriptions: bool,
     /// Whether tool results carry the value/failure envelope. Default `false`: results are
     /// the MCP norm, structured output as the handler gave it and a
-    /// [`ToolFailure`](crate::ToolFailure) as `isError: true` with its message as text.
+    /// [`ToolFailure`](crate::content::ToolFailure) as `isError: true` with its message as text.
     ///
     /// On, every tool's result is encoded for programs as well as models:
     ///
@@ -145,7 +145,7 @@ pub struct Config {
 #[non_exhaustive]
 pub enum Mode {
     /// The MCP norm, and the default: every tool the caller may see is a native tool in
-    /// `tools/list`, paged by [`Limits::page_size`](crate::Limits::page_size), and called by
+    /// `tools/list`, paged by [`Limits::page_size`](crate::limits::Limits::page_size), and called by
     /// its own name. A tool named `search_tools` is an ordinary tool here.
     #[default]
     Direct,

@@ -25,7 +25,7 @@ use crate::version::ProtocolVersion;
 /// Pass every ticket to [`Engine::complete`], even after [`Output::Cancel`] (it is then
 /// [`Stale`]), or give it up with [`abandon`](Self::abandon). Dropping the ticket of a call that
 /// is still in flight leaks the call: it holds an in-flight slot until its connection closes or
-/// [`Limits::call_timeout`](crate::Limits::call_timeout) fires.
+/// [`Limits::call_timeout`](crate::limits::Limits::call_timeout) fires.
 ///
 /// Debug builds warn on such a drop (a drop warner, as quinn's `IncomingImproperDropWarner`).
 /// The warning is an `eprintln!`, not a panic: a ticket lives inside a handler's future, and an
@@ -108,7 +108,7 @@ pub enum ConnKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OpenError {
-    /// [`Limits::max_connections`](crate::Limits::max_connections) connections are already open.
+    /// [`Limits::max_connections`](crate::limits::Limits::max_connections) connections are already open.
     TooManyConnections,
     /// The engine is shutting down ([`Engine::shutdown`]).
     ShuttingDown,
@@ -133,16 +133,16 @@ pub enum CloseReason {
     EndOfInput,
     /// The shim (or application) closed it.
     Closed,
-    /// A frame over [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) arrived on a stream that cannot resynchronise.
+    /// A frame over [`Limits::max_frame_bytes`](crate::limits::Limits::max_frame_bytes) arrived on a stream that cannot resynchronise.
     FrameTooLarge,
     /// The server is shutting down ([`Engine::shutdown`]) and the connection's calls are done.
     Shutdown,
-    /// A legacy HTTP session went idle past [`Limits::session_idle`](crate::Limits::session_idle), or never finished its
-    /// handshake within [`Limits::session_handshake`](crate::Limits::session_handshake).
+    /// A legacy HTTP session went idle past [`Limits::session_idle`](crate::limits::Limits::session_idle), or never finished its
+    /// handshake within [`Limits::session_handshake`](crate::limits::Limits::session_handshake).
     Expired,
     /// The client ended its legacy HTTP session with `DELETE`.
     Deleted,
-    /// The caller opened a stream past its seat cap under [`crate::SeatPolicy::EvictOldest`]:
+    /// The caller opened a stream past its seat cap under [`crate::limits::SeatPolicy::EvictOldest`]:
     /// this, its oldest stream, made room.
     Evicted,
     /// The server-wide gate no longer admits the stream's caller (checked at every keep-alive).
@@ -152,10 +152,10 @@ pub enum CloseReason {
     /// A full table (sessions, connections, held streams) made room for a caller below its
     /// fair share by displacing this entry of a caller above its share, or a caller at its
     /// bound replaced its own unfinished handshake (see the per-caller shares of
-    /// [`Limits`](crate::Limits)).
+    /// [`Limits`](crate::limits::Limits)).
     Displaced,
     /// A paced stream ([`Engine::pace`]) sat with a full queue and its reader took nothing for
-    /// [`Limits::stall_timeout`](crate::Limits::stall_timeout).
+    /// [`Limits::stall_timeout`](crate::limits::Limits::stall_timeout).
     Stalled,
 }
 
@@ -165,7 +165,7 @@ pub enum CloseReason {
 pub enum CancelReason {
     /// The peer cancelled it (`notifications/cancelled`); nothing answers it.
     Peer,
-    /// It ran past [`Limits::call_timeout`](crate::Limits::call_timeout) and was answered
+    /// It ran past [`Limits::call_timeout`](crate::limits::Limits::call_timeout) and was answered
     /// `-32603` "request timed out".
     TimedOut,
     /// Its connection closed (any [`CloseReason`]), or the stream it was waiting on for the
@@ -182,7 +182,7 @@ pub enum CancelReason {
     Suspended,
     /// It ran as a task of a caller above its fair share of the task table, and was cancelled
     /// to make room for the task of a caller below its share
-    /// ([`Limits::max_tasks`](crate::Limits::max_tasks)); the task ended `cancelled`.
+    /// ([`Limits::max_tasks`](crate::limits::Limits::max_tasks)); the task ended `cancelled`.
     Displaced,
 }
 
@@ -209,7 +209,7 @@ pub struct Answered {
     /// The JSON-RPC error the answer carries, or `None` for a result (a tool result with
     /// `isError: true` is a result). Set also when the engine replaced the handler's answer
     /// (a reply of the wrong kind, a result over
-    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes), an output that breaks
+    /// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes), an output that breaks
     /// the tool's schema).
     pub error: Option<ErrorCode>,
 }
@@ -220,22 +220,22 @@ pub struct Answered {
 #[non_exhaustive]
 pub struct Refusals {
     /// Connections, sessions and requests refused because a server-wide table was full
-    /// ([`Bound::Capacity`](crate::Bound::Capacity)):
-    /// [`Limits::max_connections`](crate::Limits::max_connections), the session table, twice
-    /// [`Limits::max_calls`](crate::Limits::max_calls).
+    /// ([`Bound::Capacity`](crate::blame::Bound::Capacity)):
+    /// [`Limits::max_connections`](crate::limits::Limits::max_connections), the session table, twice
+    /// [`Limits::max_calls`](crate::limits::Limits::max_calls).
     pub capacity: u64,
     /// Requests, sessions and streams refused because their caller or connection was at its
-    /// share ([`Bound::Share`](crate::Bound::Share)): requests in flight on a connection, the
+    /// share ([`Bound::Share`](crate::blame::Bound::Share)): requests in flight on a connection, the
     /// caller's fair share of `max_calls`, sessions or held streams per caller, listen
     /// streams, subscriptions, input rounds of one call.
     pub share: u64,
     /// Frames, bodies and parts of messages over their size bound
-    /// ([`Bound::Size`](crate::Bound::Size)), answered with an error (a stdio frame that also
+    /// ([`Bound::Size`](crate::blame::Bound::Size)), answered with an error (a stdio frame that also
     /// closed its connection is counted here and in `frame_too_large`).
     pub size: u64,
     /// Requests refused because the server is shutting down.
     pub shutting_down: u64,
-    /// Calls that ran past [`Limits::call_timeout`](crate::Limits::call_timeout).
+    /// Calls that ran past [`Limits::call_timeout`](crate::limits::Limits::call_timeout).
     pub timed_out: u64,
     /// Entries closed to make room for a caller below its fair share
     /// ([`CloseReason::Displaced`]), and running tasks cancelled for one
@@ -253,7 +253,7 @@ pub struct Refusals {
     /// Streams replaced by a newer `GET` stream of their session ([`CloseReason::Replaced`]).
     pub replaced: u64,
     /// Stdio connections closed for a frame over
-    /// [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes) ([`CloseReason::FrameTooLarge`]).
+    /// [`Limits::max_frame_bytes`](crate::limits::Limits::max_frame_bytes) ([`CloseReason::FrameTooLarge`]).
     pub frame_too_large: u64,
 }
 
@@ -488,8 +488,8 @@ pub struct AnsweredRequest {
     /// [`NAME_BYTES`](Self::NAME_BYTES) bytes.
     pub name: Option<String>,
     /// The JSON-RPC id, when the request had a valid one within
-    /// [`Limits::max_id_bytes`](crate::Limits::max_id_bytes).
-    pub id: Option<crate::RequestId>,
+    /// [`Limits::max_id_bytes`](crate::limits::Limits::max_id_bytes).
+    pub id: Option<crate::jsonrpc::RequestId>,
     /// The JSON-RPC error code of the answer, or `None` for a result.
     pub error_code: Option<i64>,
 }
@@ -521,7 +521,7 @@ pub struct EngineStatus {
     /// [`Engine::shutdown`] has been called.
     pub shutting_down: bool,
     /// Progress and log notifications dropped since the engine started because the paced
-    /// stream they were for had a full queue ([`Limits::stream_queue`](crate::Limits::stream_queue)).
+    /// stream they were for had a full queue ([`Limits::stream_queue`](crate::limits::Limits::stream_queue)).
     pub dropped_notifications: u64,
     /// Work turned away since the engine started, by reason.
     pub refusals: Refusals,
@@ -529,16 +529,16 @@ pub struct EngineStatus {
     /// [`AnsweredRequest::QUEUE_CAP`] were already waiting to be drained.
     pub dropped_records: u64,
     /// Local changes not queued for publishing because
-    /// [`MAX_PENDING_CHANGES`](crate::MAX_PENDING_CHANGES) were already waiting
-    /// ([`Engine::poll_change`](crate::Engine::poll_change)).
+    /// [`MAX_PENDING_CHANGES`](crate::engine::MAX_PENDING_CHANGES) were already waiting
+    /// ([`Engine::poll_change`](crate::engine::Engine::poll_change)).
     pub dropped_changes: u64,
     /// Retries run here without asking the shared ledger because
-    /// [`MAX_PENDING_CLAIMS`](crate::MAX_PENDING_CLAIMS) claims were already waiting
-    /// ([`Engine::poll_claim`](crate::Engine::poll_claim)).
+    /// [`MAX_PENDING_CLAIMS`](crate::engine::MAX_PENDING_CLAIMS) claims were already waiting
+    /// ([`Engine::poll_claim`](crate::engine::Engine::poll_claim)).
     pub dropped_claims: u64,
     /// Records for the shared ledger not queued because
-    /// [`MAX_PENDING_RECORDS`](crate::MAX_PENDING_RECORDS) were already waiting
-    /// ([`Engine::poll_record`](crate::Engine::poll_record)).
+    /// [`MAX_PENDING_RECORDS`](crate::engine::MAX_PENDING_RECORDS) were already waiting
+    /// ([`Engine::poll_record`](crate::engine::Engine::poll_record)).
     pub dropped_shared_records: u64,
 }
 
@@ -635,7 +635,7 @@ pub enum AskError {
     Rejected(RpcError),
     /// The client's answer does not fit the request (wrong shape, a value outside the form).
     Invalid(InvalidAnswer),
-    /// The call already asked [`Limits::max_input_rounds`](crate::Limits::max_input_rounds)
+    /// The call already asked [`Limits::max_input_rounds`](crate::limits::Limits::max_input_rounds)
     /// times (`interaction_limit`).
     TooManyRounds,
     /// Nothing can reach the client: its stream is gone, or it accepts only JSON answers.
@@ -647,7 +647,7 @@ pub enum AskError {
     /// 2026-07-28: the call was answered with `input_required`; the client will retry it and the
     /// handler runs again. The handler is being cancelled and should just return.
     Suspended,
-    /// The client did not answer within [`Limits::ask_timeout`](crate::Limits::ask_timeout);
+    /// The client did not answer within [`Limits::ask_timeout`](crate::limits::Limits::ask_timeout);
     /// the engine told it the requests are cancelled. The call is still in flight: the handler
     /// decides what it answers.
     TimedOut,
@@ -678,7 +678,7 @@ pub struct HttpHead {
     pub headers: Vec<(&'static str, String)>,
 }
 
-/// What to answer an [`HttpRequest`] with.
+/// What to answer an [`HttpRequest`](crate::engine::HttpRequest) with.
 #[derive(Debug)]
 pub enum HttpReply {
     /// The whole response, now.
@@ -731,14 +731,14 @@ impl TaskStatus {
 /// An ended task, for a store that keeps tasks beyond this engine ([`Engine::poll_ended_task`]).
 ///
 /// The engine hands over only records whose `task` serializes (as JSON) to at most
-/// [`Limits::max_task_result_bytes`](crate::Limits::max_task_result_bytes) bytes, so a store
+/// [`Limits::max_task_result_bytes`](crate::limits::Limits::max_task_result_bytes) bytes, so a store
 /// may bound what it keeps by that; the `task_id` (43 bytes) and the `owner` (the caller's
 /// identity or peer address) come on top.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
     /// The task id.
     pub task_id: String,
-    /// The binding ([`Caller::binding`](crate::Caller::binding)) of the caller it belongs to:
+    /// The binding ([`Caller::binding`](crate::caller::Caller::binding)) of the caller it belongs to:
     /// a store must answer it to that caller only.
     pub owner: String,
     /// The task as `tasks/get` shows it, without `resultType` and `_meta` (`taskId`, `status`,

@@ -37,7 +37,7 @@
 //! # Shares
 //!
 //! One caller must not cost another anything, so records are held per caller
-//! ([`Caller::binding`](crate::Caller::binding), which every state is bound to) and the ledger
+//! ([`Caller::binding`](crate::caller::Caller::binding), which every state is bound to) and the ledger
 //! follows the fair-share rule of [`Limits::fair_share`]: with `n` callers holding records (the
 //! one recording counted), each is entitled to `max_ledger_entries / n` entries and
 //! `max_ledger_bytes / n` bytes. When a record does not fit:
@@ -87,7 +87,7 @@ pub(in crate::engine) struct StateUse {
 }
 
 impl StateUse {
-    /// The use of `token`, bound to the caller `binding` ([`Caller::binding`](crate::Caller::binding)),
+    /// The use of `token`, bound to the caller `binding` ([`Caller::binding`](crate::caller::Caller::binding)),
     /// which expires at `expires_at_ms` (unix milliseconds).
     pub(in crate::engine) fn new(token: &str, binding: &str, expires_at_ms: u64) -> Self {
         let mut h = Sha256::new();

@@ -119,7 +119,7 @@ impl PostStreams {
 }
 
 /// Bytes of `POST` stream events kept over every session, by caller binding: what
-/// [`Limits::max_resume_bytes`](crate::Limits::max_resume_bytes) and its fair shares are judged
+/// [`Limits::max_resume_bytes`](crate::limits::Limits::max_resume_bytes) and its fair shares are judged
 /// by. Kept in step by whoever changes a session's [`PostStreams`] ([`Kept::moved`]).
 #[derive(Debug, Default)]
 pub(in crate::engine) struct Kept {
@@ -158,7 +158,7 @@ impl Kept {
     /// (over its share, since the total is over `cap`).
     pub(in crate::engine) fn victim<'a>(&'a self, binding: &'a str, cap: usize) -> &'a str {
         let holders = self.by_caller.len().max(1);
-        if self.of(binding) >= crate::Limits::fair_share(cap, holders) {
+        if self.of(binding) >= crate::limits::Limits::fair_share(cap, holders) {
             return binding;
         }
         self.by_caller.iter().max_by_key(|(_, b)| **b).map_or(binding, |(k, _)| k.as_str())

@@ -19,21 +19,21 @@ use crate::engine::state::io::{CallId, ConnId};
 /// What a deadline is for. Within one instant, variants fire in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(in crate::engine) enum Timer {
-    /// A call's [`Limits::call_timeout`](crate::Limits::call_timeout).
+    /// A call's [`Limits::call_timeout`](crate::limits::Limits::call_timeout).
     Call(CallId),
-    /// A call's legacy ask ran past [`crate::Limits::ask_timeout`].
+    /// A call's legacy ask ran past [`crate::limits::Limits::ask_timeout`].
     Ask(CallId),
     /// Expire a legacy session (handshake or idle).
     Session(ConnId),
     /// Re-check a held stream's caller and write a keep-alive comment.
     KeepAlive(ConnId),
     /// A dropped `POST` response stream of this legacy session (by its stream number) stops
-    /// waiting to be resumed ([`crate::Limits::resume_window`]).
+    /// waiting to be resumed ([`crate::limits::Limits::resume_window`]).
     Resume(ConnId, u64),
 
     /// Look whether a full paced stream's reader is stalled.
     Stall(ConnId),
-    /// An ended task (by its serial) reaches [`crate::Limits::task_ttl`].
+    /// An ended task (by its serial) reaches [`crate::limits::Limits::task_ttl`].
     Task(u64),
 }
 

@@ -18,7 +18,7 @@ use crate::engine::{CloseReason, ConnId, Engine, Output};
 /// One paced connection's frames in the shim's queue, oldest first.
 #[derive(Debug)]
 pub(in crate::engine) struct Backlog {
-    /// [`Limits::stream_queue`](crate::Limits::stream_queue), at least 1.
+    /// [`Limits::stream_queue`](crate::limits::Limits::stream_queue), at least 1.
     cap: usize,
     /// One entry per frame handed out and not yet taken: the notification it carries when a
     /// later identical one may be folded into it.
@@ -122,7 +122,7 @@ impl Backlog {
 impl<H: Clone> Engine<H> {
     /// Paces `conn`: from now on the shim reports, with [`written`](Self::written), every frame
     /// of `conn` its writer takes off its queue, and the engine keeps that queue within
-    /// [`Limits::stream_queue`](crate::Limits::stream_queue) rather than let the shim find it
+    /// [`Limits::stream_queue`](crate::limits::Limits::stream_queue) rather than let the shim find it
     /// overflowing:
     ///
     /// - a change notification (`notifications/*/list_changed`, or
@@ -132,13 +132,13 @@ impl<H: Clone> Engine<H> {
     /// - while the queue is full, change notifications wait, coalesced as ever (one per list
     ///   and URI), and go out as the reader takes frames, after what was queued before them;
     /// - while it is full, progress and log notifications are dropped and counted
-    ///   ([`EngineStatus::dropped_notifications`](crate::EngineStatus::dropped_notifications));
+    ///   ([`EngineStatus::dropped_notifications`](crate::engine::EngineStatus::dropped_notifications));
     ///   keep-alive comments are skipped;
     /// - responses, requests to the client and the stream's opening events are always queued,
     ///   past the bound if need be (they are bounded by the calls in flight and the replay
     ///   buffer), and never dropped;
     /// - a reader that keeps its queue full and takes nothing for
-    ///   [`Limits::stall_timeout`](crate::Limits::stall_timeout) is cut:
+    ///   [`Limits::stall_timeout`](crate::limits::Limits::stall_timeout) is cut:
     ///   [`Output::Close`] with [`CloseReason::Stalled`].
     ///
     /// Frames of `conn` already handed out or waiting in [`poll_output`](Self::poll_output)

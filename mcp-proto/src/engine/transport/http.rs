@@ -37,7 +37,7 @@ use crate::sse::{self, EventId};
 use crate::version::ProtocolVersion;
 
 /// An HTTP request the shim admitted: its head already passed [`crate::http::check_head`] and
-/// its body was read in full (at most [`Limits::frame_bytes`](crate::Limits::frame_bytes)).
+/// its body was read in full (at most [`Limits::frame_bytes`](crate::limits::Limits::frame_bytes)).
 #[derive(Debug)]
 pub struct HttpRequest<'a> {
     /// The head, for the 2026-07-28 header rules (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).

@@ -38,12 +38,12 @@
 //!   client is told that every list may have changed, and the lost response stays lost (the
 //!   client's request times out on its side).
 //!
-//! [`Limits::replay_events`]: crate::Limits::replay_events
-//! [`Limits::replay_bytes`]: crate::Limits::replay_bytes
-//! [`Limits::resume_bytes`]: crate::Limits::resume_bytes
-//! [`Limits::max_resume_bytes`]: crate::Limits::max_resume_bytes
-//! [`Limits::resume_window`]: crate::Limits::resume_window
-//! [`Limits::max_connections`]: crate::Limits::max_connections
+//! [`Limits::replay_events`]: crate::limits::Limits::replay_events
+//! [`Limits::replay_bytes`]: crate::limits::Limits::replay_bytes
+//! [`Limits::resume_bytes`]: crate::limits::Limits::resume_bytes
+//! [`Limits::max_resume_bytes`]: crate::limits::Limits::max_resume_bytes
+//! [`Limits::resume_window`]: crate::limits::Limits::resume_window
+//! [`Limits::max_connections`]: crate::limits::Limits::max_connections
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,7 +61,7 @@ impl<H: Clone> Engine<H> {
     /// `f` applied to `session`'s kept streams, the bytes they keep counted for its caller
     /// ([`Limits::max_resume_bytes`]): every change to a session's store goes through here.
     ///
-    /// [`Limits::max_resume_bytes`]: crate::Limits::max_resume_bytes
+    /// [`Limits::max_resume_bytes`]: crate::limits::Limits::max_resume_bytes
     fn edit_posts<R>(&mut self, session: ConnId, f: impl FnOnce(&mut PostStreams) -> R) -> Option<R> {
         let c = self.conns.get_mut(session.0)?;
         let Transport::Session(s) = &mut c.transport else { return None };

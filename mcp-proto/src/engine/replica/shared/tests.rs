@@ -189,7 +189,7 @@ fn an_unavailable_backend_runs_the_retry_here_and_still_records_it() {
     let claim = claimed(&mut a, now, 2, &retry);
     a.engine.claim_result(now, claim.call, ClaimResult::Unavailable);
     let inv = invocation(a.drain()).expect("the replica keeps serving");
-    let err = crate::RpcError::invalid_params("no such account");
+    let err = crate::jsonrpc::RpcError::invalid_params("no such account");
     a.engine.complete(now, inv.ticket, Reply::Tool(Err(err.clone().into()))).unwrap();
     let answered = a.drain();
     assert_eq!(frame(&answered)["error"]["message"], "no such account");

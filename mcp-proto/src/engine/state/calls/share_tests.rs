@@ -1,4 +1,4 @@
-//! The engine-wide call table ([`Limits::max_calls`](crate::Limits::max_calls)) and its fair
+//! The engine-wide call table ([`Limits::max_calls`](crate::limits::Limits::max_calls)) and its fair
 //! shares, through the engine's public API.
 
 use std::time::Instant;

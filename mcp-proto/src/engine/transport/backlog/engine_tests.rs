@@ -7,11 +7,12 @@ use serde_json::{json, Value};
 use crate::caller::Caller;
 use crate::cursor::KeyRing;
 use crate::engine::{CloseReason, Config, ConnId, ConnKind, Engine, HttpReply, Implementation, Output};
+use crate::engine::{HttpRequest, LogLevel};
 use crate::engine::{ProgressOutcome, Seed};
 use crate::http::{check_head, HttpConfig, RequestHead};
+use crate::items::Prompt;
 use crate::limits::Limits;
 use crate::registry::Tool;
-use crate::{HttpRequest, LogLevel, Prompt};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
@@ -232,7 +233,11 @@ fn a_full_queue_drops_progress_and_logs_never_responses() {
     assert_eq!(progress(&mut rig, 4), ProgressOutcome::Sent, "room again");
     assert_eq!(progress(&mut rig, 5), ProgressOutcome::Dropped);
     rig.engine
-        .complete(rig.now, inv.ticket, crate::Reply::Tool(Ok(crate::ToolOutput::text("done"))))
+        .complete(
+            rig.now,
+            inv.ticket,
+            crate::engine::Reply::Tool(Ok(crate::content::ToolOutput::text("done"))),
+        )
         .unwrap();
     let sent = frames(&rig.drain(), conn);
     assert!(sent.len() == 2 && sent[1].contains("\"id\":5"), "{sent:?}");

@@ -68,7 +68,7 @@ impl Rig {
         }
         all.extend(headers.iter().map(|(k, v)| (*k, v.as_bytes())));
         let head = RequestHead { method, path: "/mcp", headers: &all };
-        let route = check_head(&HttpConfig::default(), &crate::Limits::default(), &head).unwrap();
+        let route = check_head(&HttpConfig::default(), &crate::limits::Limits::default(), &head).unwrap();
         let req = HttpRequest { head: &head, route, body: body.as_bytes(), caller };
         self.engine.handle_http(self.now, req)
     }
@@ -439,7 +439,7 @@ fn listen_streams_hold_seats() {
         assert!(frames_text(&outs, *ex).contains("notifications/tools/list_changed"));
     }
     // Evict-oldest seats the newcomer and closes the first stream.
-    rig.engine.config.limits.seat_policy(crate::SeatPolicy::EvictOldest);
+    rig.engine.config.limits.seat_policy(crate::limits::SeatPolicy::EvictOldest);
     let HttpReply::Pending(_) = modern_post(&mut rig, &[], &listen) else { panic!("expected a stream") };
     let outs = rig.drain();
     assert!(outs
@@ -517,7 +517,7 @@ fn modern_statuses_follow_blame_not_bytes() {
     let (status, body) = answered(&mut rig, "b", Reply::Tool(Err(HandlerError::Public(blamed))));
     assert_eq!((status, body["error"]["code"].as_i64()), (400, Some(-32602)));
     let (status, body) =
-        answered(&mut rig, "c", Reply::Prompt(Ok(crate::PromptOutput::messages(Vec::new()))));
+        answered(&mut rig, "c", Reply::Prompt(Ok(crate::content::PromptOutput::messages(Vec::new()))));
     assert_eq!((status, body["error"]["code"].as_i64()), (200, Some(-32603)), "a reply of the wrong kind");
     rig.engine.shutdown(rig.now);
     let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": modern_meta()}});
