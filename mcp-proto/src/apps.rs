@@ -28,6 +28,8 @@ use serde_json::{Map, Value};
 
 use crate::content::ToolOutput;
 use crate::items::{CacheHint, Resource};
+// Below the registry with `RegistryError`, which carries it; its public path is this one.
+pub use crate::registry_error::AppError;
 
 /// The extension's id, declared under `capabilities.extensions` once any app is registered.
 pub const EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
@@ -477,131 +479,6 @@ impl App {
     }
 }
 
-/// Why an app, a link to one or the apps shell was refused; [`RegistryError::InvalidApp`]
-/// carries it.
-///
-/// [`RegistryError::InvalidApp`]: crate::RegistryError::InvalidApp
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AppError {
-    /// The URI is not a `ui://` URI with an authority and without credentials, query or
-    /// fragment, or holds characters a URI cannot.
-    Uri {
-        /// The URI as given.
-        uri: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The HTML document is empty.
-    EmptyHtml,
-    /// The HTML document is over [`MAX_APP_HTML_BYTES`].
-    HtmlTooLarge {
-        /// Its size in bytes.
-        bytes: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// A CSP entry is not an origin the field allows (see [`AppCsp`]).
-    Csp {
-        /// The wire name of the list: `connectDomains`, `resourceDomains`, `frameDomains` or
-        /// `baseUriDomains`.
-        field: &'static str,
-        /// The entry as given.
-        entry: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The `domain` is empty or holds whitespace or control characters.
-    Domain {
-        /// The domain as given.
-        domain: String,
-    },
-    /// A view identifier is empty or declared twice.
-    View {
-        /// The view as given.
-        view: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The configuration without the HTML encodes to more than [`MAX_APP_CONFIG_BYTES`].
-    ConfigTooLarge {
-        /// Its encoded size.
-        bytes: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// The encoded `resources/read` result (the HTML JSON-escaped, the metadata, the largest
-    /// id a request may carry) would exceed
-    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes).
-    ReadTooLarge {
-        /// Its encoded size.
-        bytes: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// A tool links to a URI no registered app (or the apps shell) has.
-    NotAnApp {
-        /// The tool.
-        tool: String,
-        /// The URI it links to.
-        uri: String,
-    },
-    /// The apps shell's URI is exclusive: a resource has it, or a template matches it.
-    ShellConflict {
-        /// The shell's URI.
-        uri: String,
-        /// The item that has or matches it (`resource ...`, `template ...`).
-        item: String,
-    },
-    /// A server has one apps shell, and it is already mounted.
-    ShellTaken {
-        /// The mounted shell's URI.
-        uri: String,
-    },
-    /// The apps shell is linked from compact publication's `call_tool`; a direct server links
-    /// its tools one by one ([`Tool::ui`](crate::Tool::ui)).
-    ShellNeedsCompact,
-}
-
-impl std::fmt::Display for AppError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AppError::Uri { uri, reason } => write!(f, "app URI {uri:?}: {reason}"),
-            AppError::EmptyHtml => write!(f, "app html: the document must not be empty"),
-            AppError::HtmlTooLarge { bytes, max } => {
-                write!(f, "app html: {bytes} bytes exceeds the {max}-byte limit")
-            }
-            AppError::Csp { field, entry, reason } => write!(f, "app csp.{field} entry {entry:?}: {reason}"),
-            AppError::Domain { domain } => {
-                write!(f, "app domain {domain:?}: must be non-empty, without whitespace or control characters")
-            }
-            AppError::View { view, reason } => write!(f, "app view {view:?}: {reason}"),
-            AppError::ConfigTooLarge { bytes, max } => write!(
-                f,
-                "app configuration (everything but the html): {bytes} bytes encoded exceeds the {max}-byte limit"
-            ),
-            AppError::ReadTooLarge { bytes, max } => write!(
-                f,
-                "app html: the encoded resources/read result of {bytes} bytes exceeds the {max}-byte response limit"
-            ),
-            AppError::NotAnApp { tool, uri } => {
-                write!(f, "tool {tool:?} links to {uri:?}, which is no registered app")
-            }
-            AppError::ShellConflict { uri, item } => {
-                write!(f, "the apps shell's URI {uri:?} is exclusive, but {item} has it")
-            }
-            AppError::ShellTaken { uri } => write!(f, "the apps shell is already mounted at {uri:?}"),
-            AppError::ShellNeedsCompact => write!(
-                f,
-                "the apps shell is linked from compact publication's call_tool: use Mode::Compact, or link \
-                 tools to apps one by one (Tool::ui) in direct mode"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for AppError {}
-
 /// Whether `uri` may name an app: `ui://`, an authority without userinfo, no query or
 /// fragment, and only characters a URI may hold (RFC 3986: ASCII, no space, no `"<>\^`{|}`,
 /// `%` only before two hex digits).
@@ -797,74 +674,6 @@ pub(crate) struct Shell<H> {
     /// The resource it is read as (never listed): what its reads inherit.
     pub(crate) resource: Resource,
     pub(crate) handler: H,
-}
-
-impl<H> crate::registry::Registry<H> {
-    /// Registers `app` (already [checked](App::check)) as a resource read by `handler`, and
-    /// declares the extension.
-    pub(crate) fn add_app(
-        &mut self,
-        app: &App,
-        handler: H,
-        max_uri: usize,
-    ) -> Result<(), crate::RegistryError> {
-        self.add_resource(app.resource(), handler, max_uri)?;
-        self.apps.views.insert(app.uri.clone(), app.views.clone());
-        self.declare_apps();
-        Ok(())
-    }
-
-    /// Mounts the apps shell (already [checked](App::check)): exclusive, so no resource may
-    /// have its URI and no template match it.
-    pub(crate) fn mount_shell(
-        &mut self,
-        app: App,
-        handler: H,
-        compact: bool,
-        max_uri: usize,
-    ) -> Result<(), crate::RegistryError> {
-        if app.uri.len() > max_uri {
-            // A read of a longer URI is refused before it is resolved: the shell could never be read.
-            return Err(crate::RegistryError::InvalidUri(format!(
-                "{:?}: the URI must be at most {max_uri} bytes",
-                app.uri
-            )));
-        }
-        if !compact {
-            return Err(AppError::ShellNeedsCompact.into());
-        }
-        if let Some(s) = &self.apps.shell {
-            return Err(AppError::ShellTaken { uri: s.resource.uri.clone() }.into());
-        }
-        let uri = app.uri.clone();
-        let conflict = if self.resources.contains_key(&uri) {
-            Some(format!("resource {uri:?}"))
-        } else {
-            self.templates
-                .values()
-                .find(|t| t.matcher.matches(&uri).is_some())
-                .map(|t| format!("template {:?}", t.template.uri_template))
-        };
-        if let Some(item) = conflict {
-            return Err(AppError::ShellConflict { uri, item }.into());
-        }
-        self.apps.shell = Some(Shell { resource: app.resource(), app, handler });
-        self.declare_apps();
-        Ok(())
-    }
-
-    /// Declares the extension, unless the application already did. The settings name the
-    /// media type this server's apps are served as: the specification defines settings only
-    /// for clients (`mimeTypes`, the types a host renders), and the same member on the server
-    /// side tells a client what it would be asked to render.
-    fn declare_apps(&mut self) {
-        if self.extensions.contains_key(EXTENSION_ID) {
-            return;
-        }
-        let settings = serde_json::json!({ "mimeTypes": [APP_MIME_TYPE] });
-        self.extensions.insert(EXTENSION_ID.to_owned(), crate::Extension::new(EXTENSION_ID, settings));
-        self.apps.auto_declared = true;
-    }
 }
 
 #[cfg(test)]

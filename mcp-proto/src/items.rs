@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::caller::Gate;
-use crate::registry::RegistryError;
+use crate::registry_error::RegistryError;
 use crate::version::ProtocolVersion;
 
 /// Inserts the fields every listed item shares, filtered by what `v` knows.
