@@ -2,8 +2,9 @@
 
 use serde_json::{Map, Value};
 
-use super::forms::{check_value, clip, field};
+use super::forms::{check_value, field};
 use super::InvalidAnswer;
+use crate::json::clip;
 
 /// The `action` of an elicitation answer.
 pub(super) fn elicit_action(obj: &Map<String, Value>) -> Result<&str, InvalidAnswer> {

@@ -24,6 +24,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use crate::json::clip;
 use crate::jsonrpc::{ErrorCode, RpcError};
 use crate::ProtocolVersion;
 
@@ -34,7 +35,7 @@ mod sealed;
 mod tests;
 
 use answers::{elicit_action, validate_elicit_answer, validate_roots_answer, validate_sample_answer};
-use forms::{clip, is_integer_text, is_uri, validate_schema};
+use forms::{is_integer_text, is_uri, validate_schema};
 pub use sealed::{
     arguments_digest, open_state, open_state_with_expiry, seal_state, RequestState, StateBinding, StateError,
 };
