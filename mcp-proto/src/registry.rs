@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::apps::{self, App, AppError, Apps, Shell};
 use crate::caller::Gate;
 use crate::items::{Prompt, Resource, ResourceTemplate, UriTemplate};
 use crate::schema::Validator;
@@ -266,7 +267,7 @@ pub(crate) struct Registry<H> {
     /// The tools' search index, kept only where something searches (compact publication).
     pub(crate) search: Option<crate::search::SearchIndex>,
     /// MCP Apps: each registered app's views, and the compact apps shell.
-    pub(crate) apps: crate::apps::Apps<H>,
+    pub(crate) apps: Apps<H>,
     /// Tools that may run as tasks: while there is one, the engine serves the Tasks extension.
     pub(crate) task_tools: usize,
     /// Looks up tasks the engine does not hold ([`crate::RegistryMut::set_task_lookup`]).
@@ -285,7 +286,7 @@ impl<H> Default for Registry<H> {
             gate: None,
             extensions: BTreeMap::new(),
             search: None,
-            apps: crate::apps::Apps::default(),
+            apps: Apps::default(),
             task_tools: 0,
             task_lookup: None,
         }
@@ -315,7 +316,7 @@ impl<H> Registry<H> {
         }
         if self.apps.shell.as_ref().is_some_and(|s| s.resource.uri == resource.uri) {
             let item = format!("resource {:?}", resource.uri);
-            return Err(crate::apps::AppError::ShellConflict { uri: resource.uri, item }.into());
+            return Err(AppError::ShellConflict { uri: resource.uri, item }.into());
         }
         let listings = listings(|v| resource.listing(v));
         let source = Source::Handler(handler);
@@ -392,7 +393,7 @@ impl<H> Registry<H> {
         let matcher = UriTemplate::parse(&template.uri_template)?;
         if let Some(shell) = self.apps.shell.as_ref().filter(|s| matcher.matches(&s.resource.uri).is_some()) {
             let item = format!("template {:?}", template.uri_template);
-            return Err(crate::apps::AppError::ShellConflict { uri: shell.resource.uri.clone(), item }.into());
+            return Err(AppError::ShellConflict { uri: shell.resource.uri.clone(), item }.into());
         }
         let listings = listings(|v| template.listing(v));
         self.templates.insert(
@@ -433,8 +434,7 @@ impl<H> Registry<H> {
             )));
         }
         if let Some(link) = tool.ui.as_ref().filter(|l| !self.apps.knows(&l.resource_uri)) {
-            let e =
-                crate::apps::AppError::NotAnApp { tool: tool.name.clone(), uri: link.resource_uri.clone() };
+            let e = AppError::NotAnApp { tool: tool.name.clone(), uri: link.resource_uri.clone() };
             return Err(e.into());
         }
         let input = if tool.validate_input { Some(compile(&tool.input_schema)?) } else { None };
@@ -474,7 +474,7 @@ impl<H> Registry<H> {
     ) -> Result<(), RegistryError> {
         extension.checked()?;
         // An explicit declaration of the apps extension replaces the one apps made.
-        if extension.id() == crate::apps::EXTENSION_ID && self.apps.auto_declared {
+        if extension.id() == apps::EXTENSION_ID && self.apps.auto_declared {
             self.extensions.remove(extension.id());
             self.apps.auto_declared = false;
         }
@@ -505,25 +505,20 @@ impl<H> Registry<H> {
 
 /// MCP Apps: registering apps and mounting the shell ([`crate::apps`] checks them first).
 impl<H> Registry<H> {
-    /// Registers `app` (already [checked](crate::App::check)) as a resource read by `handler`, and
+    /// Registers `app` (already [checked](App::check)) as a resource read by `handler`, and
     /// declares the extension.
-    pub(crate) fn add_app(
-        &mut self,
-        app: &crate::App,
-        handler: H,
-        max_uri: usize,
-    ) -> Result<(), RegistryError> {
+    pub(crate) fn add_app(&mut self, app: &App, handler: H, max_uri: usize) -> Result<(), RegistryError> {
         self.add_resource(app.resource(), handler, max_uri)?;
         self.apps.views.insert(app.uri().to_owned(), app.declared_views().to_vec());
         self.declare_apps();
         Ok(())
     }
 
-    /// Mounts the apps shell (already [checked](crate::App::check)): exclusive, so no resource may
+    /// Mounts the apps shell (already [checked](App::check)): exclusive, so no resource may
     /// have its URI and no template match it.
     pub(crate) fn mount_shell(
         &mut self,
-        app: crate::App,
+        app: App,
         handler: H,
         compact: bool,
         max_uri: usize,
@@ -536,10 +531,10 @@ impl<H> Registry<H> {
             )));
         }
         if !compact {
-            return Err(crate::apps::AppError::ShellNeedsCompact.into());
+            return Err(AppError::ShellNeedsCompact.into());
         }
         if let Some(s) = &self.apps.shell {
-            return Err(crate::apps::AppError::ShellTaken { uri: s.resource.uri.clone() }.into());
+            return Err(AppError::ShellTaken { uri: s.resource.uri.clone() }.into());
         }
         let uri = app.uri().to_owned();
         let conflict = if self.resources.contains_key(&uri) {
@@ -551,9 +546,9 @@ impl<H> Registry<H> {
                 .map(|t| format!("template {:?}", t.template.uri_template))
         };
         if let Some(item) = conflict {
-            return Err(crate::apps::AppError::ShellConflict { uri, item }.into());
+            return Err(AppError::ShellConflict { uri, item }.into());
         }
-        self.apps.shell = Some(crate::apps::Shell { resource: app.resource(), app, handler });
+        self.apps.shell = Some(Shell { resource: app.resource(), app, handler });
         self.declare_apps();
         Ok(())
     }
@@ -563,14 +558,12 @@ impl<H> Registry<H> {
     /// for clients (`mimeTypes`, the types a host renders), and the same member on the server
     /// side tells a client what it would be asked to render.
     fn declare_apps(&mut self) {
-        if self.extensions.contains_key(crate::apps::EXTENSION_ID) {
+        if self.extensions.contains_key(apps::EXTENSION_ID) {
             return;
         }
-        let settings = serde_json::json!({ "mimeTypes": [crate::apps::APP_MIME_TYPE] });
-        self.extensions.insert(
-            crate::apps::EXTENSION_ID.to_owned(),
-            crate::Extension::new(crate::apps::EXTENSION_ID, settings),
-        );
+        let settings = serde_json::json!({ "mimeTypes": [apps::APP_MIME_TYPE] });
+        self.extensions
+            .insert(apps::EXTENSION_ID.to_owned(), crate::Extension::new(apps::EXTENSION_ID, settings));
         self.apps.auto_declared = true;
     }
 }
