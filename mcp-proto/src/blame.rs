@@ -5,8 +5,9 @@
 //! reports. [`Blame::http_status`] is the only place a status is derived from an error, so
 //! the same error gets the same status wherever it is raised, and nothing re-reads encoded
 //! bytes to find one.
-
-use crate::jsonrpc::ErrorCode;
+//!
+//! [`ErrorCode`] lives here, beside the blame that picks its status, so this file imports
+//! nothing from `jsonrpc.rs` (which builds error objects from both and re-exports it).
 
 /// Who is to blame for an error, as rustls sorts its errors: the peer's bytes, the peer's
 /// conduct, the peer's version or capabilities, a bound, the application, the shim, or the
@@ -103,6 +104,54 @@ pub enum Era {
     /// (VERSIONS.md §5c): 400 for request faults, 404 for an unknown method, 503 when shutting
     /// down, 200 for the application's errors.
     Modern,
+}
+
+/// The JSON-RPC and MCP error codes this engine emits, mapped to their numbers in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `-32700`: the frame is not JSON.
+    ParseError,
+    /// `-32600`: JSON, but not a valid JSON-RPC request, or over a bound.
+    InvalidRequest,
+    /// `-32601`: unknown method, or one the request's protocol version does not have.
+    MethodNotFound,
+    /// `-32602`: bad parameters.
+    InvalidParams,
+    /// `-32603`: the server failed; the message never carries private detail.
+    InternalError,
+    /// `-32002`: resource not found (legacy versions).
+    ResourceNotFound,
+    /// `-32001`: unknown or expired legacy session, what the reference SDKs answer one with
+    /// (HTTP 404, which tells a legacy client to initialize again).
+    SessionNotFound,
+    /// `-32020`: an HTTP header disagrees with the body (2026-07-28).
+    HeaderMismatch,
+    /// `-32021`: the request lacks a client capability the call needs (2026-07-28).
+    MissingClientCapability,
+    /// `-32022`: unsupported protocol version (2026-07-28).
+    UnsupportedProtocolVersion,
+    /// Any other code, such as an application's own public error.
+    Other(i64),
+}
+
+impl ErrorCode {
+    /// The wire number.
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::InternalError => -32603,
+            ErrorCode::ResourceNotFound => -32002,
+            ErrorCode::SessionNotFound => -32001,
+            ErrorCode::HeaderMismatch => -32020,
+            ErrorCode::MissingClientCapability => -32021,
+            ErrorCode::UnsupportedProtocolVersion => -32022,
+            ErrorCode::Other(c) => c,
+        }
+    }
 }
 
 impl Blame {

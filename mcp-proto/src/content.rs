@@ -34,12 +34,7 @@ pub struct ResourceContents {
 impl ResourceContents {
     /// Text contents.
     pub fn text(uri: impl Into<String>, mime_type: impl Into<String>, text: impl Into<String>) -> Self {
-        Self {
-            uri: uri.into(),
-            mime_type: Some(mime_type.into()),
-            body: ResourceBody::Text(text.into()),
-            meta: None,
-        }
+        Self::with(uri.into(), Some(mime_type.into()), ResourceBody::Text(text.into()))
     }
 
     /// Text contents without a media type or `_meta` of their own: a read of a declared
@@ -47,23 +42,23 @@ impl ResourceContents {
     /// `_meta`; for an app, [`APP_MIME_TYPE`](crate::apps::APP_MIME_TYPE) and its `_meta.ui`).
     /// Only items whose URI is the one read inherit; a value set on the item wins.
     pub fn inheriting(uri: impl Into<String>, text: impl Into<String>) -> Self {
-        Self { uri: uri.into(), mime_type: None, body: ResourceBody::Text(text.into()), meta: None }
+        Self::with(uri.into(), None, ResourceBody::Text(text.into()))
     }
 
     /// Binary contents from base64 text that inherit the declaration's media type and `_meta`,
     /// as [`inheriting`](Self::inheriting) does.
     pub fn inheriting_blob(uri: impl Into<String>, base64: impl Into<String>) -> Self {
-        Self { uri: uri.into(), mime_type: None, body: ResourceBody::Blob(base64.into()), meta: None }
+        Self::with(uri.into(), None, ResourceBody::Blob(base64.into()))
     }
 
     /// Binary contents from base64 text.
     pub fn blob(uri: impl Into<String>, mime_type: impl Into<String>, base64: impl Into<String>) -> Self {
-        Self {
-            uri: uri.into(),
-            mime_type: Some(mime_type.into()),
-            body: ResourceBody::Blob(base64.into()),
-            meta: None,
-        }
+        Self::with(uri.into(), Some(mime_type.into()), ResourceBody::Blob(base64.into()))
+    }
+
+    /// The one constructor the four public ones share: contents never start with `_meta`.
+    fn with(uri: String, mime_type: Option<String>, body: ResourceBody) -> Self {
+        Self { uri, mime_type, body, meta: None }
     }
 
     fn write<M: SerializeMap>(&self, m: &mut M, v: ProtocolVersion) -> Result<(), M::Error> {
@@ -171,7 +166,12 @@ impl Content {
 /// A block paired with the version it is written for.
 pub(crate) struct VersionedContent<'a>(&'a Content, ProtocolVersion);
 
-fn annotations_for(a: &Option<Map<String, Value>>, v: ProtocolVersion) -> Option<Map<String, Value>> {
+/// `annotations` as `v` knows them: `lastModified` is 2025-06-18 and later. Content blocks,
+/// resources and templates all list them so.
+pub(crate) fn annotations_for(
+    a: &Option<Map<String, Value>>,
+    v: ProtocolVersion,
+) -> Option<Map<String, Value>> {
     let a = a.as_ref()?;
     if v.has_structured_output() || !a.contains_key("lastModified") {
         return Some(a.clone());

@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 use crate::caller::Gate;
-use crate::registry::RegistryError;
+use crate::registry_error::RegistryError;
 
 /// An extension the server declares, with its settings and an optional gate.
 #[derive(Debug, Clone)]

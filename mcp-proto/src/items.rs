@@ -5,7 +5,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::caller::Gate;
-use crate::registry::RegistryError;
+use crate::content::annotations_for;
+use crate::registry_error::RegistryError;
 use crate::version::ProtocolVersion;
 
 /// Inserts the fields every listed item shares, filtered by what `v` knows.
@@ -31,12 +32,28 @@ fn common(
     }
 }
 
-fn annotations_for(a: &Option<Map<String, Value>>, v: ProtocolVersion) -> Option<Value> {
-    let mut a = a.clone()?;
-    if !v.has_structured_output() {
-        a.remove("lastModified");
+/// Inserts what a resource and a template both describe their contents with, in wire order
+/// (`description`, `mimeType`, a resource's `size`, `annotations`).
+fn described(
+    m: &mut Map<String, Value>,
+    v: ProtocolVersion,
+    description: &Option<String>,
+    mime_type: &Option<String>,
+    size: Option<u64>,
+    annotations: &Option<Map<String, Value>>,
+) {
+    if let Some(d) = description {
+        m.insert("description".into(), d.clone().into());
     }
-    Some(Value::Object(a))
+    if let Some(t) = mime_type {
+        m.insert("mimeType".into(), t.clone().into());
+    }
+    if let Some(s) = size {
+        m.insert("size".into(), s.into());
+    }
+    if let Some(a) = annotations_for(annotations, v) {
+        m.insert("annotations".into(), Value::Object(a));
+    }
 }
 
 /// How a 2026-07-28 client may cache a `resources/read` or `server/discover` result: the
@@ -124,8 +141,16 @@ macro_rules! builder_fields {
     };
 }
 
-macro_rules! cache_field {
-    () => {
+/// The setters a resource and a template share beyond [`builder_fields!`]; `$mime_doc` is the
+/// media type setter's doc, which says whose type it is.
+macro_rules! content_fields {
+    ($mime_doc:literal) => {
+        #[doc = $mime_doc]
+        pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+            self.mime_type = Some(mime_type.into());
+            self
+        }
+
         /// How 2026-07-28 clients may cache what a read of this answers. Default
         /// [`CacheHint::private`] (private, TTL 0): mark only what is the same for every caller
         /// as [`CacheHint::shared`]. See [`CacheHint`] for when the engine sends it narrower.
@@ -171,13 +196,7 @@ impl Resource {
     }
 
     builder_fields!();
-    cache_field!();
-
-    /// The media type.
-    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
-        self.mime_type = Some(mime_type.into());
-        self
-    }
+    content_fields!("The media type.");
 
     /// The size in bytes, when known.
     pub fn size(mut self, size: u64) -> Self {
@@ -200,18 +219,7 @@ impl Resource {
         let mut m = Map::new();
         m.insert("uri".into(), self.uri.clone().into());
         m.insert("name".into(), self.name.clone().into());
-        if let Some(d) = &self.description {
-            m.insert("description".into(), d.clone().into());
-        }
-        if let Some(t) = &self.mime_type {
-            m.insert("mimeType".into(), t.clone().into());
-        }
-        if let Some(s) = self.size {
-            m.insert("size".into(), s.into());
-        }
-        if let Some(a) = annotations_for(&self.annotations, v) {
-            m.insert("annotations".into(), a);
-        }
+        described(&mut m, v, &self.description, &self.mime_type, self.size, &self.annotations);
         common(&mut m, v, &self.title, &self.icons, &self.meta);
         Value::Object(m).to_string()
     }
@@ -338,13 +346,7 @@ impl ResourceTemplate {
     }
 
     builder_fields!();
-    cache_field!();
-
-    /// The media type of matching resources.
-    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
-        self.mime_type = Some(mime_type.into());
-        self
-    }
+    content_fields!("The media type of matching resources.");
 
     /// The template text.
     pub fn uri_template(&self) -> &str {
@@ -355,15 +357,7 @@ impl ResourceTemplate {
         let mut m = Map::new();
         m.insert("uriTemplate".into(), self.uri_template.clone().into());
         m.insert("name".into(), self.name.clone().into());
-        if let Some(d) = &self.description {
-            m.insert("description".into(), d.clone().into());
-        }
-        if let Some(t) = &self.mime_type {
-            m.insert("mimeType".into(), t.clone().into());
-        }
-        if let Some(a) = annotations_for(&self.annotations, v) {
-            m.insert("annotations".into(), a);
-        }
+        described(&mut m, v, &self.description, &self.mime_type, None, &self.annotations);
         common(&mut m, v, &self.title, &self.icons, &self.meta);
         Value::Object(m).to_string()
     }

@@ -6,336 +6,18 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::apps::{self, App, AppError, Apps, Shell};
 use crate::caller::Gate;
 use crate::items::{Prompt, Resource, ResourceTemplate, UriTemplate};
 use crate::schema::Validator;
 use crate::version::ProtocolVersion;
-
-/// The declaration of a tool, as `tools/list` shows it.
-#[derive(Debug, Clone)]
-pub struct Tool {
-    name: String,
-    title: Option<String>,
-    description: Option<String>,
-    input_schema: Value,
-    output_schema: Option<Value>,
-    annotations: Option<Map<String, Value>>,
-    icons: Option<Value>,
-    execution: Option<Value>,
-    meta: Option<Map<String, Value>>,
-    diagnostics_schema: Option<Value>,
-    validate_input: bool,
-    pub(crate) gate: Option<Gate>,
-    /// The app this tool's results are shown in ([`Tool::ui`]); boxed, since few tools have
-    /// one and every tool carries the field.
-    pub(crate) ui: Option<Box<crate::apps::UiLink>>,
-    pub(crate) task: TaskSupport,
-    pub(crate) task_by_handler: bool,
-}
-
-/// Whether a tool may run as a task of the `io.modelcontextprotocol/tasks` extension
-/// (2026-07-28). The server decides; the client only declares the extension in the request's
-/// `_meta` client capabilities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum TaskSupport {
-    /// Always answered synchronously (the default).
-    #[default]
-    Never,
-    /// Runs as a task when the request declares the extension, synchronously otherwise.
-    Optional,
-    /// Runs only as a task: a request that does not declare the extension is refused with
-    /// `-32021` naming it in `requiredCapabilities`, before the handler runs.
-    Required,
-}
-
-impl Tool {
-    /// A tool with a name, a description and a JSON Schema for its arguments (an object schema).
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
-        Self {
-            name: name.into(),
-            title: None,
-            description: Some(description.into()),
-            input_schema,
-            output_schema: None,
-            annotations: None,
-            icons: None,
-            execution: None,
-            meta: None,
-            diagnostics_schema: None,
-            validate_input: true,
-            gate: None,
-            ui: None,
-            task: TaskSupport::Never,
-            task_by_handler: false,
-        }
-    }
-
-    /// Whether calls may run as tasks (see [`TaskSupport`]). Default [`TaskSupport::Never`].
-    ///
-    /// A task-capable call from a request declaring the extension is answered at once with
-    /// `resultType: "task"` while its handler goes on running; the client reads the outcome
-    /// with `tasks/get`. Not listed in `tools/list`: 2026-07-28 has no `execution.taskSupport`.
-    pub fn task_support(mut self, support: TaskSupport) -> Self {
-        self.task = support;
-        self
-    }
-
-    /// Lets the handler decide when a task-capable call becomes a task: it runs as an ordinary
-    /// call (it may ask for input over 2026-07-28 rounds, or answer at once) until it starts
-    /// the task itself ([`Engine::start_task`](crate::Engine::start_task)). Without this, the
-    /// engine makes the task before the handler runs.
-    pub fn task_started_by_handler(mut self) -> Self {
-        self.task_by_handler = true;
-        self
-    }
-
-    /// The task support declared with [`task_support`](Self::task_support).
-    pub fn declared_task_support(&self) -> TaskSupport {
-        self.task
-    }
-
-    /// The tool's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The input schema as declared.
-    pub fn input_schema(&self) -> &Value {
-        &self.input_schema
-    }
-
-    /// The output schema as declared with [`output_schema`](Self::output_schema), if any.
-    pub fn declared_output_schema(&self) -> Option<&Value> {
-        self.output_schema.as_ref()
-    }
-
-    /// The title as declared with [`title`](Self::title), if any.
-    pub fn declared_title(&self) -> Option<&str> {
-        self.title.as_deref()
-    }
-
-    /// The description given to [`new`](Self::new).
-    pub fn declared_description(&self) -> Option<&str> {
-        self.description.as_deref()
-    }
-
-    /// A display title (2025-06-18 and later).
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
-    }
-
-    /// A JSON Schema every `structuredContent` must satisfy (2025-06-18 and later). A schema
-    /// whose type is not `object` is legal only on 2026-07-28; such a tool is hidden from older
-    /// sessions.
-    pub fn output_schema(mut self, schema: Value) -> Self {
-        self.output_schema = Some(schema);
-        self
-    }
-
-    /// `ToolAnnotations` (readOnlyHint, destructiveHint, ...); 2025-03-26 and later.
-    pub fn annotations(mut self, annotations: Map<String, Value>) -> Self {
-        self.annotations = Some(annotations);
-        self
-    }
-
-    /// `icons` (2025-11-25 and later).
-    pub fn icons(mut self, icons: Value) -> Self {
-        self.icons = Some(icons);
-        self
-    }
-
-    /// `execution` (2025-11-25 only; dropped for other versions).
-    pub fn execution(mut self, execution: Value) -> Self {
-        self.execution = Some(execution);
-        self
-    }
-
-    /// `_meta`, served verbatim (2025-06-18 and later).
-    pub fn meta(mut self, meta: Map<String, Value>) -> Self {
-        self.meta = Some(meta);
-        self
-    }
-
-    /// A JSON Schema the `diagnostics` of this tool's [`ToolFailure`](crate::ToolFailure)s must
-    /// satisfy. Compiled at registration like the other schemas; not listed by itself (the
-    /// output-schema wrapper of envelope mode is where a client sees it). A failure whose
-    /// diagnostics break it is the application breaking its own contract, answered as an
-    /// invalid `structuredContent` is: the generic internal error (`-32603`). Without one, any
-    /// JSON value is accepted. Default none.
-    pub fn failure_diagnostics_schema(mut self, schema: Value) -> Self {
-        self.diagnostics_schema = Some(schema);
-        self
-    }
-
-    /// The diagnostics schema as declared with
-    /// [`failure_diagnostics_schema`](Self::failure_diagnostics_schema), if any.
-    pub fn declared_diagnostics_schema(&self) -> Option<&Value> {
-        self.diagnostics_schema.as_ref()
-    }
-
-    /// Hides the tool from callers the gate refuses and refuses their calls with the same error
-    /// an unknown tool gets, so its existence does not leak.
-    pub fn gate(mut self, gate: Gate) -> Self {
-        self.gate = Some(gate);
-        self
-    }
-
-    /// Links the tool to the app at `resource_uri` (MCP Apps): a host that supports apps renders
-    /// the tool's results in it. The listing's `_meta` gets `ui.resourceUri` and
-    /// `ui.visibility` (other members of a `ui` object declared with [`meta`](Self::meta)
-    /// stay), and the deprecated flat `"ui/resourceUri"` that hosts older than the stable
-    /// specification read. The app must be registered first
-    /// ([`RegistryMut::add_app`](crate::RegistryMut::add_app), or the compact apps shell):
-    /// linking to any other URI is refused ([`RegistryError::InvalidApp`]). A result of a linked
-    /// tool that selects a view the app does not declare, or has no content at all, is replaced
-    /// by an `invalid_result` tool failure (see
-    /// [`ToolOutput::presentation`](crate::ToolOutput::presentation)).
-    pub fn ui(mut self, resource_uri: impl Into<String>, visibility: crate::apps::Visibility) -> Self {
-        self.ui = Some(Box::new(crate::apps::UiLink { resource_uri: resource_uri.into(), visibility }));
-        self
-    }
-
-    /// The app this tool links to and who may call it, as declared with [`ui`](Self::ui).
-    pub fn declared_ui(&self) -> Option<(&str, crate::apps::Visibility)> {
-        self.ui.as_ref().map(|l| (l.resource_uri.as_str(), l.visibility))
-    }
-
-    /// Skips validating arguments against the input schema before the handler runs, for a
-    /// handler that validates them itself. The schema is still listed.
-    pub fn skip_input_validation(mut self) -> Self {
-        self.validate_input = false;
-        self
-    }
-
-    pub(crate) fn listing(&self, v: ProtocolVersion) -> String {
-        let mut m = Map::new();
-        m.insert("name".into(), Value::String(self.name.clone()));
-        if v.has_structured_output() {
-            if let Some(t) = &self.title {
-                m.insert("title".into(), Value::String(t.clone()));
-            }
-        }
-        if let Some(d) = &self.description {
-            m.insert("description".into(), Value::String(d.clone()));
-        }
-        m.insert("inputSchema".into(), self.input_schema.clone());
-        if v.has_structured_output() {
-            if let Some(s) = &self.output_schema {
-                m.insert("outputSchema".into(), s.clone());
-            }
-        }
-        if let Some(a) = &self.annotations {
-            m.insert("annotations".into(), Value::Object(a.clone()));
-        }
-        if v.has_icons() {
-            if let Some(i) = &self.icons {
-                m.insert("icons".into(), i.clone());
-            }
-        }
-        if v.has_tool_execution() {
-            if let Some(e) = &self.execution {
-                m.insert("execution".into(), e.clone());
-            }
-        }
-        if v.has_structured_output() {
-            match (&self.ui, &self.meta) {
-                (Some(link), meta) => {
-                    m.insert("_meta".into(), Value::Object(link.merged_into(meta.as_ref())));
-                }
-                (None, Some(meta)) => {
-                    m.insert("_meta".into(), Value::Object(meta.clone()));
-                }
-                (None, None) => {}
-            }
-        }
-        serde_json::to_string(&Value::Object(m)).unwrap_or_default()
-    }
-}
-
-/// Why a registration was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RegistryError {
-    /// The name breaks the 2025-11-25 rules: 1 to 128 characters from `A-Z a-z 0-9 _ - .`.
-    InvalidName(String),
-    /// An item with that name is already registered.
-    Duplicate(String),
-    /// A schema is not usable: not an object schema, or it does not compile (an unknown
-    /// `$schema`, a remote `$ref`, an invalid keyword). The text says which.
-    InvalidSchema(String),
-    /// A URI template this engine cannot match unambiguously (see
-    /// [`ResourceTemplate::new`](crate::ResourceTemplate::new)).
-    InvalidTemplate(String),
-    /// An empty URI or name, or a URI over [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes).
-    InvalidUri(String),
-    /// An extension id that is not a prefixed `_meta`-style key, or settings that are not a
-    /// JSON object (see [`Extension`](crate::Extension)). The text says which.
-    InvalidExtension(String),
-    /// An MCP App, a tool's link to one, or the apps shell, refused for the reason given.
-    InvalidApp(crate::apps::AppError),
-    /// A [`Skill`](crate::Skill) that cannot be served: a malformed root or file path, a name
-    /// that breaks the Agent Skills rules, a frontmatter `name` other than the root's last
-    /// segment, a missing description, a skill nested in another. The text says which.
-    InvalidSkill(String),
-    /// A skill with more files than [`MAX_SKILL_RESOURCES`](crate::skills::MAX_SKILL_RESOURCES)
-    /// (512, `SKILL.md` included), the extension's per-skill limit.
-    SkillTooManyFiles {
-        /// The skill's `SKILL.md` URI.
-        uri: String,
-        /// How many files it has, `SKILL.md` included.
-        files: usize,
-        /// The limit.
-        limit: usize,
-    },
-    /// A skill whose files hold more than [`MAX_SKILL_BYTES`](crate::skills::MAX_SKILL_BYTES)
-    /// (16 MiB) together, the extension's per-skill limit.
-    SkillTooLarge {
-        /// The skill's `SKILL.md` URI.
-        uri: String,
-        /// Its files' total size in bytes, `SKILL.md` included.
-        bytes: u64,
-        /// The limit.
-        limit: u64,
-    },
-}
-
-impl From<crate::apps::AppError> for RegistryError {
-    fn from(e: crate::apps::AppError) -> Self {
-        RegistryError::InvalidApp(e)
-    }
-}
-
-impl fmt::Display for RegistryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RegistryError::InvalidName(n) => {
-                write!(f, "invalid tool name {n:?}: use 1 to 128 characters from A-Z a-z 0-9 _ - .")
-            }
-            RegistryError::Duplicate(n) => write!(f, "{n:?} is already registered"),
-            RegistryError::InvalidSchema(e) => write!(f, "invalid schema: {e}"),
-            RegistryError::InvalidTemplate(e) => write!(f, "invalid URI template {e}"),
-            RegistryError::InvalidUri(e) => write!(f, "invalid resource: {e}"),
-            RegistryError::InvalidExtension(e) => write!(f, "invalid extension: {e}"),
-            RegistryError::InvalidApp(e) => write!(f, "invalid app: {e}"),
-            RegistryError::InvalidSkill(e) => write!(f, "invalid skill {e}"),
-            RegistryError::SkillTooManyFiles { uri, files, limit } => {
-                write!(f, "skill {uri:?} has {files} files, over the limit of {limit} (SKILL.md included)")
-            }
-            RegistryError::SkillTooLarge { uri, bytes, limit } => {
-                write!(f, "skill {uri:?} holds {bytes} bytes, over the limit of {limit}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for RegistryError {}
+// The leaves below the registry own these; this path stays valid for the engine.
+pub(crate) use crate::registry_error::RegistryError;
+pub(crate) use crate::tool::{TaskSupport, Tool};
 
 fn valid_tool_name(name: &str) -> bool {
     (1..=MAX_TOOL_NAME).contains(&name.len())
@@ -585,7 +267,7 @@ pub(crate) struct Registry<H> {
     /// The tools' search index, kept only where something searches (compact publication).
     pub(crate) search: Option<crate::search::SearchIndex>,
     /// MCP Apps: each registered app's views, and the compact apps shell.
-    pub(crate) apps: crate::apps::Apps<H>,
+    pub(crate) apps: Apps<H>,
     /// Tools that may run as tasks: while there is one, the engine serves the Tasks extension.
     pub(crate) task_tools: usize,
     /// Looks up tasks the engine does not hold ([`crate::RegistryMut::set_task_lookup`]).
@@ -604,7 +286,7 @@ impl<H> Default for Registry<H> {
             gate: None,
             extensions: BTreeMap::new(),
             search: None,
-            apps: crate::apps::Apps::default(),
+            apps: Apps::default(),
             task_tools: 0,
             task_lookup: None,
         }
@@ -634,7 +316,7 @@ impl<H> Registry<H> {
         }
         if self.apps.shell.as_ref().is_some_and(|s| s.resource.uri == resource.uri) {
             let item = format!("resource {:?}", resource.uri);
-            return Err(crate::apps::AppError::ShellConflict { uri: resource.uri, item }.into());
+            return Err(AppError::ShellConflict { uri: resource.uri, item }.into());
         }
         let listings = listings(|v| resource.listing(v));
         let source = Source::Handler(handler);
@@ -711,7 +393,7 @@ impl<H> Registry<H> {
         let matcher = UriTemplate::parse(&template.uri_template)?;
         if let Some(shell) = self.apps.shell.as_ref().filter(|s| matcher.matches(&s.resource.uri).is_some()) {
             let item = format!("template {:?}", template.uri_template);
-            return Err(crate::apps::AppError::ShellConflict { uri: shell.resource.uri.clone(), item }.into());
+            return Err(AppError::ShellConflict { uri: shell.resource.uri.clone(), item }.into());
         }
         let listings = listings(|v| template.listing(v));
         self.templates.insert(
@@ -752,8 +434,7 @@ impl<H> Registry<H> {
             )));
         }
         if let Some(link) = tool.ui.as_ref().filter(|l| !self.apps.knows(&l.resource_uri)) {
-            let e =
-                crate::apps::AppError::NotAnApp { tool: tool.name.clone(), uri: link.resource_uri.clone() };
+            let e = AppError::NotAnApp { tool: tool.name.clone(), uri: link.resource_uri.clone() };
             return Err(e.into());
         }
         let input = if tool.validate_input { Some(compile(&tool.input_schema)?) } else { None };
@@ -793,7 +474,7 @@ impl<H> Registry<H> {
     ) -> Result<(), RegistryError> {
         extension.checked()?;
         // An explicit declaration of the apps extension replaces the one apps made.
-        if extension.id() == crate::apps::EXTENSION_ID && self.apps.auto_declared {
+        if extension.id() == apps::EXTENSION_ID && self.apps.auto_declared {
             self.extensions.remove(extension.id());
             self.apps.auto_declared = false;
         }
@@ -819,6 +500,71 @@ impl<H> Registry<H> {
             self.task_tools = self.task_tools.saturating_sub(1);
         }
         Some(tool)
+    }
+}
+
+/// MCP Apps: registering apps and mounting the shell ([`crate::apps`] checks them first).
+impl<H> Registry<H> {
+    /// Registers `app` (already [checked](App::check)) as a resource read by `handler`, and
+    /// declares the extension.
+    pub(crate) fn add_app(&mut self, app: &App, handler: H, max_uri: usize) -> Result<(), RegistryError> {
+        self.add_resource(app.resource(), handler, max_uri)?;
+        self.apps.views.insert(app.uri().to_owned(), app.declared_views().to_vec());
+        self.declare_apps();
+        Ok(())
+    }
+
+    /// Mounts the apps shell (already [checked](App::check)): exclusive, so no resource may
+    /// have its URI and no template match it.
+    pub(crate) fn mount_shell(
+        &mut self,
+        app: App,
+        handler: H,
+        compact: bool,
+        max_uri: usize,
+    ) -> Result<(), RegistryError> {
+        if app.uri().len() > max_uri {
+            // A read of a longer URI is refused before it is resolved: the shell could never be read.
+            return Err(RegistryError::InvalidUri(format!(
+                "{:?}: the URI must be at most {max_uri} bytes",
+                app.uri()
+            )));
+        }
+        if !compact {
+            return Err(AppError::ShellNeedsCompact.into());
+        }
+        if let Some(s) = &self.apps.shell {
+            return Err(AppError::ShellTaken { uri: s.resource.uri.clone() }.into());
+        }
+        let uri = app.uri().to_owned();
+        let conflict = if self.resources.contains_key(&uri) {
+            Some(format!("resource {uri:?}"))
+        } else {
+            self.templates
+                .values()
+                .find(|t| t.matcher.matches(&uri).is_some())
+                .map(|t| format!("template {:?}", t.template.uri_template))
+        };
+        if let Some(item) = conflict {
+            return Err(AppError::ShellConflict { uri, item }.into());
+        }
+        self.apps.shell = Some(Shell { resource: app.resource(), app, handler });
+        self.declare_apps();
+        Ok(())
+    }
+
+    /// Declares the extension, unless the application already did. The settings name the
+    /// media type this server's apps are served as: the specification defines settings only
+    /// for clients (`mimeTypes`, the types a host renders), and the same member on the server
+    /// side tells a client what it would be asked to render.
+    fn declare_apps(&mut self) {
+        if self.extensions.contains_key(apps::EXTENSION_ID) {
+            return;
+        }
+        let settings = serde_json::json!({ "mimeTypes": [apps::APP_MIME_TYPE] });
+        self.extensions
+            .insert(apps::EXTENSION_ID.to_owned(), crate::Extension::new(apps::EXTENSION_ID, settings));
+        self.apps.auto_declared = true;
     }
 }
 

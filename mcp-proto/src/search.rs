@@ -38,7 +38,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::registry::Tool;
+use crate::tool::Tool;
 
 /// Score of a query term that is a token of the tool's name.
 pub(crate) const W_NAME: u32 = 10;

@@ -58,7 +58,7 @@ use sha2::{Digest, Sha256};
 
 use crate::caller::Gate;
 use crate::items::{CacheHint, Resource};
-use crate::registry::RegistryError;
+use crate::registry_error::RegistryError;
 
 /// The extension's identifier, as declared under `capabilities.extensions`.
 pub const EXTENSION_ID: &str = "io.modelcontextprotocol/skills";

@@ -1,9 +1,43 @@
 //! Checks of the client's answers to an input request, before a handler sees them.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
-use super::forms::{check_value, clip, field};
-use super::InvalidAnswer;
+use super::forms::{check_value, field};
+use crate::json::clip;
+use crate::jsonrpc::RpcError;
+
+/// The client's answer does not match what was asked: a protocol error (`-32602`) by the rules
+/// of SEP-2322, never silently handed to the handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidAnswer {
+    message: String,
+}
+
+impl InvalidAnswer {
+    pub(super) fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+
+    /// What is wrong, in words safe to send back (peer-chosen keys are clipped).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// `-32602` carrying the message.
+    pub fn rpc_error(&self) -> RpcError {
+        RpcError::invalid_params(format!("invalid input response: {}", self.message))
+    }
+}
+
+impl fmt::Display for InvalidAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for InvalidAnswer {}
 
 /// The `action` of an elicitation answer.
 pub(super) fn elicit_action(obj: &Map<String, Value>) -> Result<&str, InvalidAnswer> {

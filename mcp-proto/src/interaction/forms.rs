@@ -5,6 +5,8 @@ use std::cmp::Ordering;
 
 use serde_json::{json, Map, Number, Value};
 
+use crate::json::clip;
+
 // ---------------------------------------------------------------------------------------------
 // Elicitation schemas and answers
 // ---------------------------------------------------------------------------------------------
@@ -463,17 +465,4 @@ pub(super) fn is_date_time(s: &str) -> bool {
         }
     }
     check(s.as_bytes()).is_some()
-}
-
-/// Keeps error messages bounded whatever key or value the peer chose.
-pub(super) fn clip(s: &str) -> &str {
-    const MAX: usize = 64;
-    if s.len() <= MAX {
-        return s;
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.get(..end).unwrap_or("")
 }

@@ -24,6 +24,7 @@ use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use crate::json::clip;
 use crate::jsonrpc::{ErrorCode, RpcError};
 use crate::ProtocolVersion;
 
@@ -33,8 +34,10 @@ mod sealed;
 #[cfg(test)]
 mod tests;
 
+// Defined with the checks that raise it, so answers.rs needs nothing from this file.
+pub use answers::InvalidAnswer;
 use answers::{elicit_action, validate_elicit_answer, validate_roots_answer, validate_sample_answer};
-use forms::{clip, is_integer_text, is_uri, validate_schema};
+use forms::{is_integer_text, is_uri, validate_schema};
 pub use sealed::{
     arguments_digest, open_state, open_state_with_expiry, seal_state, RequestState, StateBinding, StateError,
 };
@@ -518,34 +521,3 @@ impl fmt::Display for Unsupported {
 }
 
 impl std::error::Error for Unsupported {}
-
-/// The client's answer does not match what was asked: a protocol error (`-32602`) by the rules
-/// of SEP-2322, never silently handed to the handler.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidAnswer {
-    message: String,
-}
-
-impl InvalidAnswer {
-    fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
-    }
-
-    /// What is wrong, in words safe to send back (peer-chosen keys are clipped).
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    /// `-32602` carrying the message.
-    pub fn rpc_error(&self) -> RpcError {
-        RpcError::invalid_params(format!("invalid input response: {}", self.message))
-    }
-}
-
-impl fmt::Display for InvalidAnswer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for InvalidAnswer {}

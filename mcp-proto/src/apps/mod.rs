@@ -22,12 +22,17 @@
 //! The engine does not parse, sanitise or run the HTML: the host owns the document and
 //! enforces the policy. Keep secrets and private state out of it.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
 use serde_json::{Map, Value};
 
 use crate::content::ToolOutput;
 use crate::items::{CacheHint, Resource};
+// Below the registry with `RegistryError`, which carries it; its public path is this one.
+pub use crate::registry_error::AppError;
+
+mod checks;
+
+use checks::check_origin;
+pub use checks::check_ui_uri;
 
 /// The extension's id, declared under `capabilities.extensions` once any app is registered.
 pub const EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
@@ -477,254 +482,6 @@ impl App {
     }
 }
 
-/// Why an app, a link to one or the apps shell was refused; [`RegistryError::InvalidApp`]
-/// carries it.
-///
-/// [`RegistryError::InvalidApp`]: crate::RegistryError::InvalidApp
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AppError {
-    /// The URI is not a `ui://` URI with an authority and without credentials, query or
-    /// fragment, or holds characters a URI cannot.
-    Uri {
-        /// The URI as given.
-        uri: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The HTML document is empty.
-    EmptyHtml,
-    /// The HTML document is over [`MAX_APP_HTML_BYTES`].
-    HtmlTooLarge {
-        /// Its size in bytes.
-        bytes: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// A CSP entry is not an origin the field allows (see [`AppCsp`]).
-    Csp {
-        /// The wire name of the list: `connectDomains`, `resourceDomains`, `frameDomains` or
-        /// `baseUriDomains`.
-        field: &'static str,
-        /// The entry as given.
-        entry: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The `domain` is empty or holds whitespace or control characters.
-    Domain {
-        /// The domain as given.
-        domain: String,
-    },
-    /// A view identifier is empty or declared twice.
-    View {
-        /// The view as given.
-        view: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The configuration without the HTML encodes to more than [`MAX_APP_CONFIG_BYTES`].
-    ConfigTooLarge {
-        /// Its encoded size.
-        bytes: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// The encoded `resources/read` result (the HTML JSON-escaped, the metadata, the largest
-    /// id a request may carry) would exceed
-    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes).
-    ReadTooLarge {
-        /// Its encoded size.
-        bytes: usize,
-        /// The bound.
-        max: usize,
-    },
-    /// A tool links to a URI no registered app (or the apps shell) has.
-    NotAnApp {
-        /// The tool.
-        tool: String,
-        /// The URI it links to.
-        uri: String,
-    },
-    /// The apps shell's URI is exclusive: a resource has it, or a template matches it.
-    ShellConflict {
-        /// The shell's URI.
-        uri: String,
-        /// The item that has or matches it (`resource ...`, `template ...`).
-        item: String,
-    },
-    /// A server has one apps shell, and it is already mounted.
-    ShellTaken {
-        /// The mounted shell's URI.
-        uri: String,
-    },
-    /// The apps shell is linked from compact publication's `call_tool`; a direct server links
-    /// its tools one by one ([`Tool::ui`](crate::Tool::ui)).
-    ShellNeedsCompact,
-}
-
-impl std::fmt::Display for AppError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AppError::Uri { uri, reason } => write!(f, "app URI {uri:?}: {reason}"),
-            AppError::EmptyHtml => write!(f, "app html: the document must not be empty"),
-            AppError::HtmlTooLarge { bytes, max } => {
-                write!(f, "app html: {bytes} bytes exceeds the {max}-byte limit")
-            }
-            AppError::Csp { field, entry, reason } => write!(f, "app csp.{field} entry {entry:?}: {reason}"),
-            AppError::Domain { domain } => {
-                write!(f, "app domain {domain:?}: must be non-empty, without whitespace or control characters")
-            }
-            AppError::View { view, reason } => write!(f, "app view {view:?}: {reason}"),
-            AppError::ConfigTooLarge { bytes, max } => write!(
-                f,
-                "app configuration (everything but the html): {bytes} bytes encoded exceeds the {max}-byte limit"
-            ),
-            AppError::ReadTooLarge { bytes, max } => write!(
-                f,
-                "app html: the encoded resources/read result of {bytes} bytes exceeds the {max}-byte response limit"
-            ),
-            AppError::NotAnApp { tool, uri } => {
-                write!(f, "tool {tool:?} links to {uri:?}, which is no registered app")
-            }
-            AppError::ShellConflict { uri, item } => {
-                write!(f, "the apps shell's URI {uri:?} is exclusive, but {item} has it")
-            }
-            AppError::ShellTaken { uri } => write!(f, "the apps shell is already mounted at {uri:?}"),
-            AppError::ShellNeedsCompact => write!(
-                f,
-                "the apps shell is linked from compact publication's call_tool: use Mode::Compact, or link \
-                 tools to apps one by one (Tool::ui) in direct mode"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for AppError {}
-
-/// Whether `uri` may name an app: `ui://`, an authority without userinfo, no query or
-/// fragment, and only characters a URI may hold (RFC 3986: ASCII, no space, no `"<>\^`{|}`,
-/// `%` only before two hex digits).
-pub fn check_ui_uri(uri: &str) -> Result<(), AppError> {
-    let bad = |reason| Err(AppError::Uri { uri: uri.to_owned(), reason });
-    let Some(rest) = uri.strip_prefix("ui://") else { return bad("must start with \"ui://\"") };
-    let b = uri.as_bytes();
-    for (i, c) in b.iter().enumerate() {
-        let ok = c.is_ascii_graphic() && !b"\"<>\\^`{|}".contains(c);
-        if !ok {
-            return bad(
-                "holds a character a URI cannot (non-ASCII, a space, a control or one of \"<>\\^`{|})",
-            );
-        }
-        if *c == b'%' {
-            let hex = |j: usize| b.get(j).is_some_and(u8::is_ascii_hexdigit);
-            if !(hex(i + 1) && hex(i + 2)) {
-                return bad("'%' must start a percent-encoding of two hex digits");
-            }
-        }
-    }
-    if uri.contains('?') {
-        return bad("must not have a query");
-    }
-    if uri.contains('#') {
-        return bad("must not have a fragment");
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.is_empty() {
-        return bad("needs an authority (ui://name/...)");
-    }
-    if authority.contains('@') {
-        return bad("must not carry credentials (userinfo)");
-    }
-    Ok(())
-}
-
-/// Whether `entry` is an origin a CSP list allows (see [`AppCsp`]); the reason when not.
-fn check_origin(entry: &str, websockets: bool) -> Result<(), &'static str> {
-    if entry == "*" {
-        return Err("a bare wildcard allows every origin; name the origins");
-    }
-    if entry.starts_with('\'') {
-        return Err("a CSP keyword ('self', 'none', ...) is not an origin");
-    }
-    let rest = ["https://", "http://"]
-        .into_iter()
-        .chain(if websockets { ["wss://", "ws://"].as_slice() } else { [].as_slice() }.iter().copied())
-        .find_map(|s| entry.strip_prefix(s));
-    let Some(rest) = rest else {
-        return Err(if websockets {
-            "must be an http(s) or ws(s) origin, such as https://api.example.com"
-        } else {
-            "must be an http(s) origin, such as https://cdn.example.com"
-        });
-    };
-    if rest.contains('@') {
-        return Err("must not carry credentials");
-    }
-    if rest.contains(['/', '?', '#']) {
-        return Err("must be an origin without a path, query or fragment");
-    }
-    // The host, and the port after the last ':' outside an IPv6 literal's brackets.
-    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
-        let Some((addr, after)) = v6.split_once(']') else { return Err("an IPv6 address needs its ']'") };
-        if addr.parse::<Ipv6Addr>().is_err() {
-            return Err("not a valid IPv6 address");
-        }
-        match after {
-            "" => (None, None),
-            p => match p.strip_prefix(':') {
-                Some(p) => (None, Some(p)),
-                None => return Err("only a port may follow the host"),
-            },
-        }
-    } else {
-        match rest.rsplit_once(':') {
-            Some((h, p)) => (Some(h), Some(p)),
-            None => (Some(rest), None),
-        }
-    };
-    if let Some(p) = port {
-        let valid = !p.is_empty() && p.len() <= 5 && p.bytes().all(|c| c.is_ascii_digit());
-        if !valid || !p.parse::<u32>().is_ok_and(|n| (1..=65_535).contains(&n)) {
-            return Err("the port must be a number from 1 to 65535");
-        }
-    }
-    if let Some(host) = host {
-        let (wild, name) = match host.strip_prefix("*.") {
-            Some(n) => (true, n),
-            None => (false, host),
-        };
-        if name.contains('*') {
-            return Err("a wildcard may only be a leading \"*.\" subdomain");
-        }
-        if !valid_host(name, wild) {
-            return Err("not a valid host name or IPv4 address");
-        }
-    }
-    Ok(())
-}
-
-/// A DNS name (labels of letters, digits and inner hyphens, each 1 to 63 bytes, 253 in all), or
-/// (without a wildcard) an IPv4 address. A name whose last label is all digits must be an IPv4
-/// address: no top-level domain is numeric.
-fn valid_host(name: &str, wildcard: bool) -> bool {
-    if name.is_empty() || name.len() > 253 {
-        return false;
-    }
-    let last_numeric =
-        name.rsplit('.').next().is_some_and(|l| !l.is_empty() && l.bytes().all(|c| c.is_ascii_digit()));
-    if last_numeric {
-        return !wildcard && name.parse::<Ipv4Addr>().is_ok();
-    }
-    name.split('.').all(|l| {
-        let b = l.as_bytes();
-        (1..=63).contains(&b.len())
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
-            && b.first().is_some_and(u8::is_ascii_alphanumeric)
-            && b.last().is_some_and(u8::is_ascii_alphanumeric)
-    })
-}
-
 impl ToolOutput {
     /// A result that shows `data` in the app view `view`: `data` is the structured output
     /// (`structuredContent`, from which the engine writes the text copy clients without the
@@ -799,74 +556,6 @@ pub(crate) struct Shell<H> {
     pub(crate) handler: H,
 }
 
-impl<H> crate::registry::Registry<H> {
-    /// Registers `app` (already [checked](App::check)) as a resource read by `handler`, and
-    /// declares the extension.
-    pub(crate) fn add_app(
-        &mut self,
-        app: &App,
-        handler: H,
-        max_uri: usize,
-    ) -> Result<(), crate::RegistryError> {
-        self.add_resource(app.resource(), handler, max_uri)?;
-        self.apps.views.insert(app.uri.clone(), app.views.clone());
-        self.declare_apps();
-        Ok(())
-    }
-
-    /// Mounts the apps shell (already [checked](App::check)): exclusive, so no resource may
-    /// have its URI and no template match it.
-    pub(crate) fn mount_shell(
-        &mut self,
-        app: App,
-        handler: H,
-        compact: bool,
-        max_uri: usize,
-    ) -> Result<(), crate::RegistryError> {
-        if app.uri.len() > max_uri {
-            // A read of a longer URI is refused before it is resolved: the shell could never be read.
-            return Err(crate::RegistryError::InvalidUri(format!(
-                "{:?}: the URI must be at most {max_uri} bytes",
-                app.uri
-            )));
-        }
-        if !compact {
-            return Err(AppError::ShellNeedsCompact.into());
-        }
-        if let Some(s) = &self.apps.shell {
-            return Err(AppError::ShellTaken { uri: s.resource.uri.clone() }.into());
-        }
-        let uri = app.uri.clone();
-        let conflict = if self.resources.contains_key(&uri) {
-            Some(format!("resource {uri:?}"))
-        } else {
-            self.templates
-                .values()
-                .find(|t| t.matcher.matches(&uri).is_some())
-                .map(|t| format!("template {:?}", t.template.uri_template))
-        };
-        if let Some(item) = conflict {
-            return Err(AppError::ShellConflict { uri, item }.into());
-        }
-        self.apps.shell = Some(Shell { resource: app.resource(), app, handler });
-        self.declare_apps();
-        Ok(())
-    }
-
-    /// Declares the extension, unless the application already did. The settings name the
-    /// media type this server's apps are served as: the specification defines settings only
-    /// for clients (`mimeTypes`, the types a host renders), and the same member on the server
-    /// side tells a client what it would be asked to render.
-    fn declare_apps(&mut self) {
-        if self.extensions.contains_key(EXTENSION_ID) {
-            return;
-        }
-        let settings = serde_json::json!({ "mimeTypes": [APP_MIME_TYPE] });
-        self.extensions.insert(EXTENSION_ID.to_owned(), crate::Extension::new(EXTENSION_ID, settings));
-        self.apps.auto_declared = true;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -876,31 +565,6 @@ mod tests {
             Ok(()) => None,
             Err(AppError::Csp { field, entry, .. }) => Some((field, entry)),
             Err(e) => panic!("unexpected {e}"),
-        }
-    }
-
-    #[test]
-    fn ui_uris() {
-        for ok in ["ui://a", "ui://weather/dashboard", "ui://x.example:8/p/q%20r", "ui://a/b/"] {
-            assert_eq!(check_ui_uri(ok), Ok(()), "{ok}");
-        }
-        for (bad, why) in [
-            ("https://a", "ui://"),
-            ("UI://a", "ui://"),
-            ("ui:/a", "ui://"),
-            ("ui://", "authority"),
-            ("ui:///path", "authority"),
-            ("ui://user:pw@a/x", "credentials"),
-            ("ui://a/x?q=1", "query"),
-            ("ui://a/x#f", "fragment"),
-            ("ui://a/x y", "character"),
-            ("ui://a/ü", "character"),
-            ("ui://a/x%2", "percent"),
-            ("ui://a/x%zz", "percent"),
-            ("ui://a/{x}", "character"),
-        ] {
-            let e = check_ui_uri(bad).unwrap_err();
-            assert!(e.to_string().contains(why), "{bad}: {e}");
         }
     }
 
