@@ -1,6 +1,6 @@
 //! Errors sorted by who is to blame, and the one table that turns a blame into an HTTP status.
 //!
-//! Every [`RpcError`](crate::RpcError) the engine emits carries a [`Blame`]. The JSON-RPC code
+//! Every [`RpcError`](crate::jsonrpc::RpcError) the engine emits carries a [`Blame`]. The JSON-RPC code
 //! says what the error is; the blame says whose doing it is, and that is what the HTTP status
 //! reports. [`Blame::http_status`] is the only place a status is derived from an error, so
 //! the same error gets the same status wherever it is raised, and nothing re-reads encoded
@@ -13,8 +13,8 @@
 /// conduct, the peer's version or capabilities, a bound, the application, the shim, or the
 /// server stopping.
 ///
-/// Set by the [`RpcError`](crate::RpcError) constructors ([`RpcError::malformed`](crate::RpcError::malformed),
-/// [`RpcError::limit`](crate::RpcError::limit), ...; [`RpcError::new`](crate::RpcError::new) is
+/// Set by the [`RpcError`](crate::jsonrpc::RpcError) constructors ([`RpcError::malformed`](crate::jsonrpc::RpcError::malformed),
+/// [`RpcError::limit`](crate::jsonrpc::RpcError::limit), ...; [`RpcError::new`](crate::jsonrpc::RpcError::new) is
 /// [`Blame::Application`]). It never travels on the wire itself: it picks the HTTP status
 /// ([`Blame::http_status`]) and the default code ([`Blame::default_code`]).
 ///
@@ -49,7 +49,7 @@ pub enum Blame {
     /// answer must stream sent by a client that does not accept SSE (HTTP 406).
     Incompatible,
     /// A bound was reached; the [`Bound`] says which kind, and with it the status. Examples: a
-    /// frame over [`Limits::max_frame_bytes`](crate::Limits::max_frame_bytes), too many requests
+    /// frame over [`Limits::max_frame_bytes`](crate::limits::Limits::max_frame_bytes), too many requests
     /// in flight, no free stream seat, the connection table full.
     Limit(Bound),
     /// The application's own doing: a handler's public error, its private failure or panic
@@ -58,7 +58,7 @@ pub enum Blame {
     /// were not there (`-32602`, [`Blame::Misbehaving`]), so a gate betrays nothing.
     Application,
     /// The engine's API was misused by the shim or application: a reply of the wrong kind, a
-    /// legacy session without [`Config::seed`](crate::Config::seed), a tool result that breaks
+    /// legacy session without [`Config::seed`](crate::engine::Config::seed), a tool result that breaks
     /// the tool's own output schema. The peer learns only that the server failed.
     Misuse,
     /// The server is shutting down and takes no new work (`-32603` with

@@ -297,7 +297,7 @@ impl ToolOutput {
 /// not do what was asked: a missing record, a refused operation, an upstream outage.
 ///
 /// How it goes on the wire depends on the server, not on the handler (see
-/// [`Config::envelopes`](crate::Config::envelopes)): without envelopes it is today's tool error,
+/// [`Config::envelopes`](crate::engine::Config::envelopes)): without envelopes it is today's tool error,
 /// `isError: true` and the message as text; with them it also carries
 /// `structuredContent: {"failure": {"code", "message", "retryable", "diagnostics"?}}`. Either
 /// way the call is answered with a result, not a JSON-RPC error, so the model sees it.
@@ -316,7 +316,7 @@ pub struct ToolFailure {
     /// Whether the same call may succeed if made again later. Default `false`.
     pub retryable: bool,
     /// Machine-readable details (which field, which limit). Validated against the tool's
-    /// [`failure_diagnostics_schema`](crate::Tool::failure_diagnostics_schema) when it declares
+    /// [`failure_diagnostics_schema`](crate::tool::Tool::failure_diagnostics_schema) when it declares
     /// one; sent only with envelopes. Default `None`.
     pub diagnostics: Option<Value>,
     /// Content blocks to send before the failure's own text (a partial result, a link to a

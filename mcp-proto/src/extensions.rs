@@ -7,7 +7,7 @@
 //! schema has no such field, but its capability objects accept extra fields, and the MCP Apps
 //! extension (stable 2026-01-26) has clients and servers of that version negotiate through it
 //! all the same; so the engine declares extensions to 2025-11-25 sessions too, and to no older
-//! ones (see [`ProtocolVersion::has_extensions`](crate::ProtocolVersion::has_extensions)).
+//! ones (see [`ProtocolVersion::has_extensions`](crate::version::ProtocolVersion::has_extensions)).
 
 use serde_json::{Map, Value};
 

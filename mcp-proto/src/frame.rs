@@ -3,14 +3,14 @@
 //! The strict parse of a frame (and every check it makes) needs nothing of the engine's state but
 //! its [`Limits`], so a shim can run it on the connection's own task, before the frame reaches
 //! whatever owns the engine: a huge or hostile frame then costs its sender, not every client
-//! waiting for the engine. [`Engine::handle_frame`](crate::Engine::handle_frame) is exactly
-//! [`Decoded::new`] followed by [`Engine::handle_decoded`](crate::Engine::handle_decoded).
+//! waiting for the engine. [`Engine::handle_frame`](crate::engine::Engine::handle_frame) is exactly
+//! [`Decoded::new`] followed by [`Engine::handle_decoded`](crate::engine::Engine::handle_decoded).
 
 use crate::json::{self, DecodeError, RawFrame};
-use crate::Limits;
+use crate::limits::Limits;
 
-/// A frame after the strict parse, ready for [`Engine::handle_decoded`](crate::Engine::handle_decoded)
-/// or [`Engine::handle_http_decoded`](crate::Engine::handle_http_decoded). Owns everything it
+/// A frame after the strict parse, ready for [`Engine::handle_decoded`](crate::engine::Engine::handle_decoded)
+/// or [`Engine::handle_http_decoded`](crate::engine::Engine::handle_http_decoded). Owns everything it
 /// needs, so it can be sent to another task or thread. A frame that did not decode is carried
 /// too: the engine answers it with the right error for the connection it arrived on.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! `arbitrary_precision`, rounds big numbers through `f64`. Both are silent data changes, so the
 //! engine decodes through its own visitor instead: numbers keep their exact text, a repeated key
 //! or two keys that case-fold onto each other are recorded as a [`Fault`], and so is nesting past
-//! [`Limits::max_depth`](crate::Limits::max_depth). A fault does not stop the parse: the rest of
+//! [`Limits::max_depth`](crate::limits::Limits::max_depth). A fault does not stop the parse: the rest of
 //! the frame is still read, so that a request with a bad `params` can be answered with its own id
 //! and a syntax error later in the frame still wins as `-32700`.
 

@@ -270,7 +270,7 @@ pub(crate) struct Registry<H> {
     pub(crate) apps: Apps<H>,
     /// Tools that may run as tasks: while there is one, the engine serves the Tasks extension.
     pub(crate) task_tools: usize,
-    /// Looks up tasks the engine does not hold ([`crate::RegistryMut::set_task_lookup`]).
+    /// Looks up tasks the engine does not hold ([`crate::engine::RegistryMut::set_task_lookup`]).
     pub(crate) task_lookup: Option<H>,
 }
 
@@ -327,7 +327,11 @@ impl<H> Registry<H> {
     /// Registers a skill: its entry, and each of its files as a resource. Refused whole, before
     /// anything changes, when the skill is invalid, its `SKILL.md` URI is taken, one of its
     /// files' URIs is a registered resource, or it nests in (or holds) another skill.
-    pub(crate) fn add_skill(&mut self, skill: crate::Skill, max_uri: usize) -> Result<(), RegistryError> {
+    pub(crate) fn add_skill(
+        &mut self,
+        skill: crate::skills::Skill,
+        max_uri: usize,
+    ) -> Result<(), RegistryError> {
         let entry = crate::skills::SkillEntry::new(skill, max_uri)?;
         if self.skills.contains_key(entry.uri()) {
             return Err(RegistryError::Duplicate(entry.uri().to_owned()));
@@ -364,7 +368,7 @@ impl<H> Registry<H> {
     }
 
     /// Unregisters the skill whose `SKILL.md` is at `uri`, and its files.
-    pub(crate) fn remove_skill(&mut self, uri: &str) -> Option<crate::Skill> {
+    pub(crate) fn remove_skill(&mut self, uri: &str) -> Option<crate::skills::Skill> {
         let entry = self.skills.remove(uri)?;
         for (r, _) in &entry.files {
             self.resources.remove(&r.uri);
@@ -562,8 +566,10 @@ impl<H> Registry<H> {
             return;
         }
         let settings = serde_json::json!({ "mimeTypes": [apps::APP_MIME_TYPE] });
-        self.extensions
-            .insert(apps::EXTENSION_ID.to_owned(), crate::Extension::new(apps::EXTENSION_ID, settings));
+        self.extensions.insert(
+            apps::EXTENSION_ID.to_owned(),
+            crate::extensions::Extension::new(apps::EXTENSION_ID, settings),
+        );
         self.apps.auto_declared = true;
     }
 }
@@ -646,7 +652,8 @@ mod tests {
     #[test]
     fn skills_are_refused_whole_when_they_collide_or_nest() {
         let mut r = Registry::<()>::default();
-        let skill = |root: &str| crate::Skill::new(root, "d", "b").file("docs/a.md", "text/markdown", "a");
+        let skill =
+            |root: &str| crate::skills::Skill::new(root, "d", "b").file("docs/a.md", "text/markdown", "a");
         r.add_skill(skill("skill://acme/refunds"), 2048).unwrap();
         assert_eq!(r.skills.len(), 1);
         assert_eq!(r.resources.len(), 2, "SKILL.md and docs/a.md");
@@ -675,7 +682,9 @@ mod tests {
         assert!(r.skill_dirs.contains_key("skill://acme/refunds-eu/docs"));
         assert!(r.remove_skill("skill://acme/refunds/SKILL.md").is_none());
         // The engine declares the extension itself.
-        let e = r.add_extension(crate::Extension::new(crate::skills::EXTENSION_ID, json!({}))).unwrap_err();
+        let e = r
+            .add_extension(crate::extensions::Extension::new(crate::skills::EXTENSION_ID, json!({})))
+            .unwrap_err();
         assert!(matches!(e, RegistryError::InvalidExtension(_)), "{e}");
     }
 

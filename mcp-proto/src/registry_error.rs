@@ -18,16 +18,16 @@ pub enum RegistryError {
     /// `$schema`, a remote `$ref`, an invalid keyword). The text says which.
     InvalidSchema(String),
     /// A URI template this engine cannot match unambiguously (see
-    /// [`ResourceTemplate::new`](crate::ResourceTemplate::new)).
+    /// [`ResourceTemplate::new`](crate::items::ResourceTemplate::new)).
     InvalidTemplate(String),
-    /// An empty URI or name, or a URI over [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes).
+    /// An empty URI or name, or a URI over [`Limits::max_uri_bytes`](crate::limits::Limits::max_uri_bytes).
     InvalidUri(String),
     /// An extension id that is not a prefixed `_meta`-style key, or settings that are not a
-    /// JSON object (see [`Extension`](crate::Extension)). The text says which.
+    /// JSON object (see [`Extension`](crate::extensions::Extension)). The text says which.
     InvalidExtension(String),
     /// An MCP App, a tool's link to one, or the apps shell, refused for the reason given.
     InvalidApp(AppError),
-    /// A [`Skill`](crate::Skill) that cannot be served: a malformed root or file path, a name
+    /// A [`Skill`](crate::skills::Skill) that cannot be served: a malformed root or file path, a name
     /// that breaks the Agent Skills rules, a frontmatter `name` other than the root's last
     /// segment, a missing description, a skill nested in another. The text says which.
     InvalidSkill(String),
@@ -87,7 +87,7 @@ impl std::error::Error for RegistryError {}
 /// Why an app, a link to one or the apps shell was refused; [`RegistryError::InvalidApp`]
 /// carries it.
 ///
-/// [`RegistryError::InvalidApp`]: crate::RegistryError::InvalidApp
+/// [`RegistryError::InvalidApp`]: crate::registry_error::RegistryError::InvalidApp
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AppError {
@@ -108,7 +108,7 @@ pub enum AppError {
         /// The bound.
         max: usize,
     },
-    /// A CSP entry is not an origin the field allows (see [`AppCsp`](crate::AppCsp)).
+    /// A CSP entry is not an origin the field allows (see [`AppCsp`](crate::apps::AppCsp)).
     Csp {
         /// The wire name of the list: `connectDomains`, `resourceDomains`, `frameDomains` or
         /// `baseUriDomains`.
@@ -140,7 +140,7 @@ pub enum AppError {
     },
     /// The encoded `resources/read` result (the HTML JSON-escaped, the metadata, the largest
     /// id a request may carry) would exceed
-    /// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes).
+    /// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes).
     ReadTooLarge {
         /// Its encoded size.
         bytes: usize,
@@ -167,7 +167,7 @@ pub enum AppError {
         uri: String,
     },
     /// The apps shell is linked from compact publication's `call_tool`; a direct server links
-    /// its tools one by one ([`Tool::ui`](crate::Tool::ui)).
+    /// its tools one by one ([`Tool::ui`](crate::tool::Tool::ui)).
     ShellNeedsCompact,
 }
 

@@ -28,9 +28,9 @@
 //! other clients. Registering or removing a tool costs O(tokens × log(index)).
 //!
 //! The query itself is bounded before any of that: the engine refuses one longer than
-//! [`Limits::max_search_query_bytes`](crate::Limits::max_search_query_bytes) before reading it,
+//! [`Limits::max_search_query_bytes`](crate::limits::Limits::max_search_query_bytes) before reading it,
 //! and [`Query::parse`] refuses one of more than
-//! [`Limits::max_search_query_words`](crate::Limits::max_search_query_words) words as soon as
+//! [`Limits::max_search_query_words`](crate::limits::Limits::max_search_query_words) words as soon as
 //! it reads the word past the bound. A query is cut once, into slices of itself, and its terms
 //! are lower-cased into one buffer: no allocation per word, so a flood of the longest queries
 //! costs about what the same bytes cost as any other argument.

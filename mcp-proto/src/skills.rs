@@ -1,7 +1,7 @@
 //! Skills (`io.modelcontextprotocol/skills`, SEP-2640): directories of files, minimally a
 //! `SKILL.md`, that a server publishes as resources and enumerates with `skills/list`.
 //!
-//! A [`Skill`] is registered whole ([`RegistryMut::add_skill`](crate::RegistryMut::add_skill)):
+//! A [`Skill`] is registered whole ([`RegistryMut::add_skill`](crate::engine::RegistryMut::add_skill)):
 //! its root URI (`skill://pdf-processing`, `skill://acme/billing/refunds`), the fields of its
 //! frontmatter, the Markdown body of its `SKILL.md`, and its supporting files with their bytes.
 //! The engine then serves everything the extension asks for without a handler:
@@ -34,10 +34,10 @@
 //! [`MAX_SKILL_RESOURCES`] files (`SKILL.md` included;
 //! [`RegistryError::SkillTooManyFiles`]) and [`MAX_SKILL_BYTES`] in total
 //! ([`RegistryError::SkillTooLarge`]). Every file's URI is bounded by
-//! [`Limits::max_uri_bytes`](crate::Limits::max_uri_bytes) ([`RegistryError::InvalidUri`]).
-//! A `skills/list` page holds at most [`Limits::page_size`](crate::Limits::page_size) entries
+//! [`Limits::max_uri_bytes`](crate::limits::Limits::max_uri_bytes) ([`RegistryError::InvalidUri`]).
+//! A `skills/list` page holds at most [`Limits::page_size`](crate::limits::Limits::page_size) entries
 //! and ends early before an entry that would take it past half of
-//! [`Limits::max_response_bytes`](crate::Limits::max_response_bytes) (a page always holds one
+//! [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes) (a page always holds one
 //! entry); a directory read pages its children by `page_size`.
 //!
 //! # Publication modes
@@ -266,15 +266,15 @@ pub(crate) struct ServedFile {
 impl ServedFile {
     /// The file as `resources/read` contents: text when the type is textual and the bytes are
     /// UTF-8, else base64.
-    pub(crate) fn contents(&self) -> crate::ResourceContents {
+    pub(crate) fn contents(&self) -> crate::content::ResourceContents {
         match std::str::from_utf8(&self.bytes) {
             Ok(text) if textual(&self.mime_type) => {
-                crate::ResourceContents::text(self.uri.clone(), self.mime_type.clone(), text)
+                crate::content::ResourceContents::text(self.uri.clone(), self.mime_type.clone(), text)
             }
             _ => {
                 use base64::Engine as _;
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&self.bytes);
-                crate::ResourceContents::blob(self.uri.clone(), self.mime_type.clone(), b64)
+                crate::content::ResourceContents::blob(self.uri.clone(), self.mime_type.clone(), b64)
             }
         }
     }

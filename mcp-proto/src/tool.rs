@@ -81,7 +81,7 @@ impl Tool {
 
     /// Lets the handler decide when a task-capable call becomes a task: it runs as an ordinary
     /// call (it may ask for input over 2026-07-28 rounds, or answer at once) until it starts
-    /// the task itself ([`Engine::start_task`](crate::Engine::start_task)). Without this, the
+    /// the task itself ([`Engine::start_task`](crate::engine::Engine::start_task)). Without this, the
     /// engine makes the task before the handler runs.
     pub fn task_started_by_handler(mut self) -> Self {
         self.task_by_handler = true;
@@ -156,7 +156,7 @@ impl Tool {
         self
     }
 
-    /// A JSON Schema the `diagnostics` of this tool's [`ToolFailure`](crate::ToolFailure)s must
+    /// A JSON Schema the `diagnostics` of this tool's [`ToolFailure`](crate::content::ToolFailure)s must
     /// satisfy. Compiled at registration like the other schemas; not listed by itself (the
     /// output-schema wrapper of envelope mode is where a client sees it). A failure whose
     /// diagnostics break it is the application breaking its own contract, answered as an
@@ -185,12 +185,12 @@ impl Tool {
     /// `ui.visibility` (other members of a `ui` object declared with [`meta`](Self::meta)
     /// stay), and the deprecated flat `"ui/resourceUri"` that hosts older than the stable
     /// specification read. The app must be registered first
-    /// ([`RegistryMut::add_app`](crate::RegistryMut::add_app), or the compact apps shell):
+    /// ([`RegistryMut::add_app`](crate::engine::RegistryMut::add_app), or the compact apps shell):
     /// linking to any other URI is refused
-    /// ([`RegistryError::InvalidApp`](crate::RegistryError::InvalidApp)). A result of a linked
+    /// ([`RegistryError::InvalidApp`](crate::registry_error::RegistryError::InvalidApp)). A result of a linked
     /// tool that selects a view the app does not declare, or has no content at all, is replaced
     /// by an `invalid_result` tool failure (see
-    /// [`ToolOutput::presentation`](crate::ToolOutput::presentation)).
+    /// [`ToolOutput::presentation`](crate::content::ToolOutput::presentation)).
     pub fn ui(mut self, resource_uri: impl Into<String>, visibility: Visibility) -> Self {
         self.ui = Some(Box::new(UiLink { resource_uri: resource_uri.into(), visibility }));
         self

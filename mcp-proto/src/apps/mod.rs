@@ -3,15 +3,15 @@
 //! linked to the tools whose results they show.
 //!
 //! An [`App`] is pure data, checked when it is registered
-//! ([`RegistryMut::add_app`](crate::RegistryMut::add_app)): its `ui://` URI, its HTML, the
+//! ([`RegistryMut::add_app`](crate::engine::RegistryMut::add_app)): its `ui://` URI, its HTML, the
 //! origins its content-security policy asks for ([`AppCsp`]), the browser permissions it asks
 //! for ([`AppPermissions`]), its rendering hints, and the views a handler may select
 //! ([`ToolOutput::presentation`]). Registering one registers a resource served as
 //! [`APP_MIME_TYPE`], privately cacheable, whose `_meta.ui` (`csp`, `permissions`, `domain`,
 //! `prefersBorder`) goes on its `resources/list` entry and on the contents of every read (the
 //! contents a handler returns inherit the declared `mimeType` and `_meta`, see
-//! [`ResourceContents::inheriting`](crate::ResourceContents::inheriting)), and declares the
-//! extension once. [`Tool::ui`](crate::Tool::ui) links a tool to a registered app.
+//! [`ResourceContents::inheriting`](crate::content::ResourceContents::inheriting)), and declares the
+//! extension once. [`Tool::ui`](crate::tool::Tool::ui) links a tool to a registered app.
 //!
 //! Where the two seed documents and the specification differ, the specification wins: the
 //! resource's `_meta.ui` carries `domain` and `prefersBorder` as the specification names them,
@@ -40,7 +40,7 @@ pub const EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
 pub const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
 /// The largest HTML document an app may have: 8 MiB (seed 000's bound). A larger one is
 /// refused at registration ([`AppError::HtmlTooLarge`]). The encoded read must also fit
-/// [`Limits::max_response_bytes`](crate::Limits::max_response_bytes): JSON escaping can make a
+/// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes): JSON escaping can make a
 /// smaller document too large ([`AppError::ReadTooLarge`]).
 pub const MAX_APP_HTML_BYTES: usize = 8 * 1024 * 1024;
 /// The largest encoded configuration of an app, everything but its HTML (URI, name, title,
@@ -83,7 +83,7 @@ impl Visibility {
     }
 }
 
-/// A tool's link to an app: what [`Tool::ui`](crate::Tool::ui) declares.
+/// A tool's link to an app: what [`Tool::ui`](crate::tool::Tool::ui) declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct UiLink {
     pub(crate) resource_uri: String,
@@ -636,7 +636,7 @@ mod tests {
         let app = App::new("ui://a", "a", "<p>");
         assert!(app.ui_meta().is_empty());
         assert_eq!(
-            app.resource().listing(crate::ProtocolVersion::V2025_11_25),
+            app.resource().listing(crate::version::ProtocolVersion::V2025_11_25),
             r#"{"uri":"ui://a","name":"a","mimeType":"text/html;profile=mcp-app"}"#
         );
         let app = app

@@ -113,6 +113,9 @@ impl Sim {
                 }
                 Output::Stream { conn, head } => format!("stream {conn:?} {head:?}"),
                 Output::Answer { call, answers } => format!("answer {call:?} {answers:?}"),
+                // The cluster's, a task store's and a tracer's outputs: in the log too, so their
+                // order is checked as everything else's.
+                other => format!("{other:?}"),
             };
             self.log.push(line);
         }

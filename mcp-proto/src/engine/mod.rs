@@ -1,6 +1,5 @@
 //! The protocol state machine.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,13 +35,13 @@ mod transport;
 
 pub use extensions::tasks::{TaskError, TASKS_EXTENSION};
 pub use protocol::ask::Asked;
-pub use replica::cluster::{Change, ChangedList, MAX_PENDING_CHANGES};
-use replica::directory::HeldKind as Held;
-pub use replica::directory::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
-pub use replica::shared::{
-    Claim, ClaimResult, Record, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,
+pub use replica::cluster::MAX_PENDING_CHANGES;
+pub use replica::directory::MAX_PENDING_HOLDINGS;
+pub use replica::shared::{CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS};
+use state::messages::HeldKind as Held;
+pub use state::messages::{
+    Change, ChangedList, Claim, ClaimResult, HeldKind, Holding, Record, SharedOutcome,
 };
-pub use state::outcome::SharedOutcome;
 
 pub use state::io::{
     Answered, AnsweredRequest, AskError, CallId, CancelReason, CloseReason, CompletionRef, ConnId, ConnKind,
@@ -59,6 +58,7 @@ pub use protocol::registry_mut::RegistryMut;
 use state::call_state::Ctx;
 use state::calls::{Call, CallKind, Calls, ConnCalls};
 pub use state::config::{Config, Implementation, Mode, Seed};
+use state::outputs::Bounded;
 use state::timers::Timer;
 
 struct Session {
@@ -119,7 +119,8 @@ pub struct Engine<H> {
     calls: Calls,
     /// Every deadline: call timeouts, session expiry, keep-alives.
     timers: state::timers::Timers,
-    out: VecDeque<Output<H>>,
+    /// Everything emitted, in order ([`Engine::poll_output`]).
+    out: state::outputs::Outputs<H>,
     /// Draining connections whose last call just finished, closed once its answer is queued.
     pending_close: Vec<ConnId>,
     /// [`Engine::shutdown`] was called: no new work is admitted.
@@ -155,12 +156,12 @@ pub struct Engine<H> {
     records: Records,
     /// Tasks of the Tasks extension, running and ended.
     tasks: extensions::tasks::Tasks,
-    /// Local changes to publish to other replicas ([`Engine::poll_change`]).
+    /// Local changes to publish to other replicas ([`Output::Change`](crate::engine::Output::Change)).
     outbox: replica::cluster::Outbox,
-    /// Retries waiting for the shared ledger, and what to tell it ([`Engine::poll_claim`]).
+    /// Retries waiting for the shared ledger, and what to tell it ([`Output::Claim`](crate::engine::Output::Claim)).
     shared: replica::shared::Shared<H>,
     /// Sessions and running tasks begun or ended, for a cluster's directory
-    /// ([`Engine::poll_holding`]).
+    /// ([`Output::Holding`](crate::engine::Output::Holding)).
     holdings: replica::directory::Holdings,
 }
 
@@ -177,7 +178,7 @@ impl<H: Clone> Engine<H> {
             conns: Slab::default(),
             calls: Calls::default(),
             timers: state::timers::Timers::default(),
-            out: VecDeque::new(),
+            out: state::outputs::Outputs::default(),
             pending_close: Vec::new(),
             shutting_down: false,
             server_info_modern,
@@ -403,10 +404,10 @@ impl<H: Clone> Engine<H> {
             streams: self.sessions.streams(),
             dropped_notifications: self.dropped_notes,
             refusals: self.refusals,
-            dropped_records: self.records.dropped,
-            dropped_changes: self.outbox.queue.dropped(),
-            dropped_claims: self.shared.claims.dropped(),
-            dropped_shared_records: self.shared.records.dropped(),
+            dropped_records: self.out.dropped(Bounded::Answered),
+            dropped_changes: self.out.dropped(Bounded::Change),
+            dropped_claims: self.out.dropped(Bounded::Claim),
+            dropped_shared_records: self.out.dropped(Bounded::Record),
         };
         for (_, c) in self.conns.iter() {
             s.in_flight += c.calls.in_flight();

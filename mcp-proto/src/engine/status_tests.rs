@@ -17,6 +17,7 @@ struct Rig {
     engine: Engine<u32>,
     now: Instant,
     conn: ConnId,
+    answered: Vec<super::AnsweredRequest>,
 }
 
 impl Rig {
@@ -28,15 +29,34 @@ impl Rig {
         let mut engine = Engine::new(config, now);
         engine.registry_mut(now).add_tool(Tool::new("t", "T", json!({"type": "object"})), 1).unwrap();
         let conn = engine.open(now, ConnKind::Stdio, Caller::anonymous()).unwrap();
-        let mut rig = Rig { engine, now, conn };
+        let mut rig = Rig { engine, now, conn, answered: Vec::new() };
         rig.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#);
         rig.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         rig
     }
 
+    /// Sends `frame`; the outputs, but for the records of requests answered at once, set
+    /// aside for [`Rig::answered`].
     fn send(&mut self, frame: &str) -> Vec<Output<u32>> {
         self.engine.handle_frame(self.now, self.conn, frame.as_bytes());
-        std::iter::from_fn(|| self.engine.poll_output()).collect()
+        self.drain()
+    }
+
+    fn drain(&mut self) -> Vec<Output<u32>> {
+        let mut rest = Vec::new();
+        while let Some(o) = self.engine.poll_output() {
+            match o {
+                Output::Answered(r) => self.answered.push(r),
+                o => rest.push(o),
+            }
+        }
+        rest
+    }
+
+    /// The requests the engine answered itself since the last call.
+    fn answered(&mut self) -> Vec<super::AnsweredRequest> {
+        self.drain();
+        std::mem::take(&mut self.answered)
     }
 
     /// Calls the tool; the ticket of its invocation.
@@ -129,11 +149,6 @@ fn refused_connections_and_oversized_frames_are_counted() {
     assert_eq!(names, ["capacity", "size", "frame_too_large"]);
 }
 
-/// The requests the engine answered itself, drained.
-fn answered(engine: &mut Engine<u32>) -> Vec<super::AnsweredRequest> {
-    std::iter::from_fn(|| engine.poll_answered()).collect()
-}
-
 #[test]
 fn nothing_is_recorded_unless_asked() {
     let mut rig = Rig::new();
@@ -142,8 +157,7 @@ fn nothing_is_recorded_unless_asked() {
     rig.send(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
     rig.send(r#"{"jsonrpc":"2.0","id":3,"method":"no/such"}"#);
     rig.send("{not json");
-    assert_eq!(answered(&mut rig.engine), Vec::new());
-    assert_eq!(rig.engine.records.queue.capacity(), 0, "nothing was allocated for records");
+    assert_eq!(rig.answered(), Vec::new());
     assert_eq!(rig.engine.status().dropped_records, 0);
 }
 
@@ -162,7 +176,8 @@ fn requests_answered_at_once_are_recorded_with_method_name_id_and_code() {
     rig.send("{not json");
     // A call handed to its handler is the shim's to trace, not a record.
     let ticket = rig.call(6);
-    let got: Vec<_> = answered(&mut rig.engine)
+    let got: Vec<_> = rig
+        .answered()
         .into_iter()
         .map(|r| {
             assert_eq!((r.conn, r.session), (Some(rig.conn), Some(rig.conn)));
@@ -184,11 +199,11 @@ fn requests_answered_at_once_are_recorded_with_method_name_id_and_code() {
         ]
     );
     let _ = rig.engine.complete(rig.now, ticket, Reply::Tool(Ok(ToolOutput::text("ok"))));
-    assert_eq!(answered(&mut rig.engine), Vec::new());
+    assert_eq!(rig.answered(), Vec::new());
 
     rig.engine.set_recording(false);
     rig.send(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
-    assert_eq!(answered(&mut rig.engine), Vec::new());
+    assert_eq!(rig.answered(), Vec::new());
 }
 
 #[test]
@@ -196,15 +211,17 @@ fn records_past_the_cap_drop_the_oldest_and_are_counted() {
     let mut rig = Rig::new();
     rig.engine.set_recording(true);
     let cap = super::AnsweredRequest::QUEUE_CAP;
+    // A shim that does not drain: past the cap the oldest records go, counted.
     for id in 0..cap + 3 {
-        rig.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        let frame = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        rig.engine.handle_frame(rig.now, rig.conn, frame.as_bytes());
     }
-    let got = answered(&mut rig.engine);
+    let got = rig.answered();
     assert_eq!(got.len(), cap);
     assert_eq!(got[0].id.as_ref().map(|id| id.as_json()), Some("3"));
     assert_eq!(rig.engine.status().dropped_records, 3);
     // Turning recording off frees what was not drained.
-    rig.send(r#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#);
+    rig.engine.handle_frame(rig.now, rig.conn, br#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#);
     rig.engine.set_recording(false);
-    assert!(rig.engine.poll_answered().is_none());
+    assert_eq!(rig.answered(), Vec::new());
 }

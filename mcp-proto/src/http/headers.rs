@@ -270,9 +270,9 @@ impl HeaderMismatch {
     }
 
     /// The JSON-RPC error to send (with the request's id): `-32020`, this message, and
-    /// `data: {"header": <name>}`; [`Blame::Misbehaving`](crate::Blame::Misbehaving), so HTTP 400.
+    /// `data: {"header": <name>}`; [`Blame::Misbehaving`](crate::blame::Blame::Misbehaving), so HTTP 400.
     pub fn rpc_error(&self) -> RpcError {
-        RpcError::blamed(crate::Blame::Misbehaving, ErrorCode::HeaderMismatch, self.message.clone())
+        RpcError::blamed(crate::blame::Blame::Misbehaving, ErrorCode::HeaderMismatch, self.message.clone())
             .with_data(serde_json::json!({ "header": self.header }))
     }
 }

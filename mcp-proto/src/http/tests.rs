@@ -415,7 +415,8 @@ fn peers() {
 /// The statuses VERSIONS.md §5c gives 2026-07-28 errors, as the engine's errors carry them.
 #[test]
 fn modern_statuses_for_errors() {
-    use crate::{Era, ErrorCode, RpcError};
+    use crate::blame::Era;
+    use crate::jsonrpc::{ErrorCode, RpcError};
     assert_eq!(RpcError::method_not_found("x").http_status(Era::Modern), 404);
     let faults = [
         RpcError::unparsable("x"),
@@ -506,7 +507,7 @@ fn standard_modern_headers() {
     let err = mismatch.rpc_error();
     assert_eq!(err.code.code(), -32020);
     assert_eq!(err.data, Some(json!({"header": "MCP-Protocol-Version"})));
-    assert_eq!(err.http_status(crate::Era::Modern), 400);
+    assert_eq!(err.http_status(crate::blame::Era::Modern), 400);
     // Repeated headers mismatch.
     let twice = modern(&[("Mcp-Method", b"tools/list"), ("mcp-method", b"tools/list")]);
     assert_eq!(check(&twice, "tools/list", None, &[]), Err("Mcp-Method".into()));

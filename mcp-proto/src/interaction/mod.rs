@@ -18,7 +18,7 @@
 //! a capability for (or that its protocol version cannot express) is never sent.
 //!
 //! This module is pure: no I/O, no clock, no randomness. Times are unix milliseconds passed in by
-//! the caller; the only secret is the [`KeyRing`](crate::KeyRing) the engine already holds for cursors.
+//! the caller; the only secret is the [`KeyRing`](crate::cursor::KeyRing) the engine already holds for cursors.
 
 use std::fmt;
 
@@ -26,7 +26,7 @@ use serde_json::{json, Map, Value};
 
 use crate::json::clip;
 use crate::jsonrpc::{ErrorCode, RpcError};
-use crate::ProtocolVersion;
+use crate::version::ProtocolVersion;
 
 mod answers;
 mod forms;
@@ -49,7 +49,7 @@ pub use sealed::{
 /// it server-side and put a handle in [`RequestState::data`]); a longer token from a client is
 /// refused as [`StateError::TooLarge`] before any decoding or MAC work.
 ///
-/// A constant rather than a [`Limits`](crate::Limits) field: a state sealed by one replica is
+/// A constant rather than a [`Limits`](crate::limits::Limits) field: a state sealed by one replica is
 /// opened by another sharing the key ring, so every replica must agree on what it may seal and
 /// accept, and a per-server setting could make one refuse what another issued.
 pub const MAX_STATE_BYTES: usize = 64 * 1024;

@@ -26,7 +26,7 @@ const STATE_PURPOSE: &str = "rs1";
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RequestState {
     /// How many `input_required` rounds have been answered; the engine bounds it by
-    /// [`Limits::max_input_rounds`](crate::Limits::max_input_rounds).
+    /// [`Limits::max_input_rounds`](crate::limits::Limits::max_input_rounds).
     pub round: u32,
     /// Validated answers of earlier rounds, by input-request key, exactly as the client sent
     /// them (numbers keep their text).
@@ -39,14 +39,14 @@ pub struct RequestState {
 /// arguments, so it cannot be replayed by another principal or onto another call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateBinding<'a> {
-    /// The caller's binding key ([`Caller::binding`](crate::Caller::binding)).
+    /// The caller's binding key ([`Caller::binding`](crate::caller::Caller::binding)).
     pub caller: &'a str,
     /// The method being retried (`tools/call`, `prompts/get`, `resources/read`).
     pub method: &'a str,
     /// [`arguments_digest`] of the request's arguments.
     pub arguments_digest: [u8; 32],
     /// The continuation epoch the state is sealed in and must still be current when it comes
-    /// back ([`Config::state_epoch`](crate::Config::state_epoch)): moving the epoch on
+    /// back ([`Config::state_epoch`](crate::engine::Config::state_epoch)): moving the epoch on
     /// invalidates every state sealed before, on every replica that moves with it.
     pub epoch: u64,
 }
@@ -59,7 +59,7 @@ pub struct StateBinding<'a> {
 /// any change of value does (`1` and `1.0` differ). `None` (no arguments) differs from every
 /// value, including `{}`. Nothing is excluded: the caller strips `inputResponses` and
 /// `requestState` first. Recursion follows the nesting of `args`, which the engine's parser
-/// already bounds ([`Limits::max_depth`](crate::Limits::max_depth)).
+/// already bounds ([`Limits::max_depth`](crate::limits::Limits::max_depth)).
 pub fn arguments_digest(args: Option<&Value>) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"mcp-arguments-digest-v1\n");
@@ -124,7 +124,7 @@ fn canonical_string(h: &mut Sha256, s: &str) {
 }
 
 /// Seals `state` into a `requestState` string, bound to `binding` and valid until
-/// `expires_at_ms` (unix milliseconds; typically now + [`Limits::state_ttl`](crate::Limits::state_ttl)).
+/// `expires_at_ms` (unix milliseconds; typically now + [`Limits::state_ttl`](crate::limits::Limits::state_ttl)).
 ///
 /// The token is HMAC-SHA256 under the ring's signing key, in the same format as cursors but
 /// with a purpose tag, so neither is ever accepted as the other. Fails with
@@ -240,7 +240,7 @@ pub enum StateError {
     /// Genuine, but past its expiry; the client should start the call again without a state.
     Expired,
     /// Genuine and unexpired, but sealed in another continuation epoch
-    /// ([`Config::state_epoch`](crate::Config::state_epoch)): the operator invalidated it (a
+    /// ([`Config::state_epoch`](crate::engine::Config::state_epoch)): the operator invalidated it (a
     /// deploy, a shutdown). The client should start the call again without a state.
     Epoch,
     /// Sealed for another caller.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod outer;
 
-/// The bounds and timeouts of one [`Engine`](crate::Engine) and of the server layer and HTTP
+/// The bounds and timeouts of one [`Engine`](crate::engine::Engine) and of the server layer and HTTP
 /// transport that drive it.
 ///
 /// Build with [`Limits::default`] and adjust with the `&mut Self` setters, which chain:
@@ -327,8 +327,8 @@ impl Limits {
 
     /// Connections (stdio sessions, HTTP exchanges, streams) open at once. Default 4096.
     ///
-    /// [`Engine::open`](crate::Engine::open) beyond it returns
-    /// [`OpenError::TooManyConnections`](crate::OpenError::TooManyConnections), and an HTTP
+    /// [`Engine::open`](crate::engine::Engine::open) beyond it returns
+    /// [`OpenError::TooManyConnections`](crate::engine::OpenError::TooManyConnections), and an HTTP
     /// request beyond it is answered with 503, unless the caller holds less than its fair share
     /// (see the per-caller shares below): then a legacy session of a caller above its share
     /// (an unfinished handshake first, else an idle one) is displaced to make room.
@@ -469,10 +469,10 @@ impl Limits {
     /// 1 count as 1.
     ///
     /// Enforced by the engine on streams whose shim reports its writes
-    /// ([`Engine::pace`](crate::Engine::pace); `mcp-server` does for every HTTP stream). A full
+    /// ([`Engine::pace`](crate::engine::Engine::pace); `mcp-server` does for every HTTP stream). A full
     /// stream is not cut for being full: change notifications wait (coalesced, one per kind),
     /// progress and log notifications are dropped (counted in
-    /// [`EngineStatus::dropped_notifications`](crate::EngineStatus::dropped_notifications)),
+    /// [`EngineStatus::dropped_notifications`](crate::engine::EngineStatus::dropped_notifications)),
     /// responses and requests to the client are queued past it. Only a reader that stays full
     /// and takes nothing for [`stall_timeout`](Self::stall_timeout) is cut.
     pub fn stream_queue(&mut self, frames: usize) -> &mut Self {
@@ -508,10 +508,10 @@ impl Limits {
 
     // Asking the client (legacy server→client requests).
 
-    /// How long a legacy ask ([`Engine::ask`](crate::Engine::ask) on a 2025-03-26 .. 2025-11-25
+    /// How long a legacy ask ([`Engine::ask`](crate::engine::Engine::ask) on a 2025-03-26 .. 2025-11-25
     /// session) waits for the client's answers. Default 60 s; `Duration::MAX` waits for ever.
     ///
-    /// Past it the handler's ask resolves as [`AskError::TimedOut`](crate::AskError::TimedOut)
+    /// Past it the handler's ask resolves as [`AskError::TimedOut`](crate::engine::AskError::TimedOut)
     /// (the call itself goes on: the handler decides what to answer), the engine sends the
     /// client `notifications/cancelled` for each request still unanswered on the call's stream,
     /// and a late answer is ignored. A client that never answers thus holds an in-flight slot
@@ -533,9 +533,9 @@ impl Limits {
     // table never locks the others out. A caller at or above its share can only displace its
     // own oldest unfinished work (a handshake not yet finished, a connection still sending its
     // head); otherwise it is refused as before. Callers are told apart by
-    // [`Caller::binding`](crate::Caller::binding): the identity the middleware set, else the
+    // [`Caller::binding`](crate::caller::Caller::binding): the identity the middleware set, else the
     // peer address. Displaced entries close with
-    // [`CloseReason::Displaced`](crate::CloseReason::Displaced).
+    // [`CloseReason::Displaced`](crate::engine::CloseReason::Displaced).
     // -----------------------------------------------------------------------------------------
 
     /// Most legacy HTTP sessions one caller (its identity, else its peer address) may hold at
@@ -594,8 +594,8 @@ impl Limits {
     /// [`sse_retry`](Self::sse_retry)); `Duration::MAX` waits for as long as the session lives.
     ///
     /// Past it without a resume, a call of the stream still waiting on the client
-    /// ([`Engine::ask`](crate::Engine::ask)) has its ask fail as
-    /// [`AskError::Unreachable`](crate::AskError::Unreachable) and is cancelled; a call not
+    /// ([`Engine::ask`](crate::engine::Engine::ask)) has its ask fail as
+    /// [`AskError::Unreachable`](crate::engine::AskError::Unreachable) and is cancelled; a call not
     /// asking keeps running, can no longer ask, and its response goes to the kept events (still
     /// resumable) for this long again; a finished stream's events are dropped, and a resume then
     /// opens a fresh `GET` stream instead. `Duration::ZERO` turns resumption of `POST` streams
@@ -714,7 +714,7 @@ impl Limits {
     /// The `ttlMs` a 2026-07-28 list result (`tools/list`, `resources/list`,
     /// `resources/templates/list`, `prompts/list`) tells the client to reuse it for. Default
     /// 60 s. `resources/read` and `server/discover` follow their own
-    /// [`CacheHint`](crate::CacheHint)s instead (default private, TTL 0).
+    /// [`CacheHint`](crate::items::CacheHint)s instead (default private, TTL 0).
     ///
     /// Advisory: nothing is refused; a client may serve the cached result for that long without
     /// asking again. Sent in whole milliseconds, saturating at `u64::MAX`.

@@ -138,7 +138,7 @@ impl Limits {
     /// sooner, at one backend write per claim per third; zero claims nothing for longer than
     /// the claim takes (every copy then may run once per replica). A lease never outlives the
     /// state it claims, nor the call's deadline by more than
-    /// [`CLAIM_MARGIN_MS`](crate::CLAIM_MARGIN_MS).
+    /// [`CLAIM_MARGIN_MS`](crate::engine::CLAIM_MARGIN_MS).
     pub fn claim_lease(&mut self, lease: Duration) -> &mut Self {
         self.claim_lease = lease;
         self
@@ -202,7 +202,7 @@ impl Limits {
     /// 4096.
     ///
     /// An entry lives until its state expires ([`state_ttl`](Self::state_ttl) after it was
-    /// issued). The bound is shared fairly among callers ([`Caller::binding`](crate::Caller::binding),
+    /// issued). The bound is shared fairly among callers ([`Caller::binding`](crate::caller::Caller::binding),
     /// as [`fair_share`](Self::fair_share) computes it among those holding entries): past it, a
     /// caller at or above its share forgets its own entry whose state expires first; a caller
     /// below its share takes the place of the first-expiring entry of the caller holding the
@@ -257,14 +257,14 @@ impl Limits {
     // Slow readers and the engine-wide call table
     // -----------------------------------------------------------------------------------------
 
-    /// How long a paced stream ([`Engine::pace`](crate::Engine::pace): every HTTP stream
+    /// How long a paced stream ([`Engine::pace`](crate::engine::Engine::pace): every HTTP stream
     /// `mcp-server` serves) may sit with a full queue ([`stream_queue`](Self::stream_queue))
     /// while its reader takes nothing, before it is cut. Default 10 s.
     ///
     /// The clock runs from the later of the reader's last progress and the moment the queue
     /// went from empty to holding something, so a stream idle for an hour and then filled by a
     /// burst still has the whole period to read. Past it the stream closes with
-    /// [`CloseReason::Stalled`](crate::CloseReason::Stalled) (its calls are cancelled, its
+    /// [`CloseReason::Stalled`](crate::engine::CloseReason::Stalled) (its calls are cancelled, its
     /// seat freed, and the server layer cuts its connection). A reader merely behind by a burst
     /// keeps taking frames and is never cut. Zero cuts a full stream at the next timer step;
     /// a duration too large to add to the current instant (such as `Duration::MAX`) never cuts.
@@ -318,18 +318,18 @@ impl Limits {
     /// their share that hold one, else of the newest running task of the caller holding the
     /// most tasks (above its share: one always is when the asking caller is below its share).
     /// That running task is cancelled as `tasks/cancel` would cancel it (its handler is told
-    /// to stop, with [`CancelReason::Displaced`](crate::CancelReason::Displaced)), ends
+    /// to stop, with [`CancelReason::Displaced`](crate::engine::CancelReason::Displaced)), ends
     /// `cancelled` with the status message "cancelled by the server to make room for another
     /// caller's task" (what its caller's listen streams and the task store are told), and is
     /// forgotten; it counts in
-    /// [`Refusals::displaced`](crate::Refusals::displaced). A task of a caller at or below its
+    /// [`Refusals::displaced`](crate::engine::Refusals::displaced). A task of a caller at or below its
     /// share never makes room for another caller's. When no place can be made the `tools/call`
     /// is refused at once and its handler never runs: `-32600` "too many tasks" (a share limit)
     /// when the caller holds its share or more, `-32603` (a capacity limit) when every caller
     /// holding tasks is within its share (more callers than places). An ended task that made
     /// room is gone from the engine: a `tasks/get` for it is answered `-32602` "unknown task",
     /// unless a task store kept beyond the engine
-    /// ([`RegistryMut::set_task_lookup`](crate::RegistryMut::set_task_lookup)) still holds it.
+    /// ([`RegistryMut::set_task_lookup`](crate::engine::RegistryMut::set_task_lookup)) still holds it.
     /// With 0 every task is refused.
     ///
     /// There is no separate bound on one caller's running tasks: a running task is a call in
@@ -373,8 +373,8 @@ impl Limits {
     /// `-32603` "task result of N bytes exceeds the M-byte limit" (`data`: `reason:
     /// "result_too_large"`, `bytes` and `limit`); that is what `tasks/get`, the caller's listen
     /// streams and the task store are shown, and the handler's result is dropped. So the `task`
-    /// of every [`TaskRecord`](crate::TaskRecord) the engine hands a task store
-    /// ([`Engine::poll_ended_task`](crate::Engine::poll_ended_task)) serializes to at most this
+    /// of every [`TaskRecord`](crate::engine::TaskRecord) the engine hands a task store
+    /// ([`Output::TaskEnded`](crate::engine::Output::TaskEnded)) serializes to at most this
     /// many bytes. A bound too small even for that failure, or for a task without a result (a
     /// cancelled one), keeps no ended task: each is forgotten as it ends, with no record for
     /// the store, and `tasks/get` answers `-32602` "unknown task". Tool results are first
@@ -400,7 +400,7 @@ impl Limits {
     /// caller's share). A forgotten ended task is answered as one that made room in
     /// [`max_tasks`](Self::max_tasks): from the task store if it holds it, else `-32602`
     /// "unknown task". The records waiting for the task store
-    /// ([`Engine::poll_ended_task`](crate::Engine::poll_ended_task)) are bounded by this too,
+    /// ([`Output::TaskEnded`](crate::engine::Output::TaskEnded)) are bounded by this too,
     /// the oldest dropped first.
     pub fn max_ended_task_bytes(&mut self, bytes: usize) -> &mut Self {
         self.max_ended_task_bytes = bytes;
@@ -413,7 +413,7 @@ impl Limits {
     }
 
     /// The current [`max_task_result_bytes`](Self::max_task_result_bytes): the most bytes the
-    /// `task` of one [`TaskRecord`](crate::TaskRecord) serializes to.
+    /// `task` of one [`TaskRecord`](crate::engine::TaskRecord) serializes to.
     pub fn task_result_bytes(&self) -> usize {
         self.max_task_result_bytes
     }

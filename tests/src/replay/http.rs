@@ -114,7 +114,7 @@ impl Runner {
     /// A `check_head` (or body bound) refusal, written as the server layer writes it: the
     /// refusal's headers, then a JSON body under `content-type: application/json` (none on 404).
     fn http_refused(&mut self, ex: usize, refusal: &HttpRefusal) {
-        let mut head = HttpHead { status: refusal.status, headers: refusal.headers.clone() };
+        let mut head = HttpHead::new(refusal.status, refusal.headers.clone());
         let body = refusal.body().unwrap_or_default();
         if !body.is_empty() {
             head.headers.push(("content-type", "application/json".to_owned()));

@@ -23,12 +23,13 @@
 //! [`Limits::max_task_result_bytes`]: crate::limits::Limits::max_task_result_bytes
 //! [`Limits::max_ended_task_bytes`]: crate::limits::Limits::max_ended_task_bytes
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use crate::blame::Bound;
+use crate::engine::state::streams::Transport;
 use crate::engine::state::timers::Timer;
 use crate::engine::{Answer, AskError, Asked, CallId, CancelReason, Ctx, Engine, Output, META_SERVER_INFO};
 use crate::engine::{TaskRecord, TaskStatus};
@@ -39,7 +40,8 @@ use crate::registry::TaskSupport;
 /// The extension id, under `capabilities.extensions` on both sides.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
-/// Ended-task records kept for [`Engine::poll_ended_task`] before the oldest is dropped.
+/// Ended-task records ([`Output::TaskEnded`]) waiting in the output queue before the oldest is
+/// dropped.
 const ENDED_QUEUE_CAP: usize = 1024;
 
 /// The status message of a running task cancelled to make room for another caller's.
@@ -132,10 +134,6 @@ pub(in crate::engine) struct Tasks {
     bytes: usize,
     /// Task ids minted so far: the counter of the id PRF.
     minted: u64,
-    /// Records waiting for [`Engine::poll_ended_task`], each with its size.
-    ended: VecDeque<(usize, TaskRecord)>,
-    /// Bytes of the records waiting.
-    ended_bytes: usize,
 }
 
 impl Tasks {
@@ -205,16 +203,6 @@ impl Tasks {
             .collect();
         above.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         above.into_iter().map(|(b, _)| b.clone()).collect()
-    }
-
-    /// Queues the record of a task that just ended for the store, within the queue's bounds.
-    fn queue(&mut self, bytes: usize, record: TaskRecord, max_bytes: usize) {
-        self.ended_bytes = self.ended_bytes.saturating_add(bytes);
-        self.ended.push_back((bytes, record));
-        while self.ended.len() > ENDED_QUEUE_CAP || self.ended_bytes > max_bytes {
-            let Some((n, _)) = self.ended.pop_front() else { break };
-            self.ended_bytes = self.ended_bytes.saturating_sub(n);
-        }
     }
 }
 
@@ -432,6 +420,9 @@ impl<H: Clone> Engine<H> {
         r.insert("_meta".into(), Value::Object(meta));
         let answer: Encoded = encode_result(&request_id, &r).into();
         self.report_holding(crate::engine::HeldKind::Task, &task.id, true);
+        if let Some(Transport::Exchange(x)) = self.conns.get_mut(reply_to.0).map(|c| &mut c.transport) {
+            x.hold(crate::engine::HeldKind::Task, task.id.clone());
+        }
         self.tasks.insert(serial, task);
         // A copy of the MRTR retry that made the task gets the same task again.
         if let Some(used) = used {
@@ -778,7 +769,8 @@ impl<H: Clone> Engine<H> {
             ended_unix_ms: now_ms,
             ttl_ms: positive_ms(ttl),
         };
-        self.tasks.queue(bytes, record, self.config.limits.max_ended_task_bytes);
+        let max = self.config.limits.max_ended_task_bytes;
+        self.out.push_evicting(Output::TaskEnded(record), ENDED_QUEUE_CAP, bytes, max);
     }
 
     /// Bytes of the JSON view of the ended task `t` (what [`detailed`](Self::detailed) gives),
@@ -873,18 +865,6 @@ impl<H: Clone> Engine<H> {
         if due {
             self.tasks.remove(serial);
         }
-    }
-
-    /// The oldest ended task not yet taken, for a store that keeps tasks beyond this engine;
-    /// `None` when there is none. Its `task` serializes to at most
-    /// [`Limits::max_task_result_bytes`](crate::limits::Limits::max_task_result_bytes) bytes. At most
-    /// 1024 wait, holding at most
-    /// [`Limits::max_ended_task_bytes`](crate::limits::Limits::max_ended_task_bytes) together (the
-    /// oldest is dropped past either). Drain it after [`poll_output`](Self::poll_output).
-    pub fn poll_ended_task(&mut self) -> Option<TaskRecord> {
-        let (bytes, record) = self.tasks.ended.pop_front()?;
-        self.tasks.ended_bytes = self.tasks.ended_bytes.saturating_sub(bytes);
-        Some(record)
     }
 
     /// Tasks held (running and ended), for an operator's view.

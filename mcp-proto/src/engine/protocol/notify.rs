@@ -146,7 +146,7 @@ impl<H: Clone> Engine<H> {
     ///
     /// Follow with [`poll_output`](Self::poll_output).
     /// While publishing is on ([`Engine::set_publishing`]), the update is also queued for
-    /// [`poll_change`](Self::poll_change).
+    /// [`Output::Change`](crate::engine::Output::Change).
     pub fn notify_resource_updated(&mut self, now: Instant, uri: &str) {
         self.input(now);
         self.publish_updated(uri);

@@ -1,14 +1,14 @@
 //! The requests the engine answered itself, recorded while a shim wants them traced
 //! ([`Engine::set_recording`]): what each record says, read from the envelope before dispatch
-//! takes it, and the bounded queue the shim drains.
+//! takes it, and the records it queues ([`Output::Answered`](crate::engine::Output::Answered)).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::caller::Caller;
-use crate::engine::{AnsweredRequest, ConnId, Engine};
+use crate::engine::state::outputs::Bounded;
+use crate::engine::{AnsweredRequest, ConnId, Engine, Output};
 use crate::jsonrpc::{Encoded, RequestId};
 
 /// The [`AnsweredRequest`] records a shim asked for. Off, it holds nothing and each request
@@ -16,12 +16,9 @@ use crate::jsonrpc::{Encoded, RequestId};
 #[derive(Default)]
 pub(in crate::engine) struct Records {
     pub(in crate::engine) on: bool,
-    pub(in crate::engine) queue: VecDeque<AnsweredRequest>,
     /// Records made since the engine started: lets the HTTP path tell whether a request it
     /// answered went through `dispatch` (which recorded it) or was refused before.
     pub(in crate::engine) made: u64,
-    /// Dropped past [`AnsweredRequest::QUEUE_CAP`].
-    pub(in crate::engine) dropped: u64,
 }
 
 /// What a record says of a request, read from its envelope before dispatch consumes it.
@@ -67,13 +64,13 @@ impl<H: Clone> Engine<H> {
     /// Whether to keep an [`AnsweredRequest`] for each request the engine answers itself
     /// (default off). A shim turns it on while someone wants those requests traced (the server
     /// layer does while a `tracing` subscriber wants the `mcp::request` target) and drains the
-    /// records with [`poll_answered`](Self::poll_answered). Off, nothing is kept and a request
+    /// records with [`Output::Answered`](crate::engine::Output::Answered). Off, nothing is kept and a request
     /// costs one branch; on, at most [`AnsweredRequest::QUEUE_CAP`] records wait, the oldest
     /// dropped past that. Turning it off discards the records not drained. Not an input: it
     /// changes no output, and may be called at any time.
     pub fn set_recording(&mut self, on: bool) {
         if !on && self.records.on {
-            self.records.queue = VecDeque::new();
+            self.out.clear(Bounded::Answered);
         }
         self.records.on = on;
     }
@@ -81,13 +78,6 @@ impl<H: Clone> Engine<H> {
     /// Whether [`set_recording`](Self::set_recording) is on.
     pub fn is_recording(&self) -> bool {
         self.records.on
-    }
-
-    /// The oldest request the engine answered itself that was not drained yet, while
-    /// [`set_recording`](Self::set_recording) is on; `None` when there is none. Drain it after
-    /// [`poll_output`](Self::poll_output), at the same points.
-    pub fn poll_answered(&mut self) -> Option<AnsweredRequest> {
-        self.records.queue.pop_front()
     }
 
     /// What a record of the request in `env` would say, read before dispatch takes it: a known
@@ -150,12 +140,8 @@ impl<H: Clone> Engine<H> {
             (None, None) => Arc::default(),
         };
         let session = conn.and_then(|c| self.session_of(c));
-        if self.records.queue.len() >= AnsweredRequest::QUEUE_CAP {
-            self.records.queue.pop_front();
-            self.records.dropped += 1;
-        }
         self.records.made += 1;
-        self.records.queue.push_back(AnsweredRequest {
+        let record = Output::Answered(AnsweredRequest {
             conn,
             session,
             caller,
@@ -164,5 +150,6 @@ impl<H: Clone> Engine<H> {
             id: peek.id,
             error_code,
         });
+        self.out.push_evicting(record, AnsweredRequest::QUEUE_CAP, 0, usize::MAX);
     }
 }

@@ -6,7 +6,7 @@
 //! its handler twice. With [`Engine::set_shared_ledger`] on, a retry the local ledger has not
 //! seen is admitted as before (timeouts, cancellation and closes apply to it, and a local copy
 //! gets `in_progress`), but its [`Invocation`] is held back and a [`Claim`] is queued instead
-//! ([`Engine::poll_claim`]). The shim asks its backend to mark the state running unless some
+//! ([`Output::Claim`](crate::engine::Output::Claim)). The shim asks its backend to mark the state running unless some
 //! replica already did, and answers with [`Engine::claim_result`]:
 //!
 //! - [`ClaimResult::Won`]: the handler runs here ([`Output::Invoke`], as it would have);
@@ -19,7 +19,7 @@
 //!
 //! When a call that ran here ends, a [`Record`] of what the local ledger records (the answer,
 //! or that it was too large to keep, or that the call ended without one) is queued
-//! ([`Engine::poll_record`]) for the backend to keep until the state expires. A call answered
+//! ([`Output::Record`](crate::engine::Output::Record)) for the backend to keep until the state expires. A call answered
 //! from another replica's record queues none. A call that ends while its claim is out
 //! (cancelled, closed, timed out) is not run when the claim comes back; if the claim was won,
 //! a record `Interrupted` then gives the state's fate to the other replicas, as the local
@@ -36,18 +36,18 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::engine::state::capped::Capped;
-use crate::engine::state::outcome::SharedOutcome;
+use crate::engine::state::messages::{Claim, ClaimResult, Record, SharedOutcome};
+use crate::engine::state::outputs::Bounded;
 use crate::engine::{state::ledger, CallId, Engine, Invocation, Output};
 use crate::jsonrpc::{Encoded, RpcError};
 
-/// Claims queued for [`Engine::poll_claim`] at most: 1024. Past it a retry is not held: it runs
+/// Claims queued for [`Output::Claim`](crate::engine::Output::Claim) at most: 1024. Past it a retry is not held: it runs
 /// here at once, as if the backend were [`ClaimResult::Unavailable`], and the drop is counted in
 /// [`EngineStatus::dropped_claims`](crate::engine::EngineStatus::dropped_claims). A shim that drains
 /// after every input, as the server layer does, never comes near it.
 pub const MAX_PENDING_CLAIMS: usize = 1024;
 
-/// Records queued for [`Engine::poll_record`] at most: 1024. Past it the newest record is
+/// Records queued for [`Output::Record`](crate::engine::Output::Record) at most: 1024. Past it the newest record is
 /// dropped and counted in [`EngineStatus::dropped_shared_records`](crate::engine::EngineStatus::dropped_shared_records):
 /// other replicas then answer a copy `in_progress` until the claim's lease ends, and may run it
 /// once more after that. A shim that drains after every input never comes near it.
@@ -62,43 +62,6 @@ pub const MAX_PENDING_RECORDS: usize = 1024;
 /// backend and the replicas' clocks disagreeing a little.
 pub const CLAIM_MARGIN_MS: u64 = 5000;
 
-/// A retry the engine asks the shared ledger about ([`Engine::poll_claim`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim {
-    /// The call held back until [`Engine::claim_result`] answers for it.
-    pub call: CallId,
-    /// The state's key: its SHA-256 digest in hex (64 characters; see the module docs).
-    pub key: String,
-    /// Until when (unix milliseconds) the claim holds if no record replaces it (see
-    /// [`CLAIM_MARGIN_MS`]).
-    pub lease_until_ms: u64,
-}
-
-/// The backend's answer to a [`Claim`] ([`Engine::claim_result`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimResult {
-    /// The state is now marked running for this replica: the handler runs here.
-    Won,
-    /// Another replica claimed the state first; this is what it holds now.
-    Taken(SharedOutcome),
-    /// The backend could not say (unreachable, too slow): the handler runs here.
-    Unavailable,
-}
-
-/// What a shared ledger should keep for a state ([`Engine::poll_record`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// The state's key, as in its [`Claim`].
-    pub key: String,
-    /// When the state expires (unix milliseconds): the record may be forgotten then.
-    pub expires_at_ms: u64,
-    /// What to keep in place of the running marker this replica's claim put there; `None`
-    /// gives the claim back (delete the key, if it still holds the running marker): the call
-    /// was refused for what the retry itself brought, so its state was not used and a
-    /// corrected copy may run on any replica.
-    pub outcome: Option<SharedOutcome>,
-}
-
 /// A call whose invocation waits for its claim.
 struct Held<H> {
     inv: Invocation<H>,
@@ -106,11 +69,10 @@ struct Held<H> {
     task: bool,
 }
 
-/// The engine's side of the shared ledger: the queues and the held invocations.
+/// The engine's side of the shared ledger: the held invocations (its claims and records wait
+/// in the output queue).
 pub(in crate::engine) struct Shared<H> {
     on: bool,
-    pub(in crate::engine) claims: Capped<Claim>,
-    pub(in crate::engine) records: Capped<Record>,
     held: BTreeMap<CallId, Held<H>>,
     /// Calls that ended while their claim was out: the record that gives the state's fate (as
     /// the local ledger keeps it) to the other replicas, should the claim come back won. At
@@ -121,19 +83,7 @@ pub(in crate::engine) struct Shared<H> {
 
 impl<H> Default for Shared<H> {
     fn default() -> Self {
-        Self {
-            on: false,
-            claims: Capped::new(MAX_PENDING_CLAIMS),
-            records: Capped::new(MAX_PENDING_RECORDS),
-            held: BTreeMap::new(),
-            ended: BTreeMap::new(),
-        }
-    }
-}
-
-impl<H> Shared<H> {
-    fn record(&mut self, record: Record) {
-        self.records.push(record);
+        Self { on: false, held: BTreeMap::new(), ended: BTreeMap::new() }
     }
 }
 
@@ -145,7 +95,7 @@ impl<H: Clone> Engine<H> {
     /// On, a retry the engine's own ledger has not seen is admitted as before (timeouts,
     /// cancellation and closes apply to it, and a copy sent here meanwhile is refused
     /// `in_progress`), but its [`Invocation`] is held back and a [`Claim`] is queued
-    /// ([`poll_claim`](Self::poll_claim)). The shim asks its backend to mark the state running
+    /// ([`Output::Claim`](crate::engine::Output::Claim)). The shim asks its backend to mark the state running
     /// unless some replica already did, and answers with [`claim_result`](Self::claim_result):
     /// [`ClaimResult::Won`] runs the handler here; [`ClaimResult::Taken`] answers the call from
     /// what the backend holds ([`SharedOutcome`]: the other replica's answer byte for byte
@@ -154,7 +104,7 @@ impl<H: Clone> Engine<H> {
     /// the replica keeps serving while its backend is away, at a price: a retry may then run
     /// once per replica, as it would without sharing. When a call that ran here ends, a
     /// [`Record`] of what the engine's own ledger keeps is queued
-    /// ([`poll_record`](Self::poll_record)); a call answered from another replica's record
+    /// ([`Output::Record`](crate::engine::Output::Record)); a call answered from another replica's record
     /// queues none.
     ///
     /// A state is named by the SHA-256 digest the engine's own ledger keys it by, and is
@@ -167,28 +117,14 @@ impl<H: Clone> Engine<H> {
     pub fn set_shared_ledger(&mut self, on: bool) {
         self.shared.on = on;
         if !on {
-            self.shared.claims.clear();
-            self.shared.records.clear();
+            self.out.clear(Bounded::Claim);
+            self.out.clear(Bounded::Record);
             self.shared.ended.clear();
             let held: Vec<CallId> = self.shared.held.keys().copied().collect();
             for call in held {
                 self.claimed(self.clock, call, ClaimResult::Unavailable);
             }
         }
-    }
-
-    /// The next retry to claim in the shared ledger, oldest first: its invocation waits for
-    /// [`claim_result`](Self::claim_result). Drain it after every input, as
-    /// [`poll_output`](Self::poll_output) (see [`MAX_PENDING_CLAIMS`]).
-    pub fn poll_claim(&mut self) -> Option<Claim> {
-        self.shared.claims.pop()
-    }
-
-    /// The next record for the shared ledger, oldest first: what a call that ran here ended
-    /// with, to keep under its key until `expires_at_ms`. Drain it after every input (see
-    /// [`MAX_PENDING_RECORDS`]).
-    pub fn poll_record(&mut self) -> Option<Record> {
-        self.shared.records.pop()
     }
 
     /// The backend's answer to the claim of `call` (see [`ClaimResult`]). A call that ended
@@ -201,11 +137,16 @@ impl<H: Clone> Engine<H> {
         self.claimed(now, call, result);
     }
 
+    /// Queues `record` for the shared ledger ([`Output::Record`]).
+    fn queue_record(&mut self, record: Record) {
+        self.out.push_bounded(Output::Record(record), MAX_PENDING_RECORDS);
+    }
+
     fn claimed(&mut self, now: Instant, call: CallId, result: ClaimResult) {
         let Some(held) = self.shared.held.remove(&call) else {
             if let Some(record) = self.shared.ended.remove(&call) {
                 if result == ClaimResult::Won {
-                    self.shared.record(record);
+                    self.queue_record(record);
                 }
             }
             return;
@@ -292,7 +233,10 @@ impl<H: Clone> Engine<H> {
             Some(at) => expires.min(self.unix_ms(at).saturating_add(CLAIM_MARGIN_MS)),
             None => expires,
         };
-        if !self.shared.claims.push(Claim { call, key: used.key(), lease_until_ms }) {
+        if !self
+            .out
+            .push_bounded(Output::Claim(Claim { call, key: used.key(), lease_until_ms }), MAX_PENDING_CLAIMS)
+        {
             return Ok(inv);
         }
         if let Some(c) = self.calls.get_mut(call) {
@@ -342,7 +286,7 @@ impl<H: Clone> Engine<H> {
             let outcome = Some(ledger::shared_outcome(id, answer, &self.config.limits));
             let key = used.key();
             if !claiming {
-                self.shared.record(Record { key, expires_at_ms: used.expires_at_ms(), outcome });
+                self.queue_record(Record { key, expires_at_ms: used.expires_at_ms(), outcome });
             } else if let Some(ended) = self.shared.ended.values_mut().rev().find(|r| r.key == key) {
                 // It ended while its claim was out (a timeout answers it): the claim, if won,
                 // gives the other replicas the same fate.
@@ -356,11 +300,7 @@ impl<H: Clone> Engine<H> {
     /// is free again, here and, when the call ran here, in the shared ledger.
     pub(in crate::engine) fn release_state(&mut self, used: ledger::StateUse, claiming: bool) {
         if self.shared.on && !claiming {
-            self.shared.record(Record {
-                key: used.key(),
-                expires_at_ms: used.expires_at_ms(),
-                outcome: None,
-            });
+            self.queue_record(Record { key: used.key(), expires_at_ms: used.expires_at_ms(), outcome: None });
         }
         self.ledger.release(used);
     }

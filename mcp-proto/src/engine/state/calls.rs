@@ -40,7 +40,7 @@ pub(in crate::engine) struct Call {
     /// ledger.
     pub(in crate::engine) used: Option<StateUse>,
     /// Its invocation is held while a shared ledger is asked whether it may run here
-    /// ([`Engine::poll_claim`](crate::engine::Engine::poll_claim)); it stays set if the call ends
+    /// ([`Output::Claim`](crate::engine::Output::Claim)); it stays set if the call ends
     /// meanwhile, or is answered from another replica's record: either way its outcome was
     /// not made here and is not published.
     pub(in crate::engine) claiming: bool,

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::blame::{Blame, Bound};
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
+use crate::engine::state::messages::{Change, Claim, HeldKind, Holding, Record};
 #[cfg(doc)]
 use crate::engine::Engine;
 use crate::interaction::{InvalidAnswer, Unsupported};
@@ -458,13 +459,46 @@ pub enum Output<H> {
         /// Why.
         reason: CloseReason,
     },
+    /// A change to publish to the other replicas, while
+    /// [`Engine::set_publishing`] is on: a list changed or a resource was updated here
+    /// ([`RegistryMut`](crate::engine::RegistryMut) edits,
+    /// [`Engine::notify_resource_updated`]). Never for a change another replica published
+    /// ([`Engine::apply_remote_change`]), and never twice while one waits. At most
+    /// [`MAX_PENDING_CHANGES`](crate::engine::MAX_PENDING_CHANGES) wait.
+    Change(Change),
+    /// This engine began or stopped holding a legacy session or a running task, while
+    /// [`Engine::set_reporting_holdings`] is on: an `initialize` that made a session, a session
+    /// that ended, a task started by a `tools/call` and one forgotten. For the cluster's
+    /// directory (see `directory.rs`). At most
+    /// [`MAX_PENDING_HOLDINGS`](crate::engine::MAX_PENDING_HOLDINGS) wait.
+    Holding(Holding),
+    /// A retry to claim in the shared replay ledger before its handler runs, while
+    /// [`Engine::set_shared_ledger`] is on: a 2026-07-28 request whose `requestState` the local
+    /// ledger has not seen. Answer with [`Engine::claim_result`]. At most
+    /// [`MAX_PENDING_CLAIMS`](crate::engine::MAX_PENDING_CLAIMS) wait.
+    Claim(Claim),
+    /// What the shared replay ledger should keep for a state, while
+    /// [`Engine::set_shared_ledger`] is on: a claimed call ended here (its answer, or that it
+    /// had none). At most [`MAX_PENDING_RECORDS`](crate::engine::MAX_PENDING_RECORDS) wait.
+    Record(Record),
+    /// A task ended (completed, failed, cancelled; see [`Engine::complete`] and `tasks/cancel`):
+    /// its record, for a store that keeps tasks beyond this engine. Its `task` serializes to at
+    /// most [`Limits::max_task_result_bytes`](crate::limits::Limits::max_task_result_bytes)
+    /// bytes. At most 1024 wait, holding at most
+    /// [`Limits::max_ended_task_bytes`](crate::limits::Limits::max_ended_task_bytes) together:
+    /// past either the oldest waiting is dropped.
+    TaskEnded(TaskRecord),
+    /// A request the engine answered itself, while [`Engine::set_recording`] is on (a list, a
+    /// refusal, a replay: anything no handler served). At most
+    /// [`AnsweredRequest::QUEUE_CAP`] wait, the oldest dropped past that.
+    Answered(AnsweredRequest),
 }
 
 /// A request the engine answered itself, with no handler: `initialize`, `ping`, the lists,
 /// `logging/setLevel`, subscriptions, and every request it answered with an error at once
 /// (unknown method, invalid params, refused for a bound or a shutdown, a frame that did not
 /// parse). Kept only while [`Engine::set_recording`] is on, and drained with
-/// [`Engine::poll_answered`], so a shim can trace these requests as it traces the ones its
+/// [`Output::Answered`](crate::engine::Output::Answered), so a shim can trace these requests as it traces the ones its
 /// handlers serve. Notifications and responses are not requests and are never recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -530,15 +564,15 @@ pub struct EngineStatus {
     pub dropped_records: u64,
     /// Local changes not queued for publishing because
     /// [`MAX_PENDING_CHANGES`](crate::engine::MAX_PENDING_CHANGES) were already waiting
-    /// ([`Engine::poll_change`](crate::engine::Engine::poll_change)).
+    /// ([`Output::Change`](crate::engine::Output::Change)).
     pub dropped_changes: u64,
     /// Retries run here without asking the shared ledger because
     /// [`MAX_PENDING_CLAIMS`](crate::engine::MAX_PENDING_CLAIMS) claims were already waiting
-    /// ([`Engine::poll_claim`](crate::engine::Engine::poll_claim)).
+    /// ([`Output::Claim`](crate::engine::Output::Claim)).
     pub dropped_claims: u64,
     /// Records for the shared ledger not queued because
     /// [`MAX_PENDING_RECORDS`](crate::engine::MAX_PENDING_RECORDS) were already waiting
-    /// ([`Engine::poll_record`](crate::engine::Engine::poll_record)).
+    /// ([`Output::Record`](crate::engine::Output::Record)).
     pub dropped_shared_records: u64,
 }
 
@@ -676,6 +710,18 @@ pub struct HttpHead {
     pub status: u16,
     /// Headers to send, `Content-Type` included when there is a body.
     pub headers: Vec<(&'static str, String)>,
+    /// What this answer made the engine hold: the legacy session its `initialize` minted, the
+    /// task its `tools/call` started. Not sent: a cluster registers them in its directory
+    /// before the answer leaves, so that the client's next request for them is routed here
+    /// from any replica (see [`Output::Holding`]). Empty for most answers.
+    pub holds: Vec<(HeldKind, String)>,
+}
+
+impl HttpHead {
+    /// A head with `status` and `headers`, holding nothing.
+    pub fn new(status: u16, headers: Vec<(&'static str, String)>) -> Self {
+        Self { status, headers, holds: Vec::new() }
+    }
 }
 
 /// What to answer an [`HttpRequest`](crate::engine::HttpRequest) with.
@@ -728,7 +774,7 @@ impl TaskStatus {
     }
 }
 
-/// An ended task, for a store that keeps tasks beyond this engine ([`Engine::poll_ended_task`]).
+/// An ended task, for a store that keeps tasks beyond this engine ([`Output::TaskEnded`](crate::engine::Output::TaskEnded)).
 ///
 /// The engine hands over only records whose `task` serializes (as JSON) to at most
 /// [`Limits::max_task_result_bytes`](crate::limits::Limits::max_task_result_bytes) bytes, so a store

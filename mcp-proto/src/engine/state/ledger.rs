@@ -124,8 +124,8 @@ pub(in crate::engine) fn shared_outcome(
     id: &RequestId,
     answer: Option<&Encoded>,
     limits: &Limits,
-) -> crate::engine::state::outcome::SharedOutcome {
-    use crate::engine::state::outcome::SharedOutcome;
+) -> crate::engine::state::messages::SharedOutcome {
+    use crate::engine::state::messages::SharedOutcome;
     let keep = limits.max_ledger_bytes / 16;
     match answer.map(|a| (a.after_id(id), a.fault)) {
         None => SharedOutcome::Interrupted,
@@ -136,8 +136,10 @@ pub(in crate::engine) fn shared_outcome(
 
 /// The refusal a copy of a used state gets for `outcome`, or `None` when the outcome is an
 /// answer to replay.
-pub(in crate::engine) fn refusal(outcome: &crate::engine::state::outcome::SharedOutcome) -> Option<RpcError> {
-    use crate::engine::state::outcome::SharedOutcome;
+pub(in crate::engine) fn refusal(
+    outcome: &crate::engine::state::messages::SharedOutcome,
+) -> Option<RpcError> {
+    use crate::engine::state::messages::SharedOutcome;
     match outcome {
         SharedOutcome::Kept { .. } => None,
         SharedOutcome::Running => Some(already_used(
@@ -232,7 +234,7 @@ impl Ledger {
         id: &RequestId,
     ) -> Result<Seen, RpcError> {
         self.prune(now_ms);
-        use crate::engine::state::outcome::SharedOutcome;
+        use crate::engine::state::messages::SharedOutcome;
         let refused = |o: SharedOutcome| refusal(&o).unwrap_or_else(RpcError::misuse);
         if self.running.contains(&used.digest) {
             return Err(refused(SharedOutcome::Running));

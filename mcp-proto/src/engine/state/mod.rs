@@ -2,12 +2,12 @@
 
 pub(super) mod call_state;
 pub(super) mod calls;
-pub(super) mod capped;
 pub(super) mod config;
 pub(super) mod io;
 pub(super) mod ledger;
+pub(super) mod messages;
 pub(super) mod outbound;
-pub(super) mod outcome;
+pub(super) mod outputs;
 pub(super) mod post_store;
 pub(super) mod sessions;
 pub(super) mod streams;

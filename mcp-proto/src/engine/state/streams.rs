@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use crate::engine::state::io::{CallId, ConnId};
+use crate::engine::state::messages::HeldKind;
 use crate::engine::state::post_store::{Attachment, PostStreams};
 use crate::http::Accepts;
 use crate::sse::{self, EventId, ReplayBuffer};
@@ -210,6 +211,10 @@ pub(in crate::engine) struct Exchange {
     prime: bool,
     /// The id of the session this exchange's `initialize` made, for the response head.
     minted: Option<String>,
+    /// The tasks its calls started, for the response head ([`HttpHead::holds`]).
+    ///
+    /// [`HttpHead::holds`]: crate::engine::HttpHead::holds
+    holds: Vec<(HeldKind, String)>,
     stream_no: u64,
     seq: u64,
     /// Calls of its legacy session that sent server→client requests on it. At most the calls
@@ -232,6 +237,7 @@ impl Exchange {
             modern: true,
             prime: false,
             minted: None,
+            holds: Vec::new(),
             stream_no: 0,
             seq: 0,
             asked: BTreeSet::new(),
@@ -259,6 +265,7 @@ impl Exchange {
             modern: false,
             prime,
             minted,
+            holds: Vec::new(),
             stream_no,
             seq: 0,
             asked: BTreeSet::new(),
@@ -324,6 +331,16 @@ impl Exchange {
     /// Its SSE response has begun.
     pub(in crate::engine) fn started(&self) -> bool {
         self.started
+    }
+
+    /// A call it carries started the task `id`: its answer names it to the cluster.
+    pub(in crate::engine) fn hold(&mut self, kind: HeldKind, id: String) {
+        self.holds.push((kind, id));
+    }
+
+    /// What its calls made the engine hold so far.
+    pub(in crate::engine) fn holds(&self) -> &[(HeldKind, String)] {
+        &self.holds
     }
 
     /// The session id its `initialize` minted.

@@ -12,6 +12,7 @@
 //! (`subscriptions/listen`): the response turns into SSE at the first such message, so a plain
 //! call pays for no event framing.
 
+use crate::engine::state::messages::HeldKind;
 use crate::engine::state::post_store::Attachment;
 use crate::engine::state::sessions::Room;
 use crate::engine::state::streams::{Exchange, Expiry, SessionState, Transport};
@@ -55,20 +56,17 @@ pub struct HttpRequest<'a> {
 pub(in crate::engine) type Ready = (HttpHead, Vec<u8>);
 
 fn json_head(status: u16) -> HttpHead {
-    HttpHead { status, headers: vec![("Content-Type", "application/json".to_owned())] }
+    HttpHead::new(status, vec![("Content-Type", "application/json".to_owned())])
 }
 
 /// The head of an SSE response.
 pub(in crate::engine) fn sse_head() -> HttpHead {
-    HttpHead {
-        status: 200,
-        headers: sse::RESPONSE_HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
-    }
+    HttpHead::new(200, sse::RESPONSE_HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect())
 }
 
 fn full(status: u16, body: Vec<u8>) -> HttpReply {
     if body.is_empty() {
-        return HttpReply::Full { head: HttpHead { status, headers: Vec::new() }, body };
+        return HttpReply::Full { head: HttpHead::new(status, Vec::new()), body };
     }
     HttpReply::Full { head: json_head(status), body }
 }
@@ -377,7 +375,8 @@ impl<H: Clone> Engine<H> {
         let initialized = self.conns.get(session.0).is_some_and(|c| c.session.is_some());
         match reply {
             HttpReply::Full { mut head, body } if initialized => {
-                head.headers.push((crate::http::SESSION_ID_HEADER, id));
+                head.headers.push((crate::http::SESSION_ID_HEADER, id.clone()));
+                head.holds.push((HeldKind::Session, id));
                 HttpReply::Full { head, body }
             }
             // A client that takes only SSE: the stream's head carries the id.
@@ -530,7 +529,7 @@ impl<H: Clone> Engine<H> {
         if let Some(v) = headers.protocol_version {
             if ProtocolVersion::parse(v).is_none_or(|v| v.is_modern()) {
                 return Err(HttpReply::Full {
-                    head: HttpHead { status: 405, headers: vec![("Allow", "POST".to_owned())] },
+                    head: HttpHead::new(405, vec![("Allow", "POST".to_owned())]),
                     body: Vec::new(),
                 });
             }
@@ -594,7 +593,8 @@ impl<H: Clone> Engine<H> {
                 if !x.started() {
                     if done && x.answers_in_json() {
                         let era = if x.is_modern() { Era::Modern } else { Era::Legacy };
-                        let head = json_head(msg.status(era));
+                        let mut head = json_head(msg.status(era));
+                        head.holds = x.holds().to_vec();
                         self.drop_conn(to);
                         self.respond(to, head, msg.bytes);
                         return;
@@ -638,8 +638,10 @@ impl<H: Clone> Engine<H> {
         let Some(prime) = x.start() else { return };
         let (session, stream_no) = (x.session(), x.stream_no());
         let mut head = sse_head();
+        head.holds = x.holds().to_vec();
         if let Some(id) = minted {
-            head.headers.push((crate::http::SESSION_ID_HEADER, id));
+            head.headers.push((crate::http::SESSION_ID_HEADER, id.clone()));
+            head.holds.push((HeldKind::Session, id));
         }
         self.out.push_back(Output::Stream { conn: ex, head });
         // A legacy session's stream can be resumed: its events are kept from the first.
@@ -669,7 +671,7 @@ impl<H: Clone> Engine<H> {
             // The request has no answer (JSON-RPC sends none for a cancelled request), but the
             // HTTP request still needs a response.
             self.drop_conn(ex);
-            self.respond(ex, HttpHead { status: 204, headers: Vec::new() }, Vec::new());
+            self.respond(ex, HttpHead::new(204, Vec::new()), Vec::new());
         }
     }
 

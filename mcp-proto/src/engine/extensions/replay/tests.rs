@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use crate::caller::{Caller, Gate};
 use crate::content::ToolOutput;
 use crate::cursor::KeyRing;
-use crate::engine::replica::shared::ClaimResult;
-use crate::engine::test_support::frame;
+use crate::engine::test_support::{frame, picked};
+use crate::engine::ClaimResult;
 use crate::engine::SharedOutcome;
 use crate::engine::{Config, ConnId, ConnKind, Engine, Implementation, Invocation, Output, Reply, Seed};
 use crate::interaction::InputRequest;
@@ -189,6 +189,11 @@ fn a_copy_of_a_retry_that_made_a_task_needs_the_tasks_extension() {
     }
 }
 
+/// The claims among `outs`.
+fn claims(outs: &[Output<u32>]) -> Vec<crate::engine::Claim> {
+    picked(outs, |o| if let Output::Claim(c) = o { Some(c) } else { None })
+}
+
 /// A record another replica kept, as the backend would hand it back.
 fn kept(recorded: &Value) -> SharedOutcome {
     let bytes = serde_json::to_vec(recorded).unwrap();
@@ -206,31 +211,31 @@ fn through_the_shared_ledger_a_refused_copy_is_never_claimed_and_a_record_is_rec
     let mut b = Rig::new(true);
     // Gates first: a caller B's gates refuse is refused before anything is claimed.
     b.tool_open.store(false, Ordering::SeqCst);
-    let r = frame(&b.send(3, &retry));
+    let outs = b.send(3, &retry);
+    let r = frame(&outs);
     assert_eq!(r["error"]["message"], "unknown tool: ask", "{r}");
-    assert!(b.engine.poll_claim().is_none(), "nothing asked of the backend");
+    assert!(claims(&outs).is_empty(), "nothing asked of the backend");
     b.server_open.store(false, Ordering::SeqCst);
     b.tool_open.store(true, Ordering::SeqCst);
-    assert_eq!(
-        frame(&b.send(4, &retry))["error"]["message"],
-        "forbidden: this caller may not use this server"
-    );
-    assert!(b.engine.poll_claim().is_none());
+    let outs = b.send(4, &retry);
+    assert_eq!(frame(&outs)["error"]["message"], "forbidden: this caller may not use this server");
+    assert!(claims(&outs).is_empty());
     b.server_open.store(true, Ordering::SeqCst);
     // Capabilities: A's record is an elicitation; a copy that cannot receive one is refused.
     let mut bare = retry.clone();
     bare["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
     let outs = b.send(5, &bare);
     assert!(!runs(&outs));
-    let claim = b.engine.poll_claim().expect("a copy B never saw is claimed");
+    let claim = claims(&outs).pop().expect("a copy B never saw is claimed");
     b.engine.claim_result(b.now, claim.call, ClaimResult::Taken(kept(&recorded)));
     let outs = b.drain();
     assert!(!runs(&outs));
     let r = frame(&outs);
     assert_eq!((r["id"].clone(), r["error"]["code"].clone()), (json!(5), json!(-32021)), "{r}");
     // B kept the record all the same: a copy that can receive it gets it without asking.
-    assert!(same_answer(frame(&b.send(6, &retry)), &recorded));
-    assert!(b.engine.poll_claim().is_none());
+    let outs = b.send(6, &retry);
+    assert!(same_answer(frame(&outs), &recorded));
+    assert!(claims(&outs).is_empty());
 }
 
 #[test]

@@ -19,6 +19,8 @@ use crate::registry::{TaskSupport, Tool};
 struct Rig {
     engine: Engine<u32>,
     now: Instant,
+    /// Ended-task records drained but not yet looked at.
+    ended: Vec<TaskRecord>,
 }
 
 impl Rig {
@@ -31,7 +33,7 @@ impl Rig {
         let mut engine = Engine::new(config, now);
         let job = Tool::new("job", "A task", json!({"type": "object"})).task_support(TaskSupport::Optional);
         engine.registry_mut(now).add_tool(job, 1).unwrap();
-        Self { engine, now }
+        Self { engine, now, ended: Vec::new() }
     }
 
     fn caller(&mut self, name: &str) -> ConnId {
@@ -61,16 +63,29 @@ impl Rig {
         }
     }
 
+    /// The outputs waiting, but for the ended-task records, set aside for [`Rig::ended`].
     fn drain(&mut self) -> Vec<Output<u32>> {
-        std::iter::from_fn(|| self.engine.poll_output()).collect()
+        let mut rest = Vec::new();
+        while let Some(o) = self.engine.poll_output() {
+            match o {
+                Output::TaskEnded(r) => self.ended.push(r),
+                o => rest.push(o),
+            }
+        }
+        rest
+    }
+
+    /// The records of the tasks that ended since the last call, in order.
+    fn ended(&mut self) -> Vec<TaskRecord> {
+        self.drain();
+        std::mem::take(&mut self.ended)
     }
 
     /// Ends a task with a text result of `bytes` characters; the record handed to the store.
     fn finish(&mut self, inv: Invocation<u32>, bytes: usize) -> TaskRecord {
         let out = Reply::Tool(Ok(ToolOutput::text("x".repeat(bytes))));
         self.engine.complete(self.now, inv.ticket, out).unwrap();
-        self.drain();
-        let records: Vec<TaskRecord> = std::iter::from_fn(|| self.engine.poll_ended_task()).collect();
+        let records = self.ended();
         assert_eq!(records.len(), 1, "one record per ended task");
         records.into_iter().next().unwrap()
     }
@@ -112,7 +127,7 @@ fn a_caller_below_its_share_gets_a_place_from_a_flood_of_running_tasks() {
     assert!(!rig.holds(newest), "mallory's newest task made room");
     assert!(flood[..7].iter().all(|(t, _)| rig.holds(t)), "and only that one");
     assert!(rig.holds(&task));
-    let displaced: Vec<TaskRecord> = std::iter::from_fn(|| rig.engine.poll_ended_task()).collect();
+    let displaced = rig.ended();
     assert_eq!(displaced.len(), 1);
     assert_eq!(displaced[0].task["status"], "cancelled");
     assert_eq!(displaced[0].task["statusMessage"], super::DISPLACED_MESSAGE);

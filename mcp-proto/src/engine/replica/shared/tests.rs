@@ -17,6 +17,9 @@ use crate::registry::Tool;
 struct Replica {
     engine: Engine<u32>,
     conn: ConnId,
+    /// Claims and records drained but not yet looked at.
+    claims: Vec<Claim>,
+    records: Vec<Record>,
 }
 
 impl Replica {
@@ -26,7 +29,7 @@ impl Replica {
         engine.registry_mut(now).add_tool(Tool::new("ask", "Asks", json!({"type": "object"})), 1).unwrap();
         engine.set_shared_ledger(shared);
         let conn = engine.open(now, ConnKind::Stdio, Caller::identified("ada")).unwrap();
-        Self { engine, conn }
+        Self { engine, conn, claims: Vec::new(), records: Vec::new() }
     }
 
     fn send(&mut self, now: Instant, id: u32, params: &Value) -> Vec<Output<u32>> {
@@ -35,16 +38,30 @@ impl Replica {
         self.drain()
     }
 
+    /// The outputs waiting, but for the claims and records, which are set aside for
+    /// [`claims`](Self::claims) and [`records`](Self::records).
     fn drain(&mut self) -> Vec<Output<u32>> {
-        std::iter::from_fn(|| self.engine.poll_output()).collect()
+        let mut rest = Vec::new();
+        while let Some(o) = self.engine.poll_output() {
+            match o {
+                Output::Claim(c) => self.claims.push(c),
+                Output::Record(r) => self.records.push(r),
+                o => rest.push(o),
+            }
+        }
+        rest
     }
 
+    /// The claims emitted since the last call, in order.
     fn claims(&mut self) -> Vec<Claim> {
-        std::iter::from_fn(|| self.engine.poll_claim()).collect()
+        self.drain();
+        std::mem::take(&mut self.claims)
     }
 
+    /// The records emitted since the last call, in order.
     fn records(&mut self) -> Vec<Record> {
-        std::iter::from_fn(|| self.engine.poll_record()).collect()
+        self.drain();
+        std::mem::take(&mut self.records)
     }
 }
 

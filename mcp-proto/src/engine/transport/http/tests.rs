@@ -1306,3 +1306,35 @@ fn kept_events_are_bounded_in_total_and_a_caller_below_its_share_keeps_its_own()
     rig.drain();
     assert_eq!(rig.engine.sessions.kept.of(other.binding()), 0);
 }
+
+#[test]
+fn an_answer_names_what_it_made_the_engine_hold() {
+    let mut rig = Rig::new(|_| {});
+    // An `initialize` that mints a session: its head names the session.
+    let HttpReply::Full { head, .. } = rig.post(&[], INIT) else { panic!("a JSON answer") };
+    let sid = head.headers.iter().find(|(k, _)| *k == "Mcp-Session-Id").map(|(_, v)| v.clone()).unwrap();
+    assert_eq!(head.holds, [(crate::engine::HeldKind::Session, sid.clone())]);
+    // Another request of the session holds nothing new.
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let HttpReply::Full { head, .. } = rig.post(&[("Mcp-Session-Id", &sid)], note) else { panic!() };
+    assert!(head.holds.is_empty());
+    // A 2026-07-28 `tools/call` answered with a task: its head names the task.
+    let job = crate::registry::Tool::new("job", "A task", json!({"type": "object"}))
+        .task_support(crate::registry::TaskSupport::Optional);
+    rig.engine.registry_mut(rig.now).add_tool(job, 2).unwrap();
+    rig.drain();
+    let mut meta = modern_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "job", "arguments": {}, "_meta": meta}});
+    let HttpReply::Full { head, body } = modern_post(&mut rig, &[], &body) else { panic!("a JSON answer") };
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    let task = answer["result"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {answer}"));
+    assert_eq!(head.holds, [(crate::engine::HeldKind::Task, task.to_owned())]);
+    for o in rig.drain() {
+        if let Output::Invoke(inv) = o {
+            inv.ticket.abandon();
+        }
+    }
+}

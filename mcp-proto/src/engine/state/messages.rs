@@ -1,8 +1,12 @@
-//! What a shared replay ledger holds for a state ([`SharedOutcome`]), and its encoding for a
-//! backend: the data the local ledger and the replica wing both speak, so neither imports the
-//! other for it.
+//! What the engine and its cluster say to each other, as data: the changes it publishes
+//! ([`Change`]), the sessions and tasks it holds ([`Holding`]), the claims and records of the
+//! shared replay ledger ([`Claim`], [`ClaimResult`], [`Record`]) and what that ledger holds for a
+//! state ([`SharedOutcome`], with its encoding for a backend). A leaf: the output queue, the
+//! local ledger and the replica wing all speak it, so none imports another for it.
 
 use crate::blame::Blame;
+use crate::engine::state::io::CallId;
+use crate::engine::state::subscriptions::List;
 use crate::jsonrpc::ErrorCode;
 
 /// What the shared ledger holds for a state, and so what became of its call on the replica
@@ -133,6 +137,141 @@ fn code_byte(code: ErrorCode) -> Option<u8> {
 
 fn byte_code(b: u8) -> Option<ErrorCode> {
     CODES.get(usize::from(b)).copied()
+}
+
+/// A list whose membership changed: which `notifications/*/list_changed` it raises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChangedList {
+    /// `notifications/tools/list_changed`.
+    Tools,
+    /// `notifications/resources/list_changed` (resources and templates).
+    Resources,
+    /// `notifications/prompts/list_changed`.
+    Prompts,
+}
+
+impl ChangedList {
+    /// A stable name (`tools`, `resources`, `prompts`), for a wire format between replicas.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangedList::Tools => "tools",
+            ChangedList::Resources => "resources",
+            ChangedList::Prompts => "prompts",
+        }
+    }
+
+    /// The list named `name` by [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "tools" => Some(ChangedList::Tools),
+            "resources" => Some(ChangedList::Resources),
+            "prompts" => Some(ChangedList::Prompts),
+            _ => None,
+        }
+    }
+
+    pub(in crate::engine) fn list(self) -> List {
+        match self {
+            ChangedList::Tools => List::Tools,
+            ChangedList::Resources => List::Resources,
+            ChangedList::Prompts => List::Prompts,
+        }
+    }
+
+    pub(in crate::engine) fn of(list: List) -> Self {
+        match list {
+            List::Tools => ChangedList::Tools,
+            List::Resources => ChangedList::Resources,
+            List::Prompts => ChangedList::Prompts,
+        }
+    }
+}
+
+/// A change one replica tells the others of.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Change {
+    /// An ungated item was added to or removed from a list.
+    ListChanged(ChangedList),
+    /// The resource at this URI changed (`notifications/resources/updated`).
+    ResourceUpdated(String),
+}
+
+/// What a [`Holding`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HeldKind {
+    /// A legacy (pre-2026) Streamable HTTP session, by its `Mcp-Session-Id`.
+    Session,
+    /// A task of the Tasks extension while it runs, by its task id.
+    Task,
+}
+
+impl HeldKind {
+    /// A stable name (`session`, `task`), for a wire format or a storage key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeldKind::Session => "session",
+            HeldKind::Task => "task",
+        }
+    }
+
+    /// The kind named `name` by [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "session" => Some(HeldKind::Session),
+            "task" => Some(HeldKind::Task),
+            _ => None,
+        }
+    }
+}
+
+/// This engine began or stopped holding a session or a running task
+/// ([`Output::Holding`](crate::engine::Output::Holding)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Holding {
+    /// A session or a task.
+    pub kind: HeldKind,
+    /// Its `Mcp-Session-Id` or task id.
+    pub id: String,
+    /// Whether it is held from now on (`true`) or no longer (`false`).
+    pub held: bool,
+}
+
+/// A retry the engine asks the shared ledger about ([`Output::Claim`](crate::engine::Output::Claim)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The call held back until [`Engine::claim_result`](crate::engine::Engine::claim_result) answers for it.
+    pub call: CallId,
+    /// The state's key: its SHA-256 digest in hex (64 characters; see the module docs).
+    pub key: String,
+    /// Until when (unix milliseconds) the claim holds if no record replaces it (see
+    /// [`CLAIM_MARGIN_MS`](crate::engine::CLAIM_MARGIN_MS)).
+    pub lease_until_ms: u64,
+}
+
+/// The backend's answer to a [`Claim`] ([`Engine::claim_result`](crate::engine::Engine::claim_result)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimResult {
+    /// The state is now marked running for this replica: the handler runs here.
+    Won,
+    /// Another replica claimed the state first; this is what it holds now.
+    Taken(SharedOutcome),
+    /// The backend could not say (unreachable, too slow): the handler runs here.
+    Unavailable,
+}
+
+/// What a shared ledger should keep for a state ([`Output::Record`](crate::engine::Output::Record)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The state's key, as in its [`Claim`].
+    pub key: String,
+    /// When the state expires (unix milliseconds): the record may be forgotten then.
+    pub expires_at_ms: u64,
+    /// What to keep in place of the running marker this replica's claim put there; `None`
+    /// gives the claim back (delete the key, if it still holds the running marker): the call
+    /// was refused for what the retry itself brought, so its state was not used and a
+    /// corrected copy may run on any replica.
+    pub outcome: Option<SharedOutcome>,
 }
 
 #[cfg(test)]
