@@ -64,8 +64,9 @@ use futures_util::stream::BoxStream;
 use mcp_proto::{Change, ClaimResult, HeldKind, KeyRing, SharedOutcome};
 
 use crate::handler::BoxFuture;
+use crate::runtime::Runtime;
+use crate::server::Server;
 use crate::tasks::{InMemoryTaskStore, TaskStore};
-use crate::{Runtime, Server};
 
 /// What one replica tells the others.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -477,7 +478,7 @@ impl Cluster for InMemoryCluster {
 
     fn claim(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<Option<Vec<u8>>, ClusterError>> {
         let claimed = match self.ledger.lock() {
-            Ok(mut ledger) => Ok(ledger.claim(crate::unix_ms(), key, lease_until_ms)),
+            Ok(mut ledger) => Ok(ledger.claim(crate::runtime::unix_ms(), key, lease_until_ms)),
             Err(_) => Err(ClusterError("ledger lock poisoned".into())),
         };
         Box::pin(std::future::ready(claimed))
@@ -485,14 +486,14 @@ impl Cluster for InMemoryCluster {
 
     fn record(&self, key: &str, outcome: Option<Vec<u8>>, expires_at_ms: u64) -> BoxFuture<()> {
         if let Ok(mut ledger) = self.ledger.lock() {
-            ledger.record(crate::unix_ms(), key, outcome, expires_at_ms);
+            ledger.record(crate::runtime::unix_ms(), key, outcome, expires_at_ms);
         }
         Box::pin(std::future::ready(()))
     }
 
     fn renew(&self, key: &str, lease_until_ms: u64) -> BoxFuture<Result<bool, ClusterError>> {
         let renewed = match self.ledger.lock() {
-            Ok(mut ledger) => Ok(ledger.renew(crate::unix_ms(), key, lease_until_ms)),
+            Ok(mut ledger) => Ok(ledger.renew(crate::runtime::unix_ms(), key, lease_until_ms)),
             Err(_) => Err(ClusterError("ledger lock poisoned".into())),
         };
         Box::pin(std::future::ready(renewed))
@@ -675,7 +676,7 @@ impl Membership {
     pub(crate) async fn registered(&self, rt: &Arc<dyn Runtime>, task_id: &str, within: Duration) {
         let pending = self.registering.lock().ok().and_then(|r| r.get(task_id).cloned());
         let Some(done) = pending else { return };
-        let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(within));
+        let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(within));
         futures_util::future::select(Box::pin(async move { done.recv().await }), deadline).await;
     }
 
@@ -694,12 +695,12 @@ impl Membership {
             use futures_util::future::{select, Either};
             let held = |m: &Membership| m.leases.lock().is_ok_and(|l| l.contains(&key));
             loop {
-                crate::sleep_until(rt.as_ref(), rt.now().checked_add(every)).await;
+                crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(every)).await;
                 if !held(&m) {
                     return;
                 }
-                let to = until_ms.min(crate::unix_ms().saturating_add(ms(lease)));
-                let timeout = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+                let to = until_ms.min(crate::runtime::unix_ms().saturating_add(ms(lease)));
+                let timeout = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
                 match select(m.cluster.renew(&key, to), timeout).await {
                     Either::Left((Ok(true), _)) if to < until_ms => {}
                     Either::Left((Ok(_), _)) => break,
@@ -748,7 +749,7 @@ impl Membership {
                         self.hold(kind, &id).await;
                     }
                 }
-                crate::sleep_until(rt.as_ref(), rt.now().checked_add(ADVERTISE_EVERY)).await;
+                crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(ADVERTISE_EVERY)).await;
             }
         };
         futures_util::future::select(std::pin::pin!(beat), std::pin::pin!(stop)).await;
@@ -758,7 +759,7 @@ impl Membership {
 impl Server {
     /// Publishes what the engine queued to publish. Called wherever the engine's output is
     /// drained, so local changes leave in the order they were made.
-    pub(crate) fn publish_changes(&self, st: &mut crate::State) {
+    pub(crate) fn publish_changes(&self, st: &mut crate::driver::State) {
         let Some(m) = st.cluster.clone() else { return };
         while let Some(change) = st.engine.poll_change() {
             m.cluster.publish(ClusterEvent { origin: m.replica.clone(), kind: EventKind::Change(change) });
@@ -770,7 +771,7 @@ impl Server {
     /// through the control channel as a handler's completion does. Called wherever the
     /// engine's output is drained. True when it answered claims at once (no runtime), which
     /// leaves output to drain.
-    pub(crate) fn share_ledger(&self, st: &mut crate::State) -> bool {
+    pub(crate) fn share_ledger(&self, st: &mut crate::driver::State) -> bool {
         let Some(m) = st.cluster.clone() else {
             return false;
         };
@@ -791,9 +792,9 @@ impl Server {
             // The engine's lease is the longest the claim may hold; it is taken for one
             // `claim_lease` at a time and renewed while the call runs, so that a replica dying
             // mid-call frees it soon.
-            let first = claim.lease_until_ms.min(crate::unix_ms().saturating_add(ms(lease)));
+            let first = claim.lease_until_ms.min(crate::runtime::unix_ms().saturating_add(ms(lease)));
             let asked = m.cluster.claim(&claim.key, first);
-            let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+            let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
             let replica = m.replica.clone();
             let (m, rt) = (m.clone(), rt.clone());
             rt.clone().spawn(Box::pin(async move {
@@ -822,7 +823,7 @@ impl Server {
                     }
                 };
                 let call = claim.call;
-                server.submit(Box::new(move |_: &Server, st: &mut crate::State, now: std::time::Instant| {
+                server.submit(Box::new(move |_: &Server, st: &mut crate::driver::State, now: std::time::Instant| {
                     st.engine.claim_result(now, call, result);
                 }));
             }));
@@ -833,7 +834,7 @@ impl Server {
             }
             let write =
                 m.cluster.record(&record.key, record.outcome.map(|o| o.encode()), record.expires_at_ms);
-            let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+            let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
             rt.spawn(Box::pin(async move {
                 futures_util::future::select(write, deadline).await;
             }));
@@ -842,7 +843,7 @@ impl Server {
     }
 
     /// Reports to the directory what the engine began or stopped holding.
-    pub(crate) fn report_holdings(&self, st: &mut crate::State) {
+    pub(crate) fn report_holdings(&self, st: &mut crate::driver::State) {
         let Some(m) = st.cluster.clone() else {
             while st.engine.poll_holding().is_some() {}
             return;
@@ -1029,7 +1030,7 @@ mod tests {
     #[test]
     fn the_in_memory_cluster_shares_claims_between_its_replicas() {
         let cluster = InMemoryCluster::default();
-        let far = crate::unix_ms() + 60_000;
+        let far = crate::runtime::unix_ms() + 60_000;
         let claim = |c: &InMemoryCluster| c.claim("state", far).now_or_never().unwrap().unwrap();
         assert_eq!(claim(&cluster), None);
         assert_eq!(claim(&cluster), Some(SharedOutcome::Running.encode()));

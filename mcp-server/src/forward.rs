@@ -86,8 +86,10 @@ use hyper::client::conn::http1::SendRequest;
 use mcp_proto::{HeldKind, KeyRing};
 
 use crate::cluster::{Located, Membership};
+use crate::handler::BoxFuture;
 use crate::http::{McpBody, StreamDropped};
-use crate::{BoxFuture, Runtime, Server};
+use crate::runtime::Runtime;
+use crate::server::Server;
 
 /// The header a forwarded request carries: the id of the replica that forwarded it.
 pub const FORWARDED_BY: &str = "mcp-forwarded-by";
@@ -120,7 +122,8 @@ pub(crate) async fn locate(
     id: &str,
 ) -> Result<Option<Located>, String> {
     let lookup = m.cluster.locate(kind, id);
-    match select(lookup, crate::sleep_until(rt.as_ref(), rt.now().checked_add(LOOKUP_TIMEOUT))).await {
+    match select(lookup, crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(LOOKUP_TIMEOUT))).await
+    {
         Either::Left((found, _)) => found.map_err(|e| e.to_string()),
         Either::Right(_) => Err(format!("timed out after {LOOKUP_TIMEOUT:?}")),
     }
@@ -438,7 +441,7 @@ async fn within<T>(
     deadline: Option<std::time::Instant>,
     fut: impl std::future::Future<Output = Result<T, Unreachable>>,
 ) -> Result<T, Unreachable> {
-    match select(std::pin::pin!(fut), crate::sleep_until(rt.as_ref(), deadline)).await {
+    match select(std::pin::pin!(fut), crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
         Either::Left((out, _)) => out,
         Either::Right(_) => Err(Unreachable("timed out".into())),
     }

@@ -21,7 +21,11 @@ use futures_util::stream::Stream;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
-use super::{BoxFuture, Cut, HttpItem, HttpQueue, HttpRefused, Runtime, Server, State};
+use crate::driver::{Cut, HttpItem, HttpQueue, State};
+use crate::handler::BoxFuture;
+use crate::runtime::Runtime;
+use crate::server::Server;
+use crate::status::HttpRefused;
 use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
 use mcp_proto::{Bound, Era, RpcError};
 use mcp_proto::{Caller, ConnId, HttpRequest};
@@ -404,8 +408,11 @@ impl HttpService {
                 Err(e) => {
                     if let Some(wait) = accept_backoff(&e) {
                         tracing::warn!(error = %e, "accept failed; retrying in {wait:?}");
-                        crate::sleep_until(self.inner.rt.as_ref(), self.inner.rt.now().checked_add(wait))
-                            .await;
+                        crate::runtime::sleep_until(
+                            self.inner.rt.as_ref(),
+                            self.inner.rt.now().checked_add(wait),
+                        )
+                        .await;
                     }
                     continue;
                 }
@@ -762,7 +769,7 @@ impl HttpService {
         let mut body = pin!(body);
         let outcome = {
             let read = pin!(read_capped(body.as_mut(), limits));
-            match select(read, crate::sleep_until(rt.as_ref(), deadline)).await {
+            match select(read, crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
                 Either::Left((outcome, _)) => Some(outcome),
                 Either::Right(_) => None,
             }
@@ -807,7 +814,7 @@ impl HttpService {
                 left = rest;
             }
         };
-        select(pin!(drain), crate::sleep_until(rt.as_ref(), deadline)).await;
+        select(pin!(drain), crate::runtime::sleep_until(rt.as_ref(), deadline)).await;
     }
 
     /// Waits for the engine's answer to a pending exchange: a JSON response, or an SSE head whose
