@@ -21,6 +21,7 @@ use futures_util::stream::Stream;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 
+use crate::body::StreamDropped;
 use crate::driver::{Cut, HttpItem, HttpQueue, State};
 use crate::handler::BoxFuture;
 use crate::runtime::Runtime;
@@ -666,14 +667,14 @@ impl HttpService {
     /// The client address another replica of the cluster vouches for, on a request it
     /// forwarded here.
     fn forwarded_peer(&self, method: &http::Method, headers: &http::HeaderMap) -> Option<String> {
-        headers.get(crate::forward::FORWARDED_BY)?;
-        let token = headers.get(crate::forward::FORWARDED_PEER)?.to_str().ok()?;
+        headers.get(crate::cluster::forward::FORWARDED_BY)?;
+        let token = headers.get(crate::cluster::forward::FORWARDED_PEER)?.to_str().ok()?;
         let server = &self.inner.server;
         let m = server.membership()?;
-        crate::forward::verified_peer(
+        crate::cluster::forward::verified_peer(
             &server.key_ring(),
             token,
-            &crate::forward::binding(method, headers),
+            &crate::cluster::forward::binding(method, headers),
             &m.peer_nonces,
         )
     }
@@ -686,16 +687,16 @@ impl HttpService {
         body: &[u8],
         peer: Option<String>,
     ) -> Option<Response<McpBody>> {
-        if parts.headers.contains_key(crate::forward::FORWARDED_BY) {
+        if parts.headers.contains_key(crate::cluster::forward::FORWARDED_BY) {
             return None;
         }
-        let (kind, id) = crate::forward::named(&parts.headers)?;
+        let (kind, id) = crate::cluster::forward::named(&parts.headers)?;
         let server = &self.inner.server;
         let m = server.membership()?;
         if server.holds(kind, &id) {
             return None;
         }
-        let located = match crate::forward::locate(&self.inner.rt, &m, kind, &id).await {
+        let located = match crate::cluster::forward::locate(&self.inner.rt, &m, kind, &id).await {
             Ok(Some(located)) => located,
             Ok(None) => return None,
             Err(why) => {
@@ -708,7 +709,7 @@ impl HttpService {
             m.forget(kind, &id).await;
             return None;
         }
-        let forward = crate::forward::Forward {
+        let forward = crate::cluster::forward::Forward {
             rt: &self.inner.rt,
             membership: &m,
             to: &located,
@@ -720,21 +721,21 @@ impl HttpService {
             // holder.
             head_bounded: !(kind == mcp_proto::HeldKind::Session && parts.method == http::Method::POST),
             timeout: server.limits().forward_time(),
-            idle_for: crate::forward::idle_for(server.limits().header_timeout()),
+            idle_for: crate::cluster::pool::idle_for(server.limits().header_timeout()),
         };
         let why = match forward.send().await {
             Ok(resp) => {
                 tracing::debug!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), "forwarded a request to its holder");
-                return Some(resp);
+                return Some(resp.map(McpBody::forwarded));
             }
-            Err(crate::forward::Unreachable(why)) => why,
+            Err(crate::cluster::forward::Unreachable(why)) => why,
         };
         // A holder that refused the connection, or did not answer in time, may be busy (its
         // share of connections for this replica's address taken) or slow, not gone: only one
         // whose advertisement expired is gone. Its entry is never dropped here (a live holder
         // would lose a live session; a gone one's entries stop resolving with its
         // advertisement, and expire with their TTL).
-        match crate::forward::locate(&self.inner.rt, &m, kind, &id).await {
+        match crate::cluster::forward::locate(&self.inner.rt, &m, kind, &id).await {
             Ok(None) => {
                 tracing::info!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), error = %why,
                     "the holder is gone (no live advertisement); answered here");
@@ -1126,7 +1127,7 @@ pub struct McpBody {
 enum Kind {
     Full(Option<Bytes>),
     /// A response another replica gave to a request forwarded to it.
-    Forwarded(Pin<Box<crate::forward::Forwarded>>),
+    Forwarded(Pin<Box<crate::body::Forwarded>>),
     Stream {
         queue: Pin<Box<async_channel::Receiver<HttpItem>>>,
         guard: CloseGuard,
@@ -1147,7 +1148,7 @@ impl McpBody {
     }
 
     /// The body of a response forwarded from the replica that holds the session or task.
-    pub(crate) fn forwarded(body: crate::forward::Forwarded) -> Self {
+    pub(crate) fn forwarded(body: crate::body::Forwarded) -> Self {
         Self { kind: Kind::Forwarded(Box::pin(body)), busy: None, reseated: None }
     }
 }
@@ -1215,22 +1216,6 @@ impl Body for McpBody {
         }
     }
 }
-
-/// Why an SSE body ended in an error: its reader kept its queue
-/// ([`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames) full and took
-/// nothing for [`Limits::stall_time`](mcp_proto::Limits::stall_time), and was cut
-/// ([`CloseReason::Stalled`](mcp_proto::CloseReason::Stalled)). The connection is cut too,
-/// which frees its place at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamDropped;
-
-impl fmt::Display for StreamDropped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the client stopped reading its event stream and was cut")
-    }
-}
-
-impl std::error::Error for StreamDropped {}
 
 /// A response with the engine's (or a refusal's) status and headers. A header that cannot be
 /// sent (never produced by this crate) is dropped and logged rather than failing the response.
@@ -1318,9 +1303,10 @@ fn unavailable(kind: mcp_proto::HeldKind, what: &str) -> Response<McpBody> {
     retry_after(error_response(&err))
 }
 
-/// `resp` telling the client when to try again ([`RETRY_AFTER_SECS`](crate::forward::RETRY_AFTER_SECS)).
+/// `resp` telling the client when to try again ([`RETRY_AFTER_SECS`](crate::cluster::forward::RETRY_AFTER_SECS)).
 fn retry_after(mut resp: Response<McpBody>) -> Response<McpBody> {
-    resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(crate::forward::RETRY_AFTER_SECS));
+    resp.headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from(crate::cluster::forward::RETRY_AFTER_SECS));
     resp
 }
 

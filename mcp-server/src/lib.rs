@@ -55,14 +55,12 @@
 //! timeouts), listed as name/value pairs by [`Status::metrics`].
 
 mod apps;
+#[cfg(feature = "http")]
+mod body;
 mod builder;
 pub mod cluster;
-#[cfg(feature = "redis")]
-mod cluster_redis;
 mod driver;
 mod epoch;
-#[cfg(feature = "http")]
-mod forward;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -76,26 +74,29 @@ mod tasks;
 mod trace;
 pub mod widget;
 
+#[cfg(feature = "http")]
+pub use body::StreamDropped;
 pub use builder::{BuildError, ServerBuilder};
+#[cfg(feature = "http")]
+pub use cluster::forward::{FORWARDED_BY, FORWARDED_PEER, LOOKUP_TIMEOUT, SERVED_BY};
+#[cfg(feature = "http")]
+pub use cluster::nonces::{MAX_PEER_NONCES, PEER_TOKEN_TTL_MS};
+#[cfg(feature = "http")]
+pub use cluster::pool::{FORWARD_IDLE_TIMEOUT, MAX_IDLE_FORWARDS, MAX_IDLE_PER_HOLDER};
+#[cfg(feature = "redis")]
+pub use cluster::redis::RedisCluster;
 pub use cluster::{
     Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, Located, SharedKeys,
-};
-#[cfg(feature = "redis")]
-pub use cluster_redis::RedisCluster;
-#[cfg(feature = "http")]
-pub use forward::{
-    BoxIo, ForwardIo, FORWARDED_BY, FORWARDED_PEER, FORWARD_IDLE_TIMEOUT, LOOKUP_TIMEOUT, MAX_IDLE_FORWARDS,
-    MAX_IDLE_PER_HOLDER, MAX_PEER_NONCES, PEER_TOKEN_TTL_MS, SERVED_BY,
 };
 pub use handler::{
     typed_tool, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource, RequestContext,
     ToolCall, ToolResult,
 };
 #[cfg(feature = "http")]
-pub use http::{
-    ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr, StreamDropped,
-};
+pub use http::{ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr};
 pub use runtime::Runtime;
+#[cfg(feature = "http")]
+pub use runtime::{BoxIo, ForwardIo};
 pub use server::{Server, ShutdownReport};
 pub use status::{HttpRefusals, Status};
 pub use stdio::{serve_lines, StdioEnd};

@@ -4,8 +4,6 @@
 use std::task::Poll;
 use std::time::Instant;
 
-#[cfg(feature = "http")]
-use crate::forward::{self, BoxIo};
 use crate::handler::{self, BoxFuture};
 
 /// What a shim supplies: spawning, sleeping and the clock.
@@ -43,7 +41,7 @@ pub trait Runtime: Send + Sync + 'static {
     #[cfg(feature = "http")]
     fn connect(&self, host: String, port: u16) -> BoxFuture<std::io::Result<BoxIo>> {
         let _ = (host, port);
-        forward::no_connector()
+        no_connector()
     }
 }
 
@@ -98,4 +96,24 @@ pub(crate) fn unix_ms() -> u64 {
 #[allow(clippy::disallowed_methods)] // the server layer is the shim side: it may read the clock
 pub(crate) fn clock() -> Instant {
     Instant::now()
+}
+
+/// A connection to a replica, as the runtime opens it ([`Runtime::connect`]).
+#[cfg(feature = "http")]
+pub trait ForwardIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {}
+
+#[cfg(feature = "http")]
+impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static> ForwardIo for T {}
+
+/// What [`Runtime::connect`] gives.
+#[cfg(feature = "http")]
+pub type BoxIo = Box<dyn ForwardIo>;
+
+/// Opens a TCP connection for [`Runtime::connect`]'s default: none.
+#[cfg(feature = "http")]
+pub(crate) fn no_connector() -> BoxFuture<std::io::Result<BoxIo>> {
+    Box::pin(std::future::ready(Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "this runtime opens no connections: requests cannot be forwarded",
+    ))))
 }

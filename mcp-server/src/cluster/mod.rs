@@ -56,6 +56,15 @@
 //! [`InMemoryCluster`] is the default kind, for several [`Server`]s in one process (and tests);
 //! `RedisCluster` (feature `redis`) spans processes.
 
+#[cfg(feature = "http")]
+pub(crate) mod forward;
+#[cfg(feature = "http")]
+pub(crate) mod nonces;
+#[cfg(feature = "http")]
+pub(crate) mod pool;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -649,11 +658,11 @@ pub(crate) struct Membership {
     /// The nonces of the `Mcp-Forwarded-Peer` tokens this replica accepted: each is accepted
     /// once (see the `forward` module).
     #[cfg(feature = "http")]
-    pub(crate) peer_nonces: Arc<crate::forward::PeerNonces>,
+    pub(crate) peer_nonces: Arc<nonces::PeerNonces>,
     /// The kept-alive connections to the holders this replica forwards to (see "Costs" in the
     /// `forward` module).
     #[cfg(feature = "http")]
-    pub(crate) forward_pool: Arc<crate::forward::ForwardPool>,
+    pub(crate) forward_pool: Arc<pool::ForwardPool>,
 }
 
 impl Membership {
