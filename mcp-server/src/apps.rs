@@ -7,8 +7,9 @@ use std::future::Future;
 use mcp_proto::apps::{App, Visibility};
 use mcp_proto::{RegistryError, ResourceContents, Tool};
 
+use crate::builder::{tool_item, Item, ServerBuilder};
 use crate::handler::{resource_fn, tool_fn, Handler, IntoToolResult, ReadResource, ToolCall};
-use crate::{tool_item, Item, Server, ServerBuilder};
+use crate::server::Server;
 
 /// The read handler of `app`: its HTML, as contents that inherit the app's media type and
 /// `_meta.ui` from its declaration. The document is shared, not copied per registration.

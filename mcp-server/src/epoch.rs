@@ -8,7 +8,7 @@
 //! epoch too, so a state a call seals while the server drains is accepted nowhere.
 
 use crate::cluster::ClusterError;
-use crate::Server;
+use crate::server::Server;
 
 impl Server {
     /// The continuation epoch `requestState`s are sealed in now.

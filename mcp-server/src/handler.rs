@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::Server;
+use crate::server::Server;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, TaskError};
 use mcp_proto::{

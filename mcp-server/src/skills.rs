@@ -4,7 +4,8 @@
 
 use mcp_proto::{RegistryError, Skill};
 
-use crate::{Item, Server, ServerBuilder};
+use crate::builder::{Item, ServerBuilder};
+use crate::server::Server;
 
 impl ServerBuilder {
     /// Adds a skill (see [`Skill`]): the server then declares

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{command, sleep_until, Room, Runtime, Server, State};
+use crate::driver::{command, Room, State};
+use crate::runtime::{sleep_until, Runtime};
+use crate::server::Server;
 use mcp_proto::stdio::LineFramer;
 use mcp_proto::{Caller, CloseReason, ConnKind};
 

@@ -73,8 +73,8 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::{Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, Located, SharedKeys};
 use crate::handler::BoxFuture;
+use crate::runtime::Runtime;
 use crate::tasks::{StoreError, TaskStore};
-use crate::Runtime;
 
 /// A [`Cluster`] on Redis; see the [module docs](self) for its layout and its failure
 /// behaviour. Cheap to clone: clones share the connection and the queue.
@@ -261,7 +261,10 @@ impl Inner {
                         tracing::info!(channel = %self.channel, "cluster: publishing to redis again");
                     }
                     backoff = RedisCluster::BACKOFF_FIRST;
-                    let idle = crate::sleep_until(rt.as_ref(), rt.now().checked_add(RedisCluster::HEARTBEAT));
+                    let idle = crate::runtime::sleep_until(
+                        rt.as_ref(),
+                        rt.now().checked_add(RedisCluster::HEARTBEAT),
+                    );
                     let woken = self.wake.1.recv();
                     futures_util::future::select(idle, Box::pin(woken)).await;
                 }
@@ -269,7 +272,7 @@ impl Inner {
                     if self.publishing_ok.swap(false, Ordering::AcqRel) {
                         tracing::warn!(channel = %self.channel, error = %e, queued = self.queued(), "cluster degraded: cannot publish to redis");
                     }
-                    crate::sleep_until(rt.as_ref(), rt.now().checked_add(backoff)).await;
+                    crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(backoff)).await;
                     backoff = (backoff * 2).min(RedisCluster::BACKOFF_MAX);
                 }
             }
@@ -285,7 +288,8 @@ impl Inner {
                 pubsub.subscribe(&self.channel).await.map_err(err)?;
                 Ok::<_, ClusterError>(pubsub)
             };
-            let deadline = crate::sleep_until(rt.as_ref(), rt.now().checked_add(RedisCluster::TIMEOUT));
+            let deadline =
+                crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(RedisCluster::TIMEOUT));
             let connected = match futures_util::future::select(Box::pin(connect), deadline).await {
                 futures_util::future::Either::Left((r, _)) => r,
                 futures_util::future::Either::Right(_) => {
@@ -325,7 +329,7 @@ impl Inner {
                     first = false;
                 }
             }
-            crate::sleep_until(rt.as_ref(), rt.now().checked_add(backoff)).await;
+            crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(backoff)).await;
             backoff = (backoff * 2).min(RedisCluster::BACKOFF_MAX);
         }
     }
@@ -647,7 +651,7 @@ impl TaskStore for RedisCluster {
                 .arg(value)
                 .arg(bytes)
                 .arg(record.ttl_ms)
-                .arg(crate::unix_ms())
+                .arg(crate::runtime::unix_ms())
                 .arg(inner.task_budget.load(Ordering::Relaxed))
                 .to_owned();
             match inner.run::<i64>(&cmd).await {

@@ -71,23 +71,20 @@
 //! 429 with `Retry-After`, as its own connection would have been turned away; other callers'
 //! forwards through the same replica are not.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::io;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::future::{select, AbortHandle, Abortable, Either};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
-use http_body::{Body, Frame, SizeHint};
-use hyper::client::conn::http1::SendRequest;
 use mcp_proto::{HeldKind, KeyRing};
 
+use crate::body::Forwarded;
+use crate::cluster::nonces::{PeerNonces, PEER_TOKEN_TTL_MS};
+use crate::cluster::pool::{AbortOnDrop, Conn, Full, Holder, Lease};
 use crate::cluster::{Located, Membership};
-use crate::http::{McpBody, StreamDropped};
-use crate::{BoxFuture, Runtime, Server};
+use crate::runtime::Runtime;
+use crate::server::Server;
 
 /// The header a forwarded request carries: the id of the replica that forwarded it.
 pub const FORWARDED_BY: &str = "mcp-forwarded-by";
@@ -95,12 +92,6 @@ pub const FORWARDED_BY: &str = "mcp-forwarded-by";
 pub const FORWARDED_PEER: &str = "mcp-forwarded-peer";
 /// The header a forwarded response carries: the id of the replica that answered it.
 pub const SERVED_BY: &str = "mcp-served-by";
-
-/// How long a `Mcp-Forwarded-Peer` token is accepted after it was made: 10 s (either way, for
-/// replicas' clocks that disagree a little). A token is made for one request just before it is
-/// sent, so it needs only the trip to the holder; the bound keeps one seen on the network from
-/// vouching for long, and it is how long the holder remembers a token's nonce.
-pub const PEER_TOKEN_TTL_MS: u64 = 10_000;
 
 /// The `Retry-After` of a 503 for a session or task out of reach: 1 s, a third of
 /// [`ADVERTISE_TTL`](crate::cluster::ADVERTISE_TTL), so that a retry after a holder died finds
@@ -120,58 +111,15 @@ pub(crate) async fn locate(
     id: &str,
 ) -> Result<Option<Located>, String> {
     let lookup = m.cluster.locate(kind, id);
-    match select(lookup, crate::sleep_until(rt.as_ref(), rt.now().checked_add(LOOKUP_TIMEOUT))).await {
+    match select(lookup, crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(LOOKUP_TIMEOUT))).await
+    {
         Either::Left((found, _)) => found.map_err(|e| e.to_string()),
         Either::Right(_) => Err(format!("timed out after {LOOKUP_TIMEOUT:?}")),
     }
 }
 
-/// Nonces of `Mcp-Forwarded-Peer` tokens a holder remembers at most: 65,536 (about 6,500
-/// forwarded requests a second over [`PEER_TOKEN_TTL_MS`]). Past it a token is not accepted
-/// until older nonces expire: the holder then sees the forwarding replica's address, as for a
-/// token that does not verify, and nothing is lost but the address.
-pub const MAX_PEER_NONCES: usize = 65_536;
-
 /// The key-ring domain of `Mcp-Forwarded-Peer` tokens.
 const PEER_DOMAIN: &str = "mcp-forwarded-peer/v2";
-
-/// Idle kept-alive connections a replica keeps at most to one holder: 8. A connection whose
-/// response was read to its end is kept for the next forward to its holder; past this many
-/// waiting for the same holder it is closed instead. Sequential forwards need one; more serve
-/// bursts of concurrent ones, and every kept connection also counts against this replica's
-/// address on the holder
-/// ([`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer),
-/// 256 by default) while it waits.
-pub const MAX_IDLE_PER_HOLDER: usize = 8;
-
-/// Idle kept-alive connections a replica keeps at most to all holders together: 64. Past it a
-/// connection whose response was read to its end is closed instead of kept, so a replica
-/// forwarding to many holders keeps no more sockets idle than this.
-pub const MAX_IDLE_FORWARDS: usize = 64;
-
-/// How long a kept-alive connection to a holder waits for the next forward at most: 4 s, and
-/// never more than half this replica's own
-/// [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) (10 s by default).
-/// The holder closes a connection that idles past its header read timeout; one closed there
-/// while a request is being written on it would fail that request, which cannot be sent again
-/// (it may have reached the holder). Replicas of one cluster normally share their limits, so
-/// closing here first, well before the holder would, leaves that race to a holder configured
-/// apart. A connection idle for longer is closed.
-pub const FORWARD_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// How long a kept connection waits for its next forward on a replica whose header read
-/// timeout is `header_timeout` (see [`FORWARD_IDLE_TIMEOUT`]).
-pub(crate) fn idle_for(header_timeout: Duration) -> Duration {
-    FORWARD_IDLE_TIMEOUT.min(header_timeout / 2)
-}
-
-/// A connection to a replica, as the runtime opens it ([`Runtime::connect`]).
-pub trait ForwardIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {}
-
-impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static> ForwardIo for T {}
-
-/// What [`Runtime::connect`] gives.
-pub type BoxIo = Box<dyn ForwardIo>;
 
 /// Headers that belong to one connection (RFC 9110 §7.6.1) and are never passed on.
 const HOP_BY_HOP: [&str; 8] = [
@@ -215,41 +163,6 @@ pub(crate) fn peer_token(keys: &KeyRing, peer: &str, bound: &str) -> Option<Stri
     let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
     let payload = format!("{}\0{nonce}\0{bound}\0{peer}", unix_ms());
     Some(keys.sign_token(PEER_DOMAIN, payload.as_bytes()))
-}
-
-/// The nonces of the `Mcp-Forwarded-Peer` tokens a holder accepted within
-/// [`PEER_TOKEN_TTL_MS`]: a token is accepted once.
-#[derive(Default)]
-pub(crate) struct PeerNonces {
-    inner: Mutex<NonceSet>,
-}
-
-#[derive(Default)]
-struct NonceSet {
-    seen: HashSet<String>,
-    /// Oldest first, with the time each token was made: what expires first.
-    order: VecDeque<(u64, String)>,
-}
-
-impl PeerNonces {
-    /// Takes `nonce`, made at `at`, if it was not taken before and there is room for it.
-    fn take(&self, nonce: &str, at: u64, now: u64) -> bool {
-        let Ok(mut set) = self.inner.lock() else { return false };
-        while let Some((made, _)) = set.order.front() {
-            if made.saturating_add(2 * PEER_TOKEN_TTL_MS) > now {
-                break;
-            }
-            if let Some((_, old)) = set.order.pop_front() {
-                set.seen.remove(&old);
-            }
-        }
-        if set.seen.len() >= MAX_PEER_NONCES || set.seen.contains(nonce) {
-            return false;
-        }
-        set.seen.insert(nonce.to_owned());
-        set.order.push_back((at, nonce.to_owned()));
-        true
-    }
 }
 
 /// The client address a `Mcp-Forwarded-Peer` token vouches for, if it verifies, is recent, was
@@ -297,7 +210,7 @@ pub(crate) struct Forward<'a> {
 impl Forward<'_> {
     /// Sends the request and returns the holder's response, its body streaming: on a kept
     /// connection to the holder when the pool has one, else on a new one.
-    pub(crate) async fn send(self) -> Result<Response<McpBody>, Unreachable> {
+    pub(crate) async fn send(self) -> Result<Response<Forwarded>, Unreachable> {
         let uri: http::Uri = self
             .to
             .url
@@ -336,7 +249,7 @@ impl Forward<'_> {
         };
         let (parts, body) = resp.into_parts();
         let lease = Lease { conn, holder, pool: pool.clone(), rt: self.rt.clone(), idle_for: self.idle_for };
-        let mut out = Response::new(McpBody::forwarded(Forwarded { body, lease: Some(lease), ended: false }));
+        let mut out = Response::new(Forwarded { body, lease: Some(lease), ended: false });
         *out.status_mut() = parts.status;
         for (name, value) in &parts.headers {
             if !HOP_BY_HOP.contains(&name.as_str()) {
@@ -355,7 +268,7 @@ impl Forward<'_> {
         let (host, port) = holder.clone();
         let connect = async move {
             let io = rt.connect(host, port).await.map_err(|e| Unreachable(format!("connect: {e}")))?;
-            hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(io)
+            hyper::client::conn::http1::handshake::<_, Full>(io)
                 .await
                 .map_err(|e| Unreachable(format!("handshake: {e}")))
         };
@@ -375,12 +288,9 @@ impl Forward<'_> {
     async fn exchange(
         &self,
         mut conn: Conn,
-        req: Request<http_body_util_full::Full>,
+        req: Request<Full>,
         deadline: Option<Instant>,
-    ) -> Result<
-        Result<(Response<hyper::body::Incoming>, Conn), Request<http_body_util_full::Full>>,
-        Unreachable,
-    > {
+    ) -> Result<Result<(Response<hyper::body::Incoming>, Conn), Request<Full>>, Unreachable> {
         let sent = conn.sender.try_send_request(req);
         let answered = if self.head_bounded {
             within(self.rt, deadline, async { Ok(sent.await) }).await?
@@ -399,8 +309,8 @@ impl Forward<'_> {
         }
     }
 
-    fn request(&self, path: String) -> Result<Request<http_body_util_full::Full>, Unreachable> {
-        let mut req = Request::new(http_body_util_full::Full(Some(Bytes::from(self.body.clone()))));
+    fn request(&self, path: String) -> Result<Request<Full>, Unreachable> {
+        let mut req = Request::new(Full(Some(Bytes::from(self.body.clone()))));
         *req.method_mut() = self.parts.method.clone();
         *req.uri_mut() = path.parse().map_err(|e| Unreachable(format!("bad path {path}: {e}")))?;
         let headers = req.headers_mut();
@@ -438,245 +348,9 @@ async fn within<T>(
     deadline: Option<std::time::Instant>,
     fut: impl std::future::Future<Output = Result<T, Unreachable>>,
 ) -> Result<T, Unreachable> {
-    match select(std::pin::pin!(fut), crate::sleep_until(rt.as_ref(), deadline)).await {
+    match select(std::pin::pin!(fut), crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
         Either::Left((out, _)) => out,
         Either::Right(_) => Err(Unreachable("timed out".into())),
-    }
-}
-
-/// Aborts the forwarded connection's task when dropped.
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Where a holder is reached: the host and port of its advertised URL.
-type Holder = (String, u16);
-
-/// A connection to a holder: what sends requests on it, and its task. Dropping it aborts the
-/// task, which closes the socket.
-struct Conn {
-    sender: SendRequest<http_body_util_full::Full>,
-    _task: AbortOnDrop,
-}
-
-/// A kept connection waiting for its next forward, until `expires`.
-struct Idle {
-    conn: Conn,
-    expires: Instant,
-}
-
-/// The kept-alive connections of a replica to the holders it forwards to, waiting for their
-/// next forward: at most [`MAX_IDLE_PER_HOLDER`] per holder, [`MAX_IDLE_FORWARDS`] in all, each
-/// for at most [`FORWARD_IDLE_TIMEOUT`] (see "Costs" in the module docs).
-#[derive(Default)]
-pub(crate) struct ForwardPool {
-    inner: Mutex<PoolInner>,
-}
-
-#[derive(Default)]
-struct PoolInner {
-    /// By holder, the most recently kept last; no holder with none.
-    by_holder: HashMap<Holder, Vec<Idle>>,
-    /// The connections in `by_holder`, all holders together.
-    total: usize,
-    /// Whether a task is closing the connections that wait past their time ([`ForwardPool::reap`]).
-    reaping: bool,
-}
-
-impl PoolInner {
-    /// Closes the connections whose time is up at `now`, and forgets those the holder closed.
-    fn prune(&mut self, now: Instant) {
-        let mut total = 0;
-        self.by_holder.retain(|_, idle| {
-            idle.retain(|i| i.expires > now && !i.conn.sender.is_closed());
-            total += idle.len();
-            !idle.is_empty()
-        });
-        self.total = total;
-    }
-}
-
-impl ForwardPool {
-    /// A kept connection to `holder` ready for a request, the most recently kept first; those
-    /// closed, not ready or past their time on the way are closed.
-    fn take(&self, holder: &Holder, now: Instant) -> Option<Conn> {
-        let mut inner = self.inner.lock().ok()?;
-        let idle = inner.by_holder.get_mut(holder)?;
-        let before = idle.len();
-        let mut found = None;
-        while let Some(i) = idle.pop() {
-            if i.expires > now && i.conn.sender.is_ready() {
-                found = Some(i.conn);
-                break;
-            }
-        }
-        let (taken, empty) = (before - idle.len(), idle.is_empty());
-        if empty {
-            inner.by_holder.remove(holder);
-        }
-        inner.total = inner.total.saturating_sub(taken);
-        found
-    }
-
-    /// Keeps `conn` to `holder` until `expires`, unless that is past or a bound is reached:
-    /// then it is dropped, which closes it.
-    fn put(self: &Arc<Self>, rt: &Arc<dyn Runtime>, holder: Holder, conn: Conn, expires: Instant) {
-        let now = rt.now();
-        let Ok(mut inner) = self.inner.lock() else { return };
-        inner.prune(now);
-        if expires <= now || inner.total >= MAX_IDLE_FORWARDS {
-            return;
-        }
-        let idle = inner.by_holder.entry(holder).or_default();
-        if idle.len() >= MAX_IDLE_PER_HOLDER {
-            return;
-        }
-        idle.push(Idle { conn, expires });
-        inner.total += 1;
-        if !inner.reaping {
-            inner.reaping = true;
-            rt.spawn(self.clone().reap(rt.clone()));
-        }
-    }
-
-    /// Closes each kept connection when its time is up, until none is kept: an idle socket
-    /// lives no longer than [`FORWARD_IDLE_TIMEOUT`] even when no forward comes.
-    fn reap(self: Arc<Self>, rt: Arc<dyn Runtime>) -> BoxFuture<()> {
-        Box::pin(async move {
-            loop {
-                let next = {
-                    let Ok(mut inner) = self.inner.lock() else { return };
-                    inner.prune(rt.now());
-                    match inner.by_holder.values().flatten().map(|i| i.expires).min() {
-                        Some(next) => next,
-                        None => {
-                            inner.reaping = false;
-                            return;
-                        }
-                    }
-                };
-                rt.sleep_until(next).await;
-            }
-        })
-    }
-}
-
-/// The connection a forwarded response came on, until its body is done with.
-struct Lease {
-    conn: Conn,
-    holder: Holder,
-    pool: Arc<ForwardPool>,
-    rt: Arc<dyn Runtime>,
-    idle_for: Duration,
-}
-
-impl Lease {
-    /// Gives the connection, whose response was read to its end, back to the pool, once it is
-    /// ready for another request; one the holder closes (a `Connection: close` answer) or
-    /// that is not ready within its time is closed.
-    fn release(self) {
-        let Lease { mut conn, holder, pool, rt, idle_for } = self;
-        let Some(expires) = rt.now().checked_add(idle_for) else { return };
-        if conn.sender.is_ready() {
-            pool.put(&rt, holder, conn, expires);
-            return;
-        }
-        if conn.sender.is_closed() {
-            return;
-        }
-        // The connection's task has yet to see the end of the response it read.
-        rt.clone().spawn(Box::pin(async move {
-            let ready = {
-                let ready = std::pin::pin!(conn.sender.ready());
-                matches!(select(ready, rt.sleep_until(expires)).await, Either::Left((Ok(()), _)))
-            };
-            if ready {
-                pool.put(&rt, holder, conn, expires);
-            }
-        }));
-    }
-}
-
-/// The body of a forwarded response, streamed from the holder.
-pub(crate) struct Forwarded {
-    body: hyper::body::Incoming,
-    /// Its connection: back to the pool when the body was read to its end, else closed.
-    lease: Option<Lease>,
-    /// Whether the body reported its end.
-    ended: bool,
-}
-
-impl Drop for Forwarded {
-    fn drop(&mut self) {
-        let Some(lease) = self.lease.take() else { return };
-        // A body dropped before its end leaves the rest unread on the connection: closing it
-        // (dropping the lease) is also what tells the holder the client went.
-        if self.ended || self.body.is_end_stream() {
-            lease.release();
-        }
-    }
-}
-
-impl Forwarded {
-    pub(crate) fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => {
-                this.ended = true;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
-            // The holder went away mid-body: cutting the client's connection tells it so.
-            Poll::Ready(Some(Err(e))) => {
-                tracing::debug!(error = %e, "a forwarded response broke off");
-                Poll::Ready(Some(Err(StreamDropped)))
-            }
-        }
-    }
-
-    pub(crate) fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    pub(crate) fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-/// A one-buffer request body (hyper's client needs a `Body`; `http-body-util` is not a
-/// dependency for this one type).
-mod http_body_util_full {
-    use super::*;
-
-    /// The whole body, sent as one frame.
-    pub(crate) struct Full(pub(crate) Option<Bytes>);
-
-    impl Body for Full {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-            Poll::Ready(self.get_mut().0.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b))))
-        }
-
-        fn is_end_stream(&self) -> bool {
-            self.0.as_ref().is_none_or(Bytes::is_empty)
-        }
-
-        fn size_hint(&self) -> SizeHint {
-            SizeHint::with_exact(self.0.as_ref().map_or(0, |b| b.len() as u64))
-        }
     }
 }
 
@@ -695,14 +369,6 @@ impl Server {
     pub(crate) fn key_ring(&self) -> KeyRing {
         self.lock().engine.config().keys.clone()
     }
-}
-
-/// Opens a TCP connection for [`Runtime::connect`]'s default: none.
-pub(crate) fn no_connector() -> BoxFuture<io::Result<BoxIo>> {
-    Box::pin(std::future::ready(Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "this runtime opens no connections: requests cannot be forwarded",
-    ))))
 }
 
 #[cfg(test)]
@@ -729,123 +395,6 @@ mod tests {
         // The version-1 layout (time and address only) vouches for nothing.
         let v1 = ring.sign_token(PEER_DOMAIN, format!("{}\0127.0.0.3", unix_ms()).as_bytes());
         assert_eq!(verified_peer(&ring, &v1, bound, &nonces), None);
-    }
-
-    #[test]
-    fn the_nonces_are_bounded_and_expire() {
-        let nonces = PeerNonces::default();
-        let now = 1_000_000;
-        for i in 0..MAX_PEER_NONCES {
-            assert!(nonces.take(&i.to_string(), now, now));
-        }
-        assert!(!nonces.take("one more", now, now), "full: refused, nothing forgotten early");
-        assert!(!nonces.take("0", now, now), "still remembered");
-        let later = now + 2 * PEER_TOKEN_TTL_MS;
-        assert!(nonces.take("one more", later, later), "the old ones expired");
-        assert_eq!(nonces.inner.lock().unwrap().seen.len(), 1);
-    }
-
-    /// A connection that reads nothing and takes every write.
-    struct Quiet;
-
-    impl hyper::rt::Read for Quiet {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-            _: hyper::rt::ReadBufCursor<'_>,
-        ) -> Poll<io::Result<()>> {
-            Poll::Pending
-        }
-    }
-
-    impl hyper::rt::Write for Quiet {
-        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-            Poll::Ready(Ok(buf.len()))
-        }
-        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-    }
-
-    /// A runtime whose clock moves by hand and whose tasks never run.
-    struct Still(Mutex<Instant>);
-
-    impl Runtime for Still {
-        fn spawn(&self, _: BoxFuture<()>) {}
-        fn sleep_until(&self, _: Instant) -> BoxFuture<()> {
-            Box::pin(std::future::pending())
-        }
-        fn now(&self) -> Instant {
-            *self.0.lock().unwrap()
-        }
-    }
-
-    type Task = Pin<Box<hyper::client::conn::http1::Connection<Quiet, http_body_util_full::Full>>>;
-
-    /// A connection ready for a request, its task (polled once, kept by the caller: dropping
-    /// it closes the connection) and the handle that tells whether it was closed.
-    fn ready_conn() -> (Conn, Task, AbortHandle) {
-        use futures_util::FutureExt;
-        let (sender, task) = hyper::client::conn::http1::handshake::<_, http_body_util_full::Full>(Quiet)
-            .now_or_never()
-            .unwrap()
-            .unwrap();
-        let mut task = Box::pin(task);
-        let _ = std::future::Future::poll(
-            task.as_mut(),
-            &mut Context::from_waker(futures_util::task::noop_waker_ref()),
-        );
-        assert!(sender.is_ready());
-        let (abort, _) = AbortHandle::new_pair();
-        (Conn { sender, _task: AbortOnDrop(abort.clone()) }, task, abort)
-    }
-
-    #[test]
-    fn the_pool_keeps_a_bounded_number_of_connections_for_a_bounded_time() {
-        let now = Instant::now();
-        let clock = Arc::new(Still(Mutex::new(now)));
-        let rt: Arc<dyn Runtime> = clock.clone();
-        let pool = Arc::new(ForwardPool::default());
-        let later = now + FORWARD_IDLE_TIMEOUT;
-        let mut tasks = Vec::new();
-        let mut put = |holder: &str, expires: Instant| {
-            let (conn, task, abort) = ready_conn();
-            tasks.push(task);
-            pool.put(&rt, (holder.to_owned(), 80), conn, expires);
-            abort
-        };
-        let a = ("a".to_owned(), 80);
-        for _ in 0..MAX_IDLE_PER_HOLDER {
-            assert!(!put("a", later).is_aborted());
-        }
-        assert!(put("a", later).is_aborted(), "one more for the holder is closed");
-        // Other holders, up to the bound in all.
-        for i in 0..MAX_IDLE_FORWARDS - MAX_IDLE_PER_HOLDER {
-            assert!(!put(&format!("h{}", i / MAX_IDLE_PER_HOLDER), later).is_aborted());
-        }
-        assert!(put("one more", later).is_aborted(), "one more in all is closed");
-        assert_eq!(pool.inner.lock().unwrap().total, MAX_IDLE_FORWARDS);
-        assert!(put("a", now).is_aborted(), "a connection already past its time is closed");
-
-        assert!(pool.take(&a, now).is_some());
-        assert_eq!(pool.inner.lock().unwrap().total, MAX_IDLE_FORWARDS - 1);
-        assert!(pool.take(&("nobody".to_owned(), 80), now).is_none());
-        // Past their time, the kept connections are closed instead of taken.
-        *clock.0.lock().unwrap() = later;
-        assert!(pool.take(&a, later).is_none());
-        pool.inner.lock().unwrap().prune(later);
-        assert_eq!(pool.inner.lock().unwrap().total, 0);
-        assert!(pool.inner.lock().unwrap().by_holder.is_empty());
-    }
-
-    #[test]
-    fn a_kept_connection_waits_half_the_header_read_timeout_at_most() {
-        assert_eq!(idle_for(Duration::from_secs(10)), FORWARD_IDLE_TIMEOUT);
-        assert_eq!(idle_for(Duration::from_secs(2)), Duration::from_secs(1));
-        assert_eq!(idle_for(Duration::ZERO), Duration::ZERO);
     }
 
     #[test]

@@ -2,29 +2,38 @@
 //!
 //! See [`HttpService`] for what this layer does and why it is all transport.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::marker::PhantomData;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes};
+use bytes::BufMut;
 use futures_util::future::{select, Either};
-use futures_util::stream::Stream;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode};
-use http_body::{Body, Frame, SizeHint};
+use http::{Request, Response};
+use http_body::Body;
 
-use super::{BoxFuture, Cut, HttpItem, HttpQueue, HttpRefused, Runtime, Server, State};
+use crate::driver::{Cut, HttpItem, HttpQueue, State};
+use crate::runtime::Runtime;
+use crate::server::Server;
+use crate::status::HttpRefused;
 use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
-use mcp_proto::{Bound, Era, RpcError};
 use mcp_proto::{Caller, ConnId, HttpRequest};
+
+mod body;
+mod peers;
+mod refusal;
+mod service;
+
+pub use body::McpBody;
+use body::{Busy, CloseGuard, Kind};
+use peers::{Peers, Turned};
+use refusal::{closing, error_response, refused, response, share_taken, unavailable, Refusal};
+pub use service::{HttpRuntime, McpService};
 
 /// How long the accept loop waits after an error that is not about one connection (typically
 /// too many open files) before accepting again: long enough for connections to finish and free
@@ -123,140 +132,6 @@ struct Inner {
     /// The connections [`HttpService::serve`] admitted, by client address: what the
     /// per-address shares are judged by.
     peers: Mutex<Peers>,
-}
-
-/// Admitted connections by the address they count against, each address's oldest first.
-///
-/// A connection counts against its client's address, except while it carries a request another
-/// replica forwarded with a verified `Mcp-Forwarded-Peer`: then against the address that token
-/// vouches for ([`Peers::seat`]). Every forward comes from its replica's address, so without this
-/// one caller's calls through a replica would take that replica's whole share here, and every
-/// other caller's forwards through it would be turned away.
-#[derive(Default)]
-struct Peers {
-    by_addr: HashMap<IpAddr, Vec<Held>>,
-    /// The address each admitted connection counts against now, by its number.
-    seats: HashMap<u64, IpAddr>,
-    /// The next connection's number: connections are numbered in admission order, so a smaller
-    /// number is an older connection.
-    next: u64,
-}
-
-/// One admitted connection, as the accept loop sees it.
-struct Held {
-    id: u64,
-    /// Requests of it being answered (from a complete head until the response is written):
-    /// while none are, it is reading a head, an idle keep-alive or a slow one.
-    busy: Arc<AtomicUsize>,
-    /// Closes it.
-    cut: async_channel::Sender<()>,
-}
-
-/// Why [`Peers::admit`] turned a connection away.
-#[derive(Debug, PartialEq, Eq)]
-enum Turned {
-    /// Its address holds the per-address bound.
-    PerPeer,
-    /// Every place is taken and its address holds at least its fair share.
-    Full,
-}
-
-impl Peers {
-    /// Admits a connection from `addr` (with its `busy` counter and `cut` switch) when `open`
-    /// connections are served out of `max`, at most `per` per address: its number, and the
-    /// connection it displaced (already forgotten here, to be cut by the caller).
-    ///
-    /// When every place is taken, an address below its fair share
-    /// ([`Limits::fair_share`](mcp_proto::Limits::fair_share)) takes the place of the oldest
-    /// connection still reading its head among addresses above theirs, else of the oldest
-    /// connection of the address holding the most; an address at or above its share is turned
-    /// away.
-    fn admit(
-        &mut self,
-        addr: IpAddr,
-        open: usize,
-        max: usize,
-        per: Option<usize>,
-        busy: Arc<AtomicUsize>,
-        cut: async_channel::Sender<()>,
-    ) -> Result<(u64, Option<Held>), Turned> {
-        let mine = self.by_addr.get(&addr).map_or(0, Vec::len);
-        if per.is_some_and(|per| mine >= per) {
-            return Err(Turned::PerPeer);
-        }
-        let displaced = if open < max {
-            None
-        } else {
-            let holders = self.by_addr.len() + usize::from(mine == 0);
-            let share = mcp_proto::Limits::fair_share(max, holders);
-            if mine >= share {
-                return Err(Turned::Full);
-            }
-            Some(self.displace(share).ok_or(Turned::Full)?)
-        };
-        let id = self.next;
-        self.next += 1;
-        self.by_addr.entry(addr).or_default().push(Held { id, busy, cut });
-        self.seats.insert(id, addr);
-        Ok((id, displaced))
-    }
-
-    /// Forgets and returns the connection to displace for an address below `share`.
-    fn displace(&mut self, share: usize) -> Option<Held> {
-        let over = self.by_addr.iter().filter(|(_, held)| held.len() > share);
-        // The oldest connection reading a head among the addresses above their share...
-        let idle = over
-            .clone()
-            .filter_map(|(addr, held)| {
-                held.iter().find(|h| h.busy.load(Ordering::Acquire) == 0).map(|h| (h.id, *addr))
-            })
-            .min();
-        // ...else the oldest of the address holding the most (ties: the older connection).
-        let victim = idle.or_else(|| {
-            over.filter_map(|(addr, held)| held.first().map(|h| (held.len(), std::cmp::Reverse(h.id), *addr)))
-                .max()
-                .map(|(_, std::cmp::Reverse(id), addr)| (id, addr))
-        });
-        let (id, _) = victim?;
-        self.forget(id)
-    }
-
-    /// Forgets connection `id`, if it is still held.
-    fn forget(&mut self, id: u64) -> Option<Held> {
-        let addr = self.seats.remove(&id)?;
-        self.take(addr, id)
-    }
-
-    /// Takes connection `id` out of `addr`'s list.
-    fn take(&mut self, addr: IpAddr, id: u64) -> Option<Held> {
-        let held = self.by_addr.get_mut(&addr)?;
-        let at = held.iter().position(|h| h.id == id)?;
-        let gone = held.remove(at);
-        if held.is_empty() {
-            self.by_addr.remove(&addr);
-        }
-        Some(gone)
-    }
-
-    /// Counts connection `id` against `to` from now on, unless `to` already holds `per`
-    /// connections (`Turned::PerPeer`). Answers the address it counted against before, or `None`
-    /// when nothing moved (the same address, or a connection already forgotten).
-    fn seat(&mut self, id: u64, to: IpAddr, per: Option<usize>) -> Result<Option<IpAddr>, Turned> {
-        let Some(&from) = self.seats.get(&id) else { return Ok(None) };
-        if from == to {
-            return Ok(None);
-        }
-        if per.is_some_and(|per| self.by_addr.get(&to).map_or(0, Vec::len) >= per) {
-            return Err(Turned::PerPeer);
-        }
-        let Some(held) = self.take(from, id) else { return Ok(None) };
-        let list = self.by_addr.entry(to).or_default();
-        // Oldest first, as admitted.
-        let at = list.partition_point(|h| h.id < id);
-        list.insert(at, held);
-        self.seats.insert(id, to);
-        Ok(Some(from))
-    }
 }
 
 impl fmt::Debug for HttpService {
@@ -404,8 +279,11 @@ impl HttpService {
                 Err(e) => {
                     if let Some(wait) = accept_backoff(&e) {
                         tracing::warn!(error = %e, "accept failed; retrying in {wait:?}");
-                        crate::sleep_until(self.inner.rt.as_ref(), self.inner.rt.now().checked_add(wait))
-                            .await;
+                        crate::runtime::sleep_until(
+                            self.inner.rt.as_ref(),
+                            self.inner.rt.now().checked_add(wait),
+                        )
+                        .await;
                     }
                     continue;
                 }
@@ -659,14 +537,14 @@ impl HttpService {
     /// The client address another replica of the cluster vouches for, on a request it
     /// forwarded here.
     fn forwarded_peer(&self, method: &http::Method, headers: &http::HeaderMap) -> Option<String> {
-        headers.get(crate::forward::FORWARDED_BY)?;
-        let token = headers.get(crate::forward::FORWARDED_PEER)?.to_str().ok()?;
+        headers.get(crate::cluster::forward::FORWARDED_BY)?;
+        let token = headers.get(crate::cluster::forward::FORWARDED_PEER)?.to_str().ok()?;
         let server = &self.inner.server;
         let m = server.membership()?;
-        crate::forward::verified_peer(
+        crate::cluster::forward::verified_peer(
             &server.key_ring(),
             token,
-            &crate::forward::binding(method, headers),
+            &crate::cluster::forward::binding(method, headers),
             &m.peer_nonces,
         )
     }
@@ -679,16 +557,16 @@ impl HttpService {
         body: &[u8],
         peer: Option<String>,
     ) -> Option<Response<McpBody>> {
-        if parts.headers.contains_key(crate::forward::FORWARDED_BY) {
+        if parts.headers.contains_key(crate::cluster::forward::FORWARDED_BY) {
             return None;
         }
-        let (kind, id) = crate::forward::named(&parts.headers)?;
+        let (kind, id) = crate::cluster::forward::named(&parts.headers)?;
         let server = &self.inner.server;
         let m = server.membership()?;
         if server.holds(kind, &id) {
             return None;
         }
-        let located = match crate::forward::locate(&self.inner.rt, &m, kind, &id).await {
+        let located = match crate::cluster::forward::locate(&self.inner.rt, &m, kind, &id).await {
             Ok(Some(located)) => located,
             Ok(None) => return None,
             Err(why) => {
@@ -701,7 +579,7 @@ impl HttpService {
             m.forget(kind, &id).await;
             return None;
         }
-        let forward = crate::forward::Forward {
+        let forward = crate::cluster::forward::Forward {
             rt: &self.inner.rt,
             membership: &m,
             to: &located,
@@ -713,21 +591,21 @@ impl HttpService {
             // holder.
             head_bounded: !(kind == mcp_proto::HeldKind::Session && parts.method == http::Method::POST),
             timeout: server.limits().forward_time(),
-            idle_for: crate::forward::idle_for(server.limits().header_timeout()),
+            idle_for: crate::cluster::pool::idle_for(server.limits().header_timeout()),
         };
         let why = match forward.send().await {
             Ok(resp) => {
                 tracing::debug!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), "forwarded a request to its holder");
-                return Some(resp);
+                return Some(resp.map(McpBody::forwarded));
             }
-            Err(crate::forward::Unreachable(why)) => why,
+            Err(crate::cluster::forward::Unreachable(why)) => why,
         };
         // A holder that refused the connection, or did not answer in time, may be busy (its
         // share of connections for this replica's address taken) or slow, not gone: only one
         // whose advertisement expired is gone. Its entry is never dropped here (a live holder
         // would lose a live session; a gone one's entries stop resolving with its
         // advertisement, and expire with their TTL).
-        match crate::forward::locate(&self.inner.rt, &m, kind, &id).await {
+        match crate::cluster::forward::locate(&self.inner.rt, &m, kind, &id).await {
             Ok(None) => {
                 tracing::info!(replica = %m.replica, holder = %located.replica, kind = kind.as_str(), error = %why,
                     "the holder is gone (no live advertisement); answered here");
@@ -762,7 +640,7 @@ impl HttpService {
         let mut body = pin!(body);
         let outcome = {
             let read = pin!(read_capped(body.as_mut(), limits));
-            match select(read, crate::sleep_until(rt.as_ref(), deadline)).await {
+            match select(read, crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
                 Either::Left((outcome, _)) => Some(outcome),
                 Either::Right(_) => None,
             }
@@ -807,7 +685,7 @@ impl HttpService {
                 left = rest;
             }
         };
-        select(pin!(drain), crate::sleep_until(rt.as_ref(), deadline)).await;
+        select(pin!(drain), crate::runtime::sleep_until(rt.as_ref(), deadline)).await;
     }
 
     /// Waits for the engine's answer to a pending exchange: a JSON response, or an SSE head whose
@@ -842,135 +720,6 @@ impl HttpService {
             }
         }
     }
-}
-
-/// A [`Runtime`] that can name itself, and knows where its web stack keeps the client's
-/// address: what [`McpService::new`] needs to build an endpoint from a server and options alone.
-pub trait HttpRuntime: Runtime + Clone {
-    /// The runtime the caller is running on.
-    fn current() -> Self;
-
-    /// The client's address from request extensions that this runtime's web frameworks set (on
-    /// tokio, axum's `ConnectInfo<SocketAddr>`), when no [`PeerAddr`] is present. Default: none.
-    fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
-        let _ = extensions;
-        None
-    }
-}
-
-/// The MCP endpoint as a [`tower_service::Service`], to mount in an existing hyper, tower or
-/// axum application; each shim names it for its runtime (`mcp_tokio::McpService`,
-/// `mcp_smol::McpService`).
-///
-/// Every request the application routes to the service is for the MCP endpoint, whatever its
-/// path: the router already chose, so the service can be mounted at any path, with axum's
-/// `route_service("/api/mcp", ..)` (which keeps the full path) or `nest_service("/api/mcp", ..)`
-/// (which strips it). The endpoint path in [`HttpConfig`] matters only to the standalone
-/// listener ([`HttpService::serve`]), which answers any other path with 404.
-///
-/// A [`Caller`] that the application's middleware puts in the request's extensions is
-/// who the server's gates see. The client's address comes from a [`PeerAddr`] extension, else
-/// from the runtime's convention ([`HttpRuntime::peer_addr`]: on tokio, axum's
-/// `ConnectInfo<SocketAddr>`, which `into_make_service_with_connect_info::<SocketAddr>()`
-/// provides); without either, the loopback-only rule cannot be applied and is skipped (the
-/// `Host` and `Origin` rules still are), and the first such request logs a warning that says
-/// so. The host
-/// server's own limits (head timeout, connection count, keep-alive) apply instead of the
-/// server's [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) and
-/// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections); the head, body
-/// and discard bounds, the body timeout and every request rule still apply.
-pub struct McpService<R> {
-    http: HttpService,
-    /// Whether the missing client address was reported already (shared by clones: one
-    /// warning per mounted service, not one per request).
-    warned: Arc<AtomicBool>,
-    runtime: PhantomData<fn() -> R>,
-}
-
-impl<R> Clone for McpService<R> {
-    fn clone(&self) -> Self {
-        Self { http: self.http.clone(), warned: self.warned.clone(), runtime: PhantomData }
-    }
-}
-
-impl<R> fmt::Debug for McpService<R> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("McpService").field(&self.http).finish()
-    }
-}
-
-impl<R: HttpRuntime> McpService<R> {
-    /// The endpoint for `server` with the policy `http`, on the current runtime
-    /// ([`HttpRuntime::current`], which may panic outside one).
-    pub fn new(server: Server, http: HttpConfig) -> Self {
-        Self {
-            http: HttpService::new(server, R::current(), http),
-            warned: Arc::new(AtomicBool::new(false)),
-            runtime: PhantomData,
-        }
-    }
-
-    /// The runtime-independent endpoint underneath.
-    pub fn http(&self) -> &HttpService {
-        &self.http
-    }
-}
-
-impl<R, B> tower_service::Service<Request<B>> for McpService<R>
-where
-    R: HttpRuntime,
-    B: Body + Send + 'static,
-    B::Data: Send,
-{
-    type Response = Response<McpBody>;
-    type Error = Infallible;
-    type Future = BoxFuture<Result<Response<McpBody>, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    /// [`HttpService::handle`] for the endpoint path, with the peer from the request's
-    /// extensions.
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let peer = match req.extensions().get::<PeerAddr>() {
-            Some(peer) => Some(peer.0),
-            None => R::peer_addr(req.extensions()),
-        };
-        let cfg = self.http.config();
-        if peer.is_none() && cfg.is_loopback_only() && !self.warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "McpService: the request carries no client address (no ConnectInfo<SocketAddr> and no \
-                 PeerAddr extension), so the loopback-only rule is not applied; serve the router with \
-                 `into_make_service_with_connect_info::<SocketAddr>()`, insert a PeerAddr, or turn the \
-                 rule off with HttpConfig::loopback_only(false)"
-            );
-        }
-        let req = at_endpoint(req, cfg.endpoint_path());
-        let http = self.http.clone();
-        Box::pin(async move { Ok(http.handle(req, peer).await) })
-    }
-}
-
-/// `req` with its path replaced by `endpoint` (scheme, authority and query kept): a mounted
-/// service serves whatever path its router sent it. An endpoint that is no valid URI path
-/// leaves the request as it is, to be answered 404 like any request for another path.
-fn at_endpoint<B>(mut req: Request<B>, endpoint: &str) -> Request<B> {
-    if req.uri().path() == endpoint {
-        return req;
-    }
-    let target = match req.uri().query() {
-        Some(q) => format!("{endpoint}?{q}"),
-        None => endpoint.to_owned(),
-    };
-    let mut parts = req.uri().clone().into_parts();
-    if let Ok(pq) = http::uri::PathAndQuery::try_from(target) {
-        parts.path_and_query = Some(pq);
-        if let Ok(uri) = http::Uri::from_parts(parts) {
-            *req.uri_mut() = uri;
-        }
-    }
-    req
 }
 
 /// hyper's header read timeout for `timeout`: none when `now + timeout` (with a year's margin
@@ -1029,7 +778,7 @@ struct Seat(u64);
 
 /// Counts a connection against its own client's address again when dropped (with the response
 /// to the forwarded request that counted it against another's).
-struct Reseated {
+pub(crate) struct Reseated {
     inner: Arc<Inner>,
     id: u64,
     back: IpAddr,
@@ -1046,275 +795,6 @@ impl Drop for Reseated {
         // Back where it was admitted, whatever that address holds now: it was counted there.
         let _ = self.inner.peers().seat(self.id, self.back, None);
     }
-}
-
-/// One request of a connection being answered, until dropped.
-#[derive(Debug)]
-struct Busy(Arc<AtomicUsize>);
-
-impl Busy {
-    fn enter(count: Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Busy(count)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Closes `conn` in the engine when dropped while still armed.
-struct CloseGuard {
-    server: Server,
-    conn: Option<ConnId>,
-}
-
-impl CloseGuard {
-    /// The engine has already forgotten the exchange.
-    fn disarm(&mut self) {
-        self.conn = None;
-    }
-}
-
-impl CloseGuard {
-    /// Tells the engine the body took one more frame ([`Engine::written`](mcp_proto::Engine::written)),
-    /// before handing it on. Synchronously, as the operator calls lock the engine: the engine
-    /// folds a change notification into an identical one it believes unwritten, so it must
-    /// never believe that of one the client may already have read (a queued report would let
-    /// a change made just after the client read its notification vanish).
-    fn report_taken(&self) {
-        if let Some(conn) = self.conn {
-            self.server.with_engine(|engine, now| engine.written(now, conn, 1));
-        }
-    }
-}
-
-impl Drop for CloseGuard {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.server.submit(Box::new(move |_: &Server, st: &mut State, now: Instant| {
-                st.engine.close(now, conn);
-            }));
-        }
-    }
-}
-
-/// The body of every response [`HttpService`] gives: a complete buffer, or an SSE stream fed by
-/// the engine.
-///
-/// A stream yields each queued chunk as its own frame, so hyper writes (and flushes) an event as
-/// soon as the engine produces it. Dropping a stream before its end (the client disconnected)
-/// closes the exchange in the engine, which cancels the calls it was waiting for.
-pub struct McpBody {
-    kind: Kind,
-    /// The request it answers, counted as its connection's work until the body is dropped.
-    busy: Option<Busy>,
-    /// For a forwarded request, its connection counted against the forwarded client's
-    /// address until the body is dropped.
-    reseated: Option<Reseated>,
-}
-
-enum Kind {
-    Full(Option<Bytes>),
-    /// A response another replica gave to a request forwarded to it.
-    Forwarded(Pin<Box<crate::forward::Forwarded>>),
-    Stream {
-        queue: Pin<Box<async_channel::Receiver<HttpItem>>>,
-        guard: CloseGuard,
-        dropped: Arc<std::sync::atomic::AtomicBool>,
-    },
-}
-
-impl McpBody {
-    /// A complete body.
-    pub fn full(bytes: impl Into<Bytes>) -> Self {
-        let bytes = bytes.into();
-        Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())), busy: None, reseated: None }
-    }
-
-    /// An empty body.
-    pub fn empty() -> Self {
-        Self { kind: Kind::Full(None), busy: None, reseated: None }
-    }
-
-    /// The body of a response forwarded from the replica that holds the session or task.
-    pub(crate) fn forwarded(body: crate::forward::Forwarded) -> Self {
-        Self { kind: Kind::Forwarded(Box::pin(body)), busy: None, reseated: None }
-    }
-}
-
-impl fmt::Debug for McpBody {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            Kind::Full(bytes) => {
-                f.debug_struct("McpBody").field("len", &bytes.as_ref().map_or(0, Bytes::len)).finish()
-            }
-            Kind::Stream { .. } => f.write_str("McpBody(stream)"),
-            Kind::Forwarded(_) => f.write_str("McpBody(forwarded)"),
-        }
-    }
-}
-
-impl Body for McpBody {
-    type Data = Bytes;
-    type Error = StreamDropped;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, StreamDropped>>> {
-        match &mut self.get_mut().kind {
-            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Forwarded(body) => body.as_mut().poll_frame(cx),
-            Kind::Stream { queue, guard, dropped } => loop {
-                match queue.as_mut().poll_next(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Some(HttpItem::Frame(bytes))) => {
-                        guard.report_taken();
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(bytes)))));
-                    }
-                    // Only bytes follow a stream's head.
-                    Poll::Ready(Some(_)) => continue,
-                    Poll::Ready(None) => {
-                        // The engine closed the stream (or dropped a subscriber that fell behind,
-                        // and closed it): it has already forgotten the exchange.
-                        guard.disarm();
-                        if dropped.load(std::sync::atomic::Ordering::Acquire) {
-                            // Ending it gracefully would wait for a peer that does not read to
-                            // take the rest; an error makes hyper cut the connection now.
-                            return Poll::Ready(Some(Err(StreamDropped)));
-                        }
-                        return Poll::Ready(None);
-                    }
-                }
-            },
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Forwarded(body) => body.is_end_stream(),
-            kind => matches!(kind, Kind::Full(None)),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Forwarded(body) => body.size_hint(),
-            Kind::Stream { .. } => SizeHint::default(),
-        }
-    }
-}
-
-/// Why an SSE body ended in an error: its reader kept its queue
-/// ([`Limits::stream_queue_len`](mcp_proto::Limits::stream_queue_len) frames) full and took
-/// nothing for [`Limits::stall_time`](mcp_proto::Limits::stall_time), and was cut
-/// ([`CloseReason::Stalled`](mcp_proto::CloseReason::Stalled)). The connection is cut too,
-/// which frees its place at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamDropped;
-
-impl fmt::Display for StreamDropped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the client stopped reading its event stream and was cut")
-    }
-}
-
-impl std::error::Error for StreamDropped {}
-
-/// A response with the engine's (or a refusal's) status and headers. A header that cannot be
-/// sent (never produced by this crate) is dropped and logged rather than failing the response.
-fn response(status: u16, headers: &[(&'static str, String)], body: McpBody) -> Response<McpBody> {
-    let mut resp = Response::new(body);
-    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    for (name, value) in headers {
-        match (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
-            (Ok(name), Ok(value)) => {
-                resp.headers_mut().append(name, value);
-            }
-            _ => tracing::error!(header = name, "dropped a response header that HTTP cannot carry"),
-        }
-    }
-    resp
-}
-
-/// The answer to a request refused by the transport rules: its status, its headers, and (but
-/// for a 404) a JSON-RPC error body.
-fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
-    let mut headers = refusal.headers.clone();
-    let body = match refusal.body() {
-        Some(body) => {
-            headers.push(("content-type", "application/json".to_owned()));
-            McpBody::full(body)
-        }
-        None => McpBody::empty(),
-    };
-    response(refusal.status, &headers, body)
-}
-
-/// The refusals this layer makes of its own accord, each with its blame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
-    /// The body ended early or could not be read: malformed, 400.
-    BrokenBody,
-    /// The body did not arrive within `body_read_timeout`: a time bound, 408 (`-32600`).
-    SlowBody,
-    /// This layer broke its own invariant: misuse, 500 (`-32603` "internal error").
-    Internal,
-    /// The engine's task is gone, which happens only when the server stops: shutting down,
-    /// 503 (`-32603` with `data.reason: "shutting_down"`).
-    EngineGone,
-}
-
-impl Refusal {
-    fn error(self) -> RpcError {
-        match self {
-            Refusal::BrokenBody => RpcError::malformed("malformed or interrupted request body"),
-            Refusal::SlowBody => RpcError::limit(Bound::Time, "request body timed out"),
-            Refusal::Internal => RpcError::misuse(),
-            Refusal::EngineGone => RpcError::shutting_down(),
-        }
-    }
-}
-
-/// A refusal of this layer's own (a body too slow or broken, the engine gone), with a JSON-RPC
-/// error body whose status comes from its blame, like every engine refusal's.
-fn error_response(err: &RpcError) -> Response<McpBody> {
-    let body = err.to_response(None);
-    response(
-        err.http_status(Era::Transport),
-        &[("content-type", "application/json".to_owned())],
-        McpBody::full(body),
-    )
-}
-
-/// The answer to a forwarded request whose client address (as the forwarding replica vouches
-/// for it) holds its connection share here: 429 with `Retry-After`, as the client's own
-/// connection would have been turned away.
-fn share_taken() -> Response<McpBody> {
-    let err = RpcError::limit(
-        Bound::Share,
-        "too many connections from this client address (forwarded by another replica)",
-    );
-    retry_after(error_response(&err))
-}
-
-/// The answer to a request for a session or task that may be live elsewhere in the cluster but
-/// cannot be reached now (the directory, or its holder): 503 with `Retry-After`, a JSON-RPC
-/// error saying which, so that the client retries rather than drop a live session.
-fn unavailable(kind: mcp_proto::HeldKind, what: &str) -> Response<McpBody> {
-    let err = RpcError::limit(Bound::Capacity, format!("the {} {what}; retry shortly", kind.as_str()))
-        .with_data(serde_json::json!({ "reason": "unavailable" }));
-    retry_after(error_response(&err))
-}
-
-/// `resp` telling the client when to try again ([`RETRY_AFTER_SECS`](crate::forward::RETRY_AFTER_SECS)).
-fn retry_after(mut resp: Response<McpBody>) -> Response<McpBody> {
-    resp.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(crate::forward::RETRY_AFTER_SECS));
-    resp
 }
 
 /// Every header line of a request head, for [`RequestHead`]. HTTP/2 and later carry the host as
@@ -1350,13 +830,6 @@ fn request_head<'a>(
     RequestHead { method: parts.method.as_str(), path: target, headers }
 }
 
-/// Marks a response as the connection's last: sent when part of the request body was left
-/// unread, so the connection cannot carry another request.
-fn closing(mut resp: Response<McpBody>) -> Response<McpBody> {
-    resp.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-    resp
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1368,128 +841,11 @@ mod tests {
     }
 
     #[test]
-    fn full_bodies_report_their_length() {
-        let body = McpBody::full(&b"{}"[..]);
-        assert_eq!(body.size_hint().exact(), Some(2));
-        assert!(!body.is_end_stream());
-        assert!(McpBody::full(Vec::new()).is_end_stream());
-        assert_eq!(McpBody::empty().size_hint().exact(), Some(0));
-    }
-
-    /// Each refusal of this layer: its status, from its blame, and its body's code.
-    #[test]
-    fn own_refusals_by_blame() {
-        let cases = [
-            (Refusal::BrokenBody, 400, -32600, None),
-            (Refusal::SlowBody, 408, -32600, None),
-            (Refusal::Internal, 500, -32603, None),
-            (Refusal::EngineGone, 503, -32603, Some("shutting_down")),
-        ];
-        for (refusal, status, code, reason) in cases {
-            let resp = error_response(&refusal.error());
-            assert_eq!(resp.status().as_u16(), status, "{refusal:?}");
-            assert_eq!(resp.headers()["content-type"], "application/json", "{refusal:?}");
-            let Kind::Full(Some(bytes)) = &resp.body().kind else { panic!("{refusal:?}: no body") };
-            let body: serde_json::Value = serde_json::from_slice(bytes).unwrap();
-            assert_eq!(body["id"], serde_json::Value::Null, "{refusal:?}");
-            assert_eq!(body["error"]["code"], code, "{refusal:?}");
-            assert_eq!(body["error"]["data"]["reason"].as_str(), reason, "{refusal:?}");
-        }
-    }
-
-    #[test]
     fn header_timeouts_too_long_to_add_mean_none() {
         let now = Instant::now();
         assert_eq!(header_timeout(now, Duration::ZERO), Some(Duration::ZERO));
         assert_eq!(header_timeout(now, Duration::from_secs(10)), Some(Duration::from_secs(10)));
         assert_eq!(header_timeout(now, Duration::MAX), None);
-    }
-
-    fn held(peers: &Peers) -> Vec<(IpAddr, Vec<u64>)> {
-        let mut all: Vec<_> =
-            peers.by_addr.iter().map(|(a, h)| (*a, h.iter().map(|h| h.id).collect())).collect();
-        all.sort();
-        all
-    }
-
-    #[test]
-    fn connections_are_shared_among_addresses() {
-        let (a, b, c): (IpAddr, IpAddr, IpAddr) =
-            ("127.0.0.2".parse().unwrap(), "127.0.0.1".parse().unwrap(), "127.0.0.3".parse().unwrap());
-        let mut peers = Peers::default();
-        let busy: Vec<Arc<AtomicUsize>> = (0..8).map(|_| Arc::new(AtomicUsize::new(0))).collect();
-        // Connection n gets busy[n].
-        let admit = |peers: &mut Peers, addr, open| {
-            let counter = busy.get(usize::try_from(peers.next).unwrap()).unwrap().clone();
-            peers.admit(addr, open, 4, Some(5), counter, async_channel::bounded(1).0)
-        };
-        for open in 0..4 {
-            assert!(matches!(admit(&mut peers, a, open), Ok((_, None))));
-        }
-        // Full, and a holds the whole table: its next connection is turned away.
-        assert_eq!(admit(&mut peers, a, 4).err(), Some(Turned::Full));
-        // b, below its share of 2, takes the place of a's oldest connection reading its head.
-        busy[0].store(1, Ordering::Release);
-        let (_, gone) = admit(&mut peers, b, 4).unwrap();
-        assert_eq!(gone.map(|h| h.id), Some(1));
-        let (_, gone) = admit(&mut peers, b, 4).unwrap();
-        assert_eq!(gone.map(|h| h.id), Some(2));
-        assert_eq!(held(&peers), vec![(b, vec![4, 5]), (a, vec![0, 3])]);
-        // Both hold their share: nobody is displaced.
-        assert_eq!(admit(&mut peers, b, 4).err(), Some(Turned::Full));
-        assert_eq!(admit(&mut peers, a, 4).err(), Some(Turned::Full));
-        // A third address has a share of 1; a and b hold 2 each, so it displaces the oldest
-        // connection still reading its head of either (a's 3: a's 0 is busy).
-        let (_, gone) = admit(&mut peers, c, 4).unwrap();
-        assert_eq!(gone.map(|h| h.id), Some(3));
-        // Busy everywhere above the share: the oldest connection of the address holding most.
-        busy.iter().for_each(|b| b.store(1, Ordering::Release));
-        assert!(peers.forget(6).is_some());
-        let (_, gone) = admit(&mut peers, c, 4).unwrap();
-        assert_eq!(gone.map(|h| h.id), Some(4));
-        assert_eq!(peers.forget(4).map(|h| h.id), None, "a displaced connection is forgotten");
-        assert_eq!(held(&peers), vec![(b, vec![5]), (a, vec![0]), (c, vec![7])]);
-    }
-
-    #[test]
-    fn the_per_address_bound_comes_first() {
-        let a: IpAddr = "127.0.0.2".parse().unwrap();
-        let mut peers = Peers::default();
-        let mut admit = |open| {
-            peers.admit(a, open, 10, Some(2), Arc::new(AtomicUsize::new(0)), async_channel::bounded(1).0)
-        };
-        assert!(admit(0).is_ok() && admit(1).is_ok());
-        assert_eq!(admit(2).err(), Some(Turned::PerPeer));
-    }
-
-    #[test]
-    fn a_forwarded_request_counts_against_the_address_it_was_forwarded_for() {
-        let (replica, x, y): (IpAddr, IpAddr, IpAddr) =
-            ("127.0.0.1".parse().unwrap(), "127.0.0.3".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let mut peers = Peers::default();
-        let admit = |peers: &mut Peers, addr| {
-            peers
-                .admit(addr, 0, 100, Some(2), Arc::new(AtomicUsize::new(0)), async_channel::bounded(1).0)
-                .map(|(id, _)| id)
-        };
-        // Two connections of the replica carry x's requests: they count against x, and the
-        // replica's own address holds nothing, so a third connection of it is admitted.
-        let (c0, c1) = (admit(&mut peers, replica).unwrap(), admit(&mut peers, replica).unwrap());
-        assert_eq!(peers.seat(c0, x, Some(2)), Ok(Some(replica)));
-        assert_eq!(peers.seat(c1, x, Some(2)), Ok(Some(replica)));
-        assert_eq!(held(&peers), vec![(x, vec![c0, c1])]);
-        let c2 = admit(&mut peers, replica).unwrap();
-        // x holds its share: another of its requests is refused, and y's is not.
-        assert_eq!(peers.seat(c2, x, Some(2)), Err(Turned::PerPeer));
-        assert_eq!(peers.seat(c2, y, Some(2)), Ok(Some(replica)));
-        // Back where they were admitted, even past the bound; the same address moves nothing.
-        assert_eq!(peers.seat(c0, replica, None), Ok(Some(x)));
-        assert_eq!(peers.seat(c0, replica, Some(0)), Ok(None));
-        assert_eq!(held(&peers), vec![(replica, vec![c0]), (y, vec![c2]), (x, vec![c1])]);
-        // A connection counted elsewhere is forgotten from there.
-        assert_eq!(peers.forget(c1).map(|h| h.id), Some(c1));
-        assert_eq!(peers.seat(c1, x, None), Ok(None), "forgotten: nothing to move");
-        assert_eq!(held(&peers), vec![(replica, vec![c0]), (y, vec![c2])]);
     }
 
     #[test]

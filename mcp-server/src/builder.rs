@@ -1,0 +1,374 @@
+//! Building a server: [`ServerBuilder`], the items registered before the build and
+//! [`BuildError`].
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use mcp_proto::{
+    Completion, Config, Extension, Gate, HandlerError, KeyRing, Prompt, PromptOutput, RegistryError,
+    Resource, ResourceContents, ResourceTemplate, Tool,
+};
+
+use crate::cluster;
+use crate::cluster::ClusterError;
+use crate::handler::{
+    self, blocking_tool_fn, blocking_typed_tool_fn, completion_fn, prompt_fn, resource_fn, tool_fn,
+    typed_tool, typed_tool_fn, Complete, GetPrompt, Handler, HandlerKind, IntoToolResult, ReadResource,
+    ToolCall,
+};
+use crate::server::Server;
+use crate::tasks::TaskStore;
+
+#[derive(Clone)]
+pub(crate) enum Item {
+    /// Boxed: a tool's declaration is by far the largest item.
+    Tool(Box<Tool>, Handler),
+    Resource(Resource, Handler),
+    Template(ResourceTemplate, Handler, Option<Handler>),
+    Prompt(Prompt, Handler, Option<Handler>),
+    Gate(Gate),
+    Extension(Extension),
+    /// An MCP App ([`ServerBuilder::app`]), registered before every other item.
+    App(mcp_proto::App),
+    /// The compact apps shell ([`ServerBuilder::apps_shell`]), registered with the apps.
+    Shell(mcp_proto::App),
+    Skill(mcp_proto::Skill),
+    /// A tool refused before registration (its handler's output type has no object schema);
+    /// [`ServerBuilder::build`] reports it.
+    Refused(RegistryError),
+}
+
+/// The item for `tool` served by `handler`, with the output schema its return type `R` declares.
+pub(crate) fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item {
+    match handler::with_output::<R>(tool) {
+        Ok(tool) => Item::Tool(Box::new(tool), handler),
+        Err(e) => Item::Refused(e),
+    }
+}
+
+/// Builds a [`Server`].
+///
+/// Cloning a builder copies its definitions and shares its handlers: one catalogue can be built
+/// into several servers, for instance one per publication mode
+/// (`builder.clone().mode(Mode::Compact).build()` beside `builder.build()`). Each server then
+/// owns its registry (the engine owns all its state); a tool added or removed at run time is
+/// added to or removed from each server it should change.
+#[derive(Clone)]
+pub struct ServerBuilder {
+    pub(crate) config: Config,
+    pub(crate) keys_set: bool,
+    pub(crate) items: Vec<Item>,
+    pub(crate) task_store: Option<Arc<dyn TaskStore>>,
+    pub(crate) cluster: Option<cluster::Membership>,
+    /// [`ServerBuilder::cluster_advertise`].
+    pub(crate) advertise: Option<Arc<str>>,
+}
+
+/// Why [`ServerBuilder::build`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// An item could not be registered.
+    Registry(RegistryError),
+    /// No cursor key was given and the operating system's random source failed; the server
+    /// refuses to start with a guessable key.
+    Random(getrandom::Error),
+    /// [`ServerBuilder::join`] could not read the cluster's shared key ring.
+    Cluster(ClusterError),
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Registry(e) => e.fmt(f),
+            BuildError::Random(e) => write!(f, "cannot draw a random cursor key: {e}"),
+            BuildError::Cluster(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl ServerBuilder {
+    /// The engine configuration, to adjust limits, instructions or keys.
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// Sets the `instructions` sent to clients.
+    pub fn instructions(mut self, text: impl Into<String>) -> Self {
+        self.config.instructions = Some(text.into());
+        self
+    }
+
+    /// Uses this key ring for cursors instead of a random key (share it between replicas).
+    pub fn keys(mut self, keys: KeyRing) -> Self {
+        self.config.keys = keys;
+        self.keys_set = true;
+        self
+    }
+
+    /// Adds a tool served by an async closure. A handler that returns [`Json<T>`](crate::Json) declares
+    /// `T`'s schema as the tool's `outputSchema`, unless `tool` declares one.
+    pub fn tool<F, Fut, R>(mut self, tool: Tool, f: F) -> Self
+    where
+        F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(tool_item::<R>(tool, tool_fn(f)));
+        self
+    }
+
+    /// Adds a typed tool: the input schema is derived from `A`, and the handler receives the
+    /// arguments deserialized. A handler that returns [`Json<T>`](crate::Json) (or a `Result` of it)
+    /// has typed output too: `T`'s schema becomes the `outputSchema` and each value the
+    /// result's `structuredContent`.
+    pub fn typed_tool<A, F, Fut, R>(mut self, name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(tool_item::<R>(typed_tool::<A>(name, description), typed_tool_fn(f)));
+        self
+    }
+
+    /// Adds a tool served by a blocking closure, for handlers that compute for long or block
+    /// (file or database I/O through a synchronous API): each call runs on the runtime's
+    /// blocking pool ([`Runtime::spawn_blocking`](crate::Runtime::spawn_blocking): tokio's `spawn_blocking`, smol's `unblock`),
+    /// so no handler can hold up the threads that serve the connections. An async tool that
+    /// blocks starves them instead: smol's executor has one thread by default.
+    ///
+    /// Cancellation (by the client, a timeout, or [`Server::shutdown`]) answers the call at
+    /// once and drops whatever `f` returns later; `f` itself cannot be interrupted and runs to
+    /// its end. Bound the work a call can ask for in `f`'s arguments.
+    pub fn blocking_tool<F, R>(mut self, tool: Tool, f: F) -> Self
+    where
+        F: Fn(ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(tool_item::<R>(tool, blocking_tool_fn(f)));
+        self
+    }
+
+    /// [`blocking_tool`](Self::blocking_tool) with typed arguments, as
+    /// [`typed_tool`](Self::typed_tool): the input schema is derived from `A`, and `f`
+    /// receives the arguments deserialized (on the blocking pool too).
+    pub fn blocking_typed_tool<A, F, R>(mut self, name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(tool_item::<R>(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
+        self
+    }
+
+    /// Adds a resource read by an async closure.
+    pub fn resource<F, Fut>(mut self, resource: Resource, f: F) -> Self
+    where
+        F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
+    {
+        self.items.push(Item::Resource(resource, resource_fn(f)));
+        self
+    }
+
+    /// Adds a resource template read by an async closure.
+    pub fn template<F, Fut>(mut self, template: ResourceTemplate, f: F) -> Self
+    where
+        F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
+    {
+        self.items.push(Item::Template(template, resource_fn(f), None));
+        self
+    }
+
+    /// Adds a prompt rendered by an async closure.
+    pub fn prompt<F, Fut>(mut self, prompt: Prompt, f: F) -> Self
+    where
+        F: Fn(GetPrompt) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<PromptOutput, HandlerError>> + Send + 'static,
+    {
+        self.items.push(Item::Prompt(prompt, prompt_fn(f), None));
+        self
+    }
+
+    /// Gives the item added last (a prompt or a template) a `completion/complete` handler.
+    /// Ignored after any other item.
+    pub fn completion<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Complete) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Completion, HandlerError>> + Send + 'static,
+    {
+        if let Some(Item::Prompt(_, _, c) | Item::Template(_, _, c)) = self.items.last_mut() {
+            *c = Some(completion_fn(f));
+        }
+        self
+    }
+
+    /// Declares that handlers log to clients ([`RequestContext::log`](crate::RequestContext::log)): the server advertises
+    /// the `logging` capability and serves `logging/setLevel`. Off by default, since whether a
+    /// handler logs cannot be known from its type; without it `logging/setLevel` is answered
+    /// `-32601` (method not found) and `RequestContext::log` sends nothing (the first such call
+    /// logs a `tracing` warning naming this method). See [`Config::logging`].
+    pub fn logging(mut self) -> Self {
+        self.config.logging = true;
+        self
+    }
+
+    /// Declares that the application reports resource changes ([`Server::notify_resource_updated`]):
+    /// the server advertises `resources.subscribe` and serves `resources/subscribe` and
+    /// `resources/unsubscribe` (and `resourceSubscriptions` in a 2026-07-28 listen). Off by
+    /// default, since a subscription nobody notifies promises updates that never come; without
+    /// it those methods are answered `-32601`. See [`Config::resource_subscriptions`].
+    pub fn resource_subscriptions(mut self) -> Self {
+        self.config.resource_subscriptions = true;
+        self
+    }
+
+    /// Declares a protocol extension to every caller: `id` (such as
+    /// `io.modelcontextprotocol/ui` or an application's own `com.example/audit`) goes under
+    /// `capabilities.extensions` with `settings`, a JSON object (`json!({})` for none), in the
+    /// `initialize` result of 2025-11-25 sessions and in `server/discover` on 2026-07-28; older
+    /// versions have no such field and are not told. A malformed id, settings that are not an
+    /// object, or an id declared twice make [`build`](Self::build) fail with
+    /// [`RegistryError::InvalidExtension`] (or `Duplicate`). Declaring an extension promises
+    /// what its specification asks of a server; the engine implements none by itself.
+    ///
+    /// ```
+    /// # use mcp_server::Server;
+    /// let server = Server::builder("demo", "1.0.0")
+    ///     .extension("io.modelcontextprotocol/ui", serde_json::json!({}))
+    ///     .extension("com.example/audit", serde_json::json!({"level": "full"}))
+    ///     .build();
+    /// assert!(server.is_ok());
+    /// assert!(Server::builder("demo", "1.0.0").extension("audit", serde_json::json!({})).build().is_err());
+    /// ```
+    pub fn extension(mut self, id: impl Into<String>, settings: Value) -> Self {
+        self.items.push(Item::Extension(Extension::new(id, settings)));
+        self
+    }
+
+    /// [`extension`](Self::extension), declared only to the callers `gate` admits: to the
+    /// others it does not exist, as a gated tool does not.
+    pub fn gated_extension(mut self, id: impl Into<String>, settings: Value, gate: Gate) -> Self {
+        self.items.push(Item::Extension(Extension::new(id, settings).gate(gate)));
+        self
+    }
+
+    /// Whether tool results carry the value/failure envelope (see
+    /// [`Config::envelopes`](mcp_proto::Config::envelopes) for the wire form). Default `false`:
+    /// results are the MCP norm, and a [`ToolFailure`](mcp_proto::ToolFailure) is sent as
+    /// `isError: true` with its message as text. On, structured output is sent as
+    /// `{"value": ...}` and a failure as `{"failure": {"code", "message", "retryable",
+    /// "diagnostics"?}}`, each with its JSON text copy in `content`, so a program can tell a
+    /// value from a failure without parsing prose. Fixed for the server's life.
+    ///
+    /// A tool's published `outputSchema` is then its schema wrapped
+    /// ([`mcp_proto::wrap`]): the union of `{"value": <schema>}` and the failure envelope.
+    /// The wrapper is prepared on the tool's first authorized use and kept; a schema it refuses
+    /// (a draft-04, draft-06 or 2019-09 dialect, say) makes that tool unpublishable: the page
+    /// that would list it and a call to it answer `-32603` with `data.reason` `"unpublishable"`
+    /// and the tool's name, and [`build`](Self::build) logs a warning naming it and why.
+    pub fn envelopes(mut self, on: bool) -> Self {
+        self.config.envelopes = on;
+        self
+    }
+
+    /// How the server publishes its tools: [`Mode::Direct`](mcp_proto::Mode::Direct) (the
+    /// default and the MCP norm: each tool is a native tool) or
+    /// [`Mode::Compact`](mcp_proto::Mode::Compact) (`tools/list` is `search_tools`,
+    /// `get_tool_details` and `call_tool`, and results are always enveloped; see the variant
+    /// for the wire form). Fixed for the server's life. Each server owns its registry, so two
+    /// servers given the same tools may publish them in different modes.
+    pub fn mode(mut self, mode: mcp_proto::Mode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// Where ended tasks of the Tasks extension go beyond the engine (see [`TaskStore`]):
+    /// each task that ends is written there, and a `tasks/get` for an id the engine does not
+    /// hold is answered from it. Default an [`InMemoryTaskStore`](crate::InMemoryTaskStore) of 4096 records and 64 MiB; `None`
+    /// keeps tasks in the engine's table only.
+    pub fn task_store(mut self, store: Option<Arc<dyn TaskStore>>) -> Self {
+        self.task_store = store;
+        self
+    }
+
+    /// Sets the server-wide gate over the data methods.
+    pub fn gate(mut self, gate: Gate) -> Self {
+        self.items.push(Item::Gate(gate));
+        self
+    }
+
+    /// Builds the server, refusing the first item that cannot be registered. Unless
+    /// [`keys`](Self::keys) gave one, the cursor key is drawn from the operating system.
+    pub fn build(mut self) -> Result<Server, BuildError> {
+        if !self.keys_set {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).map_err(BuildError::Random)?;
+            self.config.keys = KeyRing::new(key);
+        }
+        let envelopes = self.config.envelopes;
+        // Apps first (a stable sort keeps every other order), so that tools may link to them
+        // wherever they were added.
+        self.items.sort_by_key(|i| !matches!(i, Item::App(_) | Item::Shell(_)));
+        let server = Server::from_config(self.config);
+        {
+            let mut st = server.lock();
+            let now = server.now();
+            let mut reg = st.engine.registry_mut(now);
+            for item in self.items {
+                match item {
+                    Item::Tool(t, h) => {
+                        if envelopes {
+                            warn_unwrappable(&t);
+                        }
+                        reg.add_tool(*t, h)
+                    }
+                    Item::Resource(r, h) => reg.add_resource(r, h),
+                    Item::Template(t, h, c) => reg.add_template(t, h, c),
+                    Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
+                    Item::Extension(e) => reg.add_extension(e),
+                    Item::App(app) => ServerBuilder::register_app(&mut reg, app, false),
+                    Item::Shell(app) => ServerBuilder::register_app(&mut reg, app, true),
+                    Item::Skill(s) => reg.add_skill(s),
+                    Item::Gate(g) => {
+                        reg.set_gate(Some(g));
+                        Ok(())
+                    }
+                    Item::Refused(e) => Err(e),
+                }
+                .map_err(BuildError::Registry)?;
+            }
+            let lookup = self.task_store.clone().map(|store| Handler(HandlerKind::TaskStore(store)));
+            reg.set_task_lookup(lookup);
+            st.task_store = self.task_store;
+            // After the items: registering them is no change the other replicas need to hear of.
+            st.engine.set_publishing(self.cluster.is_some());
+            st.engine.set_shared_ledger(self.cluster.is_some());
+            st.engine.set_reporting_holdings(self.cluster.is_some());
+            st.cluster = self.cluster.map(|mut m| {
+                m.advertise = self.advertise;
+                m
+            });
+        }
+        Ok(server)
+    }
+}
+
+/// Tells the operator at start-up of a tool that envelopes make unpublishable: its output
+/// schema is one the wrapper refuses, so every page that would list it fails (see
+/// [`ServerBuilder::envelopes`]). The engine finds the same on first use; this says why.
+pub(crate) fn warn_unwrappable(tool: &Tool) {
+    let Some(schema) = tool.declared_output_schema() else { return };
+    if let Err(e) = mcp_proto::wrap::prepare(schema, tool.declared_diagnostics_schema()) {
+        tracing::warn!(tool = tool.name(), error = %e, "the tool's output schema cannot be wrapped for envelopes: it will not be published");
+    }
+}
