@@ -1447,6 +1447,13 @@ impl<'e> Sim<'e> {
                         self.report.answered_ok += 1;
                     }
                 }
+                // No cluster, task store or tracer here: nothing on the wire.
+                Output::Change(_)
+                | Output::Holding(_)
+                | Output::Claim(_)
+                | Output::Record(_)
+                | Output::TaskEnded(_)
+                | Output::Answered(_) => {}
             }
         }
     }

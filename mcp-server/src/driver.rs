@@ -455,6 +455,7 @@ impl Server {
         loop {
             let mut overflowed = Vec::new();
             let mut orphans = Vec::new();
+            let mut unclaimed = Vec::new();
             while let Some(out) = st.engine.poll_output() {
                 match out {
                     Output::Frame { conn, bytes } => {
@@ -502,35 +503,30 @@ impl Server {
                         // Dropping the sender lets the writer flush what is queued, then stop.
                         st.sinks.remove(&conn);
                     }
+                    Output::Change(change) => self.publish_change(st, change),
+                    Output::Holding(holding) => self.report_holding(st, holding),
+                    Output::Claim(claim) => {
+                        if let Err(claim) = self.claim(st, claim) {
+                            unclaimed.push(claim);
+                        }
+                    }
+                    Output::Record(record) => self.share_record(st, record),
+                    Output::TaskEnded(record) => {
+                        if let (Some(store), Some(rt)) = (&st.task_store, self.shared.rt.get()) {
+                            let stored = store_ended_task(
+                                rt.clone(),
+                                store.as_ref(),
+                                record,
+                                st.cluster.clone(),
+                                self.shared.task_store_failures.clone(),
+                            );
+                            rt.spawn(stored);
+                        }
+                    }
+                    Output::Answered(rec) => st.traces.request_answered_here(rec, st.input_at, self.now()),
                 }
             }
-            // Before the ended tasks: a task begun and ended within one input is registered
-            // before it is unregistered.
-            self.report_holdings(st);
-            while let Some(record) = st.engine.poll_ended_task() {
-                if let (Some(store), Some(rt)) = (&st.task_store, self.shared.rt.get()) {
-                    let stored = store_ended_task(
-                        rt.clone(),
-                        store.as_ref(),
-                        record,
-                        st.cluster.clone(),
-                        self.shared.task_store_failures.clone(),
-                    );
-                    rt.spawn(stored);
-                }
-            }
-            self.publish_changes(st);
-            let answered_claims = self.share_ledger(st);
-            if st.engine.is_recording() {
-                let now = self.now();
-                while let Some(rec) = st.engine.poll_answered() {
-                    st.traces.request_answered_here(rec, st.input_at, now);
-                }
-            }
-            if overflowed.is_empty() && orphans.is_empty() {
-                if answered_claims {
-                    continue;
-                }
+            if overflowed.is_empty() && orphans.is_empty() && unclaimed.is_empty() {
                 break;
             }
             let now = self.now();
@@ -548,6 +544,10 @@ impl Server {
             // No runtime to run them on (nothing attached one): answered, not stranded.
             for ticket in orphans {
                 let _ = st.engine.complete(now, ticket, Reply::Tool(Err(HandlerError::Panicked)));
+            }
+            // Nothing to claim them on: they run here, as when the backend cannot say.
+            for claim in unclaimed {
+                st.engine.claim_result(now, claim.call, mcp_proto::ClaimResult::Unavailable);
             }
         }
     }

@@ -38,7 +38,7 @@ pub(crate) struct Membership {
     /// task waits for its own ([`Membership::registered`]), so the client's next request finds
     /// it through any replica; no other request waits for it. The channel carries nothing: it
     /// closes when its registration is done (its sender dropped).
-    pub(crate) registering: Arc<Mutex<HashMap<String, async_channel::Receiver<()>>>>,
+    pub(crate) registering: Arc<Mutex<HashMap<(HeldKind, String), async_channel::Receiver<()>>>>,
     /// The shared-ledger claims this replica won and renews while their calls run, by key:
     /// a claim leaves when its record goes out ([`Server::share_ledger`]), which ends its
     /// renewals ([`Limits::claim_lease`](mcp_proto::Limits::claim_lease)).
@@ -67,11 +67,11 @@ impl Membership {
     }
 
     #[cfg(feature = "http")]
-    /// Waits until the registration of the task `task_id` spawned so far is done, for at most
-    /// `within`: one in-memory write or one backend round trip. Returns at once for a task
+    /// Waits until the registration of the session or task `id` spawned so far is done, for at
+    /// most `within`: one in-memory write or one backend round trip. Returns at once for one
     /// whose registration is done or was never spawned here.
-    pub(crate) async fn registered(&self, rt: &Arc<dyn Runtime>, task_id: &str, within: Duration) {
-        let pending = self.registering.lock().ok().and_then(|r| r.get(task_id).cloned());
+    pub(crate) async fn registered(&self, rt: &Arc<dyn Runtime>, kind: HeldKind, id: &str, within: Duration) {
+        let pending = self.registering.lock().ok().and_then(|r| r.get(&(kind, id.to_owned())).cloned());
         let Some(done) = pending else { return };
         let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(within));
         futures_util::future::select(Box::pin(async move { done.recv().await }), deadline).await;
@@ -154,127 +154,104 @@ impl Membership {
 }
 
 impl Server {
-    /// Publishes what the engine queued to publish. Called wherever the engine's output is
-    /// drained, so local changes leave in the order they were made.
-    pub(crate) fn publish_changes(&self, st: &mut crate::driver::State) {
-        let Some(m) = st.cluster.clone() else { return };
-        while let Some(change) = st.engine.poll_change() {
-            m.cluster.publish(ClusterEvent { origin: m.replica.clone(), kind: EventKind::Change(change) });
-        }
+    /// Publishes a change the engine made ([`Output::Change`](mcp_proto::Output::Change)).
+    pub(crate) fn publish_change(&self, st: &crate::driver::State, change: mcp_proto::Change) {
+        let Some(m) = &st.cluster else { return };
+        m.cluster.publish(ClusterEvent { origin: m.replica.clone(), kind: EventKind::Change(change) });
     }
 
-    /// Hands the engine's claims and records to the shared replay ledger: each claim runs on
-    /// its own task, bounded by [`CLAIM_TIMEOUT`], and its result goes back to the engine
-    /// through the control channel as a handler's completion does. Called wherever the
-    /// engine's output is drained. True when it answered claims at once (no runtime), which
-    /// leaves output to drain.
-    pub(crate) fn share_ledger(&self, st: &mut crate::driver::State) -> bool {
-        let Some(m) = st.cluster.clone() else {
-            return false;
-        };
-        let Some(rt) = self.shared.rt.get().cloned() else {
-            // No runtime yet: nothing can be claimed, so nothing waits. Such a server has no
-            // connection either; this only keeps the engine's queues from stranding a call.
-            let mut answered = false;
-            while let Some(claim) = st.engine.poll_claim() {
-                st.engine.claim_result(self.now(), claim.call, ClaimResult::Unavailable);
-                answered = true;
-            }
-            while st.engine.poll_record().is_some() {}
-            return answered;
+    /// Asks the shared replay ledger for a claim ([`Output::Claim`](mcp_proto::Output::Claim))
+    /// on its own task, bounded by [`CLAIM_TIMEOUT`]; its result goes back to the engine
+    /// through the control channel as a handler's completion does. `Err` gives the claim back
+    /// when there is no runtime to ask on (nothing can be claimed, so the caller answers it
+    /// [`ClaimResult::Unavailable`] once the output is drained).
+    pub(crate) fn claim(
+        &self,
+        st: &crate::driver::State,
+        claim: mcp_proto::Claim,
+    ) -> Result<(), mcp_proto::Claim> {
+        let (Some(m), Some(rt)) = (st.cluster.clone(), self.shared.rt.get().cloned()) else {
+            return Err(claim);
         };
         let lease = self.limits().claim_lease_time();
-        while let Some(claim) = st.engine.poll_claim() {
-            let server = self.clone();
-            // The engine's lease is the longest the claim may hold; it is taken for one
-            // `claim_lease` at a time and renewed while the call runs, so that a replica dying
-            // mid-call frees it soon.
-            let first = claim.lease_until_ms.min(crate::runtime::unix_ms().saturating_add(ms(lease)));
-            let asked = m.cluster.claim(&claim.key, first);
-            let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
-            let replica = m.replica.clone();
-            let (m, rt) = (m.clone(), rt.clone());
-            rt.clone().spawn(Box::pin(async move {
-                use futures_util::future::{select, Either};
-                let result = match select(asked, deadline).await {
-                    Either::Left((Ok(None), _)) => {
-                        if first < claim.lease_until_ms {
-                            m.renew_claim(rt, claim.key.clone(), claim.lease_until_ms, lease);
-                        }
-                        ClaimResult::Won
+        let server = self.clone();
+        // The engine's lease is the longest the claim may hold; it is taken for one
+        // `claim_lease` at a time and renewed while the call runs, so that a replica dying
+        // mid-call frees it soon.
+        let first = claim.lease_until_ms.min(crate::runtime::unix_ms().saturating_add(ms(lease)));
+        let asked = m.cluster.claim(&claim.key, first);
+        let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+        let replica = m.replica.clone();
+        rt.clone().spawn(Box::pin(async move {
+            use futures_util::future::{select, Either};
+            let result = match select(asked, deadline).await {
+                Either::Left((Ok(None), _)) => {
+                    if first < claim.lease_until_ms {
+                        m.renew_claim(rt, claim.key.clone(), claim.lease_until_ms, lease);
                     }
-                    Either::Left((Ok(Some(bytes)), _)) => match SharedOutcome::decode(&bytes) {
-                        Some(outcome) => ClaimResult::Taken(outcome),
-                        None => {
-                            tracing::warn!(replica = %replica, key = %claim.key, "cluster: the replay ledger holds an unreadable record; the retry runs here");
-                            ClaimResult::Unavailable
-                        }
-                    },
-                    Either::Left((Err(e), _)) => {
-                        tracing::debug!(replica = %replica, error = %e, "cluster: claim failed; the retry runs here");
+                    ClaimResult::Won
+                }
+                Either::Left((Ok(Some(bytes)), _)) => match SharedOutcome::decode(&bytes) {
+                    Some(outcome) => ClaimResult::Taken(outcome),
+                    None => {
+                        tracing::warn!(replica = %replica, key = %claim.key, "cluster: the replay ledger holds an unreadable record; the retry runs here");
                         ClaimResult::Unavailable
                     }
-                    Either::Right(_) => {
-                        tracing::debug!(replica = %replica, "cluster: claim timed out; the retry runs here");
-                        ClaimResult::Unavailable
-                    }
-                };
-                let call = claim.call;
-                server.submit(Box::new(move |_: &Server, st: &mut crate::driver::State, now: std::time::Instant| {
-                    st.engine.claim_result(now, call, result);
-                }));
+                },
+                Either::Left((Err(e), _)) => {
+                    tracing::debug!(replica = %replica, error = %e, "cluster: claim failed; the retry runs here");
+                    ClaimResult::Unavailable
+                }
+                Either::Right(_) => {
+                    tracing::debug!(replica = %replica, "cluster: claim timed out; the retry runs here");
+                    ClaimResult::Unavailable
+                }
+            };
+            let call = claim.call;
+            server.submit(Box::new(move |_: &Server, st: &mut crate::driver::State, now: std::time::Instant| {
+                st.engine.claim_result(now, call, result);
             }));
-        }
-        while let Some(record) = st.engine.poll_record() {
-            if let Ok(mut leases) = m.leases.lock() {
-                leases.remove(&record.key);
-            }
-            let write =
-                m.cluster.record(&record.key, record.outcome.map(|o| o.encode()), record.expires_at_ms);
-            let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
-            rt.spawn(Box::pin(async move {
-                futures_util::future::select(write, deadline).await;
-            }));
-        }
-        false
+        }));
+        Ok(())
     }
 
-    /// Reports to the directory what the engine began or stopped holding.
-    pub(crate) fn report_holdings(&self, st: &mut crate::driver::State) {
-        let Some(m) = st.cluster.clone() else {
-            while st.engine.poll_holding().is_some() {}
-            return;
-        };
-        let Some(rt) = self.shared.rt.get() else { return };
-        let has_store = st.task_store.is_some();
-        while let Some(h) = st.engine.poll_holding() {
-            let m = m.clone();
-            if h.held {
-                if let Ok(mut held) = m.held.lock() {
-                    held.insert((h.kind, h.id.clone()));
-                }
-                // Only a task's answer waits for its entry: a session's is registered before
-                // its `initialize` answer leaves (the HTTP layer's `register_minted`).
-                let done = (h.kind == HeldKind::Task).then(|| {
-                    let (tx, rx) = async_channel::bounded::<()>(1);
-                    if let Ok(mut r) = m.registering.lock() {
-                        r.insert(h.id.clone(), rx);
-                    }
-                    tx
-                });
-                rt.spawn(Box::pin(async move {
-                    m.hold(h.kind, &h.id).await;
-                    if done.is_some() {
-                        if let Ok(mut r) = m.registering.lock() {
-                            r.remove(&h.id);
-                        }
-                    }
-                    drop(done);
-                }));
-            } else if h.kind == HeldKind::Session || !has_store {
-                // An ended task with a store is forgotten once stored (see `pump`).
-                rt.spawn(Box::pin(async move { m.forget(h.kind, &h.id).await }));
+    /// Writes what the shared replay ledger keeps for a state
+    /// ([`Output::Record`](mcp_proto::Output::Record)), bounded by [`CLAIM_TIMEOUT`].
+    pub(crate) fn share_record(&self, st: &crate::driver::State, record: mcp_proto::Record) {
+        let (Some(m), Some(rt)) = (&st.cluster, self.shared.rt.get()) else { return };
+        if let Ok(mut leases) = m.leases.lock() {
+            leases.remove(&record.key);
+        }
+        let write = m.cluster.record(&record.key, record.outcome.map(|o| o.encode()), record.expires_at_ms);
+        let deadline = crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(CLAIM_TIMEOUT));
+        rt.spawn(Box::pin(async move {
+            futures_util::future::select(write, deadline).await;
+        }));
+    }
+
+    /// Reports to the directory what the engine began or stopped holding
+    /// ([`Output::Holding`](mcp_proto::Output::Holding)).
+    pub(crate) fn report_holding(&self, st: &crate::driver::State, h: mcp_proto::Holding) {
+        let (Some(m), Some(rt)) = (st.cluster.clone(), self.shared.rt.get()) else { return };
+        if h.held {
+            if let Ok(mut held) = m.held.lock() {
+                held.insert((h.kind, h.id.clone()));
             }
+            // The answer that made it waits for its entry ([`Membership::registered`]).
+            let (tx, rx) = async_channel::bounded::<()>(1);
+            if let Ok(mut r) = m.registering.lock() {
+                r.insert((h.kind, h.id.clone()), rx);
+            }
+            rt.spawn(Box::pin(async move {
+                m.hold(h.kind, &h.id).await;
+                if let Ok(mut r) = m.registering.lock() {
+                    r.remove(&(h.kind, h.id.clone()));
+                }
+                drop(tx);
+            }));
+        } else if h.kind == HeldKind::Session || st.task_store.is_none() {
+            // An ended task with a store is forgotten once stored (see `store_ended_task`).
+            rt.spawn(Box::pin(async move { m.forget(h.kind, &h.id).await }));
         }
     }
 

@@ -454,9 +454,6 @@ impl HttpService {
         if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone()).await {
             return resp;
         }
-        let minted_here = !parts.headers.contains_key("mcp-session-id");
-        // A tools/call may start a task: its answer waits for the task's directory entry.
-        let may_start_task = parts.headers.get("mcp-method").is_some_and(|m| m == "tools/call");
         let cut = parts.extensions.get::<Cut>().cloned();
         let inner = self.inner.clone();
         let answer = self
@@ -475,9 +472,7 @@ impl HttpService {
             .await;
         let resp = match answer {
             Some(Ok(Ok((head, body)))) => {
-                if may_start_task {
-                    self.task_registered(&body).await;
-                }
+                self.registered(&head.holds).await;
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Some(Ok(Err((conn, queue)))) => self.pending(conn, queue).await,
@@ -485,9 +480,6 @@ impl HttpService {
             Some(Err(_)) => error_response(&Refusal::Internal.error()),
             None => error_response(&Refusal::EngineGone.error()),
         };
-        if minted_here {
-            self.register_minted(&resp).await;
-        }
         let mut resp = resp;
         resp.body_mut().reseated = reseated;
         resp
@@ -514,22 +506,19 @@ impl HttpService {
         }
     }
 
-    /// Waits (at most [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout)) until
-    /// the task a `tools/call` answer `body` started, if it started one, is in the cluster's
-    /// directory: the client's next request for it may reach any replica. Only this answer
-    /// waits, and only for its own task's entry.
-    async fn task_registered(&self, body: &[u8]) {
-        let Some(m) = self.inner.server.membership() else { return };
-        // A cheap test first: most answers start no task, and only those that do are parsed.
-        if !body.windows(8).any(|w| w == b"\"taskId\"") {
+    /// Waits (at most [`Limits::forward_timeout`](mcp_proto::Limits::forward_timeout) each)
+    /// until what an answer made the engine hold ([`HttpHead::holds`](mcp_proto::HttpHead::holds):
+    /// the session its `initialize` minted, the task its `tools/call` started) is in the
+    /// cluster's directory, so that the client's next request for it may reach any replica.
+    /// Only this answer waits, and only for its own entries.
+    async fn registered(&self, holds: &[(mcp_proto::HeldKind, String)]) {
+        if holds.is_empty() {
             return;
         }
-        let Ok(answer) = serde_json::from_slice::<serde_json::Value>(body) else { return };
-        let result = &answer["result"];
-        let Some(task_id) = result["taskId"].as_str().filter(|_| result["resultType"] == "task") else {
-            return;
-        };
-        m.registered(&self.inner.rt, task_id, self.inner.server.limits().forward_time()).await;
+        let Some(m) = self.inner.server.membership() else { return };
+        for (kind, id) in holds {
+            m.registered(&self.inner.rt, *kind, id, self.inner.server.limits().forward_time()).await;
+        }
     }
 
     // Routing to the holder (see the `forward` module).
@@ -624,14 +613,6 @@ impl HttpService {
         }
     }
 
-    /// Registers a session the engine just minted before its id reaches the client, so that
-    /// the client's next request finds it through any replica.
-    async fn register_minted(&self, resp: &Response<McpBody>) {
-        let Some(id) = resp.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) else { return };
-        let Some(m) = self.inner.server.membership() else { return };
-        m.hold(mcp_proto::HeldKind::Session, id).await;
-    }
-
     /// Reads a `POST` body within the size and time bounds.
     async fn read_body<B: Body>(&self, body: B) -> Result<Vec<u8>, Response<McpBody>> {
         let rt = &self.inner.rt;
@@ -697,9 +678,11 @@ impl HttpService {
         match queue.recv().await {
             Ok(HttpItem::Respond(head, body)) => {
                 guard.disarm();
+                self.registered(&head.holds).await;
                 response(head.status, &head.headers, McpBody::full(body))
             }
             Ok(HttpItem::Stream(head)) => {
+                self.registered(&head.holds).await;
                 let body = McpBody {
                     kind: Kind::Stream { queue: Box::pin(queue), guard, dropped },
                     busy: None,

@@ -516,6 +516,14 @@ impl Runner {
                     self.observed.push_back(Event::Frame(n, bytes));
                 }
                 Output::Invoke(inv) => self.invoked(inv)?,
+                // A transcript's engine has no cluster, task store or tracer: what it gives them
+                // is not part of the wire.
+                Output::Change(_)
+                | Output::Holding(_)
+                | Output::Claim(_)
+                | Output::Record(_)
+                | Output::TaskEnded(_)
+                | Output::Answered(_) => {}
                 Output::Cancel { call, .. } => {
                     let Some(h) = self.held.iter_mut().find(|h| h.call == call) else {
                         self.invariant(format!("Cancel of a call the engine never invoked: {call:?}"));
