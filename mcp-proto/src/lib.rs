@@ -23,12 +23,18 @@
 //! | [`Engine::shutdown`], [`Engine::close_all`] | the server stops |
 //!
 //! After each input, drain [`Engine::poll_output`] until it returns `None` (frames to write,
-//! handlers to run, calls to cancel, connections to close), then call [`Engine::poll_timeout`]
+//! handlers to run, calls to cancel, connections to close, and, for a shim with a cluster, a
+//! task store or a tracer, what they are owed: one queue for every kind of output, in the
+//! order the engine decided), then call [`Engine::poll_timeout`]
 //! and arrange to call [`Engine::handle_timeout`] at that instant (or sooner: an early call is
 //! harmless). The deadline only moves after an input, so asking once per drained input is
 //! enough. Debug builds panic on an input made while notifications an earlier input raised are
 //! still waiting for that drain (see [`Engine::registry_mut`]); answering invocations after the
 //! drain, as below, is always safe.
+//!
+//! Inside, the engine is grouped in wings (owned state on the ground floor, then the
+//! transport, the protocol's methods, the extensions and the replica), each calling only
+//! itself and the wings below it; the engine module's documentation draws the plan.
 //!
 //! The same inputs (bytes, times, [`Config::keys`], [`Config::seed`]) always give the same
 //! output bytes in the same order: a test can pin the engine's behaviour byte for byte.

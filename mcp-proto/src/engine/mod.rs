@@ -1,4 +1,45 @@
 //! The protocol state machine.
+//!
+//! # Wings
+//!
+//! The engine is one type, [`Engine`], composed of parts grouped by concern. From the ground
+//! up:
+//!
+//! - `state/`: the ground floor. Owned state with its own rules, none naming `Engine`: ids and
+//!   the boundary's data types (`io.rs`), calls in flight (`calls.rs`), timers, server→client
+//!   requests (`outbound.rs`), subscriptions, sessions and their kept streams, the local replay
+//!   ledger, the messages a cluster exchanges (`messages.rs`) and the one output queue
+//!   (`outputs.rs`).
+//! - `mod.rs` (this file): the composition, `Engine`'s fields, its connection table and the
+//!   input surface: opening and closing connections, frames, completions, timeouts, shutdown,
+//!   [`Engine::poll_output`] and [`Engine::poll_timeout`].
+//! - `transport/`: how answers leave. Streamable HTTP sessions and exchanges, resumable
+//!   `POST` streams, back-pressure on paced connections, per-caller shares.
+//! - `protocol/`: the protocol's methods and what they send: features (lists, reads,
+//!   prompts, completion), notifications, asking the client, result encoding, registry edits,
+//!   records of answered requests.
+//! - `extensions/`: Tasks, MCP Apps, compact publication, Skills, and the policy on replayed
+//!   2026-07-28 requests.
+//! - `replica/`: what the engine tells its cluster and takes from it: changes, holdings, and
+//!   the replay ledger shared between replicas.
+//! - `dispatch.rs`: the envelope rules and the method tables of both protocol eras, which
+//!   route each request to the wing that answers it.
+//!
+//! **The rule:** a file imports (and calls into) only its own wing and the wings below it; the
+//! ground floor imports nothing of the engine above it. A new feature gets a room of its own in
+//! the wing it belongs to, with its state in `state/` when that state has rules of its own, not
+//! more fields and methods spread over `Engine`. `mod.rs` keeps the connection lifecycle
+//! (closing a connection cancels its calls, ends its tasks, forgets its holdings), which is why
+//! it reaches up into the wings at that one place.
+//!
+//! # One output surface
+//!
+//! Everything the engine emits goes into one queue, in the order the engine decided, drained
+//! with [`Engine::poll_output`]: frames, responses and streams, invocations, cancellations,
+//! answers to asks, closes, and the outputs for a cluster ([`Output::Change`],
+//! [`Output::Holding`], [`Output::Claim`], [`Output::Record`]), a task store
+//! ([`Output::TaskEnded`]) and a tracer ([`Output::Answered`]). A shim acts on each as it comes,
+//! with no ordering rule of its own; each variant documents the inputs that produce it.
 
 use std::sync::Arc;
 use std::time::Instant;
