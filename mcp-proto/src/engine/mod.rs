@@ -5,8 +5,8 @@
 //! The engine is one type, [`Engine`], composed of parts grouped by concern. From the ground
 //! up:
 //!
-//! - `state/`: the ground floor. Owned state with its own rules, none naming `Engine`: ids and
-//!   the boundary's data types (`io.rs`), calls in flight (`calls.rs`), timers, server→client
+//! - `state/`: the ground floor. Owned state with its own rules, none naming `Engine`: the handles
+//!   (`ids.rs`) and the boundary's data types (`io.rs`), calls in flight (`calls.rs`), timers, server→client
 //!   requests (`outbound.rs`), subscriptions, sessions and their kept streams, the local replay
 //!   ledger, the messages a cluster exchanges (`messages.rs`) and the one output queue
 //!   (`outputs.rs`).
@@ -84,10 +84,11 @@ pub use state::messages::{
     Change, ChangedList, Claim, ClaimResult, HeldKind, Holding, Record, SharedOutcome,
 };
 
+pub use state::ids::{CallId, ConnId};
 pub use state::io::{
-    Answered, AnsweredRequest, AskError, CallId, CancelReason, CloseReason, CompletionRef, ConnId, ConnKind,
-    EngineStatus, FrameOutcome, HttpHead, HttpReply, Invocation, LogLevel, OpenError, Output, Refusals,
-    Reply, Request, Stale, TaskRecord, TaskStatus, Ticket,
+    Answered, AnsweredRequest, AskError, CancelReason, CloseReason, CompletionRef, ConnKind, EngineStatus,
+    FrameOutcome, HttpHead, HttpReply, Invocation, LogLevel, OpenError, Output, Refusals, Reply, Request,
+    Stale, TaskRecord, TaskStatus, Ticket,
 };
 pub use transport::http::HttpRequest;
 

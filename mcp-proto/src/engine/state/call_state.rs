@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use crate::engine::state::io::{ConnId, LogLevel};
+use crate::engine::state::ids::ConnId;
+use crate::engine::state::io::LogLevel;
 use crate::engine::state::ledger::StateUse;
 use crate::interaction::InputRequest;
 use crate::jsonrpc::RequestId;

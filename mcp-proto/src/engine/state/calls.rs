@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::engine::state::call_state::{self, Ctx};
-use crate::engine::state::io::{CallId, ConnId, LogLevel};
+use crate::engine::state::ids::{CallId, ConnId};
+use crate::engine::state::io::LogLevel;
 use crate::engine::state::ledger::StateUse;
 use crate::engine::state::timers::{Timer, Timers};
 use crate::jsonrpc::{RequestId, RpcError};

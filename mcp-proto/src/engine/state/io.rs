@@ -12,12 +12,12 @@ use serde_json::{Map, Value};
 use crate::blame::{Blame, Bound};
 use crate::caller::Caller;
 use crate::content::{Completion, HandlerError, PromptOutput, ResourceContents, ToolOutput};
+use crate::engine::state::ids::{CallId, ConnId};
 use crate::engine::state::messages::{Change, Claim, HeldKind, Holding, Record};
 #[cfg(doc)]
 use crate::engine::Engine;
 use crate::interaction::{InvalidAnswer, Unsupported};
 use crate::jsonrpc::{ErrorCode, RpcError};
-use crate::slab::Key;
 use crate::version::ProtocolVersion;
 
 /// The right to answer one call, consumed by [`Engine::complete`] so a call cannot be answered
@@ -580,30 +580,6 @@ pub struct EngineStatus {
 /// closed): a normal race, safe to ignore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stale;
-
-/// A connection: a stdio session, an HTTP exchange or an SSE stream. Generational, so a handle
-/// to a closed connection never reaches a newer one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConnId(pub(in crate::engine) Key);
-
-/// Short forms for logs: `c3.1` is slot 3 in its first reuse; the generation keeps a reused slot
-/// apart from the connection that held it before.
-impl std::fmt::Display for ConnId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "c{}.{}", self.0.idx, self.0.gen)
-    }
-}
-
-/// One call in flight: the copyable id progress, cancellation and input requests travel by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CallId(pub(in crate::engine) Key);
-
-/// Short form for logs, as [`ConnId`]'s: `k12.0`.
-impl std::fmt::Display for CallId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "k{}.{}", self.0.idx, self.0.gen)
-    }
-}
 
 /// A syslog severity, as MCP's `LoggingLevel`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

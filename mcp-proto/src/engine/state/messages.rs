@@ -5,7 +5,7 @@
 //! local ledger and the replica wing all speak it, so none imports another for it.
 
 use crate::blame::Blame;
-use crate::engine::state::io::CallId;
+use crate::engine::state::ids::CallId;
 use crate::engine::state::subscriptions::List;
 use crate::jsonrpc::ErrorCode;
 

@@ -3,6 +3,7 @@
 pub(super) mod call_state;
 pub(super) mod calls;
 pub(super) mod config;
+pub(super) mod ids;
 pub(super) mod io;
 pub(super) mod ledger;
 pub(super) mod messages;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::state::io::{CallId, ConnId};
+use crate::engine::state::ids::{CallId, ConnId};
 
 /// The requests in flight towards clients.
 #[derive(Debug)]

@@ -227,7 +227,8 @@ impl<H> Outputs<H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::state::io::{CloseReason, ConnId, TaskRecord};
+    use crate::engine::state::ids::ConnId;
+    use crate::engine::state::io::{CloseReason, TaskRecord};
     use crate::engine::state::messages::{Change, ChangedList};
     use crate::slab::Key;
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use crate::engine::state::io::ConnId;
+use crate::engine::state::ids::ConnId;
 use crate::sse::{EventId, ReplayBuffer};
 
 /// Whether the client still reads a legacy `POST` response stream.

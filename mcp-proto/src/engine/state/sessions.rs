@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::engine::state::config::Seed;
-use crate::engine::state::io::ConnId;
+use crate::engine::state::ids::ConnId;
 use crate::limits::{Limits, SeatPolicy};
 
 /// Sessions and seats.

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::engine::state::io::{CallId, ConnId};
+use crate::engine::state::ids::{CallId, ConnId};
 use crate::engine::state::messages::HeldKind;
 use crate::engine::state::post_store::{Attachment, PostStreams};
 use crate::http::Accepts;

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use crate::engine::state::io::{CallId, ConnId};
+use crate::engine::state::ids::{CallId, ConnId};
 
 /// What a deadline is for. Within one instant, variants fire in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
