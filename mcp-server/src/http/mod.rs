@@ -21,7 +21,9 @@ use crate::driver::{Cut, HttpItem, HttpQueue, State};
 use crate::runtime::Runtime;
 use crate::server::Server;
 use crate::status::HttpRefused;
-use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
+use mcp_proto::http::{
+    check_body_len, check_head, check_peer, named, HttpConfig, HttpRefusal, Named, RequestHead, Route,
+};
 use mcp_proto::{Caller, ConnId, HttpRequest};
 
 mod body;
@@ -435,12 +437,15 @@ impl HttpService {
             // A body on GET or DELETE means nothing; hyper drains or discards it.
             (Vec::new(), None)
         };
+        // What the request names that one replica holds: where it is forwarded, and what a
+        // forwarded peer's token is bound to.
+        let named = named(&head);
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
         // Held until the response is dropped: while it is, the connection counts against the
         // forwarded client's address.
         let mut reseated = None;
         if caller.peer.is_none() {
-            if let Some(vouched) = self.forwarded_peer(&parts.method, &parts.headers) {
+            if let Some(vouched) = self.forwarded_peer(&parts.method, &parts.headers, named) {
                 reseated = match self.reseat(&parts, &vouched) {
                     Ok(reseated) => reseated,
                     Err(_) => return share_taken(),
@@ -451,7 +456,7 @@ impl HttpService {
         if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
         }
-        if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone()).await {
+        if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone(), named).await {
             return resp;
         }
         let minted_here = !parts.headers.contains_key("mcp-session-id");
@@ -536,7 +541,12 @@ impl HttpService {
 
     /// The client address another replica of the cluster vouches for, on a request it
     /// forwarded here.
-    fn forwarded_peer(&self, method: &http::Method, headers: &http::HeaderMap) -> Option<String> {
+    fn forwarded_peer(
+        &self,
+        method: &http::Method,
+        headers: &http::HeaderMap,
+        named: Option<Named<'_>>,
+    ) -> Option<String> {
         headers.get(crate::cluster::forward::FORWARDED_BY)?;
         let token = headers.get(crate::cluster::forward::FORWARDED_PEER)?.to_str().ok()?;
         let server = &self.inner.server;
@@ -544,7 +554,7 @@ impl HttpService {
         crate::cluster::forward::verified_peer(
             &server.key_ring(),
             token,
-            &crate::cluster::forward::binding(method, headers),
+            &crate::cluster::forward::binding(method, named),
             &m.peer_nonces,
         )
     }
@@ -556,11 +566,13 @@ impl HttpService {
         parts: &http::request::Parts,
         body: &[u8],
         peer: Option<String>,
+        named: Option<Named<'_>>,
     ) -> Option<Response<McpBody>> {
         if parts.headers.contains_key(crate::cluster::forward::FORWARDED_BY) {
             return None;
         }
-        let (kind, id) = crate::cluster::forward::named(&parts.headers)?;
+        let named = named?;
+        let (kind, id) = (named.kind(), named.id().to_owned());
         let server = &self.inner.server;
         let m = server.membership()?;
         if server.holds(kind, &id) {
@@ -584,6 +596,7 @@ impl HttpService {
             membership: &m,
             to: &located,
             parts,
+            named,
             body: body.to_vec(),
             peer,
             keys: server.key_ring(),
