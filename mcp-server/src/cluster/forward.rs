@@ -73,7 +73,7 @@
 //! forwards through the same replica are not.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{select, AbortHandle, Abortable, Either};
@@ -85,7 +85,7 @@ use crate::body::Forwarded;
 use crate::cluster::nonces::{PeerNonces, PEER_TOKEN_TTL_MS};
 use crate::cluster::pool::{AbortOnDrop, Conn, Full, Holder, Lease};
 use crate::cluster::{Located, Membership};
-use crate::runtime::Runtime;
+use crate::runtime::{unix_ms, Runtime};
 use crate::server::Server;
 
 /// The header a forwarded request carries: the id of the replica that forwarded it.
@@ -166,12 +166,6 @@ pub(crate) fn verified_peer(keys: &KeyRing, token: &str, bound: &str, nonces: &P
     // A little clock skew between replicas is tolerated either way.
     let recent = at <= now.saturating_add(PEER_TOKEN_TTL_MS) && now.saturating_sub(at) <= PEER_TOKEN_TTL_MS;
     (recent && made_for == bound && nonces.take(nonce, at, now)).then(|| peer.to_owned())
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Why a forward failed: the holder counts as unreachable.
