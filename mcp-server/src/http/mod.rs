@@ -34,7 +34,7 @@ mod service;
 pub use body::McpBody;
 use body::{Busy, CloseGuard, Kind};
 use peers::{Peers, Turned};
-use refusal::{closing, error_response, refused, response, share_taken, unavailable, Refusal};
+use refusal::{closing, counted_as, error_response, refused, response, share_taken, unavailable, Refusal};
 pub use service::{HttpRuntime, McpService};
 
 /// How long the accept loop waits after an error that is not about one connection (typically
@@ -410,17 +410,16 @@ impl HttpService {
             Ok(route) => matches!(route, Route::Post { .. }),
             // A declared length over the bound. Reading the body of a client that waits for
             // `100 Continue` would invite the upload the 413 refuses: it is told at once.
-            Err(refusal) if refusal.status == 413 && !parts.headers.contains_key(http::header::EXPECT) => {
+            Err(refusal)
+                if counted_as(&refusal) == HttpRefused::BodyTooLarge
+                    && !parts.headers.contains_key(http::header::EXPECT) =>
+            {
                 self.inner.server.http_refused(HttpRefused::BodyTooLarge);
                 self.discard(pin!(body)).await;
                 return closing(refused(&refusal));
             }
             Err(refusal) => {
-                self.inner.server.http_refused(match refusal.status {
-                    413 => HttpRefused::BodyTooLarge,
-                    431 => HttpRefused::HeadTooLarge,
-                    _ => HttpRefused::HeadRejected,
-                });
+                self.inner.server.http_refused(counted_as(&refusal));
                 return refused(&refusal);
             }
         };
@@ -472,10 +471,10 @@ impl HttpService {
                 let target = request_target(&parts);
                 let head = request_head(&parts, &headers, &target);
                 // Checked above already; the route borrows the head, so it is made again here.
-                let route = check_head(&inner.http, inner.server.limits(), &head)
-                    .map_err(|r: HttpRefusal| r.status)?;
+                let route =
+                    check_head(&inner.http, inner.server.limits(), &head).map_err(|_: HttpRefusal| ())?;
                 let req = HttpRequest { head: &head, route, body: &body, caller };
-                Ok::<_, u16>(st.exchange(now, req, decoded, cut))
+                Ok::<_, ()>(st.exchange(now, req, decoded, cut))
             })
             .await;
         let resp = match answer {
