@@ -3,7 +3,8 @@
 
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
-use super::*;
+use super::McpBody;
+use crate::status::HttpRefused;
 use mcp_proto::http::HttpRefusal;
 use mcp_proto::{Bound, Era, RpcError};
 
