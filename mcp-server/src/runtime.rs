@@ -1,7 +1,6 @@
 //! What a shim supplies ([`Runtime`]: spawning, sleeping, the clock, sockets) and the small
 //! time and scheduling helpers the rest of the layer builds on it.
 
-use std::task::Poll;
 use std::time::Instant;
 
 use crate::handler::{self, BoxFuture};
@@ -63,17 +62,7 @@ impl std::future::Future for YieldOnce {
 
 /// Gives other tasks a turn: pending once, waking itself at once.
 pub(crate) async fn yield_now() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-    .await;
+    YieldOnce(false).await;
 }
 
 /// Sleeps until `deadline`, or forever when there is none (a duration too long for `Instant`,

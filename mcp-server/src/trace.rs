@@ -37,6 +37,24 @@ impl Open {
     }
 }
 
+/// Ends the span `open` keeps under `key`, if any: records why (`field` = `value`), then its
+/// duration. The clock is read only when there is such a span.
+fn end<K: std::hash::Hash + Eq>(
+    open: &mut HashMap<K, Open>,
+    key: &K,
+    field: &str,
+    value: impl tracing::Value,
+    now: impl FnOnce() -> Instant,
+) {
+    if open.is_empty() {
+        return;
+    }
+    if let Some(open) = open.remove(key) {
+        open.span.record(field, value);
+        open.span.record("duration_us", open.duration_us(now()));
+    }
+}
+
 /// The JSON-RPC method of a request handed to a handler, and what it names.
 fn method(request: &Request) -> (&'static str, &str) {
     match request {
@@ -114,13 +132,7 @@ impl Traces {
         reason: CloseReason,
         now: impl FnOnce() -> Instant,
     ) {
-        if self.sessions.is_empty() {
-            return;
-        }
-        if let Some(open) = self.sessions.remove(&conn) {
-            open.span.record("close_reason", debug(reason));
-            open.span.record("duration_us", open.duration_us(now()));
-        }
+        end(&mut self.sessions, &conn, "close_reason", debug(reason), now);
     }
 
     /// A handler is about to run for `call`: starts its `mcp::request` span (a child of its
@@ -135,8 +147,25 @@ impl Traces {
         request: &Request,
         now: impl FnOnce() -> Instant,
     ) -> Option<Span> {
-        let parent = session.and_then(|s| self.sessions.get(&s)).and_then(|o| o.span.id());
         let (method, name) = method(request);
+        let span = self.request_span(method, Some(name), id, caller, session)?;
+        self.requests.insert(call, Open { span: span.clone(), started: now() });
+        Some(span)
+    }
+
+    /// A new `mcp::request` span (a child of `session`'s span, when there is one) with the
+    /// fields every request's span has, those known at its start recorded; `None` when no
+    /// subscriber wants it. One place for the fields, so the requests a handler serves and
+    /// those the engine answers itself are traced alike.
+    fn request_span(
+        &self,
+        method: &'static str,
+        name: Option<&str>,
+        id: Option<&mcp_proto::RequestId>,
+        caller: &Caller,
+        session: Option<ConnId>,
+    ) -> Option<Span> {
+        let parent = session.and_then(|s| self.sessions.get(&s)).and_then(|o| o.span.id());
         let span = tracing::info_span!(
             target: "mcp::request",
             parent: parent,
@@ -153,7 +182,9 @@ impl Traces {
         if span.is_disabled() {
             return None;
         }
-        span.record("name", name);
+        if let Some(name) = name {
+            span.record("name", name);
+        }
         if let Some(id) = id {
             span.record("id", display(id));
         }
@@ -161,7 +192,6 @@ impl Traces {
         if let Some(session) = session {
             span.record("session", display(session));
         }
-        self.requests.insert(call, Open { span: span.clone(), started: now() });
         Some(span)
     }
 
@@ -192,46 +222,18 @@ impl Traces {
         reason: CancelReason,
         now: impl FnOnce() -> Instant,
     ) {
-        if self.requests.is_empty() {
-            return;
-        }
-        if let Some(open) = self.requests.remove(&call) {
-            open.span.record("outcome", reason.as_str());
-            open.span.record("duration_us", open.duration_us(now()));
-        }
+        end(&mut self.requests, &call, "outcome", reason.as_str(), now);
     }
 
     /// A request the engine answered itself, in the input that began at `started`: its
     /// `mcp::request` span, opened and closed at once with the same fields as a handler's
     /// (`duration_us` is the engine's work on the input that carried it).
     pub(crate) fn request_answered_here(&self, rec: AnsweredRequest, started: Instant, now: Instant) {
-        let parent = rec.session.and_then(|s| self.sessions.get(&s)).and_then(|o| o.span.id());
-        let span = tracing::info_span!(
-            target: "mcp::request",
-            parent: parent,
-            "request",
-            method = rec.method,
-            name = Empty,
-            id = Empty,
-            caller = Empty,
-            session = Empty,
-            outcome = Empty,
-            error_code = Empty,
-            duration_us = Empty,
-        );
-        if span.is_disabled() {
+        let Some(span) =
+            self.request_span(rec.method, rec.name.as_deref(), rec.id.as_ref(), &rec.caller, rec.session)
+        else {
             return;
-        }
-        if let Some(name) = &rec.name {
-            span.record("name", name.as_str());
-        }
-        if let Some(id) = &rec.id {
-            span.record("id", display(id));
-        }
-        span.record("caller", caller_name(&rec.caller));
-        if let Some(session) = rec.session {
-            span.record("session", display(session));
-        }
+        };
         match rec.error_code {
             None => span.record("outcome", "ok"),
             Some(code) => {

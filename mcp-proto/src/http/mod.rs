@@ -50,6 +50,7 @@ use crate::limits::Limits;
 
 mod head;
 mod headers;
+mod route;
 #[cfg(test)]
 mod tests;
 
@@ -58,6 +59,7 @@ pub use headers::{
     check_modern_headers, decode_header_value, header_expectations, name_param, x_mcp_headers, HeaderError,
     HeaderExpect, HeaderMismatch, HeaderParam, Kind,
 };
+pub use route::{named, Named};
 
 /// `Mcp-Session-Id`: the legacy session a request belongs to.
 pub const SESSION_ID_HEADER: &str = "Mcp-Session-Id";

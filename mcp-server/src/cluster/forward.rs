@@ -6,7 +6,8 @@
 //! ([`Cluster::register`]) and advertises where it is reached ([`Cluster::advertise`]). When a
 //! request names an `Mcp-Session-Id` this replica's engine does not hold, or is a 2026-07-28
 //! `tasks/get`, `tasks/update` or `tasks/cancel` whose task id (the `Mcp-Name` header, which the
-//! engine checks against the body) it does not hold, the endpoint looks the id up
+//! engine checks against the body) it does not hold (what a request names is mcp-proto's
+//! [`named`](mcp_proto::http::named)), the endpoint looks the id up
 //! ([`Cluster::locate`]); when a live replica holds it, the request goes there unchanged
 //! (method, headers, body; to the holder's advertised URL) with two headers added:
 //!
@@ -72,18 +73,19 @@
 //! forwards through the same replica are not.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{select, AbortHandle, Abortable, Either};
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http::{HeaderName, HeaderValue, Request, Response};
+use mcp_proto::http::Named;
 use mcp_proto::{HeldKind, KeyRing};
 
 use crate::body::Forwarded;
 use crate::cluster::nonces::{PeerNonces, PEER_TOKEN_TTL_MS};
 use crate::cluster::pool::{AbortOnDrop, Conn, Full, Holder, Lease};
 use crate::cluster::{Located, Membership};
-use crate::runtime::Runtime;
+use crate::runtime::{unix_ms, Runtime};
 use crate::server::Server;
 
 /// The header a forwarded request carries: the id of the replica that forwarded it.
@@ -133,24 +135,11 @@ const HOP_BY_HOP: [&str; 8] = [
     "proxy-authorization",
 ];
 
-/// What a request asks of another replica, if anything: the kind and id it names.
-pub(crate) fn named(headers: &HeaderMap) -> Option<(HeldKind, String)> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(sid) = text("mcp-session-id") {
-        return Some((HeldKind::Session, sid.to_owned()));
-    }
-    match text("mcp-method") {
-        Some("tasks/get" | "tasks/update" | "tasks/cancel") => {
-            text("mcp-name").map(|id| (HeldKind::Task, id.to_owned()))
-        }
-        _ => None,
-    }
-}
-
 /// What a `Mcp-Forwarded-Peer` token is bound to: the request's HTTP method and the session or
-/// task it names, so a token taken from one request vouches for no other.
-pub(crate) fn binding(method: &http::Method, headers: &HeaderMap) -> String {
-    let named = named(headers).map(|(kind, id)| format!("{}:{id}", kind.as_str())).unwrap_or_default();
+/// task it names ([`mcp_proto::http::named`]), so a token taken from one request vouches for no
+/// other.
+pub(crate) fn binding(method: &http::Method, named: Option<Named<'_>>) -> String {
+    let named = named.map(|n| format!("{}:{}", n.kind().as_str(), n.id())).unwrap_or_default();
     format!("{method} {named}")
 }
 
@@ -179,12 +168,6 @@ pub(crate) fn verified_peer(keys: &KeyRing, token: &str, bound: &str, nonces: &P
     (recent && made_for == bound && nonces.take(nonce, at, now)).then(|| peer.to_owned())
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// Why a forward failed: the holder counts as unreachable.
 #[derive(Debug)]
 pub(crate) struct Unreachable(pub(crate) String);
@@ -195,6 +178,8 @@ pub(crate) struct Forward<'a> {
     pub(crate) membership: &'a Membership,
     pub(crate) to: &'a Located,
     pub(crate) parts: &'a http::request::Parts,
+    /// The session or task the request names, which the holder holds.
+    pub(crate) named: Named<'a>,
     pub(crate) body: Vec<u8>,
     /// The client's address, vouched for to the holder.
     pub(crate) peer: Option<String>,
@@ -332,7 +317,7 @@ impl Forward<'_> {
             headers.insert(HeaderName::from_static(FORWARDED_BY), v);
         }
         if let Some(peer) = &self.peer {
-            let bound = binding(&self.parts.method, &self.parts.headers);
+            let bound = binding(&self.parts.method, Some(self.named));
             if let Some(v) = peer_token(&self.keys, peer, &bound).and_then(|t| HeaderValue::from_str(&t).ok())
             {
                 headers.insert(HeaderName::from_static(FORWARDED_PEER), v);
@@ -399,23 +384,8 @@ mod tests {
 
     #[test]
     fn a_binding_names_the_method_and_what_the_request_names() {
-        let mut h = HeaderMap::new();
-        assert_eq!(binding(&http::Method::POST, &h), "POST ");
-        h.insert("mcp-session-id", HeaderValue::from_static("s1"));
-        assert_eq!(binding(&http::Method::DELETE, &h), "DELETE session:s1");
-    }
-
-    #[test]
-    fn what_a_request_names() {
-        let mut h = HeaderMap::new();
-        assert_eq!(named(&h), None);
-        h.insert("mcp-method", HeaderValue::from_static("tasks/cancel"));
-        assert_eq!(named(&h), None, "no Mcp-Name");
-        h.insert("mcp-name", HeaderValue::from_static("t1"));
-        assert_eq!(named(&h), Some((HeldKind::Task, "t1".into())));
-        h.insert("mcp-method", HeaderValue::from_static("tools/call"));
-        assert_eq!(named(&h), None);
-        h.insert("mcp-session-id", HeaderValue::from_static("s1"));
-        assert_eq!(named(&h), Some((HeldKind::Session, "s1".into())));
+        assert_eq!(binding(&http::Method::POST, None), "POST ");
+        assert_eq!(binding(&http::Method::DELETE, Some(Named::Session("s1"))), "DELETE session:s1");
+        assert_eq!(binding(&http::Method::POST, Some(Named::Task("t1"))), "POST task:t1");
     }
 }

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use mcp_proto::{ClaimResult, HeldKind, SharedOutcome};
 
+#[cfg(feature = "http")]
+use super::{nonces, pool, ADVERTISE_EVERY, ADVERTISE_TTL, ENTRY_REFRESH};
+use super::{Cluster, ClusterError, ClusterEvent, EventKind, SharedKeys, ENTRY_TTL};
 use crate::runtime::Runtime;
 use crate::server::Server;
-
-use super::*;
 
 /// `d` in whole milliseconds, saturating.
 pub(crate) fn ms(d: Duration) -> u64 {

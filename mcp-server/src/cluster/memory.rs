@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 use futures_util::stream::BoxStream;
 use mcp_proto::{HeldKind, SharedOutcome};
 
+use super::{Cluster, ClusterError, ClusterEvent, EventKind, Located, SharedKeys, ADVERTISE_EVERY};
 use crate::handler::BoxFuture;
 use crate::runtime::Runtime;
 use crate::tasks::{InMemoryTaskStore, TaskStore};
-
-use super::*;
 
 /// The default [`Cluster`]: the replicas are [`Server`](crate::Server)s of one process that share this
 /// value (one `Arc`). Events are handed over through memory, the key ring is made on first

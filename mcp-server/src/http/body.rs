@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::stream::Stream;
 use http_body::{Body, Frame, SizeHint};
 
-use super::*;
+use super::Reseated;
 use crate::body::StreamDropped;
 use crate::driver::{HttpItem, State};
 use crate::server::Server;
@@ -72,7 +72,7 @@ impl Drop for CloseGuard {
     }
 }
 
-/// The body of every response [`HttpService`] gives: a complete buffer, or an SSE stream fed by
+/// The body of every response [`HttpService`](crate::HttpService) gives: a complete buffer, or an SSE stream fed by
 /// the engine.
 ///
 /// A stream yields each queued chunk as its own frame, so hyper writes (and flushes) an event as

@@ -21,7 +21,9 @@ use crate::driver::{Cut, HttpItem, HttpQueue, State};
 use crate::runtime::Runtime;
 use crate::server::Server;
 use crate::status::HttpRefused;
-use mcp_proto::http::{check_body_len, check_head, check_peer, HttpConfig, HttpRefusal, RequestHead, Route};
+use mcp_proto::http::{
+    check_body_len, check_head, check_peer, named, HttpConfig, HttpRefusal, Named, RequestHead, Route,
+};
 use mcp_proto::{Caller, ConnId, HttpRequest};
 
 mod body;
@@ -32,7 +34,7 @@ mod service;
 pub use body::McpBody;
 use body::{Busy, CloseGuard, Kind};
 use peers::{Peers, Turned};
-use refusal::{closing, error_response, refused, response, share_taken, unavailable, Refusal};
+use refusal::{closing, counted_as, error_response, refused, response, share_taken, unavailable, Refusal};
 pub use service::{HttpRuntime, McpService};
 
 /// How long the accept loop waits after an error that is not about one connection (typically
@@ -408,17 +410,16 @@ impl HttpService {
             Ok(route) => matches!(route, Route::Post { .. }),
             // A declared length over the bound. Reading the body of a client that waits for
             // `100 Continue` would invite the upload the 413 refuses: it is told at once.
-            Err(refusal) if refusal.status == 413 && !parts.headers.contains_key(http::header::EXPECT) => {
+            Err(refusal)
+                if counted_as(&refusal) == HttpRefused::BodyTooLarge
+                    && !parts.headers.contains_key(http::header::EXPECT) =>
+            {
                 self.inner.server.http_refused(HttpRefused::BodyTooLarge);
                 self.discard(pin!(body)).await;
                 return closing(refused(&refusal));
             }
             Err(refusal) => {
-                self.inner.server.http_refused(match refusal.status {
-                    413 => HttpRefused::BodyTooLarge,
-                    431 => HttpRefused::HeadTooLarge,
-                    _ => HttpRefused::HeadRejected,
-                });
+                self.inner.server.http_refused(counted_as(&refusal));
                 return refused(&refusal);
             }
         };
@@ -435,12 +436,15 @@ impl HttpService {
             // A body on GET or DELETE means nothing; hyper drains or discards it.
             (Vec::new(), None)
         };
+        // What the request names that one replica holds: where it is forwarded, and what a
+        // forwarded peer's token is bound to.
+        let named = named(&head);
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
         // Held until the response is dropped: while it is, the connection counts against the
         // forwarded client's address.
         let mut reseated = None;
         if caller.peer.is_none() {
-            if let Some(vouched) = self.forwarded_peer(&parts.method, &parts.headers) {
+            if let Some(vouched) = self.forwarded_peer(&parts.method, &parts.headers, named) {
                 reseated = match self.reseat(&parts, &vouched) {
                     Ok(reseated) => reseated,
                     Err(_) => return share_taken(),
@@ -451,7 +455,7 @@ impl HttpService {
         if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
         }
-        if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone()).await {
+        if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone(), named).await {
             return resp;
         }
         let cut = parts.extensions.get::<Cut>().cloned();
@@ -464,10 +468,10 @@ impl HttpService {
                 let target = request_target(&parts);
                 let head = request_head(&parts, &headers, &target);
                 // Checked above already; the route borrows the head, so it is made again here.
-                let route = check_head(&inner.http, inner.server.limits(), &head)
-                    .map_err(|r: HttpRefusal| r.status)?;
+                let route =
+                    check_head(&inner.http, inner.server.limits(), &head).map_err(|_: HttpRefusal| ())?;
                 let req = HttpRequest { head: &head, route, body: &body, caller };
-                Ok::<_, u16>(st.exchange(now, req, decoded, cut))
+                Ok::<_, ()>(st.exchange(now, req, decoded, cut))
             })
             .await;
         let resp = match answer {
@@ -525,7 +529,12 @@ impl HttpService {
 
     /// The client address another replica of the cluster vouches for, on a request it
     /// forwarded here.
-    fn forwarded_peer(&self, method: &http::Method, headers: &http::HeaderMap) -> Option<String> {
+    fn forwarded_peer(
+        &self,
+        method: &http::Method,
+        headers: &http::HeaderMap,
+        named: Option<Named<'_>>,
+    ) -> Option<String> {
         headers.get(crate::cluster::forward::FORWARDED_BY)?;
         let token = headers.get(crate::cluster::forward::FORWARDED_PEER)?.to_str().ok()?;
         let server = &self.inner.server;
@@ -533,7 +542,7 @@ impl HttpService {
         crate::cluster::forward::verified_peer(
             &server.key_ring(),
             token,
-            &crate::cluster::forward::binding(method, headers),
+            &crate::cluster::forward::binding(method, named),
             &m.peer_nonces,
         )
     }
@@ -545,11 +554,13 @@ impl HttpService {
         parts: &http::request::Parts,
         body: &[u8],
         peer: Option<String>,
+        named: Option<Named<'_>>,
     ) -> Option<Response<McpBody>> {
         if parts.headers.contains_key(crate::cluster::forward::FORWARDED_BY) {
             return None;
         }
-        let (kind, id) = crate::cluster::forward::named(&parts.headers)?;
+        let named = named?;
+        let (kind, id) = (named.kind(), named.id().to_owned());
         let server = &self.inner.server;
         let m = server.membership()?;
         if server.holds(kind, &id) {
@@ -573,6 +584,7 @@ impl HttpService {
             membership: &m,
             to: &located,
             parts,
+            named,
             body: body.to_vec(),
             peer,
             keys: server.key_ring(),

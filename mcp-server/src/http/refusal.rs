@@ -3,7 +3,8 @@
 
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
-use super::*;
+use super::McpBody;
+use crate::status::HttpRefused;
 use mcp_proto::http::HttpRefusal;
 use mcp_proto::{Bound, Era, RpcError};
 
@@ -35,6 +36,18 @@ pub(crate) fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
         None => McpBody::empty(),
     };
     response(refusal.status, &headers, body)
+}
+
+/// Which [`HttpRefusals`](crate::HttpRefusals) counter a refusal of the transport rules
+/// (`check_peer`, `check_head`, `check_body_len`) goes to: a body over its bound, a head over
+/// its bound, or any other head the rules refuse. mcp-proto's `HttpRefusal` says what it is by
+/// its status alone, so this is the one place that reads the status back.
+pub(crate) fn counted_as(refusal: &HttpRefusal) -> HttpRefused {
+    match refusal.status {
+        413 => HttpRefused::BodyTooLarge,
+        431 => HttpRefused::HeadTooLarge,
+        _ => HttpRefused::HeadRejected,
+    }
 }
 
 /// The refusals this layer makes of its own accord, each with its blame.

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::Body;
 
-use super::*;
+use super::{HttpService, McpBody, PeerAddr};
 use crate::handler::BoxFuture;
 use crate::runtime::Runtime;
 use crate::server::Server;
@@ -42,7 +42,7 @@ pub trait HttpRuntime: Runtime + Clone {
 /// (which strips it). The endpoint path in [`HttpConfig`] matters only to the standalone
 /// listener ([`HttpService::serve`]), which answers any other path with 404.
 ///
-/// A [`Caller`] that the application's middleware puts in the request's extensions is
+/// A [`Caller`](mcp_proto::Caller) that the application's middleware puts in the request's extensions is
 /// who the server's gates see. The client's address comes from a [`PeerAddr`] extension, else
 /// from the runtime's convention ([`HttpRuntime::peer_addr`]: on tokio, axum's
 /// `ConnectInfo<SocketAddr>`, which `into_make_service_with_connect_info::<SocketAddr>()`
