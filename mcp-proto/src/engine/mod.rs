@@ -197,7 +197,7 @@ pub struct Engine<H> {
     /// Requests the engine answered itself, while a shim wants them ([`Engine::set_recording`]).
     records: Records,
     /// Tasks of the Tasks extension, running and ended.
-    tasks: extensions::tasks::Tasks,
+    tasks: state::task_table::Tasks,
     /// Local changes to publish to other replicas ([`Output::Change`](crate::engine::Output::Change)).
     outbox: replica::cluster::Outbox,
     /// Retries waiting for the shared ledger, and what to tell it ([`Output::Claim`](crate::engine::Output::Claim)).
@@ -235,7 +235,7 @@ impl<H: Clone> Engine<H> {
             dropped_notes: 0,
             refusals: Refusals::default(),
             records: Records::default(),
-            tasks: extensions::tasks::Tasks::default(),
+            tasks: state::task_table::Tasks::default(),
             outbox: replica::cluster::Outbox::default(),
             shared: replica::shared::Shared::default(),
             holdings: replica::directory::Holdings::default(),

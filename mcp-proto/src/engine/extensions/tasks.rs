@@ -23,13 +23,14 @@
 //! [`Limits::max_task_result_bytes`]: crate::limits::Limits::max_task_result_bytes
 //! [`Limits::max_ended_task_bytes`]: crate::limits::Limits::max_ended_task_bytes
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use crate::blame::Bound;
 use crate::engine::state::streams::Transport;
+use crate::engine::state::task_table::{Pending, Task};
 use crate::engine::state::timers::Timer;
 use crate::engine::{Answer, AskError, Asked, CallId, CancelReason, Ctx, Engine, Output, META_SERVER_INFO};
 use crate::engine::{TaskRecord, TaskStatus};
@@ -75,136 +76,6 @@ impl std::fmt::Display for TaskError {
 }
 
 impl std::error::Error for TaskError {}
-
-/// One request for input of a task, as the client sees it and as the handler asked it.
-struct Pending {
-    /// The `inputRequests` key: the handler's key, made unique within the task.
-    wire: String,
-    /// The key the handler asked under, which its answers come back under.
-    key: String,
-    request: InputRequest,
-}
-
-struct Task {
-    id: String,
-    owner: String,
-    status: TaskStatus,
-    created_ms: u64,
-    updated_ms: u64,
-    /// The call running it, until it ends.
-    call: Option<CallId>,
-    version: crate::version::ProtocolVersion,
-    /// `("result", ..)` or `("error", ..)` once ended (cancelled: none).
-    outcome: Option<(&'static str, Value)>,
-    /// Bytes of its JSON view once ended and kept (see [`Engine::measure`]), which it counts
-    /// for under [`crate::limits::Limits::max_ended_task_bytes`]; 0 while it runs.
-    bytes: usize,
-    status_message: Option<String>,
-    /// The requests its handler waits on, in the order asked.
-    pending: Vec<Pending>,
-    /// Answers of the current ask so far, by the handler's keys.
-    answers: Map<String, Value>,
-    /// Every `inputRequests` key used so far: never reused within a task.
-    keys: BTreeSet<String>,
-    rounds: u32,
-    /// The current ask's deadline ([`crate::limits::Limits::ask_timeout`]).
-    ask_deadline: Option<Instant>,
-    /// When it is forgotten, once ended.
-    expires: Option<Instant>,
-}
-
-/// What one caller holds in the task table.
-#[derive(Default)]
-struct Holding {
-    /// Its tasks, running and ended: its count under [`crate::limits::Limits::max_tasks`].
-    tasks: usize,
-    /// Bytes of its ended tasks: its count under [`crate::limits::Limits::max_ended_task_bytes`].
-    bytes: usize,
-}
-
-/// The task table.
-#[derive(Default)]
-pub(in crate::engine) struct Tasks {
-    /// By serial: the order tasks were made in, which eviction follows.
-    by_serial: BTreeMap<u64, Task>,
-    by_id: HashMap<String, u64>,
-    /// What each caller binding holds (only callers holding some task).
-    held: HashMap<String, Holding>,
-    /// Bytes of every ended task held.
-    bytes: usize,
-    /// Task ids minted so far: the counter of the id PRF.
-    minted: u64,
-}
-
-impl Tasks {
-    fn len(&self) -> usize {
-        self.by_serial.len()
-    }
-
-    fn insert(&mut self, serial: u64, task: Task) {
-        self.held.entry(task.owner.clone()).or_default().tasks += 1;
-        self.by_id.insert(task.id.clone(), serial);
-        self.by_serial.insert(serial, task);
-    }
-
-    fn remove(&mut self, serial: u64) -> Option<Task> {
-        let task = self.by_serial.remove(&serial)?;
-        self.by_id.remove(&task.id);
-        self.bytes = self.bytes.saturating_sub(task.bytes);
-        if let Some(h) = self.held.get_mut(&task.owner) {
-            h.tasks = h.tasks.saturating_sub(1);
-            h.bytes = h.bytes.saturating_sub(task.bytes);
-            if h.tasks == 0 {
-                self.held.remove(&task.owner);
-            }
-        }
-        Some(task)
-    }
-
-    /// Counts the ended task `serial` as `bytes` from now on.
-    fn keep(&mut self, serial: u64, bytes: usize) {
-        let Some(t) = self.by_serial.get_mut(&serial) else { return };
-        let before = std::mem::replace(&mut t.bytes, bytes);
-        self.bytes = self.bytes.saturating_sub(before).saturating_add(bytes);
-        if let Some(h) = self.held.get_mut(&t.owner) {
-            h.bytes = h.bytes.saturating_sub(before).saturating_add(bytes);
-        }
-    }
-
-    fn holding(&self, owner: &str) -> (usize, usize) {
-        self.held.get(owner).map_or((0, 0), |h| (h.tasks, h.bytes))
-    }
-
-    /// The oldest ended task of `owner`, other than `except`.
-    fn oldest_ended(&self, owner: &str, except: Option<u64>) -> Option<u64> {
-        self.by_serial
-            .iter()
-            .find(|(s, t)| t.owner == owner && t.status.is_terminal() && Some(**s) != except)
-            .map(|(s, _)| *s)
-    }
-
-    /// The newest running task of `owner`: of its tasks, the one that has done the least.
-    fn newest_running(&self, owner: &str) -> Option<u64> {
-        self.by_serial
-            .iter()
-            .rev()
-            .find(|(_, t)| t.owner == owner && !t.status.is_terminal())
-            .map(|(s, _)| *s)
-    }
-
-    /// The callers other than `owner` holding more than `share` by `count`, the most first
-    /// (ties: the smallest binding, so the choice never depends on hash order).
-    fn above(&self, owner: &str, share: usize, count: impl Fn(&Holding) -> usize) -> Vec<String> {
-        let mut above: Vec<(&String, usize)> = self
-            .held
-            .iter()
-            .map(|(b, h)| (b, count(h)))
-            .filter(|(b, n)| *n > share && b.as_str() != owner)
-            .collect();
-        above.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        above.into_iter().map(|(b, _)| b.clone()).collect()
-    }
-}
 
 /// Bytes of `value` serialized as JSON, counted without building the text.
 fn json_len(value: &(impl serde::Serialize + ?Sized)) -> usize {

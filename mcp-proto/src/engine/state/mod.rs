@@ -13,4 +13,5 @@ pub(super) mod post_store;
 pub(super) mod sessions;
 pub(super) mod streams;
 pub(super) mod subscriptions;
+pub(super) mod task_table;
 pub(super) mod timers;
