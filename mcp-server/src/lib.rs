@@ -64,7 +64,7 @@ mod epoch;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
-mod run;
+mod invoke;
 mod runtime;
 mod server;
 mod skills;

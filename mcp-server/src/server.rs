@@ -1,6 +1,6 @@
 //! The [`Server`] handle and its public API: building, registry edits at run time, in-process
 //! calls, introspection and shutdown. The driver's side of `impl Server` is in `driver.rs`, the
-//! calls a running handler makes back in `run.rs`, the status view in `status.rs`.
+//! calls a running handler makes back in `invoke.rs`, the status view in `status.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -23,7 +23,7 @@ use crate::handler::{
     self, blocking_tool_fn, prompt_fn, resource_fn, tool_fn, typed_tool, typed_tool_fn, GetPrompt, Handler,
     HandlerKind, IntoToolResult, ReadResource, RequestContext, ToolCall, ToolResult,
 };
-use crate::run::guarded;
+use crate::invoke::guarded;
 use crate::runtime::{clock, sleep_until, unix_ms, Runtime};
 use crate::status::HttpCounters;
 use crate::{tasks, trace};
