@@ -6,8 +6,9 @@ use std::net::Ipv6Addr;
 use crate::limits::Limits;
 
 use super::{
-    is_tchar, is_valid_session_id, is_visible, trim_ows, Accepts, HttpConfig, HttpRefusal, RequestHead,
-    Route, RouteHeaders, ALLOWED_METHODS, LAST_EVENT_ID_HEADER, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER,
+    is_tchar, is_valid_session_id, is_visible, trim_ows, Accepts, HttpConfig, HttpRefusal, RefusalKind,
+    RequestHead, Route, RouteHeaders, ALLOWED_METHODS, LAST_EVENT_ID_HEADER, PROTOCOL_VERSION_HEADER,
+    SESSION_ID_HEADER,
 };
 
 /// Applies the transport rules to a request head; see the [module docs](super) for the order.
@@ -32,13 +33,13 @@ pub fn check_head<'a>(
     head: &RequestHead<'a>,
 ) -> Result<Route<'a>, HttpRefusal> {
     if head.encoded_len() > limits.head_bytes() {
-        return Err(HttpRefusal::new(431, "request head too large"));
+        return Err(HttpRefusal::new(RefusalKind::HeadTooLarge, "request head too large"));
     }
     check_transfer_coding(head)?;
     let (authority, target) = split_target(head.path);
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     if path != cfg.endpoint {
-        return Err(HttpRefusal::new(404, "not found"));
+        return Err(HttpRefusal::new(RefusalKind::NotFound, "not found"));
     }
     let host = check_host(cfg, head, authority)?;
     check_origin(cfg, head, host)?;
@@ -50,7 +51,7 @@ pub fn check_head<'a>(
                 Some(a) if a.json || a.sse => a,
                 Some(_) => {
                     return Err(HttpRefusal::new(
-                        406,
+                        RefusalKind::NotAcceptable,
                         "Accept must include application/json or text/event-stream",
                     ))
                 }
@@ -60,7 +61,10 @@ pub fn check_head<'a>(
         }
         "GET" => {
             if !accept_of(head).is_some_and(|a| a.sse) {
-                return Err(HttpRefusal::new(406, "Accept must include text/event-stream"));
+                return Err(HttpRefusal::new(
+                    RefusalKind::NotAcceptable,
+                    "Accept must include text/event-stream",
+                ));
             }
             let headers = route_headers(head)?;
             let last_event_id = match single(head, LAST_EVENT_ID_HEADER, "repeated Last-Event-ID header")? {
@@ -69,7 +73,7 @@ pub fn check_head<'a>(
                     let text = std::str::from_utf8(trim_ows(raw))
                         .ok()
                         .filter(|t| t.chars().all(|c| !c.is_control()))
-                        .ok_or(HttpRefusal::new(400, "malformed Last-Event-ID header"))?;
+                        .ok_or(HttpRefusal::new(RefusalKind::Malformed, "malformed Last-Event-ID header"))?;
                     Some(text).filter(|t| !t.is_empty())
                 }
             };
@@ -77,7 +81,7 @@ pub fn check_head<'a>(
         }
         "DELETE" => Ok(Route::Delete { headers: route_headers(head)? }),
         _ => {
-            let mut refusal = HttpRefusal::new(405, "method not allowed");
+            let mut refusal = HttpRefusal::new(RefusalKind::MethodNotAllowed, "method not allowed");
             refusal.headers.push(("Allow", ALLOWED_METHODS.to_owned()));
             Err(refusal)
         }
@@ -103,7 +107,7 @@ fn single<'a>(
     let mut values = head.header_values(name);
     let first = values.next();
     if values.next().is_some() {
-        return Err(HttpRefusal::new(400, repeated));
+        return Err(HttpRefusal::new(RefusalKind::Malformed, repeated));
     }
     Ok(first)
 }
@@ -115,7 +119,7 @@ fn route_headers<'a>(head: &RequestHead<'a>) -> Result<RouteHeaders<'a>, HttpRef
             std::str::from_utf8(trim_ows(raw))
                 .ok()
                 .filter(|id| is_valid_session_id(id))
-                .ok_or(HttpRefusal::new(400, "malformed Mcp-Session-Id header"))?,
+                .ok_or(HttpRefusal::new(RefusalKind::Malformed, "malformed Mcp-Session-Id header"))?,
         ),
     };
     let protocol_version =
@@ -125,7 +129,10 @@ fn route_headers<'a>(head: &RequestHead<'a>) -> Result<RouteHeaders<'a>, HttpRef
                 std::str::from_utf8(trim_ows(raw))
                     .ok()
                     .filter(|v| !v.is_empty() && v.bytes().all(is_visible))
-                    .ok_or(HttpRefusal::new(400, "malformed MCP-Protocol-Version header"))?,
+                    .ok_or(HttpRefusal::new(
+                        RefusalKind::Malformed,
+                        "malformed MCP-Protocol-Version header",
+                    ))?,
             ),
         };
     Ok(RouteHeaders { session_id, protocol_version })
@@ -216,7 +223,7 @@ fn check_transfer_coding(head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
             t.split(',').map(str::trim).filter(|c| !c.is_empty()).all(|c| c.eq_ignore_ascii_case("chunked"))
         });
         if !only_chunked {
-            return Err(HttpRefusal::new(501, "transfer coding not implemented"));
+            return Err(HttpRefusal::new(RefusalKind::NotImplemented, "transfer coding not implemented"));
         }
     }
     Ok(())
@@ -232,11 +239,11 @@ fn check_host<'a>(
     let host_header = single(head, "host", "repeated Host header")?;
     let raw = match authority {
         Some(authority) => authority.as_bytes(),
-        None => host_header.ok_or(HttpRefusal::new(400, "missing Host header"))?,
+        None => host_header.ok_or(HttpRefusal::new(RefusalKind::Malformed, "missing Host header"))?,
     };
     let (host, port) = ascii_text(raw)
         .and_then(|t| parse_authority(t, false))
-        .ok_or(HttpRefusal::new(400, "malformed Host header"))?;
+        .ok_or(HttpRefusal::new(RefusalKind::Malformed, "malformed Host header"))?;
     // An entry without a port (or with `:*`) admits any port; one with a port, only that port.
     let allowed = cfg
         .allowed_hosts
@@ -244,7 +251,7 @@ fn check_host<'a>(
         .filter_map(|entry| parse_authority(entry, true))
         .any(|(h, p)| h.matches(host) && (matches!(p, Port::Absent | Port::Any) || p == port));
     if !allowed {
-        return Err(HttpRefusal::new(403, "Host not allowed"));
+        return Err(HttpRefusal::new(RefusalKind::Forbidden, "Host not allowed"));
     }
     Ok((host, port))
 }
@@ -291,7 +298,7 @@ fn check_origin(
     head: &RequestHead<'_>,
     host: (HostName<'_>, Port),
 ) -> Result<(), HttpRefusal> {
-    let foreign = || HttpRefusal::new(403, "Origin not allowed");
+    let foreign = || HttpRefusal::new(RefusalKind::Forbidden, "Origin not allowed");
     let mut values = head.header_values("origin");
     let Some(raw) = values.next() else { return Ok(()) };
     if values.next().is_some() {
@@ -470,7 +477,8 @@ fn accept_of(head: &RequestHead<'_>) -> Option<Accepts> {
 }
 
 fn check_content_type(head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
-    let unsupported = || HttpRefusal::new(415, "Content-Type must be application/json");
+    let unsupported =
+        || HttpRefusal::new(RefusalKind::UnsupportedMediaType, "Content-Type must be application/json");
     let raw = single(head, "content-type", "repeated Content-Type header")?.ok_or_else(unsupported)?;
     let m = ascii_text(raw).and_then(parse_media_type).ok_or_else(unsupported)?;
     let sub = m.subtype.as_bytes();
@@ -495,22 +503,23 @@ fn check_content_length(limits: &Limits, head: &RequestHead<'_>) -> Result<(), H
     let mut length: Option<u64> = None;
     for raw in head.header_values("content-length") {
         // A list ("5, 5") or repeated identical values are one length (RFC 9110 §8.6).
-        let text = ascii_text(raw).ok_or(HttpRefusal::new(400, "malformed Content-Length header"))?;
+        let text = ascii_text(raw)
+            .ok_or(HttpRefusal::new(RefusalKind::Malformed, "malformed Content-Length header"))?;
         for part in split_list(text) {
             let part = part.trim_matches([' ', '\t']);
             let n = Some(part)
                 .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|p| p.parse::<u64>().ok())
-                .ok_or(HttpRefusal::new(400, "malformed Content-Length header"))?;
+                .ok_or(HttpRefusal::new(RefusalKind::Malformed, "malformed Content-Length header"))?;
             if length.is_some_and(|l| l != n) {
-                return Err(HttpRefusal::new(400, "malformed Content-Length header"));
+                return Err(HttpRefusal::new(RefusalKind::Malformed, "malformed Content-Length header"));
             }
             length = Some(n);
         }
     }
     match length {
         Some(n) if n > u64::try_from(limits.frame_bytes()).unwrap_or(u64::MAX) => {
-            Err(HttpRefusal::new(413, "request body too large"))
+            Err(HttpRefusal::new(RefusalKind::BodyTooLarge, "request body too large"))
         }
         _ => Ok(()),
     }

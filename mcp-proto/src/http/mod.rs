@@ -305,10 +305,72 @@ impl<'a> Route<'a> {
     }
 }
 
+/// Why the transport refused a request, each kind answered with one status
+/// ([`RefusalKind::status`]), as [`Blame`](crate::blame::Blame) maps a JSON-RPC error to one.
+///
+/// | kind | status |
+/// |---|---|
+/// | [`Malformed`](Self::Malformed) | 400 |
+/// | [`Forbidden`](Self::Forbidden) | 403 |
+/// | [`NotFound`](Self::NotFound) | 404 |
+/// | [`MethodNotAllowed`](Self::MethodNotAllowed) | 405 |
+/// | [`NotAcceptable`](Self::NotAcceptable) | 406 |
+/// | [`BodyTooLarge`](Self::BodyTooLarge) | 413 |
+/// | [`UnsupportedMediaType`](Self::UnsupportedMediaType) | 415 |
+/// | [`HeadTooLarge`](Self::HeadTooLarge) | 431 |
+/// | [`NotImplemented`](Self::NotImplemented) | 501 |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// A header is malformed, repeated where it may not be, or missing (`Host`).
+    Malformed,
+    /// The client, its `Host` or its `Origin` is not allowed.
+    Forbidden,
+    /// The path is not the MCP endpoint.
+    NotFound,
+    /// The method is not one the endpoint serves (the refusal carries `Allow`).
+    MethodNotAllowed,
+    /// The `Accept` header leaves out what the answer needs.
+    NotAcceptable,
+    /// The body is over [`Limits::max_body_bytes`](crate::limits::Limits::max_body_bytes).
+    BodyTooLarge,
+    /// The body is not declared `application/json`.
+    UnsupportedMediaType,
+    /// The head is over its bound.
+    HeadTooLarge,
+    /// A transfer coding this server does not implement.
+    NotImplemented,
+}
+
+impl RefusalKind {
+    /// The HTTP status this kind is answered with.
+    ///
+    /// ```
+    /// use mcp_proto::http::RefusalKind;
+    /// assert_eq!(RefusalKind::BodyTooLarge.status(), 413);
+    /// assert_eq!(RefusalKind::Malformed.status(), 400);
+    /// ```
+    pub fn status(self) -> u16 {
+        match self {
+            RefusalKind::Malformed => 400,
+            RefusalKind::Forbidden => 403,
+            RefusalKind::NotFound => 404,
+            RefusalKind::MethodNotAllowed => 405,
+            RefusalKind::NotAcceptable => 406,
+            RefusalKind::BodyTooLarge => 413,
+            RefusalKind::UnsupportedMediaType => 415,
+            RefusalKind::HeadTooLarge => 431,
+            RefusalKind::NotImplemented => 501,
+        }
+    }
+}
+
 /// A request the transport refuses before the engine sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpRefusal {
-    /// The HTTP status code.
+    /// Why.
+    pub kind: RefusalKind,
+    /// The HTTP status code: [`kind`](Self::kind)'s ([`RefusalKind::status`]).
     pub status: u16,
     /// A short public reason; it never echoes request bytes.
     pub reason: &'static str,
@@ -317,15 +379,15 @@ pub struct HttpRefusal {
 }
 
 impl HttpRefusal {
-    fn new(status: u16, reason: &'static str) -> Self {
-        Self { status, reason, headers: Vec::new() }
+    fn new(kind: RefusalKind, reason: &'static str) -> Self {
+        Self { kind, status: kind.status(), reason, headers: Vec::new() }
     }
 
     /// The response body: a JSON-RPC error `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,
     /// "message":<reason>}}` to send as `application/json`, or `None` for a 404 (the path is not
     /// the MCP endpoint, so a JSON-RPC body would claim it was).
     pub fn body(&self) -> Option<Vec<u8>> {
-        if self.status == 404 {
+        if self.kind == RefusalKind::NotFound {
             return None;
         }
         Some(encode_error(None, &RpcError::new(ErrorCode::InvalidRequest, self.reason)))
@@ -348,7 +410,7 @@ pub fn check_peer(cfg: &HttpConfig, peer: IpAddr) -> Result<(), HttpRefusal> {
         IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
     };
     if cfg.loopback_only && !loopback {
-        return Err(HttpRefusal::new(403, "only loopback clients are served"));
+        return Err(HttpRefusal::new(RefusalKind::Forbidden, "only loopback clients are served"));
     }
     Ok(())
 }
@@ -358,7 +420,7 @@ pub fn check_peer(cfg: &HttpConfig, peer: IpAddr) -> Result<(), HttpRefusal> {
 /// reading on `Err`.
 pub fn check_body_len(limits: &Limits, len: usize) -> Result<(), HttpRefusal> {
     if len > limits.frame_bytes() {
-        return Err(HttpRefusal::new(413, "request body too large"));
+        return Err(HttpRefusal::new(RefusalKind::BodyTooLarge, "request body too large"));
     }
     Ok(())
 }

@@ -705,3 +705,27 @@ fn transfer_codings_other_than_chunked_are_501() {
     twice.push(("transfer-encoding", b"gzip"));
     assert_eq!(run("POST", "/mcp", &twice), Err(501));
 }
+
+#[test]
+fn each_refusal_has_a_kind_and_the_kind_decides_the_status() {
+    let refuse = |method: &str, path: &str, headers: &[(&str, &[u8])]| {
+        let head = RequestHead { method, path, headers };
+        check_head(&HttpConfig::default(), &Limits::default(), &head).err().expect("refused")
+    };
+    let cases = [
+        (refuse("POST", "/other", &post_headers()), RefusalKind::NotFound),
+        (refuse("PUT", "/mcp", &post_headers()), RefusalKind::MethodNotAllowed),
+        (refuse("POST", "/mcp", &without(post_headers(), "Host")), RefusalKind::Malformed),
+        (refuse("POST", "/mcp", &with(post_headers(), "Host", b"evil.example")), RefusalKind::Forbidden),
+        (
+            refuse("POST", "/mcp", &with(post_headers(), "Content-Type", b"text/plain")),
+            RefusalKind::UnsupportedMediaType,
+        ),
+        (refuse("POST", "/mcp", &with(post_headers(), "Accept", b"text/html")), RefusalKind::NotAcceptable),
+    ];
+    for (refusal, kind) in cases {
+        assert_eq!(refusal.kind, kind, "{refusal}");
+        assert_eq!(refusal.status, kind.status(), "{refusal}");
+        assert_eq!(refusal.body().is_none(), kind == RefusalKind::NotFound, "{refusal}");
+    }
+}

@@ -5,7 +5,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 
 use super::McpBody;
 use crate::status::HttpRefused;
-use mcp_proto::http::HttpRefusal;
+use mcp_proto::http::{HttpRefusal, RefusalKind};
 use mcp_proto::{Bound, Era, RpcError};
 
 /// A response with the engine's (or a refusal's) status and headers. A header that cannot be
@@ -43,9 +43,9 @@ pub(crate) fn refused(refusal: &HttpRefusal) -> Response<McpBody> {
 /// its bound, or any other head the rules refuse. mcp-proto's `HttpRefusal` says what it is by
 /// its status alone, so this is the one place that reads the status back.
 pub(crate) fn counted_as(refusal: &HttpRefusal) -> HttpRefused {
-    match refusal.status {
-        413 => HttpRefused::BodyTooLarge,
-        431 => HttpRefused::HeadTooLarge,
+    match refusal.kind {
+        RefusalKind::BodyTooLarge => HttpRefused::BodyTooLarge,
+        RefusalKind::HeadTooLarge => HttpRefused::HeadTooLarge,
         _ => HttpRefused::HeadRejected,
     }
 }
