@@ -332,7 +332,8 @@ pub enum RefusalKind {
     MethodNotAllowed,
     /// The `Accept` header leaves out what the answer needs.
     NotAcceptable,
-    /// The body is over [`Limits::max_body_bytes`](crate::limits::Limits::max_body_bytes).
+    /// The body is over [`Limits::max_frame_bytes`](crate::limits::Limits::max_frame_bytes) (a
+    /// body is one frame).
     BodyTooLarge,
     /// The body is not declared `application/json`.
     UnsupportedMediaType,

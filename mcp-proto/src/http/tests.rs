@@ -710,7 +710,10 @@ fn transfer_codings_other_than_chunked_are_501() {
 fn each_refusal_has_a_kind_and_the_kind_decides_the_status() {
     let refuse = |method: &str, path: &str, headers: &[(&str, &[u8])]| {
         let head = RequestHead { method, path, headers };
-        check_head(&HttpConfig::default(), &Limits::default(), &head).err().expect("refused")
+        let Err(refusal) = check_head(&HttpConfig::default(), &Limits::default(), &head) else {
+            panic!("{method} {path} was not refused")
+        };
+        refusal
     };
     let cases = [
         (refuse("POST", "/other", &post_headers()), RefusalKind::NotFound),

@@ -35,13 +35,12 @@ pub(crate) struct Membership {
     /// The sessions and running tasks this replica holds, as registered in the directory: what
     /// the heartbeat registers again ([`ENTRY_REFRESH`]).
     pub(crate) held: Arc<Mutex<std::collections::HashSet<(HeldKind, String)>>>,
-    /// Registrations of tasks spawned and not yet done, by task id: the answer that names a new
-    /// task waits for its own ([`Membership::registered`]), so the client's next request finds
-    /// it through any replica; no other request waits for it. The channel carries nothing: it
-    /// closes when its registration is done (its sender dropped).
-    pub(crate) registering: Arc<Mutex<HashMap<(HeldKind, String), async_channel::Receiver<()>>>>,
+    /// Registrations of sessions and tasks spawned and not yet done: the answer that made one
+    /// waits for its own ([`Membership::registered`]), so the client's next request finds it
+    /// through any replica; no other request waits for it.
+    pub(crate) registering: Registering,
     /// The shared-ledger claims this replica won and renews while their calls run, by key:
-    /// a claim leaves when its record goes out ([`Server::share_ledger`]), which ends its
+    /// a claim leaves when its record goes out ([`Server::share_record`]), which ends its
     /// renewals ([`Limits::claim_lease`](mcp_proto::Limits::claim_lease)).
     pub(crate) leases: Arc<Mutex<std::collections::HashSet<String>>>,
     /// The nonces of the `Mcp-Forwarded-Peer` tokens this replica accepted: each is accepted
@@ -53,6 +52,10 @@ pub(crate) struct Membership {
     #[cfg(feature = "http")]
     pub(crate) forward_pool: Arc<pool::ForwardPool>,
 }
+
+/// Registrations under way, by what they register. The channel carries nothing: it closes when
+/// its registration is done (its sender dropped).
+pub(crate) type Registering = Arc<Mutex<HashMap<(HeldKind, String), async_channel::Receiver<()>>>>;
 
 impl Membership {
     /// Registers `id` as held here, unless this replica is reached nowhere (no advertised

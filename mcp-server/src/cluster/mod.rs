@@ -7,7 +7,7 @@
 //!   added or removed) or calls [`Server::notify_resource_updated`](crate::Server::notify_resource_updated) publishes the change; every
 //!   other replica tells its own listeners (`list_changed` and `resources/updated` on
 //!   `subscriptions/listen` streams and legacy sessions). The engine queues local changes as
-//!   output ([`Engine::poll_change`](mcp_proto::Engine::poll_change)) and takes remote ones as
+//!   output ([`Output::Change`](mcp_proto::Output::Change)) and takes remote ones as
 //!   input ([`Engine::apply_remote_change`](mcp_proto::Engine::apply_remote_change)), which it
 //!   never queues again; the server layer connects the two to the bus, and tags each event
 //!   with its replica's id so that it also drops its own events coming back. A change to a
@@ -30,7 +30,7 @@
 //! - **A directory.** Legacy HTTP sessions and running tasks cannot move (live streams, calls in
 //!   flight, pending asks), so they are routed to their holder: each replica reports what it
 //!   holds ([`Cluster::register`], from the engine's
-//!   [`Engine::poll_holding`](mcp_proto::Engine::poll_holding)) and advertises where it is
+//!   [`Output::Holding`](mcp_proto::Output::Holding)) and advertises where it is
 //!   reached ([`ServerBuilder::cluster_advertise`](crate::ServerBuilder::cluster_advertise), [`Cluster::advertise`], every
 //!   [`ADVERTISE_EVERY`] with [`ADVERTISE_TTL`]), and the HTTP endpoint forwards a request for
 //!   a session or running task another live replica holds to it ([`Cluster::locate`]; the
