@@ -33,6 +33,32 @@ pub(in crate::engine) fn progress_token(
     RequestId::from_json(&text)
 }
 
+/// The strings of the listen filter's array member `key` (none when it is absent or null),
+/// all checked before any is used: refused when it is not an array, holds more than `max`
+/// items, or holds anything but strings. Resource URIs and task ids are bounded alike.
+fn listen_strings<'a>(
+    requested: &'a Map<String, Value>,
+    key: &str,
+    max: usize,
+) -> Result<impl Iterator<Item = &'a String>, RpcError> {
+    let items: &[Value] = match requested.get(key) {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(RpcError::invalid_params(format!("\"{key}\" must be an array"))),
+    };
+    if items.len() > max {
+        let msg = format!("at most {max} {key} per listen");
+        return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
+    }
+    if !items.iter().all(Value::is_string) {
+        return Err(RpcError::invalid_params(format!("\"{key}\" must hold strings")));
+    }
+    Ok(items.iter().filter_map(|item| match item {
+        Value::String(s) => Some(s),
+        _ => None,
+    }))
+}
+
 /// What became of a progress update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -313,48 +339,18 @@ impl<H: Clone> Engine<H> {
             flag("promptsListChanged")? && offers.prompts,
         ]);
         let limits = &self.config.limits;
-        match requested.get("resourceSubscriptions") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(uris)) => {
-                if uris.len() > limits.max_subscribed_uris {
-                    let msg =
-                        format!("at most {} resourceSubscriptions per listen", limits.max_subscribed_uris);
-                    return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
-                }
-                for u in uris {
-                    let Value::String(u) = u else {
-                        return Err(RpcError::invalid_params("\"resourceSubscriptions\" must hold strings"));
-                    };
-                    if offers.subscriptions
-                        && u.len() <= limits.max_uri_bytes
-                        && self.resolve(&caller, u).is_some()
-                    {
-                        filter.watch(u.clone());
-                    }
-                }
+        for u in listen_strings(requested, "resourceSubscriptions", limits.max_subscribed_uris)? {
+            if offers.subscriptions && u.len() <= limits.max_uri_bytes && self.resolve(&caller, u).is_some() {
+                filter.watch(u.clone());
             }
-            Some(_) => return Err(RpcError::invalid_params("\"resourceSubscriptions\" must be an array")),
         }
         let serves_tasks = self.serves_tasks();
-        match requested.get("taskIds") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(ids)) => {
-                if ids.len() > limits.max_subscribed_uris {
-                    let msg = format!("at most {} taskIds per listen", limits.max_subscribed_uris);
-                    return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
-                }
-                for id in ids {
-                    let Value::String(id) = id else {
-                        return Err(RpcError::invalid_params("\"taskIds\" must hold strings"));
-                    };
-                    // Only the caller's own tasks, and only while they are held: another
-                    // caller's id is unknown to it, as on tasks/get.
-                    if serves_tasks && self.owns_task(caller.binding(), id) {
-                        filter.follow_task(id.clone());
-                    }
-                }
+        for id in listen_strings(requested, "taskIds", limits.max_subscribed_uris)? {
+            // Only the caller's own tasks, and only while they are held: another caller's id is
+            // unknown to it, as on tasks/get.
+            if serves_tasks && self.owns_task(caller.binding(), id) {
+                filter.follow_task(id.clone());
             }
-            Some(_) => return Err(RpcError::invalid_params("\"taskIds\" must be an array")),
         }
         let max_listens = limits.max_listens;
         let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::misuse)?;
