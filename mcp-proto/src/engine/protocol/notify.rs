@@ -6,12 +6,13 @@
 //! caller it refuses never learns of it), the server-wide gate when the notification is
 //! delivered.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use crate::blame::{Blame, Bound};
-use crate::caller::{admits, Gate};
+use crate::caller::{admits, Caller, Gate};
 use crate::engine::state::subscriptions::{Filter, List, Pending};
 use crate::engine::transport::backlog::Backlog;
 use crate::engine::LogLevel;
@@ -278,14 +279,24 @@ impl<H: Clone> Engine<H> {
         Ok(encode_result(ctx.id, &Map::new()))
     }
 
+    /// The URI a `resources/subscribe` or `resources/unsubscribe` names, and who asks: the
+    /// server gate is checked before the URI, so a refused caller learns nothing of its params.
+    fn subscription_target<'p>(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&'p Map<String, Value>>,
+    ) -> Result<(&'p str, Arc<Caller>), RpcError> {
+        self.check_server_gate(ctx)?;
+        let uri = self.checked_uri(params)?;
+        Ok((uri, self.caller(ctx.conn)))
+    }
+
     pub(in crate::engine) fn subscribe(
         &mut self,
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.check_server_gate(ctx)?;
-        let uri = self.checked_uri(params)?;
-        let caller = self.caller(ctx.conn);
+        let (uri, caller) = self.subscription_target(ctx, params)?;
         if self.resolve(&caller, uri).is_none() {
             return Err(self.not_found(ctx.version, uri));
         }
@@ -302,9 +313,7 @@ impl<H: Clone> Engine<H> {
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.check_server_gate(ctx)?;
-        let uri = self.checked_uri(params)?;
-        let caller = self.caller(ctx.conn);
+        let (uri, caller) = self.subscription_target(ctx, params)?;
         self.notes.unsubscribe(caller.binding(), uri);
         Ok(encode_result(ctx.id, &Map::new()))
     }
