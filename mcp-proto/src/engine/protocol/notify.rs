@@ -60,6 +60,20 @@ fn listen_strings<'a>(
     }))
 }
 
+/// Acknowledges the array member `key` of the listen filter as honoured (`values`, in order)
+/// when the client asked for it and the server `serves` it.
+fn echo_honoured<'a>(
+    honoured: &mut Map<String, Value>,
+    requested: &Map<String, Value>,
+    key: &str,
+    serves: bool,
+    values: impl Iterator<Item = &'a String>,
+) {
+    if requested.contains_key(key) && serves {
+        honoured.insert(key.into(), values.cloned().map(Value::String).collect::<Vec<_>>().into());
+    }
+}
+
 /// What became of a progress update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -379,19 +393,10 @@ impl<H: Clone> Engine<H> {
             }
         }
         // Left out, not empty, when the server offers this caller no resource subscriptions.
-        if requested.contains_key("resourceSubscriptions") && offers.subscriptions {
-            honoured.insert(
-                "resourceSubscriptions".into(),
-                filter.uris().cloned().map(Value::String).collect::<Vec<_>>().into(),
-            );
-        }
+        let subscriptions = offers.subscriptions;
+        echo_honoured(&mut honoured, requested, "resourceSubscriptions", subscriptions, filter.uris());
         // Left out, not empty, when the server serves no tasks.
-        if requested.contains_key("taskIds") && serves_tasks {
-            honoured.insert(
-                "taskIds".into(),
-                filter.task_ids().cloned().map(Value::String).collect::<Vec<_>>().into(),
-            );
-        }
+        echo_honoured(&mut honoured, requested, "taskIds", serves_tasks, filter.task_ids());
         conn.listens.push(Listen { id: ctx.id.clone(), filter });
         let mut p = Map::new();
         p.insert("notifications".into(), Value::Object(honoured));
