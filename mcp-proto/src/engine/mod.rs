@@ -605,13 +605,7 @@ impl<H: Clone> Engine<H> {
                 return FrameOutcome::Reply;
             }
             None => {
-                let err = RpcError::limit(
-                    Bound::Size,
-                    format!(
-                        "frame of {} bytes exceeds the {}-byte limit",
-                        decoded.len, self.config.limits.max_frame_bytes
-                    ),
-                );
+                let err = self.frame_over_limit(decoded.len);
                 self.refusals.size += 1;
                 let answer = err.encode(None);
                 self.record_now(conn, Peek::unknown, &answer);
@@ -620,6 +614,13 @@ impl<H: Clone> Engine<H> {
             }
         };
         self.dispatch(now, conn, frame)
+    }
+
+    /// The refusal of a decoded frame of `len` bytes that went past the frame limit unparsed:
+    /// one wording for stdio and HTTP, which both answer it.
+    pub(in crate::engine) fn frame_over_limit(&self, len: usize) -> RpcError {
+        let max = self.config.limits.max_frame_bytes;
+        RpcError::limit(Bound::Size, format!("frame of {len} bytes exceeds the {max}-byte limit"))
     }
 
     fn flush_batch(&mut self, batch: Key) {

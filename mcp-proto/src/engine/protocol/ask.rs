@@ -252,12 +252,8 @@ impl<H: Clone> Engine<H> {
                 .check_client(c.version, caps.unwrap_or(&Value::Null))
                 .map_err(AskError::Unsupported);
         }
-        match self.conns.get(c.conn.0).and_then(|o| o.session.as_ref()) {
-            Some(s) if s.initialized => {
-                request.check_client(c.version, &s.client_caps).map_err(AskError::Unsupported)?
-            }
-            _ => return Err(AskError::Unreachable),
-        }
+        let caps = self.legacy_client_caps(c.conn)?;
+        request.check_client(c.version, caps).map_err(AskError::Unsupported)?;
         if self.can_carry_requests(c.reply_to) {
             Ok(())
         } else {
@@ -392,11 +388,7 @@ impl<H: Clone> Engine<H> {
         let max_rounds = self.config.limits.max_input_rounds;
         let c = self.calls.get(call).ok_or(AskError::Stale)?;
         let (owner, reply_to, version) = (c.conn, c.reply_to, c.version);
-        // Before `notifications/initialized` a server sends the client nothing but pings.
-        let caps = match self.conns.get(owner.0).and_then(|o| o.session.as_ref()) {
-            Some(s) if s.initialized => s.client_caps.clone(),
-            _ => return Err(AskError::Unreachable),
-        };
+        let caps = self.legacy_client_caps(owner)?.clone();
         let input = c.input.as_ref().ok_or(AskError::Unreachable)?;
         if input.asking.is_some() {
             return Err(AskError::Busy);
@@ -443,6 +435,16 @@ impl<H: Clone> Engine<H> {
             self.settle(call, Ok(()));
         }
         Ok(Asked::Pending)
+    }
+
+    /// What the client of the legacy session on `conn` declared in `initialize`, once it has
+    /// sent `notifications/initialized`: before that a server sends the client nothing but
+    /// pings, so nothing can be asked.
+    fn legacy_client_caps(&self, conn: ConnId) -> Result<&Value, AskError> {
+        match self.conns.get(conn.0).and_then(|o| o.session.as_ref()) {
+            Some(s) if s.initialized => Ok(&s.client_caps),
+            _ => Err(AskError::Unreachable),
+        }
     }
 
     /// Whether a server→client request can reach the client through `conn`.

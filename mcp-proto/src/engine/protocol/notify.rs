@@ -6,12 +6,13 @@
 //! caller it refuses never learns of it), the server-wide gate when the notification is
 //! delivered.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use crate::blame::{Blame, Bound};
-use crate::caller::{admits, Gate};
+use crate::caller::{admits, Caller, Gate};
 use crate::engine::state::subscriptions::{Filter, List, Pending};
 use crate::engine::transport::backlog::Backlog;
 use crate::engine::LogLevel;
@@ -31,6 +32,46 @@ pub(in crate::engine) fn progress_token(
         return None;
     }
     RequestId::from_json(&text)
+}
+
+/// The strings of the listen filter's array member `key` (none when it is absent or null),
+/// all checked before any is used: refused when it is not an array, holds more than `max`
+/// items, or holds anything but strings. Resource URIs and task ids are bounded alike.
+fn listen_strings<'a>(
+    requested: &'a Map<String, Value>,
+    key: &str,
+    max: usize,
+) -> Result<impl Iterator<Item = &'a String>, RpcError> {
+    let items: &[Value] = match requested.get(key) {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(RpcError::invalid_params(format!("\"{key}\" must be an array"))),
+    };
+    if items.len() > max {
+        let msg = format!("at most {max} {key} per listen");
+        return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
+    }
+    if !items.iter().all(Value::is_string) {
+        return Err(RpcError::invalid_params(format!("\"{key}\" must hold strings")));
+    }
+    Ok(items.iter().filter_map(|item| match item {
+        Value::String(s) => Some(s),
+        _ => None,
+    }))
+}
+
+/// Acknowledges the array member `key` of the listen filter as honoured (`values`, in order)
+/// when the client asked for it and the server `serves` it.
+fn echo_honoured<'a>(
+    honoured: &mut Map<String, Value>,
+    requested: &Map<String, Value>,
+    key: &str,
+    serves: bool,
+    values: impl Iterator<Item = &'a String>,
+) {
+    if requested.contains_key(key) && serves {
+        honoured.insert(key.into(), values.cloned().map(Value::String).collect::<Vec<_>>().into());
+    }
 }
 
 /// What became of a progress update.
@@ -252,14 +293,24 @@ impl<H: Clone> Engine<H> {
         Ok(encode_result(ctx.id, &Map::new()))
     }
 
+    /// The URI a `resources/subscribe` or `resources/unsubscribe` names, and who asks: the
+    /// server gate is checked before the URI, so a refused caller learns nothing of its params.
+    fn subscription_target<'p>(
+        &self,
+        ctx: Ctx<'_>,
+        params: Option<&'p Map<String, Value>>,
+    ) -> Result<(&'p str, Arc<Caller>), RpcError> {
+        self.check_server_gate(ctx)?;
+        let uri = self.checked_uri(params)?;
+        Ok((uri, self.caller(ctx.conn)))
+    }
+
     pub(in crate::engine) fn subscribe(
         &mut self,
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.check_server_gate(ctx)?;
-        let uri = self.checked_uri(params)?;
-        let caller = self.caller(ctx.conn);
+        let (uri, caller) = self.subscription_target(ctx, params)?;
         if self.resolve(&caller, uri).is_none() {
             return Err(self.not_found(ctx.version, uri));
         }
@@ -276,9 +327,7 @@ impl<H: Clone> Engine<H> {
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
-        self.check_server_gate(ctx)?;
-        let uri = self.checked_uri(params)?;
-        let caller = self.caller(ctx.conn);
+        let (uri, caller) = self.subscription_target(ctx, params)?;
         self.notes.unsubscribe(caller.binding(), uri);
         Ok(encode_result(ctx.id, &Map::new()))
     }
@@ -313,48 +362,18 @@ impl<H: Clone> Engine<H> {
             flag("promptsListChanged")? && offers.prompts,
         ]);
         let limits = &self.config.limits;
-        match requested.get("resourceSubscriptions") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(uris)) => {
-                if uris.len() > limits.max_subscribed_uris {
-                    let msg =
-                        format!("at most {} resourceSubscriptions per listen", limits.max_subscribed_uris);
-                    return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
-                }
-                for u in uris {
-                    let Value::String(u) = u else {
-                        return Err(RpcError::invalid_params("\"resourceSubscriptions\" must hold strings"));
-                    };
-                    if offers.subscriptions
-                        && u.len() <= limits.max_uri_bytes
-                        && self.resolve(&caller, u).is_some()
-                    {
-                        filter.watch(u.clone());
-                    }
-                }
+        for u in listen_strings(requested, "resourceSubscriptions", limits.max_subscribed_uris)? {
+            if offers.subscriptions && u.len() <= limits.max_uri_bytes && self.resolve(&caller, u).is_some() {
+                filter.watch(u.clone());
             }
-            Some(_) => return Err(RpcError::invalid_params("\"resourceSubscriptions\" must be an array")),
         }
         let serves_tasks = self.serves_tasks();
-        match requested.get("taskIds") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(ids)) => {
-                if ids.len() > limits.max_subscribed_uris {
-                    let msg = format!("at most {} taskIds per listen", limits.max_subscribed_uris);
-                    return Err(RpcError::blamed(Blame::Limit(Bound::Size), ErrorCode::InvalidParams, msg));
-                }
-                for id in ids {
-                    let Value::String(id) = id else {
-                        return Err(RpcError::invalid_params("\"taskIds\" must hold strings"));
-                    };
-                    // Only the caller's own tasks, and only while they are held: another
-                    // caller's id is unknown to it, as on tasks/get.
-                    if serves_tasks && self.owns_task(caller.binding(), id) {
-                        filter.follow_task(id.clone());
-                    }
-                }
+        for id in listen_strings(requested, "taskIds", limits.max_subscribed_uris)? {
+            // Only the caller's own tasks, and only while they are held: another caller's id is
+            // unknown to it, as on tasks/get.
+            if serves_tasks && self.owns_task(caller.binding(), id) {
+                filter.follow_task(id.clone());
             }
-            Some(_) => return Err(RpcError::invalid_params("\"taskIds\" must be an array")),
         }
         let max_listens = limits.max_listens;
         let conn = self.conns.get_mut(ctx.conn.0).ok_or_else(RpcError::misuse)?;
@@ -374,19 +393,10 @@ impl<H: Clone> Engine<H> {
             }
         }
         // Left out, not empty, when the server offers this caller no resource subscriptions.
-        if requested.contains_key("resourceSubscriptions") && offers.subscriptions {
-            honoured.insert(
-                "resourceSubscriptions".into(),
-                filter.uris().cloned().map(Value::String).collect::<Vec<_>>().into(),
-            );
-        }
+        let subscriptions = offers.subscriptions;
+        echo_honoured(&mut honoured, requested, "resourceSubscriptions", subscriptions, filter.uris());
         // Left out, not empty, when the server serves no tasks.
-        if requested.contains_key("taskIds") && serves_tasks {
-            honoured.insert(
-                "taskIds".into(),
-                filter.task_ids().cloned().map(Value::String).collect::<Vec<_>>().into(),
-            );
-        }
+        echo_honoured(&mut honoured, requested, "taskIds", serves_tasks, filter.task_ids());
         conn.listens.push(Listen { id: ctx.id.clone(), filter });
         let mut p = Map::new();
         p.insert("notifications".into(), Value::Object(honoured));

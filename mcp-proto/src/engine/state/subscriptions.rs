@@ -149,12 +149,7 @@ impl Subscriptions {
             if b != binding {
                 return true;
             }
-            if let Some(c) = uris.get_mut(uri) {
-                *c -= 1;
-                if *c == 0 {
-                    uris.remove(uri);
-                }
-            }
+            release(uris, uri);
             false
         });
     }
@@ -191,17 +186,23 @@ impl Subscriptions {
             return;
         }
         self.pairs.remove(&key);
-        if let Some(c) = self.uris.get_mut(uri) {
-            *c -= 1;
-            if *c == 0 {
-                self.uris.remove(uri);
-            }
-        }
+        release(&mut self.uris, uri);
     }
 
     fn holds(&self, binding: &str, uri: &str) -> bool {
         // Avoids allocating a key on the notification path when nobody subscribes to `uri`.
         self.uris.contains_key(uri) && self.pairs.contains_key(&(binding.to_owned(), uri.to_owned()))
+    }
+}
+
+/// One caller fewer subscribes to `uri`: the last one takes it out of the count, so that
+/// `uris` holds only URIs someone subscribes to (the distinct-URI bound counts its length).
+fn release(uris: &mut HashMap<String, usize>, uri: &str) {
+    if let Some(c) = uris.get_mut(uri) {
+        *c -= 1;
+        if *c == 0 {
+            uris.remove(uri);
+        }
     }
 }
 

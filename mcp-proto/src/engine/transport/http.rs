@@ -186,13 +186,7 @@ impl<H: Clone> Engine<H> {
             None => {
                 // The shim's body cap is the frame limit; a body past it was decoded elsewhere
                 // under other limits.
-                let err = RpcError::limit(
-                    Bound::Size,
-                    format!(
-                        "frame of {} bytes exceeds the {}-byte limit",
-                        decoded.len, self.config.limits.max_frame_bytes
-                    ),
-                );
+                let err = self.frame_over_limit(decoded.len);
                 self.refused(err.blame);
                 return refuse(None, &err);
             }
