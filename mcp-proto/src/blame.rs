@@ -156,7 +156,7 @@ impl ErrorCode {
 
 impl Blame {
     /// Every blame, in a fixed order: the shared replay ledger encodes a blame as its index
-    /// here (`engine/shared.rs`), so new blames go at the end and none is ever reordered.
+    /// here (`engine/state/messages.rs`), so new blames go at the end and none is ever reordered.
     pub(crate) const ALL: [Blame; 10] = [
         Blame::Malformed,
         Blame::Misbehaving,

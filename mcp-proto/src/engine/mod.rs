@@ -20,8 +20,10 @@
 //!   records of answered requests.
 //! - `extensions/`: Tasks, MCP Apps, compact publication, Skills, and the policy on replayed
 //!   2026-07-28 requests.
-//! - `replica/`: what the engine tells its cluster and takes from it: changes, holdings, and
-//!   the replay ledger shared between replicas.
+//! - `replica/`: what the engine tells its cluster and takes from it: the changes it
+//!   publishes (`changes.rs`), the sessions and tasks it holds (`holdings.rs`), and the replay
+//!   ledger shared between replicas (`shared_ledger.rs`; the engine's own is
+//!   `state/replay_ledger.rs`, and per-caller fair shares are `transport/fair_shares.rs`).
 //! - `dispatch.rs`: the envelope rules and the method tables of both protocol eras, which
 //!   route each request to the wing that answers it.
 //!
@@ -76,9 +78,9 @@ mod transport;
 
 pub use extensions::tasks::{TaskError, TASKS_EXTENSION};
 pub use protocol::ask::Asked;
-pub use replica::cluster::MAX_PENDING_CHANGES;
-pub use replica::directory::MAX_PENDING_HOLDINGS;
-pub use replica::shared::{CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS};
+pub use replica::changes::MAX_PENDING_CHANGES;
+pub use replica::holdings::MAX_PENDING_HOLDINGS;
+pub use replica::shared_ledger::{CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS};
 use state::messages::HeldKind as Held;
 pub use state::messages::{
     Change, ChangedList, Claim, ClaimResult, HeldKind, Holding, Record, SharedOutcome,
@@ -143,7 +145,7 @@ enum Answer<H> {
     Now(Encoded),
     Later(Invocation<H>),
     /// A handler will answer, once the shared ledger says it may run here: the invocation is
-    /// held (see `shared.rs`).
+    /// held (see `replica/shared_ledger.rs`).
     Held(CallId),
     /// The request stays open and answers later by itself (a listen stream); what it had to
     /// say at once is already sent.
@@ -182,8 +184,8 @@ pub struct Engine<H> {
     outbound: state::outbound::Outbound,
     /// The `now` the engine was made with, the origin of [`Config::unix_ms_at_start`].
     started: Instant,
-    /// What became of each 2026-07-28 request state already used (see `ledger.rs`).
-    ledger: state::ledger::Ledger,
+    /// What became of each 2026-07-28 request state already used (see `state/replay_ledger.rs`).
+    ledger: state::replay_ledger::Ledger,
     /// The latest `now` an input gave (every input records it, see `input`). Only for work done
     /// where no input is being handled, so it is always the `now` of the input that caused it:
     /// a keep-alive armed by a stream that starts while [`Engine::poll_output`] flushes
@@ -199,12 +201,12 @@ pub struct Engine<H> {
     /// Tasks of the Tasks extension, running and ended.
     tasks: state::task_table::Tasks,
     /// Local changes to publish to other replicas ([`Output::Change`](crate::engine::Output::Change)).
-    outbox: replica::cluster::Outbox,
+    outbox: replica::changes::Outbox,
     /// Retries waiting for the shared ledger, and what to tell it ([`Output::Claim`](crate::engine::Output::Claim)).
-    shared: replica::shared::Shared<H>,
+    shared: replica::shared_ledger::Shared<H>,
     /// Sessions and running tasks begun or ended, for a cluster's directory
     /// ([`Output::Holding`](crate::engine::Output::Holding)).
-    holdings: replica::directory::Holdings,
+    holdings: replica::holdings::Holdings,
 }
 
 impl<H: Clone> Engine<H> {
@@ -230,15 +232,15 @@ impl<H: Clone> Engine<H> {
             immediate: None,
             outbound: state::outbound::Outbound::default(),
             started: now,
-            ledger: state::ledger::Ledger::default(),
+            ledger: state::replay_ledger::Ledger::default(),
             clock: now,
             dropped_notes: 0,
             refusals: Refusals::default(),
             records: Records::default(),
             tasks: state::task_table::Tasks::default(),
-            outbox: replica::cluster::Outbox::default(),
-            shared: replica::shared::Shared::default(),
-            holdings: replica::directory::Holdings::default(),
+            outbox: replica::changes::Outbox::default(),
+            shared: replica::shared_ledger::Shared::default(),
+            holdings: replica::holdings::Holdings::default(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Policy on replays: what a copy of an already-used 2026-07-28 `requestState` must pass before
-//! the replay ledger (`ledger.rs`, and the shared one in `shared.rs`) answers it.
+//! the replay ledger (`state/replay_ledger.rs`, and the shared one in `replica/shared_ledger.rs`) answers it.
 //!
 //! A recorded answer is the outcome of a round that passed every check when it ran, but a copy
 //! can come later, from a caller whose role was revoked since, or with capabilities the first
@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::engine::{state::ledger, Ctx, Engine};
+use crate::engine::{state::replay_ledger, Ctx, Engine};
 use crate::interaction::InputRequest;
 use crate::jsonrpc::{Encoded, RpcError};
 use crate::version::ProtocolVersion;
@@ -45,8 +45,8 @@ impl<H: Clone> Engine<H> {
         let Some(used) = ctx.mrtr.and_then(|m| m.used) else { return Ok(None) };
         let now_ms = self.unix_ms(now);
         match self.ledger.check(now_ms, used, ctx.id)? {
-            ledger::Seen::Fresh => Ok(None),
-            ledger::Seen::Replay(answer) => {
+            replay_ledger::Seen::Fresh => Ok(None),
+            replay_ledger::Seen::Replay(answer) => {
                 replay_admits(&answer, ctx.version, ctx.client_caps.unwrap_or(&Value::Null))?;
                 Ok(Some(answer))
             }

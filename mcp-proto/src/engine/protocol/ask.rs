@@ -15,7 +15,7 @@ use crate::blame::{Blame, Bound};
 use crate::content::HandlerError;
 use crate::engine::state::call_state::{Asking, Mrtr};
 use crate::engine::state::calls::Call;
-use crate::engine::state::ledger::StateUse;
+use crate::engine::state::replay_ledger::StateUse;
 use crate::engine::state::streams;
 use crate::engine::state::timers::Timer;
 use crate::engine::AskError;

@@ -1,5 +1,5 @@
 //! Replicas: what the engine tells its cluster (changes, holdings) and the replay ledger shared between replicas.
 
-pub(super) mod cluster;
-pub(super) mod directory;
-pub(super) mod shared;
+pub(super) mod changes;
+pub(super) mod holdings;
+pub(super) mod shared_ledger;

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::engine::state::ids::ConnId;
 use crate::engine::state::io::LogLevel;
-use crate::engine::state::ledger::StateUse;
+use crate::engine::state::replay_ledger::StateUse;
 use crate::interaction::InputRequest;
 use crate::jsonrpc::RequestId;
 use crate::version::ProtocolVersion;

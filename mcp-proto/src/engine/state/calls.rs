@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::engine::state::call_state::{self, Ctx};
 use crate::engine::state::ids::{CallId, ConnId};
 use crate::engine::state::io::LogLevel;
-use crate::engine::state::ledger::StateUse;
+use crate::engine::state::replay_ledger::StateUse;
 use crate::engine::state::timers::{Timer, Timers};
 use crate::jsonrpc::{RequestId, RpcError};
 use crate::slab::{Key, Slab};

@@ -469,7 +469,7 @@ pub enum Output<H> {
     /// This engine began or stopped holding a legacy session or a running task, while
     /// [`Engine::set_reporting_holdings`] is on: an `initialize` that made a session, a session
     /// that ended, a task started by a `tools/call` and one forgotten. For the cluster's
-    /// directory (see `directory.rs`). At most
+    /// directory (see `replica/holdings.rs`). At most
     /// [`MAX_PENDING_HOLDINGS`](crate::engine::MAX_PENDING_HOLDINGS) wait.
     Holding(Holding),
     /// A retry to claim in the shared replay ledger before its handler runs, while

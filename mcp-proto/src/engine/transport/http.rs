@@ -16,7 +16,7 @@ use crate::engine::state::messages::HeldKind;
 use crate::engine::state::post_store::Attachment;
 use crate::engine::state::sessions::Room;
 use crate::engine::state::streams::{Exchange, Expiry, SessionState, Transport};
-use crate::engine::transport::shares::NoSession;
+use crate::engine::transport::fair_shares::NoSession;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -1,7 +1,7 @@
 //! The replay ledger shared between replicas: what the engine asks a cluster before it runs a
 //! retry, and what it tells the cluster once the retry ended.
 //!
-//! Each engine keeps its own ledger (`ledger.rs`). Replicas behind a load balancer each see
+//! Each engine keeps its own ledger (`state/replay_ledger.rs`). Replicas behind a load balancer each see
 //! some copies of a retry, so with only their own ledgers a retry sent to two replicas runs
 //! its handler twice. With [`Engine::set_shared_ledger`] on, a retry the local ledger has not
 //! seen is admitted as before (timeouts, cancellation and closes apply to it, and a local copy
@@ -38,7 +38,7 @@ use serde_json::Value;
 
 use crate::engine::state::messages::{Claim, ClaimResult, Record, SharedOutcome};
 use crate::engine::state::outputs::Bounded;
-use crate::engine::{state::ledger, CallId, Engine, Invocation, Output};
+use crate::engine::{state::replay_ledger, CallId, Engine, Invocation, Output};
 use crate::jsonrpc::{Encoded, RpcError};
 
 /// Claims queued for [`Output::Claim`](crate::engine::Output::Claim) at most: 1024. Past it a retry is not held: it runs
@@ -177,7 +177,7 @@ impl<H: Clone> Engine<H> {
             }
         };
         let Some(mut c) = self.finish_call(call) else { return };
-        let answer = match ledger::refusal(&outcome) {
+        let answer = match replay_ledger::refusal(&outcome) {
             None => match outcome {
                 SharedOutcome::Kept { tail, fault } => {
                     let answer = Encoded::with_id(&c.id, &tail, fault);
@@ -254,7 +254,7 @@ impl<H: Clone> Engine<H> {
     }
 
     /// `call` is ending: if its claim is still out, it will not run (see `claimed`).
-    pub(in crate::engine) fn unhold(&mut self, call: CallId, used: Option<ledger::StateUse>) {
+    pub(in crate::engine) fn unhold(&mut self, call: CallId, used: Option<replay_ledger::StateUse>) {
         let Some(held) = self.shared.held.remove(&call) else { return };
         // The handler never runs: nobody will pass the ticket back.
         held.inv.ticket.settle();
@@ -277,13 +277,13 @@ impl<H: Clone> Engine<H> {
     pub(in crate::engine) fn settle_state(
         &mut self,
         now_ms: u64,
-        used: ledger::StateUse,
+        used: replay_ledger::StateUse,
         id: &crate::jsonrpc::RequestId,
         answer: Option<&Encoded>,
         claiming: bool,
     ) {
         if self.shared.on {
-            let outcome = Some(ledger::shared_outcome(id, answer, &self.config.limits));
+            let outcome = Some(replay_ledger::shared_outcome(id, answer, &self.config.limits));
             let key = used.key();
             if !claiming {
                 self.queue_record(Record { key, expires_at_ms: used.expires_at_ms(), outcome });
@@ -298,7 +298,7 @@ impl<H: Clone> Engine<H> {
 
     /// The call that was to use `used` gave its handler nothing (see `Engine::ask`): the state
     /// is free again, here and, when the call ran here, in the shared ledger.
-    pub(in crate::engine) fn release_state(&mut self, used: ledger::StateUse, claiming: bool) {
+    pub(in crate::engine) fn release_state(&mut self, used: replay_ledger::StateUse, claiming: bool) {
         if self.shared.on && !claiming {
             self.queue_record(Record { key: used.key(), expires_at_ms: used.expires_at_ms(), outcome: None });
         }
