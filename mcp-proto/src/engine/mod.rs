@@ -30,9 +30,17 @@
 //! **The rule:** a file imports (and calls into) only its own wing and the wings below it; the
 //! ground floor imports nothing of the engine above it. A new feature gets a room of its own in
 //! the wing it belongs to, with its state in `state/` when that state has rules of its own, not
-//! more fields and methods spread over `Engine`. `mod.rs` keeps the connection lifecycle
-//! (closing a connection cancels its calls, ends its tasks, forgets its holdings), which is why
-//! it reaches up into the wings at that one place.
+//! more fields and methods spread over `Engine`.
+//!
+//! **Where the code does not keep it yet** (each a call up, to be moved down rather than
+//! copied): `mod.rs` keeps the connection lifecycle (closing a connection cancels its calls,
+//! ends its tasks, forgets its holdings and parks its streams), so it calls into every wing;
+//! the admission helpers that `protocol/` and `extensions/` call (`invoke`, `cacheable`,
+//! `finish`, `page_bounds`, `run_tool`) still live in `dispatch.rs`; `transport/http.rs`
+//! dispatches the messages of a `POST` and records what it answered (`protocol/records.rs`);
+//! `protocol/` asks `extensions/` about tasks, apps and compact mode where a method's answer
+//! depends on them; and `extensions/tasks.rs` reports holdings and settles replay states in
+//! `replica/`.
 //!
 //! # One output surface
 //!
