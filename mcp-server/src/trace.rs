@@ -55,19 +55,6 @@ fn end<K: std::hash::Hash + Eq>(
     }
 }
 
-/// The JSON-RPC method of a request handed to a handler, and what it names.
-fn method(request: &Request) -> (&'static str, &str) {
-    match request {
-        Request::CallTool { name, .. } => ("tools/call", name),
-        Request::ReadResource { uri, .. } => ("resources/read", uri),
-        Request::GetPrompt { name, .. } => ("prompts/get", name),
-        Request::Complete { argument, .. } => ("completion/complete", argument),
-        Request::GetTask { task_id } => ("tasks/get", task_id),
-        // `Request` is non-exhaustive: a method added later is still traced, unnamed.
-        _ => ("unknown", ""),
-    }
-}
-
 /// Who is calling, as logs show it: the identity, else the peer address, else `anonymous`.
 fn caller_name(caller: &Caller) -> &str {
     match caller.binding() {
@@ -147,7 +134,7 @@ impl Traces {
         request: &Request,
         now: impl FnOnce() -> Instant,
     ) -> Option<Span> {
-        let (method, name) = method(request);
+        let (method, name) = request.method();
         let span = self.request_span(method, Some(name), id, caller, session)?;
         self.requests.insert(call, Open { span: span.clone(), started: now() });
         Some(span)

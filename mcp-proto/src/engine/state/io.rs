@@ -384,6 +384,26 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The JSON-RPC method that made this request, and what it names (the tool, the URI, the
+    /// prompt, the argument completed, the task): for logs and traces, so that no layer above
+    /// the engine spells method names itself.
+    ///
+    /// ```
+    /// let r = mcp_proto::Request::GetTask { task_id: "t1".into() };
+    /// assert_eq!(r.method(), ("tasks/get", "t1"));
+    /// ```
+    pub fn method(&self) -> (&'static str, &str) {
+        match self {
+            Request::CallTool { name, .. } => ("tools/call", name),
+            Request::ReadResource { uri, .. } => ("resources/read", uri),
+            Request::GetPrompt { name, .. } => ("prompts/get", name),
+            Request::Complete { argument, .. } => ("completion/complete", argument),
+            Request::GetTask { task_id } => ("tasks/get", task_id),
+        }
+    }
+}
+
 /// Run this handler and pass the result to [`Engine::complete`] with the ticket.
 #[derive(Debug)]
 #[non_exhaustive]
