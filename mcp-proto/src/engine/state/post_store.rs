@@ -161,6 +161,30 @@ impl Kept {
         if self.of(binding) >= crate::limits::Limits::fair_share(cap, holders) {
             return binding;
         }
-        self.by_caller.iter().max_by_key(|(_, b)| **b).map_or(binding, |(k, _)| k.as_str())
+        // Ties go to the smallest binding: the choice follows the inputs, never the map's order.
+        self.by_caller
+            .iter()
+            .max_by(|(a, x), (b, y)| x.cmp(y).then_with(|| b.cmp(a)))
+            .map_or(binding, |(k, _)| k.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kept;
+
+    #[test]
+    fn the_victim_is_the_recorder_at_its_share_else_the_greediest_and_ties_follow_the_bindings() {
+        let mut kept = Kept::default();
+        kept.moved("b", 0, 40);
+        kept.moved("c", 0, 40);
+        kept.moved("a", 0, 10);
+        // The total (90) is over a cap of 60: "a" is below its share (20), so the greediest
+        // gives way; "b" and "c" tie, and the smaller binding is chosen whatever the map's order.
+        assert_eq!(kept.victim("a", 60), "b");
+        // At its share, the recorder gives way itself.
+        assert_eq!(kept.victim("c", 60), "c");
+        kept.moved("b", 40, 0);
+        assert_eq!((kept.total(), kept.of("b")), (50, 0));
     }
 }
