@@ -9,25 +9,38 @@ use crate::content::annotations_for;
 use crate::registry_error::RegistryError;
 use crate::version::ProtocolVersion;
 
-/// Inserts the fields every listed item shares, filtered by what `v` knows.
-fn common(
-    m: &mut Map<String, Value>,
-    v: ProtocolVersion,
-    title: &Option<String>,
-    icons: &Option<Value>,
-    meta: &Option<Map<String, Value>>,
-) {
-    if v.has_structured_output() {
-        if let Some(t) = title {
-            m.insert("title".into(), t.clone().into());
-        }
-        if let Some(meta) = meta {
-            m.insert("_meta".into(), Value::Object(meta.clone()));
-        }
+/// What every listed item (tool, resource, template, prompt) carries beside its key and its own
+/// fields: the display fields, `_meta` and the gate. One struct, so that what every item gains is
+/// added, set and listed in one place.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Described {
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) icons: Option<Value>,
+    pub(crate) meta: Option<Map<String, Value>>,
+    pub(crate) gate: Option<Gate>,
+}
+
+impl Described {
+    /// Nothing described yet but the description.
+    pub(crate) fn with_description(description: Option<String>) -> Self {
+        Self { description, ..Self::default() }
     }
-    if v.has_icons() {
-        if let Some(i) = icons {
-            m.insert("icons".into(), i.clone());
+
+    /// Inserts `title`, `_meta` and `icons`, filtered by what `v` knows.
+    pub(crate) fn list(&self, m: &mut Map<String, Value>, v: ProtocolVersion) {
+        if v.has_structured_output() {
+            if let Some(t) = &self.title {
+                m.insert("title".into(), t.clone().into());
+            }
+            if let Some(meta) = &self.meta {
+                m.insert("_meta".into(), Value::Object(meta.clone()));
+            }
+        }
+        if v.has_icons() {
+            if let Some(i) = &self.icons {
+                m.insert("icons".into(), i.clone());
+            }
         }
     }
 }
@@ -110,36 +123,37 @@ macro_rules! builder_fields {
     () => {
         /// A display title (2025-06-18 and later).
         pub fn title(mut self, title: impl Into<String>) -> Self {
-            self.title = Some(title.into());
+            self.info.title = Some(title.into());
             self
         }
 
         /// A description.
         pub fn description(mut self, description: impl Into<String>) -> Self {
-            self.description = Some(description.into());
+            self.info.description = Some(description.into());
             self
         }
 
         /// `icons` (2025-11-25 and later).
         pub fn icons(mut self, icons: Value) -> Self {
-            self.icons = Some(icons);
+            self.info.icons = Some(icons);
             self
         }
 
         /// `_meta`, served verbatim (2025-06-18 and later).
         pub fn meta(mut self, meta: Map<String, Value>) -> Self {
-            self.meta = Some(meta);
+            self.info.meta = Some(meta);
             self
         }
 
         /// Hides the item from callers the gate refuses and refuses their access, with the same
         /// error an unknown item gets.
-        pub fn gate(mut self, gate: Gate) -> Self {
-            self.gate = Some(gate);
+        pub fn gate(mut self, gate: $crate::caller::Gate) -> Self {
+            self.info.gate = Some(gate);
             self
         }
     };
 }
+pub(crate) use builder_fields;
 
 /// The setters a resource and a template share beyond [`builder_fields!`]; `$mime_doc` is the
 /// media type setter's doc, which says whose type it is.
@@ -166,14 +180,10 @@ macro_rules! content_fields {
 pub struct Resource {
     pub(crate) uri: String,
     pub(crate) name: String,
-    pub(crate) title: Option<String>,
-    pub(crate) description: Option<String>,
+    pub(crate) info: Described,
     pub(crate) mime_type: Option<String>,
     pub(crate) size: Option<u64>,
     pub(crate) annotations: Option<Map<String, Value>>,
-    pub(crate) icons: Option<Value>,
-    pub(crate) meta: Option<Map<String, Value>>,
-    pub(crate) gate: Option<Gate>,
     pub(crate) cache: CacheHint,
 }
 
@@ -183,14 +193,10 @@ impl Resource {
         Self {
             uri: uri.into(),
             name: name.into(),
-            title: None,
-            description: None,
+            info: Described::default(),
             mime_type: None,
             size: None,
             annotations: None,
-            icons: None,
-            meta: None,
-            gate: None,
             cache: CacheHint::private(),
         }
     }
@@ -219,8 +225,8 @@ impl Resource {
         let mut m = Map::new();
         m.insert("uri".into(), self.uri.clone().into());
         m.insert("name".into(), self.name.clone().into());
-        described(&mut m, v, &self.description, &self.mime_type, self.size, &self.annotations);
-        common(&mut m, v, &self.title, &self.icons, &self.meta);
+        described(&mut m, v, &self.info.description, &self.mime_type, self.size, &self.annotations);
+        self.info.list(&mut m, v);
         Value::Object(m).to_string()
     }
 }
@@ -318,13 +324,9 @@ impl UriTemplate {
 pub struct ResourceTemplate {
     pub(crate) uri_template: String,
     pub(crate) name: String,
-    pub(crate) title: Option<String>,
-    pub(crate) description: Option<String>,
+    pub(crate) info: Described,
     pub(crate) mime_type: Option<String>,
     pub(crate) annotations: Option<Map<String, Value>>,
-    pub(crate) icons: Option<Value>,
-    pub(crate) meta: Option<Map<String, Value>>,
-    pub(crate) gate: Option<Gate>,
     pub(crate) cache: CacheHint,
 }
 
@@ -334,13 +336,9 @@ impl ResourceTemplate {
         Self {
             uri_template: uri_template.into(),
             name: name.into(),
-            title: None,
-            description: None,
+            info: Described::default(),
             mime_type: None,
             annotations: None,
-            icons: None,
-            meta: None,
-            gate: None,
             cache: CacheHint::private(),
         }
     }
@@ -357,8 +355,8 @@ impl ResourceTemplate {
         let mut m = Map::new();
         m.insert("uriTemplate".into(), self.uri_template.clone().into());
         m.insert("name".into(), self.name.clone().into());
-        described(&mut m, v, &self.description, &self.mime_type, None, &self.annotations);
-        common(&mut m, v, &self.title, &self.icons, &self.meta);
+        described(&mut m, v, &self.info.description, &self.mime_type, None, &self.annotations);
+        self.info.list(&mut m, v);
         Value::Object(m).to_string()
     }
 }
@@ -392,26 +390,14 @@ impl PromptArgument {
 #[derive(Debug, Clone)]
 pub struct Prompt {
     pub(crate) name: String,
-    pub(crate) title: Option<String>,
-    pub(crate) description: Option<String>,
+    pub(crate) info: Described,
     pub(crate) arguments: Vec<PromptArgument>,
-    pub(crate) icons: Option<Value>,
-    pub(crate) meta: Option<Map<String, Value>>,
-    pub(crate) gate: Option<Gate>,
 }
 
 impl Prompt {
     /// A prompt with its name.
     pub fn new(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            title: None,
-            description: None,
-            arguments: Vec::new(),
-            icons: None,
-            meta: None,
-            gate: None,
-        }
+        Self { name: name.into(), info: Described::default(), arguments: Vec::new() }
     }
 
     builder_fields!();
@@ -430,7 +416,7 @@ impl Prompt {
     pub(crate) fn listing(&self, v: ProtocolVersion) -> String {
         let mut m = Map::new();
         m.insert("name".into(), self.name.clone().into());
-        if let Some(d) = &self.description {
+        if let Some(d) = &self.info.description {
             m.insert("description".into(), d.clone().into());
         }
         if !self.arguments.is_empty() {
@@ -456,7 +442,7 @@ impl Prompt {
                 .collect();
             m.insert("arguments".into(), args.into());
         }
-        common(&mut m, v, &self.title, &self.icons, &self.meta);
+        self.info.list(&mut m, v);
         Value::Object(m).to_string()
     }
 }

@@ -135,6 +135,16 @@ pub(crate) struct PromptEntry<H> {
 
 /// What every listed item offers the engine's list and gate logic.
 pub(crate) trait Listed {
+    /// The method that lists this kind, which its cursors are bound to.
+    const METHOD: &'static str;
+    /// The member of the list result that holds the page.
+    const KEY: &'static str;
+    /// The longest key a cursor of this kind may carry beyond the longest registered now: a
+    /// bound registration enforced, which a smaller limit set later must not make refuse a
+    /// cursor the engine issued.
+    fn key_bound(_limits: &crate::limits::Limits) -> usize {
+        0
+    }
     fn listing(&self, v: ProtocolVersion) -> &str;
     /// The listing a server publishes with envelopes on (`enveloped`); only tools differ.
     fn wire_listing(&self, v: ProtocolVersion, enveloped: bool) -> Result<&str, &str> {
@@ -148,6 +158,11 @@ pub(crate) trait Listed {
 }
 
 impl<H> Listed for ToolEntry<H> {
+    const METHOD: &'static str = "tools/list";
+    const KEY: &'static str = "tools";
+    fn key_bound(_limits: &crate::limits::Limits) -> usize {
+        MAX_TOOL_NAME
+    }
     fn listing(&self, v: ProtocolVersion) -> &str {
         ToolEntry::listing(self, v)
     }
@@ -159,7 +174,7 @@ impl<H> Listed for ToolEntry<H> {
         }
     }
     fn gate(&self) -> Option<&Gate> {
-        self.tool.gate.as_ref()
+        self.tool.info.gate.as_ref()
     }
     fn visible_to(&self, v: ProtocolVersion) -> bool {
         ToolEntry::visible_to(self, v)
@@ -167,20 +182,30 @@ impl<H> Listed for ToolEntry<H> {
 }
 
 macro_rules! listed {
-    ($entry:ident, $field:ident) => {
+    ($entry:ident, $field:ident, $method:literal, $key:literal $(, $bound:expr)?) => {
         impl<H> Listed for $entry<H> {
+            const METHOD: &'static str = $method;
+            const KEY: &'static str = $key;
+            $(
+                fn key_bound(limits: &crate::limits::Limits) -> usize {
+                    ($bound)(limits)
+                }
+            )?
             fn listing(&self, v: ProtocolVersion) -> &str {
                 self.listings.get(version_index(v)).map_or("", |s| s)
             }
             fn gate(&self) -> Option<&Gate> {
-                self.$field.gate.as_ref()
+                self.$field.info.gate.as_ref()
             }
         }
     };
 }
-listed!(ResourceEntry, resource);
+// Registration refuses URIs longer than `max_uri_bytes`, but a smaller limit may have come later.
+listed!(ResourceEntry, resource, "resources/list", "resources", |l: &crate::limits::Limits| l.max_uri_bytes);
 
 impl Listed for crate::skills::SkillEntry {
+    const METHOD: &'static str = "skills/list";
+    const KEY: &'static str = "skills";
     fn listing(&self, _v: ProtocolVersion) -> &str {
         &self.entry
     }
@@ -188,8 +213,8 @@ impl Listed for crate::skills::SkillEntry {
         self.skill.gate.as_ref()
     }
 }
-listed!(TemplateEntry, template);
-listed!(PromptEntry, prompt);
+listed!(TemplateEntry, template, "resources/templates/list", "resourceTemplates");
+listed!(PromptEntry, prompt, "prompts/list", "prompts");
 
 /// The longest tool name [`valid_tool_name`] accepts, so the longest key a `tools/list` cursor
 /// ever carries.

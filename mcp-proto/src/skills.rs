@@ -427,7 +427,7 @@ impl SkillEntry {
             .mime_type("text/markdown")
             .size(skill_md.bytes.len() as u64)
             .cache(skill.cache);
-        md_resource.gate = skill.gate.clone();
+        md_resource.info.gate = skill.gate.clone();
         files.push((md_resource, skill_md));
         for (path, f) in &paths {
             let uri = format!("{root}/{path}");
@@ -436,7 +436,7 @@ impl SkillEntry {
                 .mime_type(f.mime_type.clone())
                 .size(f.bytes.len() as u64)
                 .cache(skill.cache);
-            r.gate = skill.gate.clone();
+            r.info.gate = skill.gate.clone();
             files.push((
                 r,
                 Arc::new(ServedFile { uri, mime_type: f.mime_type.clone(), bytes: f.bytes.clone() }),
@@ -491,7 +491,7 @@ fn directories(
     for (r, f) in files {
         let Some(rel) = f.uri.strip_prefix(root).and_then(|p| p.strip_prefix('/')) else { continue };
         let mut listing = serde_json::json!({ "uri": f.uri, "name": r.name });
-        if let (Some(d), Value::Object(m)) = (&r.description, &mut listing) {
+        if let (Some(d), Value::Object(m)) = (&r.info.description, &mut listing) {
             m.insert("description".into(), Value::String(d.clone()));
         }
         if let Value::Object(m) = &mut listing {

@@ -6,24 +6,20 @@
 use serde_json::{Map, Value};
 
 use crate::apps::{UiLink, Visibility};
-use crate::caller::Gate;
+use crate::items::{builder_fields, Described};
 use crate::version::ProtocolVersion;
 
 /// The declaration of a tool, as `tools/list` shows it.
 #[derive(Debug, Clone)]
 pub struct Tool {
     pub(crate) name: String,
-    title: Option<String>,
-    description: Option<String>,
+    pub(crate) info: Described,
     pub(crate) input_schema: Value,
     pub(crate) output_schema: Option<Value>,
     annotations: Option<Map<String, Value>>,
-    icons: Option<Value>,
     execution: Option<Value>,
-    meta: Option<Map<String, Value>>,
     pub(crate) diagnostics_schema: Option<Value>,
     pub(crate) validate_input: bool,
-    pub(crate) gate: Option<Gate>,
     /// The app this tool's results are shown in ([`Tool::ui`]); boxed, since few tools have
     /// one and every tool carries the field.
     pub(crate) ui: Option<Box<UiLink>>,
@@ -52,17 +48,13 @@ impl Tool {
     pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
         Self {
             name: name.into(),
-            title: None,
-            description: Some(description.into()),
+            info: Described::with_description(Some(description.into())),
             input_schema,
             output_schema: None,
             annotations: None,
-            icons: None,
             execution: None,
-            meta: None,
             diagnostics_schema: None,
             validate_input: true,
-            gate: None,
             ui: None,
             task: TaskSupport::Never,
             task_by_handler: false,
@@ -108,20 +100,16 @@ impl Tool {
         self.output_schema.as_ref()
     }
 
+    builder_fields!();
+
     /// The title as declared with [`title`](Self::title), if any.
     pub fn declared_title(&self) -> Option<&str> {
-        self.title.as_deref()
+        self.info.title.as_deref()
     }
 
     /// The description given to [`new`](Self::new).
     pub fn declared_description(&self) -> Option<&str> {
-        self.description.as_deref()
-    }
-
-    /// A display title (2025-06-18 and later).
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
+        self.info.description.as_deref()
     }
 
     /// A JSON Schema every `structuredContent` must satisfy (2025-06-18 and later). A schema
@@ -138,21 +126,9 @@ impl Tool {
         self
     }
 
-    /// `icons` (2025-11-25 and later).
-    pub fn icons(mut self, icons: Value) -> Self {
-        self.icons = Some(icons);
-        self
-    }
-
     /// `execution` (2025-11-25 only; dropped for other versions).
     pub fn execution(mut self, execution: Value) -> Self {
         self.execution = Some(execution);
-        self
-    }
-
-    /// `_meta`, served verbatim (2025-06-18 and later).
-    pub fn meta(mut self, meta: Map<String, Value>) -> Self {
-        self.meta = Some(meta);
         self
     }
 
@@ -171,13 +147,6 @@ impl Tool {
     /// [`failure_diagnostics_schema`](Self::failure_diagnostics_schema), if any.
     pub fn declared_diagnostics_schema(&self) -> Option<&Value> {
         self.diagnostics_schema.as_ref()
-    }
-
-    /// Hides the tool from callers the gate refuses and refuses their calls with the same error
-    /// an unknown tool gets, so its existence does not leak.
-    pub fn gate(mut self, gate: Gate) -> Self {
-        self.gate = Some(gate);
-        self
     }
 
     /// Links the tool to the app at `resource_uri` (MCP Apps): a host that supports apps renders
@@ -212,11 +181,11 @@ impl Tool {
         let mut m = Map::new();
         m.insert("name".into(), Value::String(self.name.clone()));
         if v.has_structured_output() {
-            if let Some(t) = &self.title {
+            if let Some(t) = &self.info.title {
                 m.insert("title".into(), Value::String(t.clone()));
             }
         }
-        if let Some(d) = &self.description {
+        if let Some(d) = &self.info.description {
             m.insert("description".into(), Value::String(d.clone()));
         }
         m.insert("inputSchema".into(), self.input_schema.clone());
@@ -229,7 +198,7 @@ impl Tool {
             m.insert("annotations".into(), Value::Object(a.clone()));
         }
         if v.has_icons() {
-            if let Some(i) = &self.icons {
+            if let Some(i) = &self.info.icons {
                 m.insert("icons".into(), i.clone());
             }
         }
@@ -239,7 +208,7 @@ impl Tool {
             }
         }
         if v.has_structured_output() {
-            match (&self.ui, &self.meta) {
+            match (&self.ui, &self.info.meta) {
                 (Some(link), meta) => {
                     m.insert("_meta".into(), Value::Object(link.merged_into(meta.as_ref())));
                 }

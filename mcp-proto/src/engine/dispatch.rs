@@ -494,15 +494,21 @@ impl<H: Clone> Engine<H> {
             "tools/list" if self.compact() => {
                 self.list_compact(ctx, params.as_ref()).map(|b| Answer::Now(b.into()))
             }
-            "tools/list" => self.list_tools(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
+            "tools/list" => {
+                self.list_page(ctx, params.as_ref(), &self.registry.tools).map(|b| Answer::Now(b.into()))
+            }
             "tools/call" if self.compact() => self.call_compact(now, ctx, params, batch),
             "tools/call" => self.call_tool(now, ctx, params, batch),
-            "resources/list" => self.list_resources(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
+            "resources/list" => {
+                self.list_page(ctx, params.as_ref(), &self.registry.resources).map(|b| Answer::Now(b.into()))
+            }
             "resources/templates/list" => {
-                self.list_templates(ctx, params.as_ref()).map(|b| Answer::Now(b.into()))
+                self.list_page(ctx, params.as_ref(), &self.registry.templates).map(|b| Answer::Now(b.into()))
             }
             "resources/read" => self.read_resource(now, ctx, params.as_ref(), batch),
-            "prompts/list" => self.list_prompts(ctx, params.as_ref()).map(|b| Answer::Now(b.into())),
+            "prompts/list" => {
+                self.list_page(ctx, params.as_ref(), &self.registry.prompts).map(|b| Answer::Now(b.into()))
+            }
             "prompts/get" => self.get_prompt(now, ctx, params.as_ref(), batch),
             m if super::extensions::skills::METHODS.contains(&m) => {
                 self.skills_method(ctx, m, params.as_ref()).map(|b| Answer::Now(b.into()))
@@ -680,15 +686,6 @@ impl<H: Clone> Engine<H> {
         }
     }
 
-    pub(super) fn list_tools(
-        &self,
-        ctx: Ctx<'_>,
-        params: Option<&Map<String, Value>>,
-    ) -> Result<Vec<u8>, RpcError> {
-        let tools = &self.registry.tools;
-        self.list_page(ctx, params, "tools/list", "tools", tools, crate::registry::MAX_TOOL_NAME)
-    }
-
     pub(super) fn call_tool(
         &mut self,
         now: Instant,
@@ -722,7 +719,7 @@ impl<H: Clone> Engine<H> {
             .registry
             .tools
             .get(&name)
-            .filter(|t| t.visible_to(ctx.version) && admits(t.tool.gate.as_ref(), &caller))
+            .filter(|t| t.visible_to(ctx.version) && admits(t.tool.info.gate.as_ref(), &caller))
         else {
             if compact {
                 return Ok(Answer::Now(self.compact_unavailable(ctx, &name)));

@@ -104,7 +104,7 @@ impl<H: Clone> Engine<H> {
             uri: resource.uri.clone(),
             mime_type: Some(APP_MIME_TYPE.to_owned()),
             body: ResourceBody::Text(app.html().to_owned()),
-            meta: resource.meta.clone(),
+            meta: resource.info.meta.clone(),
         };
         let v = ProtocolVersion::V2026_07_28;
         let contents =

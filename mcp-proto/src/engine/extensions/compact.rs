@@ -39,6 +39,11 @@ pub(crate) struct Published {
 }
 
 impl Listed for Published {
+    const METHOD: &'static str = "tools/list";
+    const KEY: &'static str = "tools";
+    fn key_bound(_limits: &crate::limits::Limits) -> usize {
+        MAX_TOOL_NAME
+    }
     fn listing(&self, v: ProtocolVersion) -> &str {
         self.listings.get(crate::registry::version_index(v)).map_or("", |s| s)
     }
@@ -158,7 +163,7 @@ impl<H: Clone> Engine<H> {
         params: Option<&Map<String, Value>>,
     ) -> Result<Vec<u8>, RpcError> {
         let Some(published) = &self.published else { return Err(RpcError::misuse()) };
-        self.list_page(ctx, params, "tools/list", "tools", published, MAX_TOOL_NAME)
+        self.list_page(ctx, params, published)
     }
 
     /// `tools/call` in compact mode.
@@ -197,7 +202,7 @@ impl<H: Clone> Engine<H> {
                     .registry
                     .tools
                     .get(name)
-                    .filter(|t| t.visible_to(ctx.version) && admits(t.tool.gate.as_ref(), &caller))
+                    .filter(|t| t.visible_to(ctx.version) && admits(t.tool.info.gate.as_ref(), &caller))
                     .map(|t| t.listing(ctx.version));
                 let Some(listing) = listing else {
                     return Ok(Answer::Now(self.compact_unavailable(ctx, name)));
@@ -258,7 +263,7 @@ impl<H: Clone> Engine<H> {
         let sees = |name: &str| {
             tools.get(name).is_some_and(|t| {
                 t.visible_to(version)
-                    && admits(t.tool.gate.as_ref(), caller)
+                    && admits(t.tool.info.gate.as_ref(), caller)
                     && t.tool.ui.as_ref().is_none_or(|l| l.visibility.includes_model())
             })
         };

@@ -210,18 +210,18 @@ impl<H: Clone> Engine<H> {
     ) -> Option<Vec<u8>> {
         let entry = self.registry.resources.get(uri)?;
         let Source::Skill(file) = &entry.source else { return None };
-        if !admits(entry.resource.gate.as_ref(), caller) {
+        if !admits(entry.resource.info.gate.as_ref(), caller) {
             return None;
         }
         // As for any read: private when a gate could shape the answer (the server's, the
         // skill's, a gated template's that matches), and private with TTL 0 on a retry.
         let shaped = ctx.private
-            || entry.resource.gate.is_some()
+            || entry.resource.info.gate.is_some()
             || self
                 .registry
                 .templates
                 .values()
-                .any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
+                .any(|t| t.template.info.gate.is_some() && t.matcher.matches(uri).is_some());
         let retried = ctx.mrtr.is_some_and(|m| m.round > 0 || !m.answers.is_empty());
         let hint = if retried { CacheHint::private() } else { entry.resource.cache.narrowed(shaped) };
         let contents = [file.contents()];

@@ -90,32 +90,35 @@ impl<H: Clone> Engine<H> {
     pub(in crate::engine) fn declared_for(&self, uri: &str, template: Option<&str>) -> Option<Declared<'_>> {
         if let Some(t) = template {
             let t = &self.registry.templates.get(t)?.template;
-            return Some((t.mime_type.as_deref(), t.meta.as_ref()));
+            return Some((t.mime_type.as_deref(), t.info.meta.as_ref()));
         }
         let shell = self.registry.apps.shell.as_ref().filter(|s| s.resource.uri == uri).map(|s| &s.resource);
         let r: &crate::items::Resource = match shell {
             Some(r) => r,
             None => &self.registry.resources.get(uri)?.resource,
         };
-        Some((r.mime_type.as_deref(), r.meta.as_ref()))
+        Some((r.mime_type.as_deref(), r.info.meta.as_ref()))
     }
 
     pub(in crate::engine) fn offers(&self, caller: &Caller) -> Offers {
         let r = &self.registry;
         let sees = |gate: Option<&crate::caller::Gate>| admits(gate, caller);
-        let templates = r.templates.values().any(|t| sees(t.template.gate.as_ref()));
-        let prompts = r.prompts.values().any(|p| sees(p.prompt.gate.as_ref()));
+        let templates = r.templates.values().any(|t| sees(t.template.info.gate.as_ref()));
+        let prompts = r.prompts.values().any(|p| sees(p.prompt.info.gate.as_ref()));
         // The apps shell is readable by every caller, though never listed.
         let resources = templates
             || r.apps.shell.is_some()
-            || r.resources.values().any(|x| sees(x.resource.gate.as_ref()));
+            || r.resources.values().any(|x| sees(x.resource.info.gate.as_ref()));
         // Completion exists only where a handler can answer it: an item without one would only
         // ever complete to nothing.
-        let completions = r.prompts.values().any(|p| p.completion.is_some() && sees(p.prompt.gate.as_ref()))
-            || r.templates.values().any(|t| t.completion.is_some() && sees(t.template.gate.as_ref()));
+        let completions = r
+            .prompts
+            .values()
+            .any(|p| p.completion.is_some() && sees(p.prompt.info.gate.as_ref()))
+            || r.templates.values().any(|t| t.completion.is_some() && sees(t.template.info.gate.as_ref()));
         Offers {
             // Compact publication's three tools are there for everyone.
-            tools: self.compact() || r.tools.values().any(|t| sees(t.tool.gate.as_ref())),
+            tools: self.compact() || r.tools.values().any(|t| sees(t.tool.info.gate.as_ref())),
             resources,
             prompts,
             completions,
@@ -142,16 +145,16 @@ impl<H: Clone> Engine<H> {
     /// item never shortens a page. A page starts after the key its cursor names, found in
     /// O(log n), and costs O(page size + hidden items skipped): nothing before it is walked and
     /// nothing past it is counted, only one item peeked to know whether a next page exists.
-    /// `max_key` is the longest key the catalogue can hold, which bounds what a cursor carries.
+    /// A cursor carries at most the longest key the catalogue can hold (registered, or allowed
+    /// by a bound registration enforced).
     pub(in crate::engine) fn list_page<T: Listed>(
         &self,
         ctx: Ctx<'_>,
         params: Option<&Map<String, Value>>,
-        method: &str,
-        key: &str,
         items: &Catalogue<T>,
-        max_key: usize,
     ) -> Result<Vec<u8>, RpcError> {
+        let (method, key) = (T::METHOD, T::KEY);
+        let max_key = items.longest_key().max(T::key_bound(&self.config.limits));
         let after = self.page_bounds(ctx, method, params, max_key)?;
         let caller = self.caller(ctx.conn);
         let private = ctx.private || items.any_gated();
@@ -200,38 +203,6 @@ impl<H: Clone> Engine<H> {
         Ok(crate::jsonrpc::encode_result_text(ctx.id, &body))
     }
 
-    pub(in crate::engine) fn list_resources(
-        &self,
-        ctx: Ctx<'_>,
-        params: Option<&Map<String, Value>>,
-    ) -> Result<Vec<u8>, RpcError> {
-        let resources = &self.registry.resources;
-        // Registration refuses longer URIs, but a smaller limit may have come later.
-        let max_key = self.config.limits.max_uri_bytes.max(resources.longest_key());
-        self.list_page(ctx, params, "resources/list", "resources", resources, max_key)
-    }
-
-    pub(in crate::engine) fn list_templates(
-        &self,
-        ctx: Ctx<'_>,
-        params: Option<&Map<String, Value>>,
-    ) -> Result<Vec<u8>, RpcError> {
-        // Registration bounds neither URI templates nor prompt names: the longest registered is
-        // the longest a cursor of ours can carry.
-        let templates = &self.registry.templates;
-        let max_key = templates.longest_key();
-        self.list_page(ctx, params, "resources/templates/list", "resourceTemplates", templates, max_key)
-    }
-
-    pub(in crate::engine) fn list_prompts(
-        &self,
-        ctx: Ctx<'_>,
-        params: Option<&Map<String, Value>>,
-    ) -> Result<Vec<u8>, RpcError> {
-        let prompts = &self.registry.prompts;
-        self.list_page(ctx, params, "prompts/list", "prompts", prompts, prompts.longest_key())
-    }
-
     /// "Resource not found" as each version spells it.
     pub(in crate::engine) fn not_found(
         &self,
@@ -267,21 +238,21 @@ impl<H: Clone> Engine<H> {
         // Private when any gated item could answer this URI, admitted or not: another caller
         // may be answered differently.
         let exact = self.registry.resources.get(uri);
-        let private = exact.is_some_and(|r| r.resource.gate.is_some())
+        let private = exact.is_some_and(|r| r.resource.info.gate.is_some())
             || self
                 .registry
                 .templates
                 .values()
-                .any(|t| t.template.gate.is_some() && t.matcher.matches(uri).is_some());
+                .any(|t| t.template.info.gate.is_some() && t.matcher.matches(uri).is_some());
         if let Some(r) = exact {
             if let (true, crate::registry::Source::Handler(h)) =
-                (admits(r.resource.gate.as_ref(), caller), &r.source)
+                (admits(r.resource.info.gate.as_ref(), caller), &r.source)
             {
                 return Some((h.clone(), None, Vec::new(), r.resource.cache, private));
             }
         }
         self.registry.templates.values().find_map(|t| {
-            if !admits(t.template.gate.as_ref(), caller) {
+            if !admits(t.template.info.gate.as_ref(), caller) {
                 return None;
             }
             let vars = t.matcher.matches(uri)?;
@@ -362,7 +333,8 @@ impl<H: Clone> Engine<H> {
     ) -> Result<Answer<H>, RpcError> {
         let name = string_param(params, "name")?;
         let caller = self.caller(ctx.conn);
-        let Some(entry) = self.registry.prompts.get(name).filter(|p| admits(p.prompt.gate.as_ref(), &caller))
+        let Some(entry) =
+            self.registry.prompts.get(name).filter(|p| admits(p.prompt.info.gate.as_ref(), &caller))
         else {
             return Err(RpcError::invalid_params(format!("unknown prompt: {name}")));
         };
@@ -412,7 +384,7 @@ impl<H: Clone> Engine<H> {
             "ref/prompt" => {
                 let name = string_param(r, "name")?;
                 let entry =
-                    self.registry.prompts.get(name).filter(|p| admits(p.prompt.gate.as_ref(), &caller));
+                    self.registry.prompts.get(name).filter(|p| admits(p.prompt.info.gate.as_ref(), &caller));
                 let Some(entry) = entry else {
                     return Err(RpcError::invalid_params(format!("unknown prompt: {name}")));
                 };
@@ -420,8 +392,11 @@ impl<H: Clone> Engine<H> {
             }
             "ref/resource" => {
                 let uri = string_param(r, "uri")?;
-                let entry =
-                    self.registry.templates.get(uri).filter(|t| admits(t.template.gate.as_ref(), &caller));
+                let entry = self
+                    .registry
+                    .templates
+                    .get(uri)
+                    .filter(|t| admits(t.template.info.gate.as_ref(), &caller));
                 let Some(entry) = entry else {
                     return Err(RpcError::invalid_params(format!("unknown resource template: {uri}")));
                 };
@@ -508,10 +483,10 @@ impl<H: Clone> Engine<H> {
         }
         let r = &self.registry;
         Introspection {
-            tools: pick(r.tools.values(), |e| &e.tool, |t| t.gate.as_ref(), &keep),
-            resources: pick(r.resources.values(), |e| &e.resource, |t| t.gate.as_ref(), &keep),
-            templates: pick(r.templates.values(), |e| &e.template, |t| t.gate.as_ref(), &keep),
-            prompts: pick(r.prompts.values(), |e| &e.prompt, |t| t.gate.as_ref(), &keep),
+            tools: pick(r.tools.values(), |e| &e.tool, |t| t.info.gate.as_ref(), &keep),
+            resources: pick(r.resources.values(), |e| &e.resource, |t| t.info.gate.as_ref(), &keep),
+            templates: pick(r.templates.values(), |e| &e.template, |t| t.info.gate.as_ref(), &keep),
+            prompts: pick(r.prompts.values(), |e| &e.prompt, |t| t.info.gate.as_ref(), &keep),
             skills: pick(r.skills.values(), |e| &e.skill, |t| t.gate.as_ref(), &keep),
         }
     }
@@ -529,7 +504,7 @@ impl<H: Clone> Engine<H> {
         if !admits(self.registry.gate.as_ref(), caller) {
             return Err(RpcError::invalid_params("forbidden: this caller may not use this server"));
         }
-        let Some(entry) = self.registry.tools.get(name).filter(|t| admits(t.tool.gate.as_ref(), caller))
+        let Some(entry) = self.registry.tools.get(name).filter(|t| admits(t.tool.info.gate.as_ref(), caller))
         else {
             return Err(RpcError::invalid_params(format!("unknown tool: {}", crate::json::clip(name))));
         };

@@ -19,7 +19,7 @@ impl<H: Clone> RegistryMut<'_, H> {
     /// `notifications/tools/list_changed`, in direct mode: a compact server's list (its three
     /// tools) does not change, and the tool is found by the next search.
     pub fn add_tool(&mut self, tool: Tool, handler: H) -> Result<(), RegistryError> {
-        let gate = tool.gate.clone();
+        let gate = tool.info.gate.clone();
         self.engine.registry.add_tool(tool, handler)?;
         if !self.engine.compact() {
             self.engine.changed(List::Tools, gate.as_ref());
@@ -32,7 +32,7 @@ impl<H: Clone> RegistryMut<'_, H> {
     pub fn remove_tool(&mut self, name: &str) -> Option<Tool> {
         let tool = self.engine.registry.remove_tool(name)?;
         if !self.engine.compact() {
-            self.engine.changed(List::Tools, tool.gate.as_ref());
+            self.engine.changed(List::Tools, tool.info.gate.as_ref());
         }
         Some(tool)
     }
@@ -52,7 +52,7 @@ impl<H: Clone> RegistryMut<'_, H> {
 
     /// Registers a resource read by exact URI.
     pub fn add_resource(&mut self, resource: Resource, handler: H) -> Result<(), RegistryError> {
-        let gate = resource.gate.clone();
+        let gate = resource.info.gate.clone();
         let max = self.engine.config.limits.max_uri_bytes;
         self.engine.registry.add_resource(resource, handler, max)?;
         self.engine.changed(List::Resources, gate.as_ref());
@@ -74,7 +74,7 @@ impl<H: Clone> RegistryMut<'_, H> {
         }
         let entry = self.engine.registry.resources.remove(uri)?;
         self.engine.registry.apps.views.remove(uri);
-        self.engine.changed(List::Resources, entry.resource.gate.as_ref());
+        self.engine.changed(List::Resources, entry.resource.info.gate.as_ref());
         Some(entry.resource)
     }
 
@@ -86,7 +86,7 @@ impl<H: Clone> RegistryMut<'_, H> {
         handler: H,
         completion: Option<H>,
     ) -> Result<(), RegistryError> {
-        let gate = template.gate.clone();
+        let gate = template.info.gate.clone();
         self.engine.registry.add_template(template, handler, completion)?;
         self.engine.changed(List::Resources, gate.as_ref());
         Ok(())
@@ -95,7 +95,7 @@ impl<H: Clone> RegistryMut<'_, H> {
     /// Unregisters a template.
     pub fn remove_template(&mut self, uri_template: &str) -> Option<ResourceTemplate> {
         let entry = self.engine.registry.templates.remove(uri_template)?;
-        self.engine.changed(List::Resources, entry.template.gate.as_ref());
+        self.engine.changed(List::Resources, entry.template.info.gate.as_ref());
         Some(entry.template)
     }
 
@@ -106,7 +106,7 @@ impl<H: Clone> RegistryMut<'_, H> {
         handler: H,
         completion: Option<H>,
     ) -> Result<(), RegistryError> {
-        let gate = prompt.gate.clone();
+        let gate = prompt.info.gate.clone();
         self.engine.registry.add_prompt(prompt, handler, completion)?;
         self.engine.changed(List::Prompts, gate.as_ref());
         Ok(())
@@ -115,7 +115,7 @@ impl<H: Clone> RegistryMut<'_, H> {
     /// Unregisters a prompt.
     pub fn remove_prompt(&mut self, name: &str) -> Option<Prompt> {
         let entry = self.engine.registry.prompts.remove(name)?;
-        self.engine.changed(List::Prompts, entry.prompt.gate.as_ref());
+        self.engine.changed(List::Prompts, entry.prompt.info.gate.as_ref());
         Some(entry.prompt)
     }
 

@@ -295,7 +295,7 @@ impl<H: Clone> Engine<H> {
                 .registry
                 .tools
                 .get(name)
-                .filter(|t| !t.header_params.is_empty() && admits(t.tool.gate.as_ref(), &req.caller))
+                .filter(|t| !t.header_params.is_empty() && admits(t.tool.info.gate.as_ref(), &req.caller))
                 .map(|t| {
                     crate::http::header_expectations(
                         &t.header_params,
