@@ -11,12 +11,11 @@ use super::state::calls::{Call, CallKind};
 use super::{
     protocol::notify, state::streams, Answer, CallId, Ctx, Engine, FrameOutcome, Invocation, LogLevel, Output,
 };
-use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO};
+use super::{ConnId, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION};
 use super::{Peek, Request, Session, Ticket};
 use crate::blame::Bound;
 use crate::caller::{admits, Caller};
 use crate::content::ToolFailure;
-use crate::cursor;
 use crate::json::{RawEnvelope, RawFrame, RawFrameItem};
 use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RequestId, RpcError};
 use crate::registry::describe_errors;
@@ -637,53 +636,6 @@ impl<H: Clone> Engine<H> {
         self.cacheable(&mut r, ctx.version, self.config.discover_cache.narrowed(gated));
         self.finish(&mut r, ctx.version);
         encode_result(ctx.id, &r)
-    }
-
-    /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
-    pub(super) fn cacheable(
-        &self,
-        r: &mut Map<String, Value>,
-        v: ProtocolVersion,
-        hint: crate::items::CacheHint,
-    ) {
-        if v.is_modern() {
-            // Saturating: any `Duration` is a valid setting, and u64 milliseconds outlast it anyway.
-            let ttl_ms = u64::try_from(hint.ttl().as_millis()).unwrap_or(u64::MAX);
-            r.insert("ttlMs".into(), ttl_ms.into());
-            r.insert("cacheScope".into(), if hint.is_shared() { "public" } else { "private" }.into());
-        }
-    }
-
-    /// Adds `resultType` and the serverInfo `_meta` every modern result carries.
-    pub(super) fn finish(&self, r: &mut Map<String, Value>, v: ProtocolVersion) {
-        if v.is_modern() {
-            r.insert("resultType".into(), "complete".into());
-            let meta = r.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(m) = meta {
-                m.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
-            }
-        }
-    }
-
-    /// Where a list page starts: `None` for the first page, else the key its cursor names
-    /// (at most `max_key` bytes), after which the page begins.
-    pub(super) fn page_bounds(
-        &self,
-        ctx: Ctx<'_>,
-        method: &str,
-        params: Option<&Map<String, Value>>,
-        max_key: usize,
-    ) -> Result<Option<String>, RpcError> {
-        match params.and_then(|p| p.get("cursor")) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(c)) => {
-                let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
-                cursor::read(&self.config.keys, c, method, caller.binding(), max_key)
-                    .map(Some)
-                    .ok_or_else(|| RpcError::invalid_params("invalid cursor"))
-            }
-            Some(_) => Err(RpcError::invalid_params("invalid cursor")),
-        }
     }
 
     pub(super) fn call_tool(

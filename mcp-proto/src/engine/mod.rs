@@ -35,8 +35,9 @@
 //! **Where the code does not keep it yet** (each a call up, to be moved down rather than
 //! copied): `mod.rs` keeps the connection lifecycle (closing a connection cancels its calls,
 //! ends its tasks, forgets its holdings and parks its streams), so it calls into every wing;
-//! the admission helpers that `protocol/` and `extensions/` call (`invoke`, `cacheable`,
-//! `finish`, `page_bounds`, `run_tool`) still live in `dispatch.rs`; `transport/http.rs`
+//! `invoke` and `run_tool`, which `protocol/` and `extensions/` call to admit a call, still
+//! live in `dispatch.rs` (they weigh the replay policy and the replica's hold, so they cannot
+//! simply move down); `transport/http.rs`
 //! dispatches the messages of a `POST` and records what it answered (`protocol/records.rs`);
 //! `protocol/` asks `extensions/` about tasks, apps and compact mode where a method's answer
 //! depends on them; and `extensions/tasks.rs` reports holdings and settles replay states in

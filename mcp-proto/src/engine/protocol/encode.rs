@@ -5,7 +5,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use crate::content::{Content, HandlerError, ToolFailure, ToolOutput};
-use crate::engine::{Call, CallKind, Engine, META_SERVER_INFO};
+use crate::cursor;
+use crate::engine::{Call, CallKind, Ctx, Engine, META_SERVER_INFO};
 use crate::json::DecodeError;
 use crate::jsonrpc::{encode_result, Encoded, RequestId, RpcError};
 use crate::version::ProtocolVersion;
@@ -109,6 +110,53 @@ impl<H: Clone> Engine<H> {
     ) -> Vec<u8> {
         let modern = v.is_modern().then_some(&self.server_info_modern);
         encode_result(id, &ToolResultWire { out, v, server_info: modern })
+    }
+
+    /// Adds `ttlMs` and `cacheScope` on a modern cacheable result.
+    pub(in crate::engine) fn cacheable(
+        &self,
+        r: &mut Map<String, Value>,
+        v: ProtocolVersion,
+        hint: crate::items::CacheHint,
+    ) {
+        if v.is_modern() {
+            // Saturating: any `Duration` is a valid setting, and u64 milliseconds outlast it anyway.
+            let ttl_ms = u64::try_from(hint.ttl().as_millis()).unwrap_or(u64::MAX);
+            r.insert("ttlMs".into(), ttl_ms.into());
+            r.insert("cacheScope".into(), if hint.is_shared() { "public" } else { "private" }.into());
+        }
+    }
+
+    /// Adds `resultType` and the serverInfo `_meta` every modern result carries.
+    pub(in crate::engine) fn finish(&self, r: &mut Map<String, Value>, v: ProtocolVersion) {
+        if v.is_modern() {
+            r.insert("resultType".into(), "complete".into());
+            let meta = r.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(m) = meta {
+                m.insert(META_SERVER_INFO.into(), self.server_info_modern.clone());
+            }
+        }
+    }
+
+    /// Where a list page starts: `None` for the first page, else the key its cursor names
+    /// (at most `max_key` bytes), after which the page begins.
+    pub(in crate::engine) fn page_bounds(
+        &self,
+        ctx: Ctx<'_>,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+        max_key: usize,
+    ) -> Result<Option<String>, RpcError> {
+        match params.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(c)) => {
+                let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
+                cursor::read(&self.config.keys, c, method, caller.binding(), max_key)
+                    .map(Some)
+                    .ok_or_else(|| RpcError::invalid_params("invalid cursor"))
+            }
+            Some(_) => Err(RpcError::invalid_params("invalid cursor")),
+        }
     }
 }
 
