@@ -141,7 +141,8 @@ pub(crate) trait Listed {
     const KEY: &'static str;
     /// The longest key a cursor of this kind may carry beyond the longest registered now: a
     /// bound registration enforced, which a smaller limit set later must not make refuse a
-    /// cursor the engine issued.
+    /// cursor the engine issued. Registration bounds neither URI templates nor prompt names,
+    /// so for them (the default) the longest registered is the longest a cursor can carry.
     fn key_bound(_limits: &crate::limits::Limits) -> usize {
         0
     }
@@ -206,6 +207,10 @@ listed!(ResourceEntry, resource, "resources/list", "resources", |l: &crate::limi
 impl Listed for crate::skills::SkillEntry {
     const METHOD: &'static str = "skills/list";
     const KEY: &'static str = "skills";
+    // A skill is keyed by its `SKILL.md` URI, which registration bounds like any resource's.
+    fn key_bound(limits: &crate::limits::Limits) -> usize {
+        limits.max_uri_bytes
+    }
     fn listing(&self, _v: ProtocolVersion) -> &str {
         &self.entry
     }
@@ -271,6 +276,12 @@ impl<E: Listed> Catalogue<E> {
     /// The longest key ever inserted, in bytes.
     pub(crate) fn longest_key(&self) -> usize {
         self.longest_key
+    }
+
+    /// The longest key a list cursor of this kind may name: the longest registered, or the
+    /// kind's registration bound ([`Listed::key_bound`]) when that is longer.
+    pub(crate) fn cursor_key_bound(&self, limits: &crate::limits::Limits) -> usize {
+        self.longest_key.max(E::key_bound(limits))
     }
 }
 

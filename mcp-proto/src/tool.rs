@@ -107,7 +107,8 @@ impl Tool {
         self.info.title.as_deref()
     }
 
-    /// The description given to [`new`](Self::new).
+    /// The description given to [`new`](Self::new), or the one set with
+    /// [`description`](Self::description) after it.
     pub fn declared_description(&self) -> Option<&str> {
         self.info.description.as_deref()
     }

@@ -37,8 +37,8 @@
 //! ends its tasks, forgets its holdings and parks its streams), so it calls into every wing;
 //! `invoke` and `run_tool`, which `protocol/` and `extensions/` call to admit a call, still
 //! live in `dispatch.rs` (they weigh the replay policy and the replica's hold, so they cannot
-//! simply move down); `transport/http.rs`
-//! dispatches the messages of a `POST` and records what it answered (`protocol/records.rs`);
+//! simply move down); `transport/http.rs` dispatches the messages of a `POST` and records
+//! what it answered (`protocol/records.rs`);
 //! `protocol/` asks `extensions/` about tasks, apps and compact mode where a method's answer
 //! depends on them; and `extensions/tasks.rs` reports holdings and settles replay states in
 //! `replica/`.

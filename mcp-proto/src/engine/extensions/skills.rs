@@ -14,8 +14,8 @@ use crate::engine::state::subscriptions::List;
 use crate::engine::{Ctx, Engine};
 use crate::items::CacheHint;
 use crate::jsonrpc::{encode_result, encode_result_text, RpcError};
-use crate::registry::{RegistryError, Source};
-use crate::skills::Skill;
+use crate::registry::{Listed, RegistryError, Source};
+use crate::skills::{Skill, SkillEntry};
 
 /// The methods this extension adds, each answered by the engine.
 pub(in crate::engine) const METHODS: [&str; 3] = ["skills/list", "skills/get", "resources/directory/read"];
@@ -93,10 +93,9 @@ impl<H: Clone> Engine<H> {
     /// first (a page always holds at least one entry), so a catalogue of large manifests still
     /// pages instead of overflowing the response ceiling.
     fn list_skills(&self, ctx: Ctx<'_>, params: Option<&Map<String, Value>>) -> Result<Vec<u8>, RpcError> {
-        const METHOD: &str = "skills/list";
+        const METHOD: &str = SkillEntry::METHOD;
         let skills = &self.registry.skills;
-        let max_key = self.config.limits.max_uri_bytes.max(skills.longest_key());
-        let after = self.page_bounds(ctx, METHOD, params, max_key)?;
+        let after = self.page_bounds(ctx, METHOD, params, skills.cursor_key_bound(&self.config.limits))?;
         let caller = self.caller(ctx.conn);
         let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut visible = skills
@@ -104,7 +103,7 @@ impl<H: Clone> Engine<H> {
             .filter(|(_, s)| admits(s.skill.gate.as_ref(), &caller))
             .peekable();
         let budget = self.config.limits.max_response_bytes / 2;
-        let mut body = String::from("{\"skills\":[");
+        let mut body = format!("{{\"{}\":[", SkillEntry::KEY);
         let mut last = None;
         let mut count = 0;
         while let Some((k, s)) = visible.peek() {

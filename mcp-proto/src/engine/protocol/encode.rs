@@ -150,8 +150,7 @@ impl<H: Clone> Engine<H> {
         match params.and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(c)) => {
-                let caller = self.conns.get(ctx.conn.0).map(|c| c.caller.clone()).unwrap_or_default();
-                cursor::read(&self.config.keys, c, method, caller.binding(), max_key)
+                cursor::read(&self.config.keys, c, method, self.caller(ctx.conn).binding(), max_key)
                     .map(Some)
                     .ok_or_else(|| RpcError::invalid_params("invalid cursor"))
             }

@@ -154,7 +154,7 @@ impl<H: Clone> Engine<H> {
         items: &Catalogue<T>,
     ) -> Result<Vec<u8>, RpcError> {
         let (method, key) = (T::METHOD, T::KEY);
-        let max_key = items.longest_key().max(T::key_bound(&self.config.limits));
+        let max_key = items.cursor_key_bound(&self.config.limits);
         let after = self.page_bounds(ctx, method, params, max_key)?;
         let caller = self.caller(ctx.conn);
         let private = ctx.private || items.any_gated();
