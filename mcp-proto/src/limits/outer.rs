@@ -265,7 +265,9 @@ impl Limits {
     /// went from empty to holding something, so a stream idle for an hour and then filled by a
     /// burst still has the whole period to read. Past it the stream closes with
     /// [`CloseReason::Stalled`](crate::engine::CloseReason::Stalled) (its calls are cancelled, its
-    /// seat freed, and the server layer cuts its connection). A reader merely behind by a burst
+    /// seat freed, and the server layer cuts its connection; a legacy session's resumable `POST`
+    /// stream is kept instead, as when its client drops it, so the call goes on and the client
+    /// may resume it within [`resume_window`](Self::resume_window)). A reader merely behind by a burst
     /// keeps taking frames and is never cut. Zero cuts a full stream at the next timer step;
     /// a duration too large to add to the current instant (such as `Duration::MAX`) never cuts.
     ///

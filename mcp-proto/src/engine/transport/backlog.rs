@@ -139,7 +139,11 @@ impl<H: Clone> Engine<H> {
     ///   buffer), and never dropped;
     /// - a reader that keeps its queue full and takes nothing for
     ///   [`Limits::stall_timeout`](crate::limits::Limits::stall_timeout) is cut:
-    ///   [`Output::Close`] with [`CloseReason::Stalled`].
+    ///   [`Output::Close`] with [`CloseReason::Stalled`]. A legacy session's resumable `POST`
+    ///   stream is then kept as if the client had dropped it (its calls go on; the client may
+    ///   resume it with `Last-Event-ID`);
+    /// - once the client drops a resumable stream, it is no longer paced: what its calls send
+    ///   is kept for the resume, whatever was queued when it went.
     ///
     /// Frames of `conn` already handed out or waiting in [`poll_output`](Self::poll_output)
     /// count as queued. A connection that is never paced is not bounded here (the shim
@@ -248,7 +252,15 @@ impl<H: Clone> Engine<H> {
         let Some(b) = self.conns.get_mut(conn.0).and_then(|c| c.backlog.as_mut()) else { return };
         b.set_armed(false);
         match b.stalls_at(stall) {
-            Some(at) if at <= now => self.turn_away(conn, CloseReason::Stalled),
+            Some(at) if at <= now => {
+                // A resumable stream is cut like one the client dropped: its calls go on and
+                // the client may resume it; anything else is ended.
+                if self.park_as(now, conn, CloseReason::Stalled) {
+                    self.refusals.closed(CloseReason::Stalled);
+                } else {
+                    self.turn_away(conn, CloseReason::Stalled);
+                }
+            }
             Some(_) => self.arm_stall(conn),
             None => {}
         }

@@ -175,6 +175,12 @@ impl<H: Clone> Engine<H> {
     /// run, it is parked for a resume (the shim is told it closed) and `true` is returned; also
     /// `true` for a stream already parked, which has nothing left to close.
     pub(in crate::engine) fn park(&mut self, now: Instant, conn: ConnId) -> bool {
+        self.park_as(now, conn, CloseReason::Closed)
+    }
+
+    /// [`park`](Self::park), telling the shim `reason` (a reader cut for stalling may resume
+    /// like one that left).
+    pub(in crate::engine) fn park_as(&mut self, now: Instant, conn: ConnId, reason: CloseReason) -> bool {
         let window = self.config.limits.resume_window;
         let Some(Transport::Exchange(x)) = self.conns.get(conn.0).map(|c| &c.transport) else { return false };
         if x.attachment() != Attachment::Live {
@@ -198,10 +204,16 @@ impl<H: Clone> Engine<H> {
         if let Some(at) = until {
             self.timers.arm(at, Timer::Resume(session, stream_no));
         }
-        if let Some(Transport::Exchange(x)) = self.conns.get_mut(conn.0).map(|c| &mut c.transport) {
-            x.attach(Attachment::Parked);
+        if let Some(c) = self.conns.get_mut(conn.0) {
+            if let Transport::Exchange(x) = &mut c.transport {
+                x.attach(Attachment::Parked);
+            }
+            // No writer is left to take what was queued: a backlog kept full would count the
+            // parked stream's events as dropped and, at its stall check, cut the stream the
+            // client is about to resume.
+            c.backlog = None;
         }
-        self.out.push_back(Output::Close { conn, reason: CloseReason::Closed });
+        self.out.push_back(Output::Close { conn, reason });
         true
     }
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::caller::Gate;
 use crate::content::{HandlerError, ToolOutput};
 use crate::cursor::KeyRing;
-use crate::engine::{Config, Implementation, Invocation, Reply, Seed, Stale};
+use crate::engine::{Config, Implementation, Invocation, ProgressOutcome, Reply, Seed, Stale};
 use crate::http::{check_head, HttpConfig};
 use crate::limits::Limits;
 use crate::registry::Tool;
@@ -1027,6 +1027,85 @@ fn a_dropped_post_stream_resumes_with_last_event_id() {
     assert!(evs.iter().all(|(id, _)| id.starts_with("0-")), "{evs:?}");
     assert_eq!(rig.engine.status().streams, 1);
     assert_eq!(rig.engine.status().connections, 2, "the session and its GET stream");
+}
+
+impl Rig {
+    /// A paced call stream of `sid` whose queue (two frames) is full: the exchange, the
+    /// invocation and the stream's number. Its priming event and first progress update fill
+    /// the queue; the second update was dropped.
+    fn full_paced_call(&mut self, sid: &str, id: u32) -> (ConnId, Invocation<u32>, u64) {
+        let body = call(id, "echo", Some(json!({"progressToken": "p"})));
+        let HttpReply::Pending(ex) =
+            self.request("POST", &[("Mcp-Session-Id", sid)], &body, Caller::anonymous())
+        else {
+            panic!("call {id} was not admitted")
+        };
+        self.engine.pace(ex);
+        let Some(Output::Invoke(inv)) = self.drain().into_iter().next() else { panic!("no invoke") };
+        let call = inv.ticket.call();
+        assert_eq!(self.engine.progress(self.now, call, 1.into(), None, None), Ok(ProgressOutcome::Sent));
+        assert_eq!(self.engine.progress(self.now, call, 2.into(), None, None), Ok(ProgressOutcome::Dropped));
+        let evs = events(&self.drain(), ex);
+        assert_eq!(evs.len(), 2, "priming and one update: {evs:?}");
+        let stream = crate::sse::EventId::parse(&evs[0].0).unwrap().stream;
+        (ex, inv, stream)
+    }
+}
+
+/// A stream the client drops while its queue is full is no longer paced: what the call sends
+/// is kept for the resume, not dropped as if a reader were behind, and the stall check that the
+/// full queue armed does not cut the stream the client is coming back for.
+#[test]
+fn a_stream_dropped_with_a_full_queue_keeps_what_follows_and_is_not_cut_as_stalled() {
+    let mut rig = Rig::new(|l| {
+        l.stream_queue(2).progress_interval(Duration::ZERO).stall_timeout(Duration::from_secs(10));
+    });
+    let sid = rig.session();
+    let (ex, inv, s) = rig.full_paced_call(&sid, 3);
+    rig.engine.close(rig.now, ex);
+    assert!(closed(&rig.drain(), ex, CloseReason::Closed));
+    let outcome = rig.engine.progress(rig.now, inv.ticket.call(), 3.into(), None, None);
+    assert_eq!(outcome, Ok(ProgressOutcome::Sent), "kept for the resume");
+    rig.advance(Duration::from_secs(11));
+    assert!(rig.drain().is_empty(), "the parked stream is not cut");
+    assert_eq!(rig.engine.status().refusals.stalled, 0);
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-1"), Caller::anonymous()) else {
+        panic!("expected the stream back")
+    };
+    let evs = events(&rig.drain(), back);
+    assert!(evs.len() == 1 && evs[0].1.contains("\"progress\":3"), "{evs:?}");
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
+    let evs = events(&rig.drain(), back);
+    assert!(evs.len() == 1 && evs[0].1.contains("\"id\":3,\"result\""), "{evs:?}");
+}
+
+/// A reader that sits on a full resumable stream is cut as stalled, but the stream is kept as
+/// if the client had dropped it: the call goes on and the client resumes it with its response.
+#[test]
+fn a_stalled_post_stream_is_cut_and_stays_resumable() {
+    let mut rig = Rig::new(|l| {
+        l.stream_queue(2).progress_interval(Duration::ZERO).stall_timeout(Duration::from_secs(10));
+    });
+    let sid = rig.session();
+    let (ex, inv, s) = rig.full_paced_call(&sid, 3);
+    rig.advance(Duration::from_secs(9));
+    assert!(!closed(&rig.drain(), ex, CloseReason::Stalled), "not yet");
+    rig.advance(Duration::from_secs(2));
+    assert!(closed(&rig.drain(), ex, CloseReason::Stalled));
+    let status = rig.engine.status();
+    assert_eq!((status.refusals.stalled, status.in_flight), (1, 1), "cut, and the call goes on");
+    let outcome = rig.engine.progress(rig.now, inv.ticket.call(), 3.into(), None, None);
+    assert_eq!(outcome, Ok(ProgressOutcome::Sent));
+    rig.engine.complete(rig.now, inv.ticket, Reply::Tool(Ok(ToolOutput::text("done")))).unwrap();
+    assert!(rig.drain().is_empty(), "nothing is written to the cut stream");
+    let HttpReply::Pending(back) = rig.resume(&sid, &format!("{s}-0"), Caller::anonymous()) else {
+        panic!("expected the stream back")
+    };
+    let evs = events(&rig.drain(), back);
+    let ids: Vec<_> = evs.iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(ids, [format!("{s}-1"), format!("{s}-2"), format!("{s}-3")]);
+    assert!(evs[1].1.contains("\"progress\":3"), "{evs:?}");
+    assert!(evs[2].1.contains("\"id\":3,\"result\""), "{evs:?}");
 }
 
 #[test]
