@@ -383,7 +383,7 @@ impl<H: Clone> Engine<H> {
         let task = self.detailed(t);
         let max = self.config.limits.max_subscribed_uris;
         for (_, c) in self.conns.iter_mut() {
-            if c.caller.binding() == owner && c.listens.iter().any(|l| l.filter.follows_task(&id)) {
+            if c.caller.binding() == owner && c.listens.iter().any(|l| l.filter.tasks.contains(&id)) {
                 self.notes.owe_task(&mut c.pending, &id, task.clone(), max);
             }
         }

@@ -162,9 +162,12 @@ fn owed_notes(c: &crate::engine::Conn, pending: &Pending) -> Vec<(Owed, Vec<u8>)
             }
         }
         notes.extend(
-            pending.updated().filter(|u| listen.filter.watches(u)).map(|u| updated(u, Some(&listen.id))),
+            pending
+                .updated()
+                .filter(|u| listen.filter.uris.contains(*u))
+                .map(|u| updated(u, Some(&listen.id))),
         );
-        for (id, task) in pending.tasks().filter(|(id, _)| listen.filter.follows_task(id)) {
+        for (id, task) in pending.tasks().filter(|(id, _)| listen.filter.tasks.contains(*id)) {
             let note = notification("notifications/tasks", Some(&listen.id), Some(task.clone()));
             notes.push((Owed::Task(id.clone(), task.clone()), note));
         }
@@ -203,7 +206,7 @@ impl<H: Clone> Engine<H> {
             let Some(c) = self.conns.get(key) else { continue };
             let legacy = c.session.as_ref().is_some_and(|s| s.initialized)
                 && self.notes.holds(c.caller.binding(), uri);
-            let listening = c.listens.iter().any(|l| l.filter.watches(uri));
+            let listening = c.listens.iter().any(|l| l.filter.uris.contains(uri));
             if !(legacy || listening) {
                 continue;
             }
@@ -364,7 +367,7 @@ impl<H: Clone> Engine<H> {
         let limits = &self.config.limits;
         for u in listen_strings(requested, "resourceSubscriptions", limits.max_subscribed_uris)? {
             if offers.subscriptions && u.len() <= limits.max_uri_bytes && self.resolve(&caller, u).is_some() {
-                filter.watch(u.clone());
+                filter.uris.insert(u.clone());
             }
         }
         let serves_tasks = self.serves_tasks();
@@ -372,7 +375,7 @@ impl<H: Clone> Engine<H> {
             // Only the caller's own tasks, and only while they are held: another caller's id is
             // unknown to it, as on tasks/get.
             if serves_tasks && self.owns_task(caller.binding(), id) {
-                filter.follow_task(id.clone());
+                filter.tasks.insert(id.clone());
             }
         }
         let max_listens = limits.max_listens;
@@ -394,9 +397,9 @@ impl<H: Clone> Engine<H> {
         }
         // Left out, not empty, when the server offers this caller no resource subscriptions.
         let subscriptions = offers.subscriptions;
-        echo_honoured(&mut honoured, requested, "resourceSubscriptions", subscriptions, filter.uris());
+        echo_honoured(&mut honoured, requested, "resourceSubscriptions", subscriptions, filter.uris.iter());
         // Left out, not empty, when the server serves no tasks.
-        echo_honoured(&mut honoured, requested, "taskIds", serves_tasks, filter.task_ids());
+        echo_honoured(&mut honoured, requested, "taskIds", serves_tasks, filter.tasks.iter());
         conn.listens.push(Listen { id: ctx.id.clone(), filter });
         let mut p = Map::new();
         p.insert("notifications".into(), Value::Object(honoured));

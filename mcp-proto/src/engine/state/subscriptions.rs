@@ -38,9 +38,10 @@ impl List {
 #[derive(Debug, Clone, Default)]
 pub(in crate::engine) struct Filter {
     lists: [bool; 3],
-    uris: BTreeSet<String>,
-    /// Tasks (Tasks extension) whose status changes it follows.
-    tasks: BTreeSet<String>,
+    /// Resources whose updates it follows, in order (echoed back in that order).
+    pub(in crate::engine) uris: BTreeSet<String>,
+    /// Tasks (Tasks extension) whose status changes it follows, in order.
+    pub(in crate::engine) tasks: BTreeSet<String>,
 }
 
 impl Filter {
@@ -57,36 +58,6 @@ impl Filter {
     /// Follows `list`.
     pub(in crate::engine) fn wants(&self, list: List) -> bool {
         self.lists.get(list.index()).copied().unwrap_or(false)
-    }
-
-    /// Follows the resource `uri`.
-    pub(in crate::engine) fn watch(&mut self, uri: String) {
-        self.uris.insert(uri);
-    }
-
-    /// Follows the resource `uri`.
-    pub(in crate::engine) fn watches(&self, uri: &str) -> bool {
-        self.uris.contains(uri)
-    }
-
-    /// The resources it follows, in order.
-    pub(in crate::engine) fn uris(&self) -> impl Iterator<Item = &String> {
-        self.uris.iter()
-    }
-
-    /// Follows the status of task `id`.
-    pub(in crate::engine) fn follow_task(&mut self, id: String) {
-        self.tasks.insert(id);
-    }
-
-    /// Follows the status of task `id`.
-    pub(in crate::engine) fn follows_task(&self, id: &str) -> bool {
-        self.tasks.contains(id)
-    }
-
-    /// The tasks it follows, in order.
-    pub(in crate::engine) fn task_ids(&self) -> impl Iterator<Item = &String> {
-        self.tasks.iter()
     }
 }
 
