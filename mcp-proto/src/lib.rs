@@ -92,6 +92,7 @@
 #![deny(unused_must_use)]
 
 pub mod apps;
+pub mod auth;
 mod blame;
 mod caller;
 mod content;
