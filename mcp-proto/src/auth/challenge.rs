@@ -25,13 +25,19 @@ pub enum Denial {
     /// endpoint cannot be reached): `503`, with no challenge, so that a client retries rather
     /// than start a new authorization. It fails closed: nothing is served.
     Unavailable,
+    /// A DPoP proof is missing, malformed, for another request, outside its window or
+    /// replayed: `401 invalid_dpop_proof` (RFC 9449 §7.1), in a `DPoP` challenge.
+    InvalidProof(&'static str),
+    /// The proof lacks the server's current nonce: `401 use_dpop_nonce` (RFC 9449 §9), in a
+    /// `DPoP` challenge; the response carries a fresh `DPoP-Nonce`.
+    UseDpopNonce,
 }
 
 impl Denial {
     /// The HTTP status of the refusal.
     pub fn status(&self) -> u16 {
         match self {
-            Self::Missing | Self::InvalidToken(_) => 401,
+            Self::Missing | Self::InvalidToken(_) | Self::InvalidProof(_) | Self::UseDpopNonce => 401,
             Self::InvalidRequest(_) => 400,
             Self::InsufficientScope(_) => 403,
             Self::Unavailable => 503,
@@ -45,6 +51,8 @@ impl Denial {
             Self::InvalidRequest(_) => Some("invalid_request"),
             Self::InvalidToken(_) => Some("invalid_token"),
             Self::InsufficientScope(_) => Some("insufficient_scope"),
+            Self::InvalidProof(_) => Some("invalid_dpop_proof"),
+            Self::UseDpopNonce => Some("use_dpop_nonce"),
         }
     }
 
@@ -85,16 +93,19 @@ impl Denial {
         if !scopes.is_empty() {
             let _ = write!(params, ", scope=\"{}\"", scopes.join(" "));
         }
-        let mut value = format!("Bearer {params}");
-        if !resource.dpop_algs().is_empty() {
-            let _ = write!(value, ", DPoP algs=\"{}\", {params}", resource.dpop_algs().join(" "));
-        }
-        Some(value)
+        let dpop = format!("DPoP algs=\"{}\", {params}", resource.dpop_algs().join(" "));
+        Some(match self {
+            // A proof's failure concerns the DPoP scheme alone.
+            Self::InvalidProof(_) | Self::UseDpopNonce => dpop,
+            _ if resource.dpop_algs().is_empty() => format!("Bearer {params}"),
+            _ => format!("Bearer {params}, {dpop}"),
+        })
     }
 
     fn description(&self) -> Option<&'static str> {
         match self {
-            Self::InvalidRequest(why) | Self::InvalidToken(why) => Some(why),
+            Self::InvalidRequest(why) | Self::InvalidToken(why) | Self::InvalidProof(why) => Some(why),
+            Self::UseDpopNonce => Some("the DPoP proof must carry the server's nonce"),
             Self::InsufficientScope(_) => Some("the token lacks a scope this request needs"),
             Self::Missing | Self::Unavailable => None,
         }
@@ -133,6 +144,8 @@ mod tests {
             (Denial::InvalidToken("x"), 401, Some("invalid_token")),
             (Denial::InsufficientScope(vec!["a".into()]), 403, Some("insufficient_scope")),
             (Denial::Unavailable, 503, None),
+            (Denial::InvalidProof("x"), 401, Some("invalid_dpop_proof")),
+            (Denial::UseDpopNonce, 401, Some("use_dpop_nonce")),
         ];
         for (denial, status, code) in all {
             assert_eq!((denial.status(), denial.error_code()), (status, code), "{denial:?}");
@@ -159,6 +172,12 @@ mod tests {
         assert_eq!(
             Denial::Missing.www_authenticate(&dpop).unwrap(),
             format!("Bearer {meta}, DPoP algs=\"ES256 RS256\", {meta}")
+        );
+        assert_eq!(
+            Denial::UseDpopNonce.www_authenticate(&dpop).unwrap(),
+            format!(
+                "DPoP algs=\"ES256 RS256\", error=\"use_dpop_nonce\", error_description=\"the DPoP proof must carry the server's nonce\", {meta}"
+            )
         );
     }
 

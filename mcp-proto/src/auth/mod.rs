@@ -11,6 +11,8 @@
 //!   against the key that must have signed it, and its claims (issuer, times with a stated
 //!   skew, audience) checked against the time the caller passes in.
 //! - [`Scopes`]: what a token grants, and what an operation needs that it lacks.
+//! - [`dpop`]: proofs of possession (RFC 9449) held to their request, replays refused within a
+//!   bounded memory, and stateless server nonces.
 //!
 //! Verifying a signature and fetching keys are not here: they need a crypto library and the
 //! network, and belong to the layer above. What is here decides everything else, so that it
@@ -18,6 +20,7 @@
 
 mod challenge;
 pub mod credentials;
+pub mod dpop;
 mod resource;
 mod scopes;
 pub mod token;
