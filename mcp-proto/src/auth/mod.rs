@@ -11,6 +11,8 @@
 //!   against the key that must have signed it, and its claims (issuer, times with a stated
 //!   skew, audience) checked against the time the caller passes in.
 //! - [`Scopes`]: what a token grants, and what an operation needs that it lacks.
+//! - [`introspection`]: opaque tokens, the authorization server's answer about them held to the
+//!   same rules, and a bounded cache of answers that never keeps a token.
 //! - [`keys`]: where the authorization server's metadata is, what of it and of its key set is
 //!   used, and when to fetch the keys again (a refetch floor against unknown-`kid` floods).
 //! - [`dpop`]: proofs of possession (RFC 9449) held to their request, replays refused within a
@@ -23,6 +25,7 @@
 mod challenge;
 pub mod credentials;
 pub mod dpop;
+pub mod introspection;
 pub mod keys;
 mod resource;
 mod scopes;

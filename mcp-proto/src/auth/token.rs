@@ -58,6 +58,8 @@ pub enum TokenError {
     /// A DPoP-bound token (`cnf.jkt`) presented as a bearer token, or a bearer token presented
     /// with the DPoP scheme.
     Binding,
+    /// The authorization server says the token is not active (revoked, expired, unknown).
+    Inactive,
 }
 
 impl TokenError {
@@ -77,6 +79,7 @@ impl TokenError {
             Self::NotYetValid => "the token is not valid yet",
             Self::IssuedInFuture => "the token is issued in the future",
             Self::Binding => "the token's binding does not match how it is presented",
+            Self::Inactive => "the token is not active",
         }
     }
 }
@@ -280,7 +283,23 @@ impl ClaimRules {
     /// clock): `iss`, `aud`, `exp` (required), `nbf` and `iat` (when present), and the types of
     /// `sub`, `client_id`, `scope`, `cnf`.
     pub fn check(&self, claims: Map<String, Value>, now: u64) -> Result<AccessToken, TokenError> {
-        if claims.get("iss").and_then(Value::as_str) != Some(self.issuer.as_str()) {
+        self.check_as(claims, now, Source::Jwt)
+    }
+
+    /// Holds claims that came from `source` to the rules. An introspection answer (RFC 7662
+    /// §2.2) comes from the authorization server itself, so `iss` and `exp` may be absent
+    /// (an answer without `exp` is good until its cache entry ends); `aud` never may, unless
+    /// the audience check is off.
+    pub(super) fn check_as(
+        &self,
+        claims: Map<String, Value>,
+        now: u64,
+        source: Source,
+    ) -> Result<AccessToken, TokenError> {
+        let iss = claims.get("iss").and_then(Value::as_str);
+        let iss_ok = iss == Some(self.issuer.as_str())
+            || (source == Source::Introspection && !claims.contains_key("iss"));
+        if !iss_ok {
             return Err(TokenError::Issuer);
         }
         if !self.audience_ok(claims.get("aud")) {
@@ -288,6 +307,7 @@ impl ClaimRules {
         }
         let skew = self.skew.as_secs();
         let exp = match claims.get("exp") {
+            None if source == Source::Introspection => u64::MAX,
             None => return Err(TokenError::NoExpiry),
             Some(v) => seconds(v).ok_or(TokenError::Malformed("exp is not a NumericDate"))?,
         };
@@ -343,6 +363,41 @@ impl ClaimRules {
                 .iter()
                 .any(|n| *n == resource.as_str() || ResourceUrl::parse(n).is_ok_and(|u| u == *resource)),
         }
+    }
+}
+
+/// Where claims came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A signed JWT.
+    Jwt,
+    /// The authorization server's introspection endpoint.
+    Introspection,
+}
+
+impl AccessToken {
+    /// The [`Caller`](crate::Caller) this token makes: its subject as the identity (for a token
+    /// issued to a client alone, `client:` and its client id, so that a client can never share
+    /// a user's cursors or sessions by picking that user's name as its id), its scopes as roles, `client_id` and each
+    /// claim of `keep` that is a string or a number as attributes, and `peer`.
+    pub fn caller(&self, peer: Option<String>, keep: &[&str]) -> crate::Caller {
+        let mut caller = crate::Caller::anonymous();
+        caller.identity =
+            self.subject.clone().or_else(|| self.client_id.as_ref().map(|id| format!("client:{id}")));
+        caller.roles = self.scopes.iter().map(str::to_owned).collect();
+        caller.peer = peer;
+        if let Some(id) = &self.client_id {
+            caller.attributes.insert("client_id".into(), id.clone());
+        }
+        for name in keep {
+            let value = match self.claims.get(*name) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => continue,
+            };
+            caller.attributes.insert((*name).to_owned(), value);
+        }
+        caller
     }
 }
 
@@ -506,6 +561,18 @@ mod tests {
         assert!(matches!(check(json!({"sub": 7}), NOW), Err(TokenError::Malformed(_))));
         assert!(matches!(check(json!({"scope": "a \"b"}), NOW), Err(TokenError::Malformed(_))));
         assert!(matches!(check(json!({"cnf": "x"}), NOW), Err(TokenError::Malformed(_))));
+        let t = rules().check(claims(json!({"tenant": "t1", "level": 3, "groups": ["a"]})), NOW).unwrap();
+        let c = t.caller(Some("10.0.0.1".into()), &["tenant", "level", "groups", "absent"]);
+        assert_eq!((c.identity.as_deref(), c.peer.as_deref()), (Some("alice"), Some("10.0.0.1")));
+        assert_eq!(c.roles, ["tools.call", "tools.read"]);
+        let attrs: Vec<_> = c.attributes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(attrs, ["client_id=app", "level=3", "tenant=t1"]);
+        let machine = rules().check(claims(json!({"sub": null})), NOW).unwrap().caller(None, &[]);
+        assert_eq!(
+            machine.identity.as_deref(),
+            Some("client:app"),
+            "a client-credentials token is its client"
+        );
         let d: Denial = TokenError::Expired.into();
         assert_eq!(d, Denial::InvalidToken("the token has expired"));
     }
