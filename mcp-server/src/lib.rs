@@ -55,6 +55,8 @@
 //! timeouts), listed as name/value pairs by [`Status::metrics`].
 
 mod apps;
+#[cfg(feature = "auth")]
+pub mod auth;
 #[cfg(feature = "http")]
 mod body;
 mod builder;
