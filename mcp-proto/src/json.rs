@@ -185,6 +185,22 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 }
 
+/// `bytes` as one JSON object, strictly (no repeated or case-folded keys, at most `max_depth`
+/// levels, nothing after it); `None` when they are anything else. For documents other parties
+/// write (tokens, key sets, introspection answers), whose every fault is one refusal.
+pub(crate) fn strict_object(bytes: &[u8], max_depth: usize) -> Option<Map<String, Value>> {
+    let mut ctx = Ctx::new(max_depth);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = Strict(&mut ctx).deserialize(&mut de).ok()?;
+    if de.end().is_err() || ctx.fault.is_some() {
+        return None;
+    }
+    match value {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
+}
+
 /// Detects repeated and case-folded keys of one object: a linear scan while the object is small,
 /// maps once it is not, so that every key costs O(1) amortised work and a hostile object of 100k
 /// keys (or of 50k case-folded pairs) costs O(n).

@@ -4,12 +4,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use serde::de::DeserializeSeed;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::token::{AccessToken, ClaimRules, Source, TokenError};
-use crate::json::{Ctx, Strict};
+use crate::json::strict_object;
 
 /// The largest introspection answer read, in bytes: 64 KiB. A larger one is refused as
 /// malformed before it is parsed.
@@ -35,15 +34,8 @@ pub fn check_answer(rules: &ClaimRules, answer: &[u8], now: u64) -> Result<Acces
     if answer.len() > MAX_ANSWER {
         return Err(TokenError::Malformed("the introspection answer is too large"));
     }
-    let mut ctx = Ctx::new(16);
-    let mut de = serde_json::Deserializer::from_slice(answer);
-    let value = Strict(&mut ctx).deserialize(&mut de);
-    let Ok(Value::Object(mut claims)) = value else {
-        return Err(TokenError::Malformed("the introspection answer is not a JSON object"));
-    };
-    if de.end().is_err() || ctx.fault.is_some() {
-        return Err(TokenError::Malformed("the introspection answer is not strict JSON"));
-    }
+    let mut claims = strict_object(answer, 16)
+        .ok_or(TokenError::Malformed("the introspection answer is not a strict JSON object"))?;
     if claims.remove("active") != Some(Value::Bool(true)) {
         return Err(TokenError::Inactive);
     }

@@ -4,11 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use serde::de::DeserializeSeed;
 use serde_json::{Map, Value};
 
 use super::token::{KeyKind, TokenError};
-use crate::json::{Ctx, Strict};
+use crate::json::strict_object;
 
 /// The largest metadata document or key set read, in bytes: 256 KiB. A larger answer is
 /// refused ([`KeysError::TooLarge`]) before it is parsed.
@@ -51,16 +50,7 @@ fn document(bytes: &[u8]) -> Result<Map<String, Value>, KeysError> {
     if bytes.len() > MAX_DOCUMENT {
         return Err(KeysError::TooLarge);
     }
-    let mut ctx = Ctx::new(16);
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = Strict(&mut ctx).deserialize(&mut de).map_err(|_| KeysError::Malformed("not JSON"))?;
-    if de.end().is_err() || ctx.fault.is_some() {
-        return Err(KeysError::Malformed("not strict JSON"));
-    }
-    match value {
-        Value::Object(map) => Ok(map),
-        _ => Err(KeysError::Malformed("not a JSON object")),
-    }
+    strict_object(bytes, 16).ok_or(KeysError::Malformed("not a strict JSON object"))
 }
 
 /// Where an issuer's metadata may be, in the order the MCP specification (2025-11-25) has

@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use serde::de::DeserializeSeed;
 use serde_json::{Map, Value};
 
 use super::challenge::Denial;
 use super::resource::ResourceUrl;
 use super::scopes::Scopes;
-use crate::json::{Ctx, Strict};
+use crate::json::strict_object;
 
 /// The longest token taken apart, in bytes: the `Authorization` bound
 /// ([`MAX_AUTHORIZATION`](super::credentials::MAX_AUTHORIZATION)).
@@ -141,16 +140,7 @@ pub fn split(token: &str) -> Result<Jwt<'_>, TokenError> {
 
 fn object(segment: &str, why: &'static str) -> Result<Map<String, Value>, TokenError> {
     let bytes = URL_SAFE_NO_PAD.decode(segment).map_err(|_| TokenError::Malformed(why))?;
-    let mut ctx = Ctx::new(MAX_DEPTH);
-    let mut de = serde_json::Deserializer::from_slice(&bytes);
-    let value = Strict(&mut ctx).deserialize(&mut de).map_err(|_| TokenError::Malformed(why))?;
-    if de.end().is_err() || ctx.fault.is_some() {
-        return Err(TokenError::Malformed(why));
-    }
-    match value {
-        Value::Object(map) => Ok(map),
-        _ => Err(TokenError::Malformed(why)),
-    }
+    strict_object(&bytes, MAX_DEPTH).ok_or(TokenError::Malformed(why))
 }
 
 /// What kind of key verifies a token, from its JWK (`kty`, `crv`).
