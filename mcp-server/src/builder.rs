@@ -59,6 +59,8 @@ pub(crate) fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item
 #[derive(Clone)]
 pub struct ServerBuilder {
     pub(crate) config: Config,
+    #[cfg(feature = "auth")]
+    pub(crate) authorization: Option<crate::auth::Authorization>,
     pub(crate) keys_set: bool,
     pub(crate) items: Vec<Item>,
     pub(crate) task_store: Option<Arc<dyn TaskStore>>,
@@ -292,6 +294,17 @@ impl ServerBuilder {
         self
     }
 
+    /// Protects the server's HTTP services with `authorization` (feature `auth`; see the
+    /// [`auth`](crate::auth) module): every request to the endpoint needs an access token the
+    /// verifier accepts, and the metadata is served at the well-known paths. Default none: the
+    /// services take whatever [`Caller`](mcp_proto::Caller) the application's middleware puts
+    /// in the request's extensions, and anonymous requests otherwise. stdio is unaffected.
+    #[cfg(feature = "auth")]
+    pub fn authorization(mut self, authorization: crate::auth::Authorization) -> Self {
+        self.authorization = Some(authorization);
+        self
+    }
+
     /// Where ended tasks of the Tasks extension go beyond the engine (see [`TaskStore`]):
     /// each task that ends is written there, and a `tasks/get` for an id the engine does not
     /// hold is answered from it. Default an [`InMemoryTaskStore`](crate::InMemoryTaskStore) of 4096 records and 64 MiB; `None`
@@ -320,6 +333,10 @@ impl ServerBuilder {
         // wherever they were added.
         self.items.sort_by_key(|i| !matches!(i, Item::App(_) | Item::Shell(_)));
         let server = Server::from_config(self.config);
+        #[cfg(feature = "auth")]
+        if let Some(auth) = self.authorization {
+            let _ = server.shared.authorization.set(auth);
+        }
         {
             let mut st = server.lock();
             let now = server.now();

@@ -62,6 +62,9 @@ pub(crate) struct Shared {
     pub(crate) rt: OnceLock<Arc<dyn Runtime>>,
     /// Never sent on: closed when shutdown begins, which wakes every accept loop.
     pub(crate) stop_accepting: (async_channel::Sender<()>, async_channel::Receiver<()>),
+    /// The resource server in front of the HTTP services ([`ServerBuilder::authorization`](crate::ServerBuilder::authorization)).
+    #[cfg(feature = "auth")]
+    pub(crate) authorization: OnceLock<crate::auth::Authorization>,
 }
 
 impl Server {
@@ -73,6 +76,8 @@ impl Server {
         ServerBuilder {
             config,
             keys_set: false,
+            #[cfg(feature = "auth")]
+            authorization: None,
             items: Vec::new(),
             task_store: Some(tasks::default_store()),
             cluster: None,
@@ -116,6 +121,8 @@ impl Server {
                 }),
                 inbox: async_channel::bounded(INBOX_LEN),
                 control: async_channel::unbounded(),
+                #[cfg(feature = "auth")]
+                authorization: OnceLock::new(),
                 rt: OnceLock::new(),
                 stop_accepting: async_channel::bounded(1),
             }),

@@ -134,6 +134,12 @@ pub struct HttpRefusals {
     pub body_timeout: u64,
     /// `POST` bodies that ended early or could not be read (400).
     pub body_broken: u64,
+    /// Requests the resource server refused (feature `auth`): no token, a bad or expired one,
+    /// or malformed credentials (401, 400).
+    pub unauthorized: u64,
+    /// Requests refused `503` because their token could not be checked: the authorization
+    /// server's keys or introspection endpoint out of reach (feature `auth`).
+    pub auth_unavailable: u64,
 }
 
 impl HttpRefusals {
@@ -149,6 +155,8 @@ impl HttpRefusals {
             ("body_too_large", self.body_too_large),
             ("body_timeout", self.body_timeout),
             ("body_broken", self.body_broken),
+            ("unauthorized", self.unauthorized),
+            ("auth_unavailable", self.auth_unavailable),
         ]
         .into_iter()
     }
@@ -167,6 +175,10 @@ pub(crate) enum HttpRefused {
     BodyTooLarge,
     BodyTimeout,
     BodyBroken,
+    #[cfg(feature = "auth")]
+    Unauthorized,
+    #[cfg(feature = "auth")]
+    AuthUnavailable,
 }
 
 /// The live [`HttpRefusals`]: one relaxed atomic increment per refusal, from any task.
@@ -181,6 +193,8 @@ pub(crate) struct HttpCounters {
     pub(crate) body_too_large: AtomicU64,
     pub(crate) body_timeout: AtomicU64,
     pub(crate) body_broken: AtomicU64,
+    pub(crate) unauthorized: AtomicU64,
+    pub(crate) auth_unavailable: AtomicU64,
 }
 
 impl HttpCounters {
@@ -196,6 +210,10 @@ impl HttpCounters {
             HttpRefused::BodyTooLarge => &self.body_too_large,
             HttpRefused::BodyTimeout => &self.body_timeout,
             HttpRefused::BodyBroken => &self.body_broken,
+            #[cfg(feature = "auth")]
+            HttpRefused::Unauthorized => &self.unauthorized,
+            #[cfg(feature = "auth")]
+            HttpRefused::AuthUnavailable => &self.auth_unavailable,
         }
     }
 
@@ -211,6 +229,8 @@ impl HttpCounters {
             body_too_large: read(&self.body_too_large),
             body_timeout: read(&self.body_timeout),
             body_broken: read(&self.body_broken),
+            unauthorized: read(&self.unauthorized),
+            auth_unavailable: read(&self.auth_unavailable),
         }
     }
 }

@@ -224,6 +224,12 @@ impl Req {
             .body(body)
     }
 
+    /// Sends it to `path` (with any query) instead.
+    pub fn path(mut self, path: &str) -> Self {
+        self.path = path.to_owned();
+        self
+    }
+
     /// Adds a header (repeats allowed).
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));

@@ -261,6 +261,11 @@ impl ClaimRules {
         self
     }
 
+    /// The issuer tokens must name.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
     /// How far the clocks of this server and the authorization server may disagree: `exp`
     /// counts as passed `skew` after it, `nbf` and `iat` as reached `skew` before them.
     /// Default 60 s.

@@ -28,7 +28,7 @@ use mcp_proto::{Caller, ConnId, HttpRequest};
 
 mod body;
 mod peers;
-mod refusal;
+pub(crate) mod refusal;
 mod service;
 
 pub use body::McpBody;
@@ -403,6 +403,12 @@ impl HttpService {
             }
         }
         let (parts, body) = req.into_parts();
+        #[cfg(feature = "auth")]
+        let authorization = self.inner.server.shared.authorization.get();
+        #[cfg(feature = "auth")]
+        if let Some(resp) = authorization.and_then(|a| a.metadata(&parts.method, parts.uri.path())) {
+            return resp;
+        }
         let headers = head_lines(&parts);
         let target = request_target(&parts);
         let head = request_head(&parts, &headers, &target);
@@ -423,6 +429,27 @@ impl HttpService {
                 return refused(&refusal);
             }
         };
+        // The token is checked before the body is read: a request without one costs its head.
+        #[cfg(feature = "auth")]
+        let verified = match authorization {
+            Some(auth) => match auth.caller(&parts, &self.inner.rt).await {
+                Ok(caller) => Some(caller),
+                Err(denied) => {
+                    self.inner.server.http_refused(
+                        if denied.status() == http::StatusCode::SERVICE_UNAVAILABLE {
+                            HttpRefused::AuthUnavailable
+                        } else {
+                            HttpRefused::Unauthorized
+                        },
+                    );
+                    // The body is read and dropped (bounded), so that the client reads the
+                    // refusal rather than a reset.
+                    self.discard(pin!(body)).await;
+                    return denied;
+                }
+            },
+            None => None,
+        };
         let (body, decoded) = if post {
             match self.read_body(body).await {
                 // Decoded here, on this request's task: a large body costs its sender only.
@@ -440,6 +467,11 @@ impl HttpService {
         // forwarded peer's token is bound to.
         let named = named(&head);
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+        #[cfg(feature = "auth")]
+        if let Some(verified) = verified {
+            // Only the token speaks for the caller; the connection still says where it is.
+            caller = verified;
+        }
         // Held until the response is dropped: while it is, the connection counts against the
         // forwarded client's address.
         let mut reseated = None;

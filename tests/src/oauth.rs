@@ -1,0 +1,174 @@
+//! An authorization server played by the tests ([`Issuer`]: metadata and a key set over
+//! loopback HTTP, counting what it is asked, able to go down), and the tokens it would issue
+//! ([`Signer`]), made with `ring`.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ring::rand::SystemRandom;
+use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+use serde_json::{json, Value};
+
+/// base64url without padding, as JOSE writes it.
+pub fn b64(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A P-256 signing key with its `kid`.
+pub struct Signer {
+    pair: EcdsaKeyPair,
+    kid: String,
+}
+
+impl Signer {
+    /// A fresh key named `kid`.
+    pub fn new(kid: &str) -> Self {
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .unwrap_or_else(|e| panic!("key generation: {e}"));
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap_or_else(|e| panic!("key: {e}"));
+        Self { pair, kid: kid.to_owned() }
+    }
+
+    /// The public JWK.
+    pub fn jwk(&self) -> Value {
+        let public = self.pair.public_key().as_ref();
+        let point = public.get(1..).unwrap_or_default();
+        let (x, y) = point.split_at(point.len() / 2);
+        json!({"kty": "EC", "crv": "P-256", "kid": self.kid, "use": "sig", "x": b64(x), "y": b64(y)})
+    }
+
+    /// `claims` signed as an ES256 access token (`typ: at+jwt`) under this key's `kid`.
+    pub fn token(&self, claims: &Value) -> String {
+        self.sign(&json!({"alg": "ES256", "typ": "at+jwt", "kid": self.kid}), claims)
+    }
+
+    /// `claims` under `header`, signed with this key whatever the header says.
+    pub fn sign(&self, header: &Value, claims: &Value) -> String {
+        let input = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()));
+        let sig =
+            self.pair.sign(&SystemRandom::new(), input.as_bytes()).unwrap_or_else(|e| panic!("signing: {e}"));
+        format!("{input}.{}", b64(sig.as_ref()))
+    }
+}
+
+/// `claims` under `header` with the signature `sig` (none, or one made elsewhere).
+pub fn with_signature(header: &Value, claims: &Value, sig: &[u8]) -> String {
+    format!("{}.{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()), b64(sig))
+}
+
+/// An HS256 token whose HMAC key is `secret`: what an attacker makes with a public key as the
+/// secret.
+pub fn hs256(secret: &[u8], header: &Value, claims: &Value) -> String {
+    let input = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()));
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let tag = ring::hmac::sign(&key, input.as_bytes());
+    format!("{input}.{}", b64(tag.as_ref()))
+}
+
+/// What the played authorization server answers.
+struct Answers {
+    keys: Value,
+    up: bool,
+    delay: Duration,
+    hits: HashMap<String, usize>,
+}
+
+/// An authorization server on a loopback port: its metadata at
+/// `/.well-known/oauth-authorization-server` names `/jwks`, which serves the keys set with
+/// [`Issuer::set_keys`]. Each request is answered on a thread of its own, then the connection
+/// is closed.
+#[derive(Clone)]
+pub struct Issuer {
+    /// Its issuer URL, `http://127.0.0.1:<port>`.
+    pub url: String,
+    answers: Arc<Mutex<Answers>>,
+}
+
+impl Issuer {
+    /// Starts one serving `keys` (a JWK set).
+    pub fn start(keys: Value) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+        let url = format!("http://{}", listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}")));
+        let answers =
+            Arc::new(Mutex::new(Answers { keys, up: true, delay: Duration::ZERO, hits: HashMap::new() }));
+        let issuer = Self { url, answers };
+        let me = issuer.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let me = me.clone();
+                std::thread::spawn(move || me.answer(conn));
+            }
+        });
+        issuer
+    }
+
+    /// Serves `keys` from now on.
+    pub fn set_keys(&self, keys: Value) {
+        self.lock().keys = keys;
+    }
+
+    /// Answers (`true`) or closes every connection unanswered (`false`).
+    pub fn set_up(&self, up: bool) {
+        self.lock().up = up;
+    }
+
+    /// Waits `delay` before each answer.
+    pub fn set_delay(&self, delay: Duration) {
+        self.lock().delay = delay;
+    }
+
+    /// How many requests for `path` it was sent (answered or not).
+    pub fn hits(&self, path: &str) -> usize {
+        self.lock().hits.get(path).copied().unwrap_or(0)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Answers> {
+        self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn answer(&self, mut conn: TcpStream) {
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+            match conn.read(&mut byte) {
+                Ok(1) => head.extend_from_slice(&byte),
+                _ => return,
+            }
+        }
+        let head = String::from_utf8_lossy(&head);
+        let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+        let (up, delay, body) = {
+            let mut a = self.lock();
+            *a.hits.entry(path.clone()).or_default() += 1;
+            let body = match path.as_str() {
+                "/.well-known/oauth-authorization-server" => {
+                    Some(json!({"issuer": self.url, "jwks_uri": format!("{}/jwks", self.url)}))
+                }
+                "/jwks" => Some(a.keys.clone()),
+                _ => None,
+            };
+            (a.up, a.delay, body)
+        };
+        std::thread::sleep(delay);
+        if !up {
+            return;
+        }
+        let (status, body) = match body {
+            Some(body) => ("200 OK", body.to_string()),
+            None => ("404 Not Found", String::new()),
+        };
+        let resp = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = conn.write_all(resp.as_bytes());
+    }
+}

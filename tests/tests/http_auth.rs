@@ -1,0 +1,341 @@
+//! The resource server (feature `auth`) over real loopback HTTP on both runtimes, against an
+//! authorization server played by the test (src/oauth.rs): metadata, challenges, JWT access
+//! tokens verified against fetched keys, and what a hostile client or a failing authorization
+//! server can do.
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mcp_proto::auth::keys::KeyPolicy;
+use mcp_proto::auth::token::{Audience, ClaimRules};
+use mcp_proto::auth::{ProtectedResource, ResourceUrl};
+use mcp_proto::http::HttpConfig;
+use mcp_proto::{Tool, ToolOutput};
+use mcp_server::auth::{Authorization, JwtVerifier};
+use mcp_server::{Server, ToolCall};
+use mcp_tests::http::{each, ensure, modern, poll_until, Client, Outcome, Req, Response, Shim};
+use mcp_tests::oauth::{hs256, with_signature, Issuer, Signer};
+use serde_json::{json, Value};
+
+const RESOURCE: &str = "https://mcp.example.com/mcp";
+const METADATA: &str = "/.well-known/oauth-protected-resource/mcp";
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A served server whose one tool, `whoami`, answers the caller's identity and roles, behind
+/// tokens of `issuer` for [`RESOURCE`] under `rules` (default: the audience checked).
+struct Rig {
+    addr: SocketAddr,
+    server: Server,
+}
+
+fn rig(shim: Shim, issuer: &Issuer, rules: impl FnOnce(ClaimRules) -> ClaimRules) -> Rig {
+    // A short floor, so that the tests of a failing issuer see it recover quickly.
+    rig_with_floor(shim, issuer, Duration::from_millis(300), rules)
+}
+
+/// [`rig`] refetching keys at most once per `floor`.
+fn rig_with_floor(
+    shim: Shim,
+    issuer: &Issuer,
+    floor: Duration,
+    rules: impl FnOnce(ClaimRules) -> ClaimRules,
+) -> Rig {
+    let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
+    let rules = rules(ClaimRules::new(issuer.url.clone(), resource.clone()));
+    let verifier = JwtVerifier::new(rules)
+        .key_policy(KeyPolicy::new(floor, Duration::from_secs(3600)))
+        .fetch_timeout(Duration::from_secs(2));
+    let protected = ProtectedResource::new(resource, [issuer.url.clone()])
+        .and_then(|p| p.challenge_scopes(["mcp:tools"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let whoami = Tool::new("whoami", "Says who calls", json!({"type": "object"}));
+    let server = Server::builder("auth", "1.0.0")
+        .authorization(Authorization::new(protected, verifier).keep_claims(["tenant"]))
+        .tool(whoami, |call: ToolCall| async move {
+            let caller = &call.ctx.caller;
+            let text = json!({
+                "identity": caller.identity,
+                "roles": caller.roles,
+                "tenant": caller.attributes.get("tenant"),
+                "client_id": caller.attributes.get("client_id"),
+            });
+            ToolOutput::text(text.to_string())
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the test server is valid: {e}"));
+    let addr = mcp_tests::http::serve(shim, server.clone(), HttpConfig::default());
+    Rig { addr, server }
+}
+
+fn claims(issuer: &Issuer) -> Value {
+    json!({
+        "iss": issuer.url, "aud": RESOURCE, "sub": "ann", "client_id": "cli",
+        "scope": "mcp:tools mcp:read", "tenant": "acme", "exp": now() + 600, "iat": now()
+    })
+}
+
+fn call(addr: SocketAddr, token: Option<&str>) -> Result<Response, String> {
+    let mut req = modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    if let Some(token) = token {
+        req = req.header("Authorization", &format!("Bearer {token}"));
+    }
+    Client::connect(addr).map_err(|e| format!("connect: {e}"))?.request(&req)
+}
+
+fn whoami(resp: &Response) -> Result<Value, String> {
+    let body = resp.json()?;
+    let text = body["result"]["content"][0]["text"].as_str().ok_or_else(|| format!("no result: {body}"))?;
+    serde_json::from_str(text).map_err(|e| format!("{e}: {text}"))
+}
+
+/// `resp` is `status` with a challenge whose `error` is `error` (none: no `error=`).
+fn refused(resp: &Response, status: u16, error: Option<&str>) -> Outcome {
+    let challenge = resp.header("www-authenticate").unwrap_or_default().to_owned();
+    let has_error = |code: &str| challenge.contains(&format!("error=\"{code}\""));
+    ensure(resp.status() == status, || format!("status {} (wanted {status}): {challenge}", resp.status()))?;
+    ensure(challenge.starts_with("Bearer "), || format!("no Bearer challenge: {challenge:?}"))?;
+    ensure(challenge.contains(&format!("resource_metadata=\"https://mcp.example.com{METADATA}\"")), || {
+        format!("the challenge names no metadata: {challenge}")
+    })?;
+    match error {
+        Some(code) => ensure(has_error(code), || format!("wanted error {code}: {challenge}")),
+        None => {
+            ensure(!challenge.contains("error="), || format!("an error without credentials: {challenge}"))
+        }
+    }
+}
+
+#[test]
+fn the_metadata_is_served_at_both_well_known_paths() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r);
+        for path in [METADATA, "/.well-known/oauth-protected-resource"] {
+            let resp =
+                Client::connect(rig.addr).map_err(|e| e.to_string())?.request(&Req::new("GET", path))?;
+            ensure(resp.status() == 200, || format!("{path}: {}", resp.status()))?;
+            let doc = resp.json()?;
+            ensure(doc["resource"] == RESOURCE, || format!("{path}: resource {doc}"))?;
+            ensure(doc["authorization_servers"] == json!([issuer.url]), || format!("{path}: servers {doc}"))?;
+            ensure(doc["bearer_methods_supported"] == json!(["header"]), || {
+                format!("{path}: methods {doc}")
+            })?;
+        }
+        let resp =
+            Client::connect(rig.addr).map_err(|e| e.to_string())?.request(&Req::post("{}").path(METADATA))?;
+        ensure(resp.status() == 405, || format!("POST to the metadata: {}", resp.status()))
+    });
+}
+
+#[test]
+fn a_verified_token_is_the_caller_and_a_missing_one_is_challenged() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r);
+        let resp = call(rig.addr, None)?;
+        refused(&resp, 401, None)?;
+        let challenge = resp.header("www-authenticate").unwrap_or_default();
+        ensure(challenge.contains("scope=\"mcp:tools\""), || format!("no scope to obtain: {challenge}"))?;
+
+        let resp = call(rig.addr, Some(&signer.token(&claims(&issuer))))?;
+        ensure(resp.status() == 200, || format!("with a good token: {} {:?}", resp.status(), resp.json()))?;
+        let who = whoami(&resp)?;
+        let want = json!({"identity": "ann", "roles": ["mcp:read", "mcp:tools"], "tenant": "acme", "client_id": "cli"});
+        ensure(who == want, || format!("the caller: {who}"))?;
+        // A token issued to a client alone names the client, apart from any user.
+        let mut own = claims(&issuer);
+        own.as_object_mut().map(|o| o.remove("sub"));
+        let who = whoami(&call(rig.addr, Some(&signer.token(&own)))?)?;
+        ensure(who["identity"] == "client:cli", || format!("a client's own token: {who}"))?;
+        let refusals = rig.server.status().http_refusals;
+        ensure(refusals.unauthorized == 1, || format!("refusals counted: {refusals:?}"))
+    });
+}
+
+#[test]
+fn bad_tokens_are_refused_with_invalid_token() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r);
+        let with = |change: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+            let mut c = claims(&issuer);
+            if let Some(o) = c.as_object_mut() {
+                change(o);
+            }
+            signer.token(&c)
+        };
+        let good = claims(&issuer);
+        let public_key = signer.jwk().to_string();
+        let cases: Vec<(&str, String)> = vec![
+            ("expired", with(&|c| drop(c.insert("exp".into(), json!(now() - 3600))))),
+            ("not yet valid", with(&|c| drop(c.insert("nbf".into(), json!(now() + 3600))))),
+            ("another issuer", with(&|c| drop(c.insert("iss".into(), json!("http://127.0.0.1:1"))))),
+            (
+                "another audience",
+                with(&|c| drop(c.insert("aud".into(), json!("https://other.example.com/mcp")))),
+            ),
+            (
+                "an audience list without this resource",
+                with(&|c| {
+                    drop(c.insert("aud".into(), json!(["https://a.example.com", "https://b.example.com"])))
+                }),
+            ),
+            ("alg none", with_signature(&json!({"alg": "none", "kid": "k1"}), &good, b"")),
+            (
+                "HS256 with the public key",
+                hs256(public_key.as_bytes(), &json!({"alg": "HS256", "kid": "k1"}), &good),
+            ),
+            ("another key's signature", Signer::new("k1").token(&good)),
+            (
+                "bound to a DPoP key, sent as bearer",
+                with(&|c| drop(c.insert("cnf".into(), json!({"jkt": "abc"})))),
+            ),
+            ("not a JWT", "abc.def".to_owned()),
+        ];
+        for (what, token) in cases {
+            let resp = call(rig.addr, Some(&token))?;
+            refused(&resp, 401, Some("invalid_token")).map_err(|e| format!("{what}: {e}"))?;
+        }
+        // An audience list naming this resource among others is this resource's token.
+        let listed = with(&|c| drop(c.insert("aud".into(), json!(["https://a.example.com", RESOURCE]))));
+        let resp = call(rig.addr, Some(&listed))?;
+        ensure(resp.status() == 200, || format!("an audience list with this resource: {}", resp.status()))
+    });
+}
+
+#[test]
+fn the_audience_check_is_off_only_when_asked() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r.audience(Audience::Unchecked));
+        let mut other = claims(&issuer);
+        other["aud"] = json!("https://other.example.com/mcp");
+        let resp = call(rig.addr, Some(&signer.token(&other)))?;
+        ensure(resp.status() == 200, || format!("audience unchecked: {}", resp.status()))
+    });
+}
+
+#[test]
+fn malformed_credentials_are_refused_with_invalid_request() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r);
+        let token = signer.token(&claims(&issuer));
+        let in_query = modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}))
+            .path(&format!("/mcp?access_token={token}"));
+        let resp = Client::connect(rig.addr).map_err(|e| e.to_string())?.request(&in_query)?;
+        refused(&resp, 400, Some("invalid_request")).map_err(|e| format!("a token in the query: {e}"))?;
+        let twice = modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}))
+            .header("Authorization", &format!("Bearer {token}"))
+            .header("Authorization", &format!("Bearer {token}"));
+        let resp = Client::connect(rig.addr).map_err(|e| e.to_string())?.request(&twice)?;
+        refused(&resp, 400, Some("invalid_request")).map_err(|e| format!("two headers: {e}"))?;
+        // An 8 MiB header never reaches the verifier: the head bound refuses it, and the next
+        // client is served.
+        let huge = format!("Bearer {}", "a".repeat(8 << 20));
+        let mut flood = Client::connect(rig.addr).map_err(|e| e.to_string())?;
+        let req = modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}))
+            .header("Authorization", &huge);
+        // An error is a connection closed while the header was still being written: refused
+        // all the same.
+        if let Ok(resp) = flood.request(&req) {
+            ensure(resp.status() == 431, || format!("an 8 MiB header: {}", resp.status()))?;
+        }
+        let resp = call(rig.addr, Some(&token))?;
+        ensure(resp.status() == 200, || format!("after the 8 MiB header: {}", resp.status()))
+    });
+}
+
+#[test]
+fn a_flood_of_unknown_key_ids_costs_one_refetch_per_floor_and_others_nothing() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        // One floor lasts the whole test: the flood may cause one refetch at most.
+        let rig = rig_with_floor(shim, &issuer, Duration::from_secs(3600), |r| r);
+        let good = signer.token(&claims(&issuer));
+        ensure(call(rig.addr, Some(&good))?.status() == 200, || "the first call".into())?;
+        let before = issuer.hits("/jwks");
+        for n in 0..40 {
+            let stranger = Signer::new(&format!("made-up-{n}"));
+            let resp = call(rig.addr, Some(&stranger.token(&claims(&issuer))))?;
+            refused(&resp, 401, Some("invalid_token")).map_err(|e| format!("unknown kid {n}: {e}"))?;
+            ensure(call(rig.addr, Some(&good))?.status() == 200, || format!("the good caller, after {n}"))?;
+        }
+        let refetched = issuer.hits("/jwks") - before;
+        ensure(refetched <= 1, || format!("{refetched} refetches within one floor"))
+    });
+}
+
+#[test]
+fn rotated_keys_are_fetched_when_a_token_names_the_new_one() {
+    let old = Signer::new("old");
+    let issuer = Issuer::start(json!({"keys": [old.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r);
+        ensure(call(rig.addr, Some(&old.token(&claims(&issuer))))?.status() == 200, || "the old key".into())?;
+        let new = Signer::new(&format!("new-{shim:?}"));
+        issuer.set_keys(json!({"keys": [old.jwk(), new.jwk()]}));
+        let token = new.token(&claims(&issuer));
+        // The floor may still run from the first fetch: the token is refused until it passes.
+        poll_until("the rotated key is fetched", Duration::from_secs(20), || {
+            Ok((call(rig.addr, Some(&token))?.status() == 200).then_some(()))
+        })
+    });
+}
+
+#[test]
+fn an_unreachable_issuer_fails_closed_with_503_and_recovers() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        issuer.set_up(false);
+        let rig = rig(shim, &issuer, |r| r);
+        let token = signer.token(&claims(&issuer));
+        let resp = call(rig.addr, Some(&token))?;
+        ensure(resp.status() == 503, || format!("keys out of reach: {}", resp.status()))?;
+        ensure(resp.header("retry-after").is_some(), || "503 without Retry-After".into())?;
+        ensure(rig.server.status().http_refusals.auth_unavailable >= 1, || "not counted".into())?;
+        issuer.set_up(true);
+        poll_until("the issuer is back", Duration::from_secs(20), || {
+            Ok((call(rig.addr, Some(&token))?.status() == 200).then_some(()))
+        })?;
+        // Down again: the keys held keep verifying the tokens they signed.
+        issuer.set_up(false);
+        let resp = call(rig.addr, Some(&signer.token(&claims(&issuer))))?;
+        issuer.set_up(true);
+        ensure(resp.status() == 200, || format!("with keys held and the issuer down: {}", resp.status()))
+    });
+}
+
+#[test]
+fn a_slow_issuer_is_given_up_on_and_a_key_set_too_large_is_refused() {
+    let signer = Signer::new("k1");
+    // Thousands of keys: more than a key set may hold.
+    let many: Vec<Value> = (0..3000)
+        .map(|n| json!({"kty": "EC", "crv": "P-256", "kid": format!("k{n}"), "x": "AA", "y": "AA"}))
+        .collect();
+    let crowded = Issuer::start(json!({"keys": many}));
+    let slow = Issuer::start(json!({"keys": [signer.jwk()]}));
+    slow.set_delay(Duration::from_secs(30));
+    each(|shim| {
+        let rig = rig(shim, &crowded, |r| r);
+        let resp = call(rig.addr, Some(&signer.token(&claims(&crowded))))?;
+        ensure(resp.status() == 503, || format!("a key set of 3000 keys: {}", resp.status()))?;
+        let rig = rig_for(shim, &slow);
+        let resp = call(rig.addr, Some(&signer.token(&claims(&slow))))?;
+        ensure(resp.status() == 503, || format!("an issuer slower than the fetch timeout: {}", resp.status()))
+    });
+}
+
+fn rig_for(shim: Shim, issuer: &Issuer) -> Rig {
+    rig(shim, issuer, |r| r)
+}
