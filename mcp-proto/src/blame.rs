@@ -64,6 +64,11 @@ pub enum Blame {
     /// The server is shutting down and takes no new work (`-32603` with
     /// `data.reason: "shutting_down"`).
     ShuttingDown,
+    /// The caller may see the item but lacks a scope using it needs (`-32023` with
+    /// `data.scopes`, every scope to ask for): HTTP 403 in every era, which an HTTP exchange
+    /// sends with the `insufficient_scope` challenge of the protected resource, so that an
+    /// OAuth client steps up (asks for a token with those scopes) and retries.
+    Scope,
 }
 
 /// Which kind of bound a [`Blame::Limit`] error reached. It decides the status of a refusal
@@ -131,6 +136,9 @@ pub enum ErrorCode {
     MissingClientCapability,
     /// `-32022`: unsupported protocol version (2026-07-28).
     UnsupportedProtocolVersion,
+    /// `-32023`: the caller's token lacks a scope the request needs (this engine's code; over
+    /// HTTP the status is 403 with the step-up challenge, see [`Blame::Scope`]).
+    InsufficientScope,
     /// Any other code, such as an application's own public error.
     Other(i64),
 }
@@ -149,6 +157,7 @@ impl ErrorCode {
             ErrorCode::HeaderMismatch => -32020,
             ErrorCode::MissingClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
+            ErrorCode::InsufficientScope => -32023,
             ErrorCode::Other(c) => c,
         }
     }
@@ -157,7 +166,7 @@ impl ErrorCode {
 impl Blame {
     /// Every blame, in a fixed order: the shared replay ledger encodes a blame as its index
     /// here (`engine/state/messages.rs`), so new blames go at the end and none is ever reordered.
-    pub(crate) const ALL: [Blame; 10] = [
+    pub(crate) const ALL: [Blame; 11] = [
         Blame::Malformed,
         Blame::Misbehaving,
         Blame::Incompatible,
@@ -168,6 +177,7 @@ impl Blame {
         Blame::Application,
         Blame::Misuse,
         Blame::ShuttingDown,
+        Blame::Scope,
     ];
 
     /// The JSON-RPC code an error of this blame gets when nothing more specific applies:
@@ -180,6 +190,7 @@ impl Blame {
             Blame::Limit(Bound::Capacity) => ErrorCode::InternalError,
             Blame::Limit(_) => ErrorCode::InvalidRequest,
             Blame::Application | Blame::Misuse | Blame::ShuttingDown => ErrorCode::InternalError,
+            Blame::Scope => ErrorCode::InsufficientScope,
         }
     }
 
@@ -198,10 +209,15 @@ impl Blame {
     /// | `Application` | 403 (a gate refused the request) | 200 | 200 |
     /// | `Misuse` | 500 | 200 | 200 |
     /// | `ShuttingDown` | 503 | 200 | 503 |
+    /// | `Scope` | 403 | 403 | 403 |
     ///
     /// A JSON-RPC-level bound on 2026-07-28 is a `-32600` bad request like any other (400); a
     /// server failure there travels in the body with 200, the usual choice the spec leaves open.
     pub fn http_status(self, code: ErrorCode, era: Era) -> u16 {
+        if self == Blame::Scope {
+            // The step-up challenge is an HTTP answer in every era (RFC 6750 §3.1).
+            return 403;
+        }
         match era {
             Era::Legacy if self == Blame::Malformed && code == ErrorCode::ParseError => 400,
             Era::Legacy => 200,
@@ -213,6 +229,7 @@ impl Blame {
                 Blame::Limit(Bound::Time) => 408,
                 Blame::Limit(Bound::Capacity) | Blame::ShuttingDown => 503,
                 Blame::Application | Blame::Misuse => 200,
+                Blame::Scope => 403,
             },
             Era::Transport => match self {
                 Blame::Malformed => 400,
@@ -223,7 +240,7 @@ impl Blame {
                 Blame::Limit(Bound::Share) => 429,
                 Blame::Limit(Bound::Time) => 408,
                 Blame::Limit(Bound::Capacity) | Blame::ShuttingDown => 503,
-                Blame::Application => 403,
+                Blame::Application | Blame::Scope => 403,
                 Blame::Misuse => 500,
             },
         }
@@ -237,7 +254,7 @@ mod tests {
     /// Every blame in every era, with the blame's default code: the table in the docs.
     #[test]
     fn status_table() {
-        let expect: [(Blame, [u16; 3]); 10] = [
+        let expect: [(Blame, [u16; 3]); 11] = [
             (Blame::Malformed, [400, 200, 400]),
             (Blame::Misbehaving, [400, 200, 400]),
             (Blame::Incompatible, [406, 200, 400]),
@@ -248,6 +265,7 @@ mod tests {
             (Blame::Application, [403, 200, 200]),
             (Blame::Misuse, [500, 200, 200]),
             (Blame::ShuttingDown, [503, 200, 503]),
+            (Blame::Scope, [403, 403, 403]),
         ];
         assert_eq!(expect.map(|(b, _)| b), Blame::ALL);
         for (blame, statuses) in expect {
@@ -281,7 +299,9 @@ mod tests {
         let server_side =
             [Blame::Limit(Bound::Capacity), Blame::Application, Blame::Misuse, Blame::ShuttingDown];
         for blame in Blame::ALL {
-            let want = if server_side.contains(&blame) {
+            let want = if blame == Blame::Scope {
+                ErrorCode::InsufficientScope
+            } else if server_side.contains(&blame) {
                 ErrorCode::InternalError
             } else {
                 ErrorCode::InvalidRequest

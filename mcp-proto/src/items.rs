@@ -19,6 +19,8 @@ pub(crate) struct Described {
     pub(crate) icons: Option<Value>,
     pub(crate) meta: Option<Map<String, Value>>,
     pub(crate) gate: Option<Gate>,
+    /// The scopes using the item needs (see `builder_fields!`'s `scopes`).
+    pub(crate) scopes: Vec<String>,
 }
 
 impl Described {
@@ -149,6 +151,18 @@ macro_rules! builder_fields {
         /// error an unknown item gets.
         pub fn gate(mut self, gate: $crate::caller::Gate) -> Self {
             self.info.gate = Some(gate);
+            self
+        }
+
+        /// The OAuth scopes using the item needs, each a role of the caller (an access token's
+        /// scopes become the roles of its [`Caller`](crate::Caller)). Default none. A caller the
+        /// gate admits sees the item listed; calling, reading or getting it without every one
+        /// of these scopes is refused with [`Blame::Scope`](crate::Blame::Scope): over HTTP a
+        /// `403` whose `insufficient_scope` challenge names every scope to ask for (these and
+        /// those the caller holds), so that the client obtains a token with them and retries.
+        /// To hide the item from such callers instead, gate it with [`Gate::role`](crate::Gate::role).
+        pub fn scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+            self.info.scopes = scopes.into_iter().map(Into::into).collect();
             self
         }
     };

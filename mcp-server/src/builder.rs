@@ -332,6 +332,11 @@ impl ServerBuilder {
         // Apps first (a stable sort keeps every other order), so that tools may link to them
         // wherever they were added.
         self.items.sort_by_key(|i| !matches!(i, Item::App(_) | Item::Shell(_)));
+        #[cfg(feature = "auth")]
+        if let Some(auth) = &self.authorization {
+            // The engine names the resource in its step-up refusals.
+            self.config.protected = Some(auth.resource().clone());
+        }
         let server = Server::from_config(self.config);
         #[cfg(feature = "auth")]
         if let Some(auth) = self.authorization {

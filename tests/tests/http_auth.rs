@@ -52,6 +52,7 @@ fn rig_with_floor(
         .and_then(|p| p.challenge_scopes(["mcp:tools"]))
         .unwrap_or_else(|e| panic!("{e}"));
     let whoami = Tool::new("whoami", "Says who calls", json!({"type": "object"}));
+    let admin = Tool::new("admin", "Needs mcp:admin", json!({"type": "object"})).scopes(["mcp:admin"]);
     let server = Server::builder("auth", "1.0.0")
         .authorization(Authorization::new(protected, verifier).keep_claims(["tenant"]))
         .tool(whoami, |call: ToolCall| async move {
@@ -64,6 +65,7 @@ fn rig_with_floor(
             });
             ToolOutput::text(text.to_string())
         })
+        .tool(admin, |_: ToolCall| async move { ToolOutput::text("admin done") })
         .build()
         .unwrap_or_else(|e| panic!("the test server is valid: {e}"));
     let addr = mcp_tests::http::serve(shim, server.clone(), HttpConfig::default());
@@ -78,7 +80,11 @@ fn claims(issuer: &Issuer) -> Value {
 }
 
 fn call(addr: SocketAddr, token: Option<&str>) -> Result<Response, String> {
-    let mut req = modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    call_tool(addr, "whoami", token)
+}
+
+fn call_tool(addr: SocketAddr, tool: &str, token: Option<&str>) -> Result<Response, String> {
+    let mut req = modern(1, "tools/call", json!({"name": tool, "arguments": {}}));
     if let Some(token) = token {
         req = req.header("Authorization", &format!("Bearer {token}"));
     }
@@ -338,4 +344,28 @@ fn a_slow_issuer_is_given_up_on_and_a_key_set_too_large_is_refused() {
 
 fn rig_for(shim: Shim, issuer: &Issuer) -> Rig {
     rig(shim, issuer, |r| r)
+}
+
+#[test]
+fn a_tool_needing_a_scope_the_token_lacks_gets_the_step_up_challenge() {
+    let signer = Signer::new("k1");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig(shim, &issuer, |r| r);
+        let resp = call_tool(rig.addr, "admin", Some(&signer.token(&claims(&issuer))))?;
+        refused(&resp, 403, Some("insufficient_scope"))?;
+        let challenge = resp.header("www-authenticate").unwrap_or_default();
+        // Every scope the call needs, then those held, so the next token loses nothing.
+        ensure(challenge.contains("scope=\"mcp:admin mcp:read mcp:tools\""), || {
+            format!("the scopes: {challenge}")
+        })?;
+        let body = resp.json()?;
+        ensure(body["error"]["code"] == -32023, || format!("the error: {body}"))?;
+        let mut stepped = claims(&issuer);
+        stepped["scope"] = json!("mcp:admin mcp:read mcp:tools");
+        let resp = call_tool(rig.addr, "admin", Some(&signer.token(&stepped)))?;
+        ensure(resp.status() == 200, || format!("after stepping up: {}", resp.status()))?;
+        let text = resp.json()?["result"]["content"][0]["text"].clone();
+        ensure(text == "admin done", || format!("the result: {text}"))
+    });
 }

@@ -678,6 +678,7 @@ impl<H: Clone> Engine<H> {
             }
             return Err(RpcError::invalid_params(format!("unknown tool: {}", crate::json::clip(&name))));
         };
+        super::protocol::scopes::check(&entry.tool.info.scopes, &caller)?;
         // With envelopes on a direct tool, its published contract is its wrapped output schema:
         // prepared on this first authorized use if no listing did it, and a tool whose contract
         // cannot be published is never run. (Compact's call_tool publishes no output schema.)

@@ -290,6 +290,11 @@ impl<H: Clone> Engine<H> {
         let Some((handler, template, variables, hint, gated)) = self.resolve(&caller, uri) else {
             return Err(self.not_found(ctx.version, uri));
         };
+        let needed = match &template {
+            Some(t) => self.registry.templates.get(t.as_str()).map(|t| &t.template.info.scopes),
+            None => self.registry.resources.get(uri).map(|r| &r.resource.info.scopes),
+        };
+        super::scopes::check(needed.map_or(&[][..], Vec::as_slice), &caller)?;
         ctx.private |= gated;
         let kind = CallKind::Resource(uri.to_owned(), hint, template.clone());
         let request = Request::ReadResource { uri: uri.to_owned(), template, variables };
@@ -338,6 +343,7 @@ impl<H: Clone> Engine<H> {
         else {
             return Err(RpcError::invalid_params(format!("unknown prompt: {name}")));
         };
+        super::scopes::check(&entry.prompt.info.scopes, &caller)?;
         let arguments =
             string_map(params.and_then(|p| p.get("arguments")), "\"arguments\"", "prompt argument")?;
         if let Some(missing) =
@@ -508,6 +514,7 @@ impl<H: Clone> Engine<H> {
         else {
             return Err(RpcError::invalid_params(format!("unknown tool: {}", crate::json::clip(name))));
         };
+        super::scopes::check(&entry.tool.info.scopes, caller)?;
         if let Some(validator) = &entry.input {
             let args = Value::Object(arguments.clone());
             if let Some(errors) = crate::registry::describe_errors(validator, &args) {

@@ -6,3 +6,4 @@ pub(super) mod features;
 pub(super) mod notify;
 pub(super) mod records;
 pub(super) mod registry_mut;
+pub(super) mod scopes;

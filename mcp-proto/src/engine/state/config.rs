@@ -133,6 +133,12 @@ pub struct Config {
     /// a mode never changes at run time (the engine offers no way to change its configuration's
     /// mode), so a client never sees one tool list turn into the other.
     pub mode: Mode,
+    /// The protected resource this server is (its metadata URL and default scopes), when an
+    /// OAuth resource server guards its HTTP endpoint: an HTTP refusal for a missing scope
+    /// ([`Blame::Scope`](crate::Blame::Scope)) then carries its `insufficient_scope` challenge.
+    /// Default `None`: such a refusal is a bare `403`. The server layer sets it with its
+    /// authorization.
+    pub protected: Option<crate::auth::ProtectedResource>,
 }
 
 /// How a server publishes its tools. Chosen at construction ([`Config::mode`]) and fixed for
@@ -219,6 +225,7 @@ impl Config {
             resource_subscriptions: false,
             envelopes: false,
             mode: Mode::Direct,
+            protected: None,
         }
     }
 }

@@ -118,7 +118,7 @@ fn byte_blame(b: u8) -> Option<Blame> {
 /// The byte of an [`ErrorCode::Other`]: its number follows, 8 bytes little-endian.
 const OTHER_CODE: u8 = 255;
 
-const CODES: [ErrorCode; 10] = [
+const CODES: [ErrorCode; 11] = [
     ErrorCode::ParseError,
     ErrorCode::InvalidRequest,
     ErrorCode::MethodNotFound,
@@ -129,6 +129,7 @@ const CODES: [ErrorCode; 10] = [
     ErrorCode::HeaderMismatch,
     ErrorCode::MissingClientCapability,
     ErrorCode::UnsupportedProtocolVersion,
+    ErrorCode::InsufficientScope,
 ];
 
 fn code_byte(code: ErrorCode) -> Option<u8> {

@@ -589,6 +589,10 @@ impl<H: Clone> Engine<H> {
                         let era = if x.is_modern() { Era::Modern } else { Era::Legacy };
                         let mut head = json_head(msg.status(era));
                         head.holds = x.holds().to_vec();
+                        let protected = self.config.protected.as_ref();
+                        if let Some(challenge) = super::super::protocol::scopes::challenge(protected, &msg) {
+                            head.headers.push(("WWW-Authenticate", challenge));
+                        }
                         self.drop_conn(to);
                         self.respond(to, head, msg.bytes);
                         return;
