@@ -500,6 +500,7 @@ fn http_request_refusals_are_counted_by_reason() {
             v
         };
         let want: Vec<(String, u64)> = [
+            ("auth_unavailable", 0),
             ("body_broken", 1),
             ("body_timeout", 1),
             ("body_too_large", 1),
@@ -509,6 +510,7 @@ fn http_request_refusals_are_counted_by_reason() {
             ("head_timeout", 1),
             ("head_too_large", 1),
             ("per_peer", 0),
+            ("unauthorized", 0),
         ]
         .into_iter()
         .map(|(k, v)| (format!("http_refused_{k}_total"), v))
