@@ -74,6 +74,20 @@ pub(crate) fn sleep_until(rt: &dyn Runtime, deadline: Option<Instant>) -> BoxFut
     }
 }
 
+/// What `fut` gives, unless `deadline` passes first (`None`; no deadline waits as long as
+/// `fut` takes).
+pub(crate) async fn within<T>(
+    rt: &dyn Runtime,
+    deadline: Option<Instant>,
+    fut: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    use futures_util::future::{select, Either};
+    match select(std::pin::pin!(fut), sleep_until(rt, deadline)).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
+}
+
 /// The wall-clock time in unix milliseconds, which sealed request states expire by.
 #[allow(clippy::disallowed_methods)] // the server layer is the shim side: it may read the clock
 pub(crate) fn unix_ms() -> u64 {

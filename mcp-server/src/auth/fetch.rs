@@ -64,11 +64,9 @@ pub(crate) async fn fetch(
     timeout: Duration,
 ) -> Result<Vec<u8>, FetchError> {
     let deadline = rt.now().checked_add(timeout);
-    let exchange = pin!(exchange(rt, out, max));
-    match select(exchange, crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
-        Either::Left((answer, _)) => answer,
-        Either::Right(_) => Err(FetchError::Timeout),
-    }
+    crate::runtime::within(rt.as_ref(), deadline, exchange(rt, out, max))
+        .await
+        .unwrap_or(Err(FetchError::Timeout))
 }
 
 async fn exchange(rt: &Arc<dyn Runtime>, out: Outgoing<'_>, max: usize) -> Result<Vec<u8>, FetchError> {

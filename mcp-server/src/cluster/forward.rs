@@ -76,7 +76,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::{select, AbortHandle, Abortable, Either};
+use futures_util::future::{AbortHandle, Abortable};
 use http::{HeaderName, HeaderValue, Request, Response};
 use mcp_proto::http::Named;
 use mcp_proto::{HeldKind, KeyRing};
@@ -112,11 +112,10 @@ pub(crate) async fn locate(
     kind: HeldKind,
     id: &str,
 ) -> Result<Option<Located>, String> {
-    let lookup = m.cluster.locate(kind, id);
-    match select(lookup, crate::runtime::sleep_until(rt.as_ref(), rt.now().checked_add(LOOKUP_TIMEOUT))).await
-    {
-        Either::Left((found, _)) => found.map_err(|e| e.to_string()),
-        Either::Right(_) => Err(format!("timed out after {LOOKUP_TIMEOUT:?}")),
+    let deadline = rt.now().checked_add(LOOKUP_TIMEOUT);
+    match crate::runtime::within(rt.as_ref(), deadline, m.cluster.locate(kind, id)).await {
+        Some(found) => found.map_err(|e| e.to_string()),
+        None => Err(format!("timed out after {LOOKUP_TIMEOUT:?}")),
     }
 }
 
@@ -333,10 +332,9 @@ async fn within<T>(
     deadline: Option<std::time::Instant>,
     fut: impl std::future::Future<Output = Result<T, Unreachable>>,
 ) -> Result<T, Unreachable> {
-    match select(std::pin::pin!(fut), crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
-        Either::Left((out, _)) => out,
-        Either::Right(_) => Err(Unreachable("timed out".into())),
-    }
+    crate::runtime::within(rt.as_ref(), deadline, fut)
+        .await
+        .unwrap_or_else(|| Err(Unreachable("timed out".into())))
 }
 
 impl Server {

@@ -663,13 +663,7 @@ impl HttpService {
         let limits = self.inner.server.limits();
         let deadline = rt.now().checked_add(limits.body_timeout());
         let mut body = pin!(body);
-        let outcome = {
-            let read = pin!(read_capped(body.as_mut(), limits));
-            match select(read, crate::runtime::sleep_until(rt.as_ref(), deadline)).await {
-                Either::Left((outcome, _)) => Some(outcome),
-                Either::Right(_) => None,
-            }
-        };
+        let outcome = crate::runtime::within(rt.as_ref(), deadline, read_capped(body.as_mut(), limits)).await;
         let server = &self.inner.server;
         match outcome {
             Some(Ok(bytes)) => Ok(bytes),
