@@ -76,6 +76,7 @@ pub(crate) fn sleep_until(rt: &dyn Runtime, deadline: Option<Instant>) -> BoxFut
 
 /// What `fut` gives, unless `deadline` passes first (`None`; no deadline waits as long as
 /// `fut` takes).
+#[cfg(feature = "http")]
 pub(crate) async fn within<T>(
     rt: &dyn Runtime,
     deadline: Option<Instant>,
