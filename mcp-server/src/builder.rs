@@ -337,10 +337,12 @@ impl ServerBuilder {
             // The engine names the resource in its step-up refusals.
             self.config.protected = Some(auth.resource().clone());
         }
+        #[cfg(feature = "auth")]
+        let keys = self.config.keys.clone();
         let server = Server::from_config(self.config);
         #[cfg(feature = "auth")]
         if let Some(auth) = self.authorization {
-            let _ = server.shared.authorization.set(auth);
+            let _ = server.shared.authorization.set(auth.with_keys(&keys));
         }
         {
             let mut st = server.lock();

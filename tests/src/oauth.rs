@@ -58,6 +58,41 @@ impl Signer {
     }
 }
 
+impl Signer {
+    /// The key's JWK thumbprint (RFC 7638): what a token bound to it carries as `cnf.jkt`.
+    pub fn thumbprint(&self) -> String {
+        let jwk = self.jwk();
+        jwk.as_object()
+            .and_then(mcp_proto::auth::dpop::thumbprint)
+            .unwrap_or_else(|| panic!("the key has a thumbprint"))
+    }
+
+    /// A DPoP proof (RFC 9449 §4) by this key for `method` on `url`, bound to `token`, with
+    /// `claims` added to (or replacing) the usual ones.
+    pub fn proof(&self, method: &str, url: &str, token: &str, extra: &Value) -> String {
+        let mut jwk = self.jwk();
+        jwk.as_object_mut().map(|o| o.remove("kid"));
+        let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": jwk});
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let jti = format!("{:x}", u128::from_ne_bytes(rand_bytes()));
+        let mut claims = json!({
+            "htm": method, "htu": url, "iat": now, "jti": jti,
+            "ath": mcp_proto::auth::dpop::ath(token),
+        });
+        if let (Some(c), Some(extra)) = (claims.as_object_mut(), extra.as_object()) {
+            c.extend(extra.clone());
+        }
+        self.sign(&header, &claims)
+    }
+}
+
+fn rand_bytes() -> [u8; 16] {
+    let mut out = [0; 16];
+    ring::rand::SecureRandom::fill(&SystemRandom::new(), &mut out).unwrap_or_else(|e| panic!("random: {e}"));
+    out
+}
+
 /// `claims` under `header` with the signature `sig` (none, or one made elsewhere).
 pub fn with_signature(header: &Value, claims: &Value, sig: &[u8]) -> String {
     format!("{}.{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()), b64(sig))

@@ -36,12 +36,30 @@ fn rig(shim: Shim, issuer: &Issuer, rules: impl FnOnce(ClaimRules) -> ClaimRules
     rig_with_floor(shim, issuer, Duration::from_millis(300), rules)
 }
 
+/// Whether the rig's resource takes DPoP-bound tokens, and requires nonces in proofs.
+#[derive(Clone, Copy, PartialEq)]
+enum Dpop {
+    Off,
+    On,
+    Nonces,
+}
+
 /// [`rig`] refetching keys at most once per `floor`.
 fn rig_with_floor(
     shim: Shim,
     issuer: &Issuer,
     floor: Duration,
     rules: impl FnOnce(ClaimRules) -> ClaimRules,
+) -> Rig {
+    rig_with(shim, issuer, floor, rules, Dpop::Off)
+}
+
+fn rig_with(
+    shim: Shim,
+    issuer: &Issuer,
+    floor: Duration,
+    rules: impl FnOnce(ClaimRules) -> ClaimRules,
+    dpop: Dpop,
 ) -> Rig {
     let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
     let rules = rules(ClaimRules::new(issuer.url.clone(), resource.clone()));
@@ -51,10 +69,15 @@ fn rig_with_floor(
     let protected = ProtectedResource::new(resource, [issuer.url.clone()])
         .and_then(|p| p.challenge_scopes(["mcp:tools"]))
         .unwrap_or_else(|e| panic!("{e}"));
+    let protected = if dpop == Dpop::Off { protected } else { protected.dpop(["ES256", "EdDSA"]) };
+    let mut authorization = Authorization::new(protected, verifier).keep_claims(["tenant"]);
+    if dpop == Dpop::Nonces {
+        authorization = authorization.dpop_nonces(Duration::from_secs(300));
+    }
     let whoami = Tool::new("whoami", "Says who calls", json!({"type": "object"}));
     let admin = Tool::new("admin", "Needs mcp:admin", json!({"type": "object"})).scopes(["mcp:admin"]);
     let server = Server::builder("auth", "1.0.0")
-        .authorization(Authorization::new(protected, verifier).keep_claims(["tenant"]))
+        .authorization(authorization)
         .tool(whoami, |call: ToolCall| async move {
             let caller = &call.ctx.caller;
             let text = json!({
@@ -367,5 +390,107 @@ fn a_tool_needing_a_scope_the_token_lacks_gets_the_step_up_challenge() {
         ensure(resp.status() == 200, || format!("after stepping up: {}", resp.status()))?;
         let text = resp.json()?["result"]["content"][0]["text"].clone();
         ensure(text == "admin done", || format!("the result: {text}"))
+    });
+}
+
+/// `tools/call whoami` with `token` under the `DPoP` scheme and `proof` (none: no header).
+fn call_bound(addr: SocketAddr, token: &str, proof: Option<&str>) -> Result<Response, String> {
+    let mut req = modern(1, "tools/call", json!({"name": "whoami", "arguments": {}}))
+        .header("Authorization", &format!("DPoP {token}"));
+    if let Some(proof) = proof {
+        req = req.header("DPoP", proof);
+    }
+    Client::connect(addr).map_err(|e| format!("connect: {e}"))?.request(&req)
+}
+
+/// `resp` is a `401` whose `DPoP` challenge has `error`.
+fn refused_proof(resp: &Response, error: &str) -> Outcome {
+    let challenge = resp.header("www-authenticate").unwrap_or_default();
+    ensure(resp.status() == 401, || format!("status {} (wanted 401): {challenge}", resp.status()))?;
+    ensure(challenge.starts_with("DPoP algs=\"ES256 EdDSA\""), || format!("no DPoP challenge: {challenge}"))?;
+    ensure(challenge.contains(&format!("error=\"{error}\"")), || format!("wanted {error}: {challenge}"))
+}
+
+#[test]
+fn dpop_bound_tokens_need_a_fresh_proof_of_their_key_once() {
+    let signer = Signer::new("k1");
+    let client_key = Signer::new("client");
+    let other_key = Signer::new("other");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig_with(shim, &issuer, Duration::from_millis(300), |r| r, Dpop::On);
+        let mut bound = claims(&issuer);
+        bound["cnf"] = json!({"jkt": client_key.thumbprint()});
+        let token = signer.token(&bound);
+        let proof = client_key.proof("POST", RESOURCE, &token, &json!({}));
+        let resp = call_bound(rig.addr, &token, Some(&proof))?;
+        ensure(resp.status() == 200, || {
+            format!("a bound token with its proof: {} {:?}", resp.status(), resp.json())
+        })?;
+        ensure(whoami(&resp)?["identity"] == "ann", || "the caller".to_owned())?;
+        refused_proof(&call_bound(rig.addr, &token, Some(&proof))?, "invalid_dpop_proof")?;
+
+        // Each of these is refused, and none spends the proof it carries but the last.
+        let fresh = |extra: Value| client_key.proof("POST", RESOURCE, &token, &extra);
+        let cases = [
+            ("no proof", None),
+            ("a proof for GET", Some(client_key.proof("GET", RESOURCE, &token, &json!({})))),
+            (
+                "a proof for another URL",
+                Some(client_key.proof("POST", "https://mcp.example.com/other", &token, &json!({}))),
+            ),
+            ("a proof for another token", Some(client_key.proof("POST", RESOURCE, "another", &json!({})))),
+            ("a proof from an hour ago", Some(fresh(json!({"iat": now() - 3600})))),
+        ];
+        for (what, proof) in cases {
+            let resp = call_bound(rig.addr, &token, proof.as_deref())?;
+            refused_proof(&resp, "invalid_dpop_proof").map_err(|e| format!("{what}: {e}"))?;
+        }
+        // The bound key's public key with another key's signature.
+        let good = fresh(json!({}));
+        let forged = {
+            let parts: Vec<&str> = good.split('.').collect();
+            let theirs = other_key.proof("POST", RESOURCE, &token, &json!({}));
+            format!("{}.{}.{}", parts[0], parts[1], theirs.rsplit('.').next().unwrap_or_default())
+        };
+        refused_proof(&call_bound(rig.addr, &token, Some(&forged))?, "invalid_dpop_proof")?;
+        let resp = call_bound(rig.addr, &token, Some(&good))?;
+        ensure(resp.status() == 200, || format!("the real proof after its forgery: {}", resp.status()))?;
+
+        // A proof by another key than the token's, the bound token as a bearer token, and a
+        // bearer token dressed as a bound one.
+        let resp =
+            call_bound(rig.addr, &token, Some(&other_key.proof("POST", RESOURCE, &token, &json!({}))))?;
+        refused(&resp, 401, Some("invalid_token"))?;
+        refused(&call(rig.addr, Some(&token))?, 401, Some("invalid_token"))?;
+        let plain = signer.token(&claims(&issuer));
+        let resp =
+            call_bound(rig.addr, &plain, Some(&client_key.proof("POST", RESOURCE, &plain, &json!({}))))?;
+        refused(&resp, 401, Some("invalid_token"))?;
+        // Bearer tokens keep working beside bound ones.
+        let resp = call(rig.addr, Some(&plain))?;
+        ensure(resp.status() == 200, || format!("a bearer token: {}", resp.status()))
+    });
+}
+
+#[test]
+fn a_resource_requiring_nonces_hands_one_out_and_takes_it_back() {
+    let signer = Signer::new("k1");
+    let client_key = Signer::new("client");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let rig = rig_with(shim, &issuer, Duration::from_millis(300), |r| r, Dpop::Nonces);
+        let mut bound = claims(&issuer);
+        bound["cnf"] = json!({"jkt": client_key.thumbprint()});
+        let token = signer.token(&bound);
+        let resp =
+            call_bound(rig.addr, &token, Some(&client_key.proof("POST", RESOURCE, &token, &json!({}))))?;
+        refused_proof(&resp, "use_dpop_nonce")?;
+        let nonce = resp.header("dpop-nonce").ok_or("no DPoP-Nonce with use_dpop_nonce")?.to_owned();
+        let stale = client_key.proof("POST", RESOURCE, &token, &json!({"nonce": "made-up"}));
+        refused_proof(&call_bound(rig.addr, &token, Some(&stale))?, "use_dpop_nonce")?;
+        let proof = client_key.proof("POST", RESOURCE, &token, &json!({"nonce": nonce}));
+        let resp = call_bound(rig.addr, &token, Some(&proof))?;
+        ensure(resp.status() == 200, || format!("with the nonce: {} {:?}", resp.status(), resp.json()))
     });
 }

@@ -41,6 +41,8 @@ pub struct Proof {
     pub jkt: String,
     /// The proof's unique id.
     pub jti: String,
+    /// When the proof says it was made (Unix seconds), within the window of `now`.
+    pub iat: u64,
 }
 
 /// How proofs are checked.
@@ -145,6 +147,7 @@ pub fn check_proof(
         signature: jwt.signature.clone(),
         jkt,
         jti: jti.to_owned(),
+        iat,
     })
 }
 
@@ -181,29 +184,52 @@ pub fn thumbprint(jwk: &Map<String, Value>) -> Option<String> {
 ///
 /// Holds at most `capacity` proofs (a 16-byte digest of key and `jti` each); each is forgotten
 /// once the window has passed since it was admitted, since [`check_proof`] refuses it by then
-/// anyway. When every slot holds a proof still in its window, a new proof is refused with
-/// [`Denial::Unavailable`] (it cannot be told from a replay), never admitted unremembered.
+/// anyway. When every slot holds a proof still in its window, the oldest admitted is forgotten
+/// early, and from then on no proof made at or before its `iat` is admitted: a forgotten proof
+/// can never come back, and a client making a fresh proof per request (as RFC 9449 asks) is not
+/// troubled unless the cache turns over within a second. Such a proof is refused with
+/// [`Denial::Unavailable`] (`503`, retry with a new proof), since it cannot be told from a
+/// replay. One holder of a valid token flooding proofs thus shortens everyone's window to the
+/// present, and can refuse no fresh proof of another client for longer than it keeps the whole
+/// cache turning over each second.
 #[derive(Debug)]
 pub struct Replays {
     capacity: usize,
     window: u64,
-    order: VecDeque<(u64, [u8; 16])>,
+    order: VecDeque<Remembered>,
     seen: HashSet<[u8; 16]>,
+    /// The latest `iat` of a proof forgotten early: none at or before it is admitted.
+    floor: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Remembered {
+    until: u64,
+    iat: u64,
+    key: [u8; 16],
 }
 
 impl Replays {
-    /// Room for `capacity` proofs per `window` (the [`ProofRules::window`]).
+    /// Room for `capacity` proofs (at least one) per `window` (the [`ProofRules::window`]).
     pub fn new(capacity: usize, window: Duration) -> Self {
-        Self { capacity, window: window.as_secs(), order: VecDeque::new(), seen: HashSet::new() }
+        Self {
+            capacity: capacity.max(1),
+            window: window.as_secs(),
+            order: VecDeque::new(),
+            seen: HashSet::new(),
+            floor: None,
+        }
     }
 
     /// Admits `proof` at `now` (Unix seconds): `Ok` the first time; a replay is
-    /// `invalid_dpop_proof`.
+    /// `invalid_dpop_proof`, a proof no newer than one forgotten early is
+    /// [`Denial::Unavailable`].
     pub fn admit(&mut self, proof: &Proof, now: u64) -> Result<(), Denial> {
-        while let Some(&(until, key)) = self.order.front() {
-            if until > now {
+        while let Some(first) = self.order.front() {
+            if first.until > now {
                 break;
             }
+            let key = first.key;
             self.order.pop_front();
             self.seen.remove(&key);
         }
@@ -211,12 +237,23 @@ impl Replays {
         if self.seen.contains(&key) {
             return Err(Denial::InvalidProof("the DPoP proof was used before"));
         }
-        if self.seen.len() >= self.capacity {
+        let too_old = |floor: Option<u64>| floor.is_some_and(|f| proof.iat <= f);
+        if too_old(self.floor) {
             return Err(Denial::Unavailable);
+        }
+        if self.seen.len() >= self.capacity {
+            if let Some(oldest) = self.order.pop_front() {
+                self.seen.remove(&oldest.key);
+                self.floor = Some(self.floor.map_or(oldest.iat, |f| f.max(oldest.iat)));
+            }
+            if too_old(self.floor) {
+                return Err(Denial::Unavailable);
+            }
         }
         self.seen.insert(key);
         // The window on both sides of `iat`, so a proof is remembered as long as it is valid.
-        self.order.push_back((now.saturating_add(self.window.saturating_mul(2)), key));
+        let until = now.saturating_add(self.window.saturating_mul(2));
+        self.order.push_back(Remembered { until, iat: proof.iat, key });
         Ok(())
     }
 
@@ -373,17 +410,46 @@ mod tests {
         let p =
             check_proof(&proof(header, good_claims(url.as_str())), target(&url), &ProofRules::default(), NOW)
                 .unwrap();
+        assert_eq!(p.iat, NOW);
         let mut seen = Replays::new(2, Duration::from_secs(60));
         assert_eq!(seen.admit(&p, NOW), Ok(()));
         assert!(matches!(seen.admit(&p, NOW + 1), Err(Denial::InvalidProof(_))));
         let mut other = p.clone();
         other.jkt = "another key".into();
         assert_eq!(seen.admit(&other, NOW + 1), Ok(()), "one key's jti is not another's");
-        let mut third = p.clone();
-        third.jti = "j3".into();
-        assert_eq!(seen.admit(&third, NOW + 2), Err(Denial::Unavailable), "full: refused, not forgotten");
-        assert_eq!(seen.admit(&third, NOW + 121), Ok(()), "the first two have left their window");
+        assert_eq!(seen.admit(&p, NOW + 119), Err(Denial::InvalidProof("the DPoP proof was used before")));
+        let mut later = p.clone();
+        later.jti = "j3".into();
+        later.iat = NOW + 121;
+        assert_eq!(seen.admit(&later, NOW + 121), Ok(()), "the first two have left their window");
         assert_eq!(seen.len(), 1);
+    }
+
+    #[test]
+    fn a_full_cache_forgets_its_oldest_and_never_admits_it_again() {
+        let base = Proof {
+            jwk: Map::new(),
+            kind: KeyKind::EcP256,
+            alg: "ES256".into(),
+            signing_input: String::new(),
+            signature: Vec::new(),
+            jkt: "k".into(),
+            jti: String::new(),
+            iat: NOW,
+        };
+        let proof = |jti: &str, iat: u64| Proof { jti: jti.into(), iat, ..base.clone() };
+        let mut seen = Replays::new(2, Duration::from_secs(60));
+        assert_eq!(seen.admit(&proof("a", NOW - 5), NOW), Ok(()));
+        assert_eq!(seen.admit(&proof("b", NOW - 3), NOW), Ok(()));
+        // Full: `a` is forgotten, so nothing made at or before its time is admitted.
+        assert_eq!(seen.admit(&proof("c", NOW), NOW), Ok(()));
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen.admit(&proof("a", NOW - 5), NOW), Err(Denial::Unavailable), "the forgotten proof");
+        assert_eq!(seen.admit(&proof("d", NOW - 6), NOW), Err(Denial::Unavailable));
+        assert!(matches!(seen.admit(&proof("c", NOW), NOW), Err(Denial::InvalidProof(_))));
+        // A proof as old as the one a full cache must forget is refused with it.
+        assert_eq!(seen.admit(&proof("e", NOW - 3), NOW), Err(Denial::Unavailable));
+        assert_eq!(seen.admit(&proof("f", NOW + 1), NOW + 1), Ok(()), "a fresh proof still is");
     }
 
     #[test]

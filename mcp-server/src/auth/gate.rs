@@ -47,18 +47,31 @@ impl Authorization {
         let values: Vec<&[u8]> =
             parts.headers.get_all(http::header::AUTHORIZATION).iter().map(|v| v.as_bytes()).collect();
         let presented = credential(&values, parts.uri.query()).map_err(|d| self.deny(&d))?;
+        let now = crate::runtime::unix_ms() / 1000;
+        let dpop = !self.resource.dpop_algs().is_empty();
         let presented = match presented {
-            Some(c) if c.scheme == Scheme::Bearer => c,
-            // DPoP-bound tokens are not taken (yet): such a client is told what is (RFC 9449
-            // §7.1 leaves a resource without DPoP to challenge for Bearer).
+            Some(c) if c.scheme == Scheme::Bearer || dpop => c,
+            // Without DPoP configured a DPoP-bound token is not taken: such a client is told
+            // what is (RFC 9449 §7.1 leaves a resource without DPoP to challenge for Bearer).
             _ => return Err(self.deny(&Denial::Missing)),
         };
-        let now = crate::runtime::unix_ms() / 1000;
+        // The proof's own checks cost only parsing: done before the token is looked at.
+        let proof = match presented.scheme {
+            Scheme::Dpop => Some(
+                self.proofs
+                    .check(&self.resource, &parts.headers, parts.method.as_str(), presented.token, now)
+                    .map_err(|d| self.deny(&d))?,
+            ),
+            Scheme::Bearer => None,
+        };
         let check = TokenCheck { token: presented.token.into(), now, runtime: runtime.clone() };
         let token = self.verifier.verify(check).await.map_err(|d| self.deny(&d))?;
-        if token.jkt.is_some() {
-            // A token bound to a key (RFC 9449 §6) is worthless without the proof of that key.
-            return Err(self.deny(&TokenError::Binding.into()));
+        match (&proof, token.jkt.as_deref()) {
+            (None, None) => {}
+            (Some(proof), Some(jkt)) => self.proofs.admit(proof, jkt, now).map_err(|d| self.deny(&d))?,
+            // A token bound to a key (RFC 9449 §6) is worthless without the proof of that key,
+            // and a bearer token is not made a bound one by the scheme it is sent with.
+            _ => return Err(self.deny(&TokenError::Binding.into())),
         }
         let keep: Vec<&str> = self.keep.iter().map(String::as_str).collect();
         Ok(token.caller(None, &keep))
@@ -78,6 +91,11 @@ impl Authorization {
         }
         if matches!(denial, Denial::Unavailable) {
             headers.push(("retry-after", "5".to_owned()));
+        }
+        if matches!(denial, Denial::UseDpopNonce) {
+            if let Some(nonce) = self.proofs.nonce(crate::runtime::unix_ms() / 1000) {
+                headers.push(("dpop-nonce", nonce));
+            }
         }
         // RFC 6750 §3.1: a request without credentials is not told of an error.
         let code = match denial {

@@ -8,6 +8,12 @@
 //! - takes the access token from the `Authorization` header only (a token in the query is
 //!   refused), checks it with the [`TokenVerifier`] and answers a missing or bad one with the
 //!   RFC 6750 challenge (`401`, `400`, or `503` when it cannot be checked now: it fails closed);
+//! - when the resource lists DPoP algorithms ([`ProtectedResource::dpop`]), takes DPoP-bound
+//!   tokens (RFC 9449) under the `DPoP` scheme too: the request's proof must be for this
+//!   method and URL, within [`PROOF_WINDOW`], bound to the token (`ath`), signed by the key the
+//!   token's `cnf.jkt` names, never seen before ([`REPLAY_CAPACITY`]) and, when
+//!   [`Authorization::dpop_nonces`] asks, carry a nonce this server issued. A bound token sent
+//!   as a bearer token is refused, and so is a bearer token sent as a bound one;
 //! - hands the engine the [`Caller`](mcp_proto::Caller) the token makes (its subject, client
 //!   id, scopes as roles and chosen claims), so the per-caller gates, shares and bindings work
 //!   on verified identities. A `Caller` an application middleware put in the request's
@@ -18,12 +24,14 @@
 //! authorization server's metadata and keys through the shim's runtime ([`JwtVerifier`]). The
 //! raw token is never logged and never sent anywhere but to the configured verifier.
 
+mod dpop;
 mod fetch;
 mod gate;
 mod jwt;
 mod verify;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use mcp_proto::auth::token::AccessToken;
 use mcp_proto::auth::{Denial, ProtectedResource};
@@ -31,6 +39,7 @@ use mcp_proto::auth::{Denial, ProtectedResource};
 use crate::handler::BoxFuture;
 use crate::runtime::Runtime;
 
+pub use dpop::{PROOF_WINDOW, REPLAY_CAPACITY};
 pub use fetch::FetchError;
 pub use jwt::{JwtVerifier, FETCH_TIMEOUT, TOKEN_CACHE};
 pub use verify::{verifies, verify_jwt};
@@ -78,6 +87,10 @@ pub struct Authorization {
     pub(crate) document: bytes::Bytes,
     pub(crate) verifier: Arc<dyn TokenVerifier>,
     pub(crate) keep: Arc<[String]>,
+    pub(crate) proofs: Arc<dpop::Proofs>,
+    window: Duration,
+    replay_capacity: usize,
+    nonce_period: Option<Duration>,
 }
 
 impl std::fmt::Debug for Authorization {
@@ -94,7 +107,16 @@ impl Authorization {
     /// are checked against and the metadata's `resource`) with `verifier`.
     pub fn new(resource: ProtectedResource, verifier: impl TokenVerifier) -> Self {
         let document = bytes::Bytes::from(resource.document());
-        Self { resource: Arc::new(resource), document, verifier: Arc::new(verifier), keep: Arc::new([]) }
+        Self {
+            resource: Arc::new(resource),
+            document,
+            verifier: Arc::new(verifier),
+            keep: Arc::new([]),
+            proofs: Arc::new(dpop::Proofs::new(PROOF_WINDOW, REPLAY_CAPACITY, None)),
+            window: PROOF_WINDOW,
+            replay_capacity: REPLAY_CAPACITY,
+            nonce_period: None,
+        }
     }
 
     /// Keeps the claims `names` of every verified token as attributes of its
@@ -108,5 +130,44 @@ impl Authorization {
     /// The protected resource.
     pub fn resource(&self) -> &ProtectedResource {
         &self.resource
+    }
+
+    /// How far a DPoP proof's `iat` may be from now, either way: [`PROOF_WINDOW`] (60 s) by
+    /// default. Only used when the resource takes DPoP-bound tokens
+    /// ([`ProtectedResource::dpop`]).
+    pub fn dpop_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self.renew_proofs(None);
+        self
+    }
+
+    /// How many DPoP proofs are remembered against replay: [`REPLAY_CAPACITY`] (65,536) by
+    /// default (see there for what a full cache does).
+    pub fn dpop_replay_capacity(mut self, capacity: usize) -> Self {
+        self.replay_capacity = capacity;
+        self.renew_proofs(None);
+        self
+    }
+
+    /// Requires every DPoP proof to carry a nonce this server issued (RFC 9449 §8), each good
+    /// for one to two `period`s (at least 1 s). A proof without one, or with a stale one, is
+    /// refused `401 use_dpop_nonce` with a fresh nonce in `DPoP-Nonce`. Nonces are sealed with
+    /// the server's key ring and kept nowhere, so replicas sharing the ring accept each
+    /// other's. Default off: a proof's freshness rests on its `iat` and the replay cache.
+    pub fn dpop_nonces(mut self, period: Duration) -> Self {
+        self.nonce_period = Some(period);
+        self
+    }
+
+    /// Seals the nonces (when required) with the server's key ring, once it is known.
+    pub(crate) fn with_keys(mut self, keys: &mcp_proto::KeyRing) -> Self {
+        if let Some(period) = self.nonce_period {
+            self.renew_proofs(Some(mcp_proto::auth::dpop::Nonces::new(keys.clone(), period)));
+        }
+        self
+    }
+
+    fn renew_proofs(&mut self, nonces: Option<mcp_proto::auth::dpop::Nonces>) {
+        self.proofs = Arc::new(dpop::Proofs::new(self.window, self.replay_capacity, nonces));
     }
 }
