@@ -113,11 +113,18 @@ struct Answers {
     up: bool,
     delay: Duration,
     hits: HashMap<String, usize>,
+    /// Opaque tokens `/introspect` knows, with their claims (`active` added).
+    active: HashMap<String, Value>,
+    /// The `Authorization` value `/introspect` requires.
+    client: Option<String>,
+    /// While set, answers wait (up to a minute).
+    held: bool,
 }
 
 /// An authorization server on a loopback port: its metadata at
 /// `/.well-known/oauth-authorization-server` names `/jwks`, which serves the keys set with
-/// [`Issuer::set_keys`]. Each request is answered on a thread of its own, then the connection
+/// [`Issuer::set_keys`], and `/introspect` (RFC 7662), which knows the tokens
+/// [`Issuer::set_active`] gives. Each request is answered on a thread of its own, then the connection
 /// is closed.
 #[derive(Clone)]
 pub struct Issuer {
@@ -131,8 +138,15 @@ impl Issuer {
     pub fn start(keys: Value) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let url = format!("http://{}", listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}")));
-        let answers =
-            Arc::new(Mutex::new(Answers { keys, up: true, delay: Duration::ZERO, hits: HashMap::new() }));
+        let answers = Arc::new(Mutex::new(Answers {
+            keys,
+            up: true,
+            delay: Duration::ZERO,
+            hits: HashMap::new(),
+            active: HashMap::new(),
+            client: None,
+            held: false,
+        }));
         let issuer = Self { url, answers };
         let me = issuer.clone();
         std::thread::spawn(move || {
@@ -159,6 +173,22 @@ impl Issuer {
         self.lock().delay = delay;
     }
 
+    /// Answers introspection of `token` as active with `claims`.
+    pub fn set_active(&self, token: &str, claims: Value) {
+        self.lock().active.insert(token.to_owned(), claims);
+    }
+
+    /// Requires `authorization` (a client's `Basic` credentials) of introspection requests:
+    /// others get `401`.
+    pub fn set_client(&self, authorization: &str) {
+        self.lock().client = Some(authorization.to_owned());
+    }
+
+    /// Holds every answer back (`true`) until released (`false`), for a minute at most.
+    pub fn set_held(&self, held: bool) {
+        self.lock().held = held;
+    }
+
     /// How many requests for `path` it was sent (answered or not).
     pub fn hits(&self, path: &str) -> usize {
         self.lock().hits.get(path).copied().unwrap_or(0)
@@ -178,27 +208,65 @@ impl Issuer {
                 _ => return,
             }
         }
-        let head = String::from_utf8_lossy(&head);
+        let head = String::from_utf8_lossy(&head).into_owned();
         let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
-        let (up, delay, body) = {
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+        };
+        let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let mut form = vec![0; length.min(64 * 1024)];
+        if conn.read_exact(&mut form).is_err() {
+            return;
+        }
+        let form = String::from_utf8_lossy(&form).into_owned();
+        let (up, delay, answer) = {
             let mut a = self.lock();
             *a.hits.entry(path.clone()).or_default() += 1;
-            let body = match path.as_str() {
-                "/.well-known/oauth-authorization-server" => {
-                    Some(json!({"issuer": self.url, "jwks_uri": format!("{}/jwks", self.url)}))
+            let answer = match path.as_str() {
+                "/.well-known/oauth-authorization-server" => Ok(json!({
+                    "issuer": self.url,
+                    "jwks_uri": format!("{}/jwks", self.url),
+                    "introspection_endpoint": format!("{}/introspect", self.url),
+                })),
+                "/jwks" => Ok(a.keys.clone()),
+                "/introspect" if a.client.is_some() && header("authorization") != a.client => {
+                    Err("401 Unauthorized")
                 }
-                "/jwks" => Some(a.keys.clone()),
-                _ => None,
+                "/introspect" => {
+                    let token = form
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("token="))
+                        .map(percent_decoded)
+                        .unwrap_or_default();
+                    Ok(match a.active.get(&token) {
+                        Some(claims) => {
+                            let mut claims = claims.clone();
+                            claims["active"] = json!(true);
+                            claims
+                        }
+                        None => json!({"active": false}),
+                    })
+                }
+                _ => Err("404 Not Found"),
             };
-            (a.up, a.delay, body)
+            (a.up, a.delay, answer)
         };
         std::thread::sleep(delay);
+        for _ in 0..6000 {
+            if !self.lock().held {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         if !up {
             return;
         }
-        let (status, body) = match body {
-            Some(body) => ("200 OK", body.to_string()),
-            None => ("404 Not Found", String::new()),
+        let (status, body) = match answer {
+            Ok(body) => ("200 OK", body.to_string()),
+            Err(status) => (status, String::new()),
         };
         let resp = format!(
             "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -206,4 +274,29 @@ impl Issuer {
         );
         let _ = conn.write_all(resp.as_bytes());
     }
+}
+
+/// `%XX` escapes of a form value decoded (`+` is a space).
+fn percent_decoded(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

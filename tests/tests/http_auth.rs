@@ -11,7 +11,7 @@ use mcp_proto::auth::token::{Audience, ClaimRules};
 use mcp_proto::auth::{ProtectedResource, ResourceUrl};
 use mcp_proto::http::HttpConfig;
 use mcp_proto::{Tool, ToolOutput};
-use mcp_server::auth::{Authorization, JwtVerifier};
+use mcp_server::auth::{Authorization, IntrospectionVerifier, JwtVerifier};
 use mcp_server::{Server, ToolCall};
 use mcp_tests::http::{each, ensure, modern, poll_until, Client, Outcome, Req, Response, Shim};
 use mcp_tests::oauth::{hs256, with_signature, Issuer, Signer};
@@ -74,6 +74,11 @@ fn rig_with(
     if dpop == Dpop::Nonces {
         authorization = authorization.dpop_nonces(Duration::from_secs(300));
     }
+    serve(shim, authorization)
+}
+
+/// The test server (tools `whoami` and `admin`) behind `authorization`, served on `shim`.
+fn serve(shim: Shim, authorization: Authorization) -> Rig {
     let whoami = Tool::new("whoami", "Says who calls", json!({"type": "object"}));
     let admin = Tool::new("admin", "Needs mcp:admin", json!({"type": "object"})).scopes(["mcp:admin"]);
     let server = Server::builder("auth", "1.0.0")
@@ -492,5 +497,92 @@ fn a_resource_requiring_nonces_hands_one_out_and_takes_it_back() {
         let proof = client_key.proof("POST", RESOURCE, &token, &json!({"nonce": nonce}));
         let resp = call_bound(rig.addr, &token, Some(&proof))?;
         ensure(resp.status() == 200, || format!("with the nonce: {} {:?}", resp.status(), resp.json()))
+    });
+}
+
+/// The resource server for opaque tokens of `issuer`, checked at its introspection endpoint
+/// as the client `rs`, with `per_peer` requests in flight for one address.
+fn introspected(shim: Shim, issuer: &Issuer, per_peer: usize) -> Rig {
+    let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
+    let rules = ClaimRules::new(issuer.url.clone(), resource.clone());
+    let verifier = IntrospectionVerifier::new(rules, format!("{}/introspect", issuer.url))
+        .client_credentials("rs", "s3cret:x")
+        .in_flight(32, per_peer)
+        .fetch_timeout(Duration::from_secs(2));
+    let protected = ProtectedResource::new(resource, [issuer.url.clone()])
+        .and_then(|p| p.challenge_scopes(["mcp:tools"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    serve(shim, Authorization::new(protected, verifier))
+}
+
+#[test]
+fn opaque_tokens_are_introspected_once_and_held_to_the_audience() {
+    let issuer = Issuer::start(json!({"keys": []}));
+    issuer.set_client(&mcp_proto::auth::introspection::client_basic("rs", "s3cret:x"));
+    issuer.set_active("opaque-ann", claims(&issuer));
+    let mut elsewhere = claims(&issuer);
+    elsewhere["aud"] = json!("https://other.example.com/mcp");
+    issuer.set_active("opaque-elsewhere", elsewhere);
+    let mut expired = claims(&issuer);
+    expired["exp"] = json!(now() - 3600);
+    issuer.set_active("opaque-expired", expired);
+    each(|shim| {
+        let rig = introspected(shim, &issuer, 4);
+        let before = issuer.hits("/introspect");
+        for _ in 0..3 {
+            let resp = call(rig.addr, Some("opaque-ann"))?;
+            ensure(resp.status() == 200, || format!("an active token: {} {:?}", resp.status(), resp.json()))?;
+            ensure(whoami(&resp)?["identity"] == "ann", || "the caller".to_owned())?;
+        }
+        let asked = issuer.hits("/introspect") - before;
+        ensure(asked == 1, || format!("one token, asked about {asked} times"))?;
+        for token in ["opaque-elsewhere", "opaque-expired", "opaque-unknown"] {
+            refused(&call(rig.addr, Some(token))?, 401, Some("invalid_token"))
+                .map_err(|e| format!("{token}: {e}"))?;
+        }
+        // Refusals are remembered for a while too: a made-up token repeated costs one ask.
+        let before = issuer.hits("/introspect");
+        refused(&call(rig.addr, Some("opaque-unknown"))?, 401, Some("invalid_token"))?;
+        let asked = issuer.hits("/introspect") - before;
+        ensure(asked == 0, || format!("a refused token asked about again: {asked}"))
+    });
+}
+
+#[test]
+fn introspection_fails_closed_and_one_peer_cannot_take_every_slot() {
+    let issuer = Issuer::start(json!({"keys": []}));
+    issuer.set_active("opaque-ann", claims(&issuer));
+    // Credentials the issuer does not take: the endpoint answers 401, so nothing is served.
+    issuer.set_client("Basic d3Jvbmc6d3Jvbmc=");
+    each(|shim| {
+        let rig = introspected(shim, &issuer, 1);
+        let resp = call(rig.addr, Some("opaque-ann"))?;
+        ensure(resp.status() == 503, || format!("an endpoint refusing us: {}", resp.status()))?;
+        ensure(resp.header("retry-after").is_some(), || "no Retry-After".to_owned())
+    });
+    issuer.set_client(&mcp_proto::auth::introspection::client_basic("rs", "s3cret:x"));
+    each(|shim| {
+        let rig = introspected(shim, &issuer, 1);
+        // One slot for this address: while one made-up token is being asked about, a second
+        // from the same address is refused at once, not queued, and costs the issuer nothing.
+        issuer.set_held(true);
+        let addr = rig.addr;
+        let start = issuer.hits("/introspect");
+        let slow = std::thread::spawn(move || call(addr, Some("opaque-made-up-1")).map(|r| r.status()));
+        poll_until("the first ask", Duration::from_secs(30), || {
+            Ok((issuer.hits("/introspect") > start).then_some(()))
+        })?;
+        let second = call(rig.addr, Some("opaque-made-up-2"));
+        issuer.set_held(false);
+        let second = second?;
+        ensure(second.status() == 503, || {
+            format!("a second ask from the same address: {}", second.status())
+        })?;
+        let first = slow.join().map_err(|_| "the slow call panicked".to_owned())??;
+        ensure(first == 401, || format!("the first token, once asked about: {first}"))?;
+        let asked = issuer.hits("/introspect") - start;
+        ensure(asked == 1, || format!("asks made: {asked}"))?;
+        // The slot is given back: the next token is asked about.
+        refused(&call(rig.addr, Some("opaque-made-up-2"))?, 401, Some("invalid_token"))
     });
 }

@@ -17,15 +17,36 @@ pub const MAX_ANSWER: usize = 64 * 1024;
 /// The body of an introspection request for `token` (`application/x-www-form-urlencoded`).
 pub fn request_body(token: &str) -> String {
     let mut body = String::from("token=");
-    for b in token.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            body.push(char::from(b));
-        } else {
-            body.push_str(&format!("%{b:02X}"));
-        }
-    }
+    form_encode(&mut body, token);
     body.push_str("&token_type_hint=access_token");
     body
+}
+
+/// The `Authorization` value by which a resource server authenticates to the introspection
+/// endpoint with a client id and secret (`client_secret_basic`, RFC 6749 §2.3.1: each
+/// form-encoded, then joined with `:` and base64-encoded).
+///
+/// ```
+/// use mcp_proto::auth::introspection::client_basic;
+/// assert_eq!(client_basic("rs", "s:p"), "Basic cnM6cyUzQXA=");
+/// ```
+pub fn client_basic(id: &str, secret: &str) -> String {
+    use base64::Engine as _;
+    let mut pair = String::new();
+    form_encode(&mut pair, id);
+    pair.push(':');
+    form_encode(&mut pair, secret);
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))
+}
+
+fn form_encode(out: &mut String, text: &str) {
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
 }
 
 /// Reads an introspection answer: `active` must be `true`; then the claims are held to

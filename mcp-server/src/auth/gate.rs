@@ -43,6 +43,7 @@ impl Authorization {
         &self,
         parts: &http::request::Parts,
         runtime: &Arc<dyn Runtime>,
+        peer: Option<std::net::IpAddr>,
     ) -> Result<Caller, Response<McpBody>> {
         let values: Vec<&[u8]> =
             parts.headers.get_all(http::header::AUTHORIZATION).iter().map(|v| v.as_bytes()).collect();
@@ -64,7 +65,7 @@ impl Authorization {
             ),
             Scheme::Bearer => None,
         };
-        let check = TokenCheck { token: presented.token.into(), now, runtime: runtime.clone() };
+        let check = TokenCheck { token: presented.token.into(), now, runtime: runtime.clone(), peer };
         let token = self.verifier.verify(check).await.map_err(|d| self.deny(&d))?;
         match (&proof, token.jkt.as_deref()) {
             (None, None) => {}

@@ -131,7 +131,7 @@ impl Inner {
     }
 
     async fn verify(self: Arc<Self>, check: TokenCheck) -> Result<AccessToken, Denial> {
-        let TokenCheck { token, now, runtime } = check;
+        let TokenCheck { token, now, runtime, .. } = check;
         let known = self.cache().get(&token, now).cloned();
         if let Some(known) = known {
             return known.map_err(Denial::from);

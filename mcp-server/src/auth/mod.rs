@@ -27,6 +27,7 @@
 mod dpop;
 mod fetch;
 mod gate;
+mod introspect;
 mod jwt;
 mod verify;
 
@@ -41,6 +42,7 @@ use crate::runtime::Runtime;
 
 pub use dpop::{PROOF_WINDOW, REPLAY_CAPACITY};
 pub use fetch::FetchError;
+pub use introspect::{IntrospectionVerifier, INTROSPECTION_IN_FLIGHT, INTROSPECTION_PER_PEER};
 pub use jwt::{JwtVerifier, FETCH_TIMEOUT, TOKEN_CACHE};
 pub use verify::{verifies, verify_jwt};
 
@@ -55,6 +57,9 @@ pub struct TokenCheck {
     /// The server's runtime: for fetching keys or asking an introspection endpoint, and for
     /// timing such a request out.
     pub runtime: Arc<dyn Runtime>,
+    /// The address of the connection the token came on (a proxy's, behind one): what a
+    /// verifier shares its costly work out by.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl std::fmt::Debug for TokenCheck {
@@ -66,8 +71,9 @@ impl std::fmt::Debug for TokenCheck {
 
 /// Decides whether an access token is good for this resource, and what it says about its
 /// bearer. [`JwtVerifier`] checks JWT access tokens (RFC 9068) against the authorization
-/// server's published keys; implement this for anything else (a token format of your own, an
-/// introspection endpoint with its own client authentication).
+/// server's published keys, [`IntrospectionVerifier`] asks its introspection endpoint;
+/// implement this for anything else (a token format of your own, a client authentication
+/// other than a secret).
 ///
 /// An implementation must check the audience: a token issued for another resource is refused
 /// (RFC 8707), or any service trusted by the same authorization server could replay its

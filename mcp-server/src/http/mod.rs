@@ -432,7 +432,7 @@ impl HttpService {
         // The token is checked before the body is read: a request without one costs its head.
         #[cfg(feature = "auth")]
         let verified = match authorization {
-            Some(auth) => match auth.caller(&parts, &self.inner.rt).await {
+            Some(auth) => match auth.caller(&parts, &self.inner.rt, peer.map(|p| p.ip())).await {
                 Ok(caller) => Some(caller),
                 Err(denied) => {
                     self.inner.server.http_refused(
