@@ -51,10 +51,16 @@ pub(crate) struct Args {
     /// The URL the other replicas forward this one's sessions and running tasks to
     /// (`--advertise http://HOST:PORT/mcp`; default `http://<--http address>/mcp`).
     pub(crate) advertise: Option<String>,
+    /// The authorization server whose JWT access tokens the HTTP endpoint requires
+    /// (`--auth-issuer URL`); none by default: the endpoint is open (to loopback peers).
+    pub(crate) auth_issuer: Option<String>,
+    /// The endpoint's canonical URL, the audience its tokens must name (`--auth-resource URL`;
+    /// default `http://<--http address>/mcp`).
+    pub(crate) auth_resource: Option<String>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL]]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -77,7 +83,11 @@ const USAGE: &str =
     --replica NAME    this replica's name in logs and replica_status (default pid-<process id>)\n\
     --advertise URL   the URL at which the other replicas reach this one's MCP endpoint, to\n\
     \x20                 forward requests for its sessions and running tasks (default\n\
-    \x20                 http://<--http ADDR>/mcp)";
+    \x20                 http://<--http ADDR>/mcp)\n\
+    --auth-issuer URL require, over HTTP, a JWT access token from the authorization server at\n\
+    \x20                 URL (its keys found by its metadata), issued for this endpoint\n\
+    --auth-resource U this endpoint's canonical URL, the audience tokens must name and the\n\
+    \x20                 protected resource metadata's `resource` (default http://<--http ADDR>/mcp)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -102,6 +112,8 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         cluster: None,
         replica: None,
         advertise: None,
+        auth_issuer: None,
+        auth_resource: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -150,6 +162,14 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             "--replica" => {
                 args.replica = Some(it.next().ok_or_else(|| format!("--replica needs a name\n{USAGE}"))?)
             }
+            "--auth-issuer" => {
+                args.auth_issuer =
+                    Some(it.next().ok_or_else(|| format!("--auth-issuer needs a URL\n{USAGE}"))?)
+            }
+            "--auth-resource" => {
+                args.auth_resource =
+                    Some(it.next().ok_or_else(|| format!("--auth-resource needs a URL\n{USAGE}"))?)
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -165,7 +185,35 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             ));
         }
     }
+    if args.auth_issuer.is_some() {
+        if args.http.is_none() {
+            return Err(format!("--auth-issuer protects the HTTP endpoint: give --http ADDR\n{USAGE}"));
+        }
+        if args.auth_resource.is_none() && args.http.as_ref().is_some_and(|a| a.ends_with(":0")) {
+            return Err(format!(
+                "--auth-issuer with --http on port 0: the audience is not known yet; give --auth-resource URL\n{USAGE}"
+            ));
+        }
+    }
     Ok(args)
+}
+
+/// The resource server `--auth-issuer` asks for: JWT access tokens of that issuer, for this
+/// endpoint (the audience checked), every demo tool needing no scope beyond the token.
+fn authorization(args: &Args) -> Result<Option<mcp_server::auth::Authorization>, String> {
+    use mcp_proto::auth::token::ClaimRules;
+    use mcp_proto::auth::{ProtectedResource, ResourceUrl};
+    let Some(issuer) = &args.auth_issuer else { return Ok(None) };
+    let resource = match (&args.auth_resource, &args.http) {
+        (Some(url), _) => url.clone(),
+        (None, Some(addr)) => format!("http://{addr}/mcp"),
+        (None, None) => return Ok(None),
+    };
+    let resource = ResourceUrl::parse(&resource).map_err(|e| format!("--auth-resource {resource}: {e}"))?;
+    let protected = ProtectedResource::new(resource.clone(), [issuer.clone()])
+        .map_err(|e| format!("--auth-issuer {issuer}: {e}"))?;
+    let verifier = mcp_server::auth::JwtVerifier::new(ClaimRules::new(issuer.clone(), resource));
+    Ok(Some(mcp_server::auth::Authorization::new(protected, verifier)))
 }
 
 /// The HTTP endpoint policy these arguments describe (their bounds are set in [`build`]).
@@ -427,6 +475,14 @@ fn builder(args: &Args) -> ServerBuilder {
             .max_streams(Some(n))
             .max_streams_per_caller(Some(n))
             .max_http_connections(n);
+    }
+    match authorization(args) {
+        Ok(Some(auth)) => builder = builder.authorization(auth),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("everything: {e}");
+            std::process::exit(2)
+        }
     }
     for i in 0..args.extra_tools {
         let name = format!("extra_{i:04}");

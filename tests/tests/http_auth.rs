@@ -338,6 +338,8 @@ fn an_unreachable_issuer_fails_closed_with_503_and_recovers() {
         ensure(resp.status() == 503, || format!("keys out of reach: {}", resp.status()))?;
         ensure(resp.header("retry-after").is_some(), || "503 without Retry-After".into())?;
         ensure(rig.server.status().http_refusals.auth_unavailable >= 1, || "not counted".into())?;
+        // What is no JWT at all is refused as such, keys or none.
+        refused(&call(rig.addr, Some("abc.def.ghi"))?, 401, Some("invalid_token"))?;
         issuer.set_up(true);
         poll_until("the issuer is back", Duration::from_secs(20), || {
             Ok((call(rig.addr, Some(&token))?.status() == 200).then_some(()))

@@ -136,6 +136,11 @@ impl Inner {
         if let Some(known) = known {
             return known.map_err(Denial::from);
         }
+        // A token that is no JWT is refused without keys: an unreachable issuer does not
+        // turn garbage into a 503, and garbage never waits on a fetch.
+        if let Err(e) = mcp_proto::auth::token::split(&token) {
+            return Err(e.into());
+        }
         let mut unknown = false;
         for _ in 0..TURNS {
             let (step, held, fetching, start) = {
