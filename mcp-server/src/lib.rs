@@ -73,6 +73,8 @@ mod skills;
 mod status;
 mod stdio;
 mod tasks;
+#[cfg(feature = "tls")]
+pub mod tls;
 mod trace;
 pub mod widget;
 

@@ -50,6 +50,8 @@ pub use mcp_proto::{
     Skill, Tool, ToolFailure, ToolOutput,
 };
 pub use mcp_server;
+#[cfg(feature = "tls")]
+pub use mcp_server::tls::TlsConfig;
 pub use mcp_server::widget;
 pub use mcp_server::{
     typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpRefusals, IntoToolResult, Json, ReadResource,
@@ -247,6 +249,29 @@ pub async fn serve_http(
 ) -> io::Result<()> {
     let http = HttpService::new(server, SmolRuntime, http);
     http.serve(TcpListener(listener), SmolTimer::new()).await
+}
+
+/// [`serve_http`] over TLS (feature `tls`): HTTPS with the certificate and key of `tls`,
+/// HTTP/2 for clients that offer it by ALPN and HTTP/1.1 for the others, under the same
+/// limits; a handshake must complete within [`TlsConfig::handshake_timeout`]. Reload the
+/// certificate with [`TlsConfig::reload`] on a clone of `tls` while this runs.
+///
+/// ```no_run
+/// # async fn demo(server: mcp_smol::Server) -> Result<(), Box<dyn std::error::Error>> {
+/// let tls = mcp_smol::TlsConfig::from_pem_files("cert.pem", "key.pem")?;
+/// let listener = smol::net::TcpListener::bind("0.0.0.0:443").await?;
+/// mcp_smol::serve_https(listener, server, mcp_smol::HttpConfig::default(), tls).await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "tls")]
+pub async fn serve_https(
+    listener: smol::net::TcpListener,
+    server: Server,
+    http: HttpConfig,
+    tls: TlsConfig,
+) -> io::Result<()> {
+    let http = HttpService::new(server, SmolRuntime, http);
+    http.serve_tls(TcpListener(listener), SmolTimer::new(), tls).await
 }
 
 /// smol's listener as the server layer's [`Listener`].

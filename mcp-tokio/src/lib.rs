@@ -52,6 +52,8 @@ pub use mcp_proto::{
     Skill, Tool, ToolFailure, ToolOutput,
 };
 pub use mcp_server;
+#[cfg(feature = "tls")]
+pub use mcp_server::tls::TlsConfig;
 pub use mcp_server::widget;
 pub use mcp_server::{
     typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpRefusals, IntoToolResult, Json, ReadResource,
@@ -524,6 +526,32 @@ pub async fn serve_http(
 ) -> io::Result<()> {
     let http = HttpService::new(server, TokioRuntime::current(), http);
     http.serve(TcpListener(listener), TokioTimer::new()).await
+}
+
+/// [`serve_http`] over TLS (feature `tls`): HTTPS with the certificate and key of `tls`,
+/// HTTP/2 for clients that offer it by ALPN and HTTP/1.1 for the others, under the same
+/// limits; a handshake must complete within [`TlsConfig::handshake_timeout`]. Reload the
+/// certificate with [`TlsConfig::reload`] on a clone of `tls` while this runs.
+///
+/// ```no_run
+/// # async fn demo(server: mcp_tokio::Server) -> Result<(), Box<dyn std::error::Error>> {
+/// let tls = mcp_tokio::TlsConfig::from_pem_files("cert.pem", "key.pem")?;
+/// let listener = tokio::net::TcpListener::bind("0.0.0.0:443").await?;
+/// mcp_tokio::serve_https(listener, server, mcp_tokio::HttpConfig::default(), tls).await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Panics
+/// Outside a tokio runtime.
+#[cfg(feature = "tls")]
+pub async fn serve_https(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    http: HttpConfig,
+    tls: TlsConfig,
+) -> io::Result<()> {
+    let http = HttpService::new(server, TokioRuntime::current(), http);
+    http.serve_tls(TcpListener(listener), TokioTimer::new(), tls).await
 }
 
 /// tokio's listener as the server layer's [`Listener`].

@@ -85,6 +85,31 @@ pub fn serve(shim: Shim, server: Server, opts: HttpConfig) -> SocketAddr {
     rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"))
 }
 
+/// [`serve`] over TLS with `tls` (`serve_https`).
+pub fn serve_tls(shim: Shim, server: Server, opts: HttpConfig, tls: mcp_tokio::TlsConfig) -> SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name(format!("https-{shim:?}"));
+    let spawned = match shim {
+        Shim::Tokio => thread.spawn(move || {
+            let rt = tokio_runtime();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = tx.send(listener.local_addr()?);
+                mcp_tokio::serve_https(listener, server, opts, tls).await
+            })
+        }),
+        Shim::Smol => thread.spawn(move || {
+            smol::block_on(async move {
+                let listener = smol::net::TcpListener::bind("127.0.0.1:0").await?;
+                let _ = tx.send(listener.local_addr()?);
+                mcp_smol::serve_https(listener, server, opts, tls).await
+            })
+        }),
+    };
+    let _thread = spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
+    rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"))
+}
+
 /// [`serve`], and also reports what `serve_http` returned: the receiver gets its result once it
 /// returns (after [`Server::shutdown`] began). The runtime outlives that return, as an
 /// application's would while it awaits the shutdown, so connections already accepted and

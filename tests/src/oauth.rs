@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -128,16 +128,39 @@ struct Answers {
 /// is closed.
 #[derive(Clone)]
 pub struct Issuer {
-    /// Its issuer URL, `http://127.0.0.1:<port>`.
+    /// Its issuer URL, `http://127.0.0.1:<port>` (`https://` with [`Issuer::start_tls`]).
     pub url: String,
     answers: Arc<Mutex<Answers>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Issuer {
     /// Starts one serving `keys` (a JWK set).
     pub fn start(keys: Value) -> Self {
+        Self::start_with(keys, None)
+    }
+
+    /// [`Issuer::start`] over HTTPS, with the certificate chain and key in PEM `cert` and `key`
+    /// (issued for 127.0.0.1).
+    pub fn start_tls(keys: Value, cert: &[u8], key: &[u8]) -> Self {
+        use rustls_pki_types::pem::PemObject as _;
+        let chain = rustls_pki_types::CertificateDer::pem_slice_iter(cert)
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_or_else(|e| panic!("the issuer's certificate: {e}"));
+        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key)
+            .unwrap_or_else(|e| panic!("the issuer's key: {e}"));
+        let config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .and_then(|b| b.with_no_client_auth().with_single_cert(chain, key))
+                .unwrap_or_else(|e| panic!("the issuer's TLS: {e}"));
+        Self::start_with(keys, Some(Arc::new(config)))
+    }
+
+    fn start_with(keys: Value, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-        let url = format!("http://{}", listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}")));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}")));
         let answers = Arc::new(Mutex::new(Answers {
             keys,
             up: true,
@@ -147,12 +170,21 @@ impl Issuer {
             client: None,
             held: false,
         }));
-        let issuer = Self { url, answers };
+        let issuer = Self { url, answers, tls };
         let me = issuer.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
                 let me = me.clone();
-                std::thread::spawn(move || me.answer(conn));
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                    match &me.tls {
+                        Some(config) => {
+                            let Ok(session) = rustls::ServerConnection::new(config.clone()) else { return };
+                            me.answer(rustls::StreamOwned::new(session, conn));
+                        }
+                        None => me.answer(conn),
+                    }
+                });
             }
         });
         issuer
@@ -198,8 +230,7 @@ impl Issuer {
         self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn answer(&self, mut conn: TcpStream) {
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    fn answer(&self, mut conn: impl Read + Write) {
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
         while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
@@ -273,6 +304,7 @@ impl Issuer {
             body.len()
         );
         let _ = conn.write_all(resp.as_bytes());
+        let _ = conn.flush();
     }
 }
 

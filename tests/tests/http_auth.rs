@@ -588,3 +588,47 @@ fn introspection_fails_closed_and_one_peer_cannot_take_every_slot() {
         refused(&call(rig.addr, Some("opaque-made-up-2"))?, 401, Some("invalid_token"))
     });
 }
+
+/// A CA's certificate, and a certificate it issued for 127.0.0.1 with its key (PEM).
+fn pki() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer as CertIssuer, KeyPair, SanType};
+    let fail = |e: rcgen::Error| -> ! { panic!("rcgen: {e}") };
+    let ca_key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap_or_else(|e| fail(e));
+    let issuer = CertIssuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+    let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
+    leaf.subject_alt_names.push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+    let cert = leaf.signed_by(&key, &issuer).unwrap_or_else(|e| fail(e));
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn keys_are_fetched_over_https_from_an_issuer_whose_ca_is_trusted() {
+    let signer = Signer::new("k1");
+    let (ca, cert, key) = pki();
+    let issuer = Issuer::start_tls(json!({"keys": [signer.jwk()]}), cert.as_bytes(), key.as_bytes());
+    assert!(issuer.url.starts_with("https://"));
+    each(|shim| {
+        let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
+        let protected =
+            ProtectedResource::new(resource.clone(), [issuer.url.clone()]).unwrap_or_else(|e| panic!("{e}"));
+        let rules = ClaimRules::new(issuer.url.clone(), resource);
+        let floor = KeyPolicy::new(Duration::from_millis(300), Duration::from_secs(3600));
+        let trusting = JwtVerifier::new(rules.clone())
+            .key_policy(floor.clone())
+            .trust_roots(ca.as_bytes())
+            .map_err(|e| format!("the CA: {e}"))?;
+        let rig = serve(shim, Authorization::new(protected.clone(), trusting));
+        let token = signer.token(&claims(&issuer));
+        let resp = call(rig.addr, Some(&token))?;
+        ensure(resp.status() == 200, || format!("with the CA trusted: {} {:?}", resp.status(), resp.json()))?;
+        // The same issuer, its CA not trusted: its keys cannot be had, so nothing is served.
+        let doubting = JwtVerifier::new(rules).key_policy(floor);
+        let rig = serve(shim, Authorization::new(protected, doubting));
+        let resp = call(rig.addr, Some(&token))?;
+        ensure(resp.status() == 503, || format!("with the CA not trusted: {}", resp.status()))
+    });
+}

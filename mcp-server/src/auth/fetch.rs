@@ -20,8 +20,10 @@ use crate::runtime::Runtime;
 /// when no keys are held).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FetchError {
-    /// The URL is not `http://` with a host (HTTPS needs the `tls` feature, not built yet).
+    /// The URL is not `http://` or `https://` with a host.
     Url(String),
+    /// The TLS handshake failed (an untrusted or mismatched certificate, most often).
+    Tls(String),
     /// The connection could not be opened, or broke.
     Connect(String),
     /// No complete answer within the fetch timeout.
@@ -37,6 +39,7 @@ impl fmt::Display for FetchError {
         match self {
             Self::Url(why) => write!(f, "cannot fetch from this URL: {why}"),
             Self::Connect(why) => write!(f, "connection failed: {why}"),
+            Self::Tls(why) => write!(f, "TLS failed: {why}"),
             Self::Timeout => f.write_str("no answer in time"),
             Self::Status(status) => write!(f, "answered {status}"),
             Self::TooLarge => f.write_str("the answer is larger than its bound"),
@@ -54,6 +57,37 @@ pub(crate) struct Outgoing<'a> {
     /// An `Authorization` value for the request (the resource server's own client credentials
     /// at the introspection endpoint).
     pub(crate) authorization: Option<String>,
+    /// The roots an `https://` URL's certificate is checked against.
+    pub(crate) roots: &'a Roots,
+}
+
+/// The certificate authorities trusted for `https://` fetches: the Mozilla roots
+/// (`webpki-roots`), and any added with [`Roots::with_pem`].
+#[derive(Clone)]
+pub(crate) struct Roots(
+    Arc<std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>>>,
+    Arc<[rustls_pki_types::CertificateDer<'static>]>,
+);
+
+impl Default for Roots {
+    fn default() -> Self {
+        Self(Arc::default(), Arc::new([]))
+    }
+}
+
+impl Roots {
+    /// The Mozilla roots and the certificates in `pem`; `None` when it holds none.
+    pub(crate) fn with_pem(pem: &[u8]) -> Option<Self> {
+        let extra = crate::tls::roots_from_pem(pem)?;
+        Some(Self(Arc::default(), extra.into()))
+    }
+
+    fn config(&self) -> Result<Arc<rustls::ClientConfig>, FetchError> {
+        self.0
+            .get_or_init(|| crate::tls::client_config(&self.1).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(FetchError::Tls)
+    }
 }
 
 /// Sends `out` and reads its `200` answer, at most `max` bytes, all within `timeout`.
@@ -71,17 +105,31 @@ pub(crate) async fn fetch(
 
 async fn exchange(rt: &Arc<dyn Runtime>, out: Outgoing<'_>, max: usize) -> Result<Vec<u8>, FetchError> {
     let uri: Uri = out.url.parse().map_err(|e| FetchError::Url(format!("{e}")))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(FetchError::Url("only http:// is fetched so far".into()));
-    }
+    let secure = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(FetchError::Url("only http:// and https:// are fetched".into())),
+    };
     let host = uri.host().ok_or_else(|| FetchError::Url("no host".into()))?;
-    let port = uri.port_u16().unwrap_or(80);
+    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
     // The connection is opened to the bare name or address; `[::1]` connects as `::1`.
     let bare = host.trim_start_matches('[').trim_end_matches(']').to_owned();
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
 
-    let io = rt.connect(bare, port).await.map_err(|e| FetchError::Connect(e.to_string()))?;
+    let io = rt.connect(bare.clone(), port).await.map_err(|e| FetchError::Connect(e.to_string()))?;
+    let io: crate::BoxIo = if secure {
+        let name = rustls_pki_types::ServerName::try_from(bare)
+            .map_err(|e| FetchError::Url(format!("not a TLS server name: {e}")))?;
+        let connector = futures_rustls::TlsConnector::from(out.roots.config()?);
+        let stream = connector
+            .connect(name, crate::tls::HyperStream(io))
+            .await
+            .map_err(|e| FetchError::Tls(e.to_string()))?;
+        Box::new(smol_hyper::rt::FuturesIo::new(stream))
+    } else {
+        io
+    };
     let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Full>(io)
         .await
         .map_err(|e| FetchError::Connect(format!("handshake: {e}")))?;

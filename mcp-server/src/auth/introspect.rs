@@ -11,7 +11,7 @@ use mcp_proto::auth::introspection::{self, AnswerCache, MAX_ANSWER};
 use mcp_proto::auth::token::{AccessToken, ClaimRules};
 use mcp_proto::auth::Denial;
 
-use super::fetch::{fetch, Outgoing};
+use super::fetch::{fetch, Outgoing, Roots};
 use super::{TokenCheck, TokenVerifier, FETCH_TIMEOUT, TOKEN_CACHE};
 use crate::handler::BoxFuture;
 
@@ -36,7 +36,8 @@ pub const INTROSPECTION_PER_PEER: usize = 4;
 /// cached by SHA-256 of the token ([`TOKEN_CACHE`] entries, 5 min, never past `exp`; refusals
 /// 5 s). An endpoint that cannot be reached makes uncached tokens `503`.
 ///
-/// Fetching goes over `http://` only so far; HTTPS comes with the `tls` feature.
+/// Fetching goes over `https://` (certificates checked against the Mozilla roots and any
+/// [`trust_roots`](Self::trust_roots) adds) or `http://`.
 #[derive(Clone)]
 pub struct IntrospectionVerifier {
     settings: Settings,
@@ -51,6 +52,7 @@ struct Settings {
     timeout: Duration,
     total: usize,
     per_peer: usize,
+    roots: Roots,
 }
 
 struct State {
@@ -84,6 +86,7 @@ impl IntrospectionVerifier {
             timeout: FETCH_TIMEOUT,
             total: INTROSPECTION_IN_FLIGHT,
             per_peer: INTROSPECTION_PER_PEER,
+            roots: Roots::default(),
         };
         Self { settings, state: Arc::new(State::new(TOKEN_CACHE, Duration::from_secs(300))) }
     }
@@ -93,6 +96,13 @@ impl IntrospectionVerifier {
     pub fn client_credentials(mut self, id: &str, secret: &str) -> Self {
         self.settings.authorization = Some(introspection::client_basic(id, secret));
         self
+    }
+
+    /// Also trusts the certificate authorities in `pem` for an `https://` endpoint (a private
+    /// CA), besides the Mozilla roots. Refused when `pem` holds no certificate.
+    pub fn trust_roots(mut self, pem: &[u8]) -> Result<Self, crate::tls::TlsError> {
+        self.settings.roots = Roots::with_pem(pem).ok_or(crate::tls::TlsError::NoCertificate)?;
+        Ok(self)
     }
 
     /// How long each introspection request may take. Default [`FETCH_TIMEOUT`] (5 s).
@@ -180,6 +190,7 @@ async fn verify(settings: Settings, state: Arc<State>, check: TokenCheck) -> Res
         url: &settings.endpoint,
         form: Some(introspection::request_body(&token)),
         authorization: settings.authorization.clone(),
+        roots: &settings.roots,
     };
     let answer = match fetch(&runtime, out, MAX_ANSWER, settings.timeout).await {
         Ok(answer) => answer,

@@ -9,7 +9,7 @@ use mcp_proto::auth::keys::{self, KeyPolicy, KeySet, KeyStep, ServerMetadata};
 use mcp_proto::auth::token::{AccessToken, ClaimRules, TokenError};
 use mcp_proto::auth::Denial;
 
-use super::fetch::{fetch, FetchError, Outgoing};
+use super::fetch::{fetch, FetchError, Outgoing, Roots};
 use super::{TokenCheck, TokenVerifier};
 use crate::handler::BoxFuture;
 use crate::runtime::Runtime;
@@ -39,8 +39,8 @@ pub const TOKEN_CACHE: usize = 4096;
 /// choice: `none` and HMAC are refused), `iss`, `aud` (this resource, unless the rules say
 /// otherwise), `exp`, `nbf` and `iat` with their skew.
 ///
-/// Fetching goes over `http://` to a loopback address only so far (an authorization server on
-/// the same host, as in tests); HTTPS comes with the `tls` feature.
+/// Fetching goes over `https://` (certificates checked against the Mozilla roots and any
+/// [`trust_roots`](Self::trust_roots) adds) or `http://`.
 #[derive(Clone)]
 pub struct JwtVerifier {
     inner: Arc<Inner>,
@@ -63,6 +63,7 @@ struct Keys {
     found: Option<String>,
     /// Closed when the fetch under way ends: what waiting requests wait on.
     fetching: Option<async_channel::Receiver<()>>,
+    roots: Roots,
 }
 
 impl std::fmt::Debug for JwtVerifier {
@@ -94,6 +95,7 @@ impl JwtVerifier {
             held: None,
             found: None,
             fetching: None,
+            roots: Roots::default(),
         };
         let cache = AnswerCache::new(TOKEN_CACHE, Duration::from_secs(300), Duration::from_secs(5));
         let inner = Inner { rules, issuer, jwks_uri, keys: Mutex::new(keys), cache: Mutex::new(cache) };
@@ -104,6 +106,13 @@ impl JwtVerifier {
     pub fn fetch_timeout(self, timeout: Duration) -> Self {
         self.inner.keys().fetch_timeout = timeout;
         self
+    }
+
+    /// Also trusts the certificate authorities in `pem` for `https://` fetches (a private CA),
+    /// besides the Mozilla roots. Refused when `pem` holds no certificate.
+    pub fn trust_roots(self, pem: &[u8]) -> Result<Self, crate::tls::TlsError> {
+        self.inner.keys().roots = Roots::with_pem(pem).ok_or(crate::tls::TlsError::NoCertificate)?;
+        Ok(self)
     }
 
     /// When the keys are refetched: see [`KeyPolicy`]. Default 30 s floor, 1 h age.
@@ -252,8 +261,11 @@ impl Inner {
     }
 
     async fn get(&self, rt: &Arc<dyn Runtime>, url: &str, max: usize) -> Result<Vec<u8>, FetchError> {
-        let timeout = self.keys().fetch_timeout;
-        fetch(rt, Outgoing { url, form: None, authorization: None }, max, timeout).await
+        let (timeout, roots) = {
+            let keys = self.keys();
+            (keys.fetch_timeout, keys.roots.clone())
+        };
+        fetch(rt, Outgoing { url, form: None, authorization: None, roots: &roots }, max, timeout).await
     }
 }
 

@@ -29,6 +29,7 @@ use mcp_proto::{Caller, ConnId, HttpRequest};
 mod body;
 mod peers;
 pub(crate) mod refusal;
+mod secure;
 mod service;
 
 pub use body::McpBody;
@@ -270,6 +271,15 @@ impl HttpService {
         L: Listener,
         T: hyper::rt::Timer + Clone + Send + Sync + 'static,
     {
+        self.accept_loop(listener, timer, None).await
+    }
+
+    /// [`serve`](Self::serve), each connection first through `secure`'s handshake when given.
+    async fn accept_loop<L, T>(&self, listener: L, timer: T, secure: Option<secure::Secure>) -> io::Result<()>
+    where
+        L: Listener,
+        T: hyper::rt::Timer + Clone + Send + Sync + 'static,
+    {
         let mut closing = pin!(self.inner.server.closing());
         loop {
             let accepted = match select(pin!(listener.accept()), closing.as_mut()).await {
@@ -307,8 +317,16 @@ impl HttpService {
             let svc = self.clone();
             let timer = timer.clone();
             let seat = permit.held.map(Seat);
+            let secure = secure.clone();
             self.inner.rt.spawn(Box::pin(async move {
-                svc.serve_admitted(io, timer, peer, Switch { busy, cut, cut_off, seat }).await;
+                let switch = Switch { busy, cut, cut_off, seat };
+                match secure {
+                    #[cfg(feature = "tls")]
+                    Some(secure) => svc.serve_secure(io, timer, peer, switch, &secure).await,
+                    #[cfg(not(feature = "tls"))]
+                    Some(never) => match never {},
+                    None => svc.serve_admitted(io, timer, peer, switch).await,
+                }
                 drop(permit);
             }));
         }
@@ -338,10 +356,43 @@ impl HttpService {
         T: hyper::rt::Timer + Send + Sync + 'static,
     {
         let limits = self.inner.server.limits();
+        let cut_off = switch.cut_off.clone();
+        let service = self.connection_service(peer, switch);
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(timer)
+            .header_read_timeout(header_timeout(self.inner.rt.now(), limits.header_timeout()))
+            .keep_alive(self.inner.http.is_keep_alive())
+            // hyper's own bound on the head is a backstop a little above ours, so that heads
+            // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
+            .max_buf_size(hyper_buf_size(limits.head_bytes()));
+        let conn = pin!(builder.serve_connection(io, service));
+        let ended = match select(conn, pin!(cut_off.recv())).await {
+            Either::Left((result, _)) => Some(result.err()),
+            Either::Right(_) => None,
+        };
+        self.connection_ended(peer, ended);
+    }
+
+    /// The hyper service of one connection from `peer`: each request goes to
+    /// [`handle`](Self::handle), tagged with the connection's switch and seat, and counted busy
+    /// until its response body is dropped.
+    fn connection_service(
+        &self,
+        peer: SocketAddr,
+        switch: Switch,
+    ) -> impl hyper::service::Service<
+        Request<hyper::body::Incoming>,
+        Response = Response<McpBody>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Response<McpBody>, Infallible>> + Send,
+    > + Clone
+           + Send
+           + 'static {
         let svc = self.clone();
-        let Switch { busy, cut, cut_off, seat } = switch;
+        let Switch { busy, cut, seat, .. } = switch;
         let cut = Cut(cut);
-        let service = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
+        hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
             let svc = svc.clone();
             req.extensions_mut().insert(cut.clone());
             if let Some(seat) = seat {
@@ -355,20 +406,15 @@ impl HttpService {
                 resp.body_mut().busy = Some(busy);
                 Ok::<_, Infallible>(resp)
             }
-        });
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
-            .timer(timer)
-            .header_read_timeout(header_timeout(self.inner.rt.now(), limits.header_timeout()))
-            .keep_alive(self.inner.http.is_keep_alive())
-            // hyper's own bound on the head is a backstop a little above ours, so that heads
-            // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
-            .max_buf_size(hyper_buf_size(limits.head_bytes()));
-        let conn = pin!(builder.serve_connection(io, service));
-        match select(conn, pin!(cut_off.recv())).await {
-            // Timeouts, resets and malformed requests: the connection's business, not the
-            // server's.
-            Either::Left((Err(e), _)) => {
+        })
+    }
+
+    /// Records how a connection ended: `Some(error)` from hyper (timeouts, resets and malformed
+    /// requests: the connection's business, not the server's), or `None` when it closed or
+    /// was cut.
+    fn connection_ended(&self, peer: SocketAddr, error: Option<Option<hyper::Error>>) {
+        match error {
+            Some(Some(e)) => {
                 if e.is_timeout() {
                     self.inner.server.http_refused(HttpRefused::HeadTimeout);
                 } else if e.is_parse_too_large() {
@@ -376,11 +422,9 @@ impl HttpService {
                 }
                 tracing::debug!(%peer, error = %e, "HTTP connection ended with an error")
             }
-            Either::Left((Ok(()), _)) => {}
+            Some(None) => {}
             // Dropping the connection closes the socket, whatever it still had to write.
-            Either::Right(_) => {
-                tracing::debug!(%peer, "cut the connection (a reader that fell behind, or displaced)")
-            }
+            None => tracing::debug!(%peer, "cut the connection (a reader that fell behind, or displaced)"),
         }
     }
 
