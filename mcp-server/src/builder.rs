@@ -342,7 +342,8 @@ impl ServerBuilder {
         let server = Server::from_config(self.config);
         #[cfg(feature = "auth")]
         if let Some(auth) = self.authorization {
-            let _ = server.shared.authorization.set(auth.with_keys(&keys));
+            let cluster = self.cluster.as_ref().map(|m| m.cluster.clone());
+            let _ = server.shared.authorization.set(auth.for_server(&keys, cluster));
         }
         {
             let mut st = server.lock();

@@ -79,6 +79,15 @@ fn rig_with(
 
 /// The test server (tools `whoami` and `admin`) behind `authorization`, served on `shim`.
 fn serve(shim: Shim, authorization: Authorization) -> Rig {
+    serve_replica(shim, authorization, None)
+}
+
+/// [`serve`] as the replica `name` of `cluster`.
+fn serve_replica(
+    shim: Shim,
+    authorization: Authorization,
+    replica: Option<(&std::sync::Arc<mcp_server::InMemoryCluster>, &str)>,
+) -> Rig {
     let whoami = Tool::new("whoami", "Says who calls", json!({"type": "object"}));
     let admin = Tool::new("admin", "Needs mcp:admin", json!({"type": "object"})).scopes(["mcp:admin"]);
     let server = Server::builder("auth", "1.0.0")
@@ -93,9 +102,14 @@ fn serve(shim: Shim, authorization: Authorization) -> Rig {
             });
             ToolOutput::text(text.to_string())
         })
-        .tool(admin, |_: ToolCall| async move { ToolOutput::text("admin done") })
-        .build()
-        .unwrap_or_else(|e| panic!("the test server is valid: {e}"));
+        .tool(admin, |_: ToolCall| async move { ToolOutput::text("admin done") });
+    let server = match replica {
+        Some((cluster, name)) => {
+            server.cluster(cluster.clone() as std::sync::Arc<dyn mcp_server::Cluster>, name)
+        }
+        None => server,
+    };
+    let server = server.build().unwrap_or_else(|e| panic!("the test server is valid: {e}"));
     let addr = mcp_tests::http::serve(shim, server.clone(), HttpConfig::default());
     Rig { addr, server }
 }
@@ -630,5 +644,35 @@ fn keys_are_fetched_over_https_from_an_issuer_whose_ca_is_trusted() {
         let rig = serve(shim, Authorization::new(protected, doubting));
         let resp = call(rig.addr, Some(&token))?;
         ensure(resp.status() == 503, || format!("with the CA not trusted: {}", resp.status()))
+    });
+}
+
+#[test]
+fn a_dpop_proof_spent_on_one_replica_is_refused_on_another() {
+    let signer = Signer::new("k1");
+    let client_key = Signer::new("client");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let cluster = std::sync::Arc::new(mcp_server::InMemoryCluster::default());
+        let bound_resource = || {
+            let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
+            let protected = ProtectedResource::new(resource.clone(), [issuer.url.clone()])
+                .map(|p| p.dpop(["ES256", "EdDSA"]))
+                .unwrap_or_else(|e| panic!("{e}"));
+            Authorization::new(protected, JwtVerifier::new(ClaimRules::new(issuer.url.clone(), resource)))
+        };
+        let a = serve_replica(shim, bound_resource(), Some((&cluster, "a")));
+        let b = serve_replica(shim, bound_resource(), Some((&cluster, "b")));
+        let mut bound = claims(&issuer);
+        bound["cnf"] = json!({"jkt": client_key.thumbprint()});
+        let token = signer.token(&bound);
+        let proof = client_key.proof("POST", RESOURCE, &token, &json!({}));
+        let resp = call_bound(a.addr, &token, Some(&proof))?;
+        ensure(resp.status() == 200, || format!("on replica a: {} {:?}", resp.status(), resp.json()))?;
+        refused_proof(&call_bound(b.addr, &token, Some(&proof))?, "invalid_dpop_proof")
+            .map_err(|e| format!("the same proof on replica b: {e}"))?;
+        let fresh = client_key.proof("POST", RESOURCE, &token, &json!({}));
+        let resp = call_bound(b.addr, &token, Some(&fresh))?;
+        ensure(resp.status() == 200, || format!("a fresh proof on replica b: {}", resp.status()))
     });
 }

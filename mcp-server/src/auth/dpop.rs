@@ -2,13 +2,15 @@
 //! signature verified with the key it carries, that key matched to the token's `cnf.jkt`, and
 //! the proof admitted once.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mcp_proto::auth::dpop::{check_proof, Nonces, Proof, ProofRules, ProofTarget, Replays};
 use mcp_proto::auth::{Denial, ProtectedResource};
 
 use super::verify::verifies;
+use crate::cluster::{Cluster, CLAIM_TIMEOUT};
+use crate::runtime::Runtime;
 
 /// How long a DPoP proof is good for either side of its `iat`: 60 s by default
 /// ([`Authorization::dpop_window`](super::Authorization::dpop_window)). An older or later
@@ -23,18 +25,31 @@ pub const PROOF_WINDOW: Duration = Duration::from_secs(60);
 pub const REPLAY_CAPACITY: usize = 65_536;
 
 /// The proof side of an [`Authorization`](super::Authorization).
-#[derive(Debug)]
 pub(crate) struct Proofs {
     rules: ProofRules,
     replays: Mutex<Replays>,
     /// Set when nonces are required, once the server's key ring is known.
     nonces: Option<Nonces>,
+    /// The cluster whose replay ledger every replica claims proofs in, when the server is a
+    /// replica: a proof spent on one is refused on all.
+    shared: Option<Arc<dyn Cluster>>,
+}
+
+impl std::fmt::Debug for Proofs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proofs").field("rules", &self.rules).field("shared", &self.shared.is_some()).finish()
+    }
 }
 
 impl Proofs {
-    pub(crate) fn new(window: Duration, capacity: usize, nonces: Option<Nonces>) -> Self {
+    pub(crate) fn new(
+        window: Duration,
+        capacity: usize,
+        nonces: Option<Nonces>,
+        shared: Option<Arc<dyn Cluster>>,
+    ) -> Self {
         let rules = ProofRules::default().window(window);
-        Self { rules, replays: Mutex::new(Replays::new(capacity, window)), nonces }
+        Self { rules, replays: Mutex::new(Replays::new(capacity, window)), nonces, shared }
     }
 
     /// The proof of a request presenting `token` with the `DPoP` scheme, held to the request
@@ -68,8 +83,19 @@ impl Proofs {
 
     /// Admits `proof`, checked by [`check`](Self::check), for a token verified as bound to the
     /// key thumbprint `jkt`: the key must be that one, the signature must verify, and the proof
-    /// must not have been seen. Last, so that only a holder of a valid token spends a slot.
-    pub(crate) fn admit(&self, proof: &Proof, jkt: &str, now: u64) -> Result<(), Denial> {
+    /// must not have been seen, here nor (in a cluster) on another replica. Last, so that only
+    /// a holder of a valid token spends a slot.
+    ///
+    /// In a cluster the proof is claimed in the shared replay ledger until its window has
+    /// passed; when the ledger cannot answer within [`CLAIM_TIMEOUT`] the request is refused
+    /// `503` (a replay cannot be ruled out: it fails closed).
+    pub(crate) async fn admit(
+        &self,
+        proof: &Proof,
+        jkt: &str,
+        now: u64,
+        rt: &Arc<dyn Runtime>,
+    ) -> Result<(), Denial> {
         if proof.jkt != jkt {
             return Err(Denial::InvalidToken("the token is bound to another key than the DPoP proof's"));
         }
@@ -77,7 +103,29 @@ impl Proofs {
         if !verifies(proof.kind, &proof.alg, &proof.jwk, input, &proof.signature) {
             return Err(Denial::InvalidProof("the DPoP proof's signature does not verify"));
         }
-        self.replays.lock().unwrap_or_else(PoisonError::into_inner).admit(proof, now)
+        self.replays.lock().unwrap_or_else(PoisonError::into_inner).admit(proof, now)?;
+        let Some(cluster) = &self.shared else { return Ok(()) };
+        let digest: String =
+            Replays::key(&proof.jkt, &proof.jti).iter().map(|b| format!("{b:02x}")).collect();
+        let remembered = self.rules.window_len().as_secs().saturating_mul(2).saturating_add(1);
+        let until_ms = now.saturating_add(remembered).saturating_mul(1000);
+        let deadline = rt.now().checked_add(CLAIM_TIMEOUT);
+        let claimed =
+            crate::runtime::within(rt.as_ref(), deadline, cluster.claim(&format!("dpop:{digest}"), until_ms));
+        match claimed.await {
+            Some(Ok(None)) => Ok(()),
+            Some(Ok(Some(_))) => Err(Denial::InvalidProof("the DPoP proof was used before")),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "cannot claim a DPoP proof in the cluster's replay ledger: refusing 503");
+                Err(Denial::Unavailable)
+            }
+            None => {
+                tracing::warn!(
+                    "the cluster's replay ledger did not answer a DPoP claim in time: refusing 503"
+                );
+                Err(Denial::Unavailable)
+            }
+        }
     }
 
     /// A fresh nonce for a `DPoP-Nonce` header, when nonces are required.

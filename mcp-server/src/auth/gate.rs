@@ -69,7 +69,9 @@ impl Authorization {
         let token = self.verifier.verify(check).await.map_err(|d| self.deny(&d))?;
         match (&proof, token.jkt.as_deref()) {
             (None, None) => {}
-            (Some(proof), Some(jkt)) => self.proofs.admit(proof, jkt, now).map_err(|d| self.deny(&d))?,
+            (Some(proof), Some(jkt)) => {
+                self.proofs.admit(proof, jkt, now, runtime).await.map_err(|d| self.deny(&d))?
+            }
             // A token bound to a key (RFC 9449 §6) is worthless without the proof of that key,
             // and a bearer token is not made a bound one by the scheme it is sent with.
             _ => return Err(self.deny(&TokenError::Binding.into())),

@@ -11,7 +11,8 @@
 //! - when the resource lists DPoP algorithms ([`ProtectedResource::dpop`]), takes DPoP-bound
 //!   tokens (RFC 9449) under the `DPoP` scheme too: the request's proof must be for this
 //!   method and URL, within [`PROOF_WINDOW`], bound to the token (`ath`), signed by the key the
-//!   token's `cnf.jkt` names, never seen before ([`REPLAY_CAPACITY`]) and, when
+//!   token's `cnf.jkt` names, never seen before ([`REPLAY_CAPACITY`]; in a cluster, on no
+//!   replica: proofs are claimed in its shared replay ledger) and, when
 //!   [`Authorization::dpop_nonces`] asks, carry a nonce this server issued. A bound token sent
 //!   as a bearer token is refused, and so is a bearer token sent as a bound one;
 //! - hands the engine the [`Caller`](mcp_proto::Caller) the token makes (its subject, client
@@ -118,7 +119,7 @@ impl Authorization {
             document,
             verifier: Arc::new(verifier),
             keep: Arc::new([]),
-            proofs: Arc::new(dpop::Proofs::new(PROOF_WINDOW, REPLAY_CAPACITY, None)),
+            proofs: Arc::new(dpop::Proofs::new(PROOF_WINDOW, REPLAY_CAPACITY, None, None)),
             window: PROOF_WINDOW,
             replay_capacity: REPLAY_CAPACITY,
             nonce_period: None,
@@ -143,7 +144,7 @@ impl Authorization {
     /// ([`ProtectedResource::dpop`]).
     pub fn dpop_window(mut self, window: Duration) -> Self {
         self.window = window;
-        self.renew_proofs(None);
+        self.renew_proofs(None, None);
         self
     }
 
@@ -151,7 +152,7 @@ impl Authorization {
     /// default (see there for what a full cache does).
     pub fn dpop_replay_capacity(mut self, capacity: usize) -> Self {
         self.replay_capacity = capacity;
-        self.renew_proofs(None);
+        self.renew_proofs(None, None);
         self
     }
 
@@ -165,15 +166,23 @@ impl Authorization {
         self
     }
 
-    /// Seals the nonces (when required) with the server's key ring, once it is known.
-    pub(crate) fn with_keys(mut self, keys: &mcp_proto::KeyRing) -> Self {
-        if let Some(period) = self.nonce_period {
-            self.renew_proofs(Some(mcp_proto::auth::dpop::Nonces::new(keys.clone(), period)));
-        }
+    /// Seals the nonces (when required) with the server's key ring, and claims DPoP proofs in
+    /// the replay ledger of its cluster (when it is a replica), once both are known.
+    pub(crate) fn for_server(
+        mut self,
+        keys: &mcp_proto::KeyRing,
+        cluster: Option<Arc<dyn crate::cluster::Cluster>>,
+    ) -> Self {
+        let nonces = self.nonce_period.map(|period| mcp_proto::auth::dpop::Nonces::new(keys.clone(), period));
+        self.renew_proofs(nonces, cluster);
         self
     }
 
-    fn renew_proofs(&mut self, nonces: Option<mcp_proto::auth::dpop::Nonces>) {
-        self.proofs = Arc::new(dpop::Proofs::new(self.window, self.replay_capacity, nonces));
+    fn renew_proofs(
+        &mut self,
+        nonces: Option<mcp_proto::auth::dpop::Nonces>,
+        cluster: Option<Arc<dyn crate::cluster::Cluster>>,
+    ) {
+        self.proofs = Arc::new(dpop::Proofs::new(self.window, self.replay_capacity, nonces, cluster));
     }
 }
