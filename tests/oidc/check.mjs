@@ -1,0 +1,446 @@
+#!/usr/bin/env node
+// The OAuth checks of tests/oidc/run.sh against ONE running MCP server started with
+// `--auth-issuer ISSUER --auth-resource URL`, ISSUER being provider.mjs (oidc-provider).
+//
+// Usage: node check.mjs --issuer ISSUER --url MCP_URL [--other-issuer ISSUER2] [--timeout SECONDS] [--no-sdk]
+//
+// MCP_URL is the server's endpoint, also its resource indicator (the audience tokens name).
+// Checks, in order (each prints `  ok    NAME` or `  FAIL  NAME: why`):
+//   a  no-token          POST initialize without a token: 401, `WWW-Authenticate: Bearer` with
+//                        resource_metadata="<origin>/.well-known/oauth-protected-resource/mcp"
+//                        and no error code (RFC 6750 §3.1: none when no credentials were sent)
+//      prm              that document (RFC 9728): 200 JSON, `resource` == MCP_URL,
+//                       `authorization_servers` == [ISSUER]
+//   b  as-metadata      as a client discovers the AS from the PRM's authorization_servers[0]:
+//                       /.well-known/oauth-authorization-server, else
+//                       /.well-known/openid-configuration; `issuer` echoes it exactly, it has
+//                       a token_endpoint and offers client_credentials
+//      token            client_credentials at that token_endpoint (client_secret_basic) with
+//                       resource=MCP_URL, scope=mcp:tools: a Bearer JWT access token, header
+//                       typ at+jwt / alg ES256 / a kid, claims iss == ISSUER, aud == MCP_URL, exp
+//   c  initialize       with the token: 200 and an mcp-session-id
+//      initialized      notifications/initialized: 202
+//      tools-list       tools/list names echo
+//      echo             tools/call echo {"text":"hi"}: the result's text contains "hi"
+//      session-no-token the session id without the token: 401 (a session is no credential)
+//      rs256            an RS256-signed token (client mcp-check-rs; the JWKS's other key):
+//                       initialize 200
+//   d  wrong-audience   a token issued for http://127.0.0.1:1/other: 401, error="invalid_token"
+//      bad-signature    the good token, one signature character changed: 401, invalid_token
+//      query-token      the good token as `?access_token=` (no header): 400 (RFC 6750 §2.3 is
+//                       not for OAuth 2.1 / MCP resource servers)
+//      other-issuer     (with --other-issuer: a second provider.mjs, its own keys under the same
+//                       kids) its token for MCP_URL: 401, invalid_token
+//   e  sdk-connect      (unless --no-sdk) the official TypeScript SDK's client
+//                       (StreamableHTTPClientTransport + auth-extensions' ClientCredentialsProvider,
+//                       given only MCP_URL, the client id/secret and the expected issuer)
+//                       connects: it must itself read the 401 challenge, the PRM, the AS
+//                       metadata and get a token for the resource from the token endpoint
+//      sdk-list-tools   client.listTools() names echo
+//      sdk-echo         client.callTool echo {"text":"hi from the sdk"}: the text comes back
+// Ends with `oidc-check: N passed, M failed`; exit 0 only if all passed. A check whose
+// prerequisite failed fails too ("needs ...").
+
+import { Buffer } from 'node:buffer';
+import { readFileSync } from 'node:fs';
+
+const args = process.argv.slice(2);
+function opt(name, fallback) {
+  const i = args.indexOf(name);
+  return i >= 0 && i + 1 < args.length ? args[i + 1] : fallback;
+}
+const ISSUER = opt('--issuer');
+const MCP_URL = opt('--url');
+const TIMEOUT_MS = Number(opt('--timeout', '15')) * 1000;
+const OTHER_ISSUER = opt('--other-issuer');
+const SDK = !args.includes('--no-sdk');
+if (!ISSUER || !MCP_URL) {
+  console.error('usage: node check.mjs --issuer ISSUER --url MCP_URL [--other-issuer ISSUER2] [--timeout SECONDS] [--no-sdk]');
+  process.exit(2);
+}
+
+// provider.mjs's clients and scope.
+const CLIENT_ID = 'mcp-check';
+const CLIENT_ID_RS = 'mcp-check-rs';
+const CLIENT_SECRET = 'mcp-check-secret';
+const SCOPE = 'mcp:tools';
+const OTHER_RESOURCE = 'http://127.0.0.1:1/other';
+const PROTOCOL_VERSION = '2025-06-18';
+
+let passed = 0;
+let failed = 0;
+class Failure extends Error {}
+function assert(cond, msg) {
+  if (!cond) throw new Failure(msg);
+}
+
+// Lines a check adds below its ok/FAIL line.
+let notes = [];
+const note = (line) => notes.push(line);
+function flushNotes() {
+  for (const line of notes) console.log(`        ${line}`);
+  notes = [];
+}
+
+// Runs one check; returns its value, or undefined when it failed (or a prerequisite did).
+async function check(name, needs, fn) {
+  const missing = Object.entries(needs).filter(([, v]) => v === undefined).map(([k]) => k);
+  if (missing.length) {
+    failed++;
+    console.log(`  FAIL  ${name}: needs ${missing.join(', ')} (an earlier check failed)`);
+    return undefined;
+  }
+  try {
+    const value = await fn();
+    passed++;
+    console.log(`  ok    ${name}`);
+    flushNotes();
+    return value ?? true;
+  } catch (e) {
+    failed++;
+    const why = e instanceof Failure ? e.message : `${e?.name ?? 'Error'}: ${e?.message ?? e}${e?.cause ? ` (cause: ${e.cause.message ?? e.cause})` : ''}`;
+    console.log(`  FAIL  ${name}: ${why}`);
+    flushNotes();
+    return undefined;
+  }
+}
+
+const timeout = () => AbortSignal.timeout(TIMEOUT_MS);
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+function decodeJwt(jwt) {
+  const parts = jwt.split('.');
+  assert(parts.length === 3, `the access token is no JWS compact serialization (${parts.length} parts)`);
+  const part = (s) => JSON.parse(Buffer.from(s, 'base64url').toString('utf8'));
+  return { header: part(parts[0]), payload: part(parts[1]) };
+}
+
+// The auth-params of a `Bearer` challenge (quoted-string or token values).
+function bearerParams(header) {
+  assert(header, 'no WWW-Authenticate header');
+  const m = /^\s*Bearer(?:\s+(.*))?$/i.exec(header);
+  assert(m, `WWW-Authenticate is not a Bearer challenge: ${header}`);
+  const params = {};
+  for (const p of (m[1] ?? '').matchAll(/([A-Za-z0-9_.-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))/g)) {
+    params[p[1].toLowerCase()] = p[2] !== undefined ? p[2].replace(/\\(.)/g, '$1') : p[3];
+  }
+  return params;
+}
+
+// POST one JSON-RPC message to the MCP endpoint. Returns { status, headers, message, text }:
+// `message` is the JSON-RPC response with the request's id (from a JSON body or an SSE stream),
+// when there is one.
+async function mcpPost(body, { token, session, url = MCP_URL } = {}) {
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+  };
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (session) {
+    headers['mcp-session-id'] = session;
+    headers['mcp-protocol-version'] = PROTOCOL_VERSION;
+  }
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error(`no answer within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
+  try {
+    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: controller.signal });
+    const type = res.headers.get('content-type') ?? '';
+    let message;
+    let text = '';
+    if (res.status === 200 && type.startsWith('text/event-stream')) {
+      // Read events until the response to this request (the stream may stay open after it).
+      const reader = res.body.getReader();
+      const decoder = new TextDecoder();
+      let buf = '';
+      outer: for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        const chunk = decoder.decode(value, { stream: true });
+        buf += chunk;
+        text += chunk;
+        let end;
+        while ((end = buf.search(/\r?\n\r?\n/)) >= 0) {
+          const event = buf.slice(0, end);
+          buf = buf.slice(end).replace(/^\r?\n\r?\n/, '');
+          const data = event.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
+          if (!data) continue;
+          const msg = JSON.parse(data);
+          if (msg.id === body.id && ('result' in msg || 'error' in msg)) {
+            message = msg;
+            break outer;
+          }
+        }
+      }
+      await reader.cancel().catch(() => {});
+    } else {
+      text = await res.text();
+      if (type.startsWith('application/json') && text) {
+        const parsed = JSON.parse(text);
+        message = Array.isArray(parsed) ? parsed.find((m) => m.id === body.id) : parsed;
+      }
+    }
+    return { status: res.status, headers: res.headers, message, text };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const initializeRequest = (id = 1) => ({
+  jsonrpc: '2.0',
+  id,
+  method: 'initialize',
+  params: { protocolVersion: PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'oidc-check', version: '1' } },
+});
+
+function expectInvalidToken(r, what) {
+  assert(r.status === 401, `${what}: expected 401, got ${r.status} ${r.text.slice(0, 200)}`);
+  const params = bearerParams(r.headers.get('www-authenticate'));
+  assert(params.error === 'invalid_token', `${what}: expected error="invalid_token", got WWW-Authenticate: ${r.headers.get('www-authenticate')}`);
+}
+
+async function getToken(tokenEndpoint, { clientId = CLIENT_ID, resource = MCP_URL } = {}) {
+  const res = await fetch(tokenEndpoint, {
+    method: 'POST',
+    headers: {
+      authorization: `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(CLIENT_SECRET)}`).toString('base64')}`,
+      'content-type': 'application/x-www-form-urlencoded',
+      accept: 'application/json',
+    },
+    body: new URLSearchParams({ grant_type: 'client_credentials', resource, scope: SCOPE }),
+    signal: timeout(),
+  });
+  const text = await res.text();
+  assert(res.status === 200, `token endpoint answered ${res.status}: ${text.slice(0, 300)}`);
+  const body = JSON.parse(text);
+  assert(typeof body.access_token === 'string', `no access_token in ${text.slice(0, 300)}`);
+  assert(/^bearer$/i.test(body.token_type ?? ''), `token_type ${body.token_type}, expected Bearer`);
+  return body.access_token;
+}
+
+// ---- a: the challenge and the protected resource metadata ---------------------------------------
+
+const origin = new URL(MCP_URL).origin;
+const expectedPrmUrl = `${origin}/.well-known/oauth-protected-resource${new URL(MCP_URL).pathname}`;
+
+const prmUrl = await check('no-token: 401 + Bearer resource_metadata challenge', {}, async () => {
+  const r = await mcpPost(initializeRequest());
+  assert(r.status === 401, `expected 401, got ${r.status} ${r.text.slice(0, 200)}`);
+  const header = r.headers.get('www-authenticate');
+  const params = bearerParams(header);
+  assert(params.resource_metadata === expectedPrmUrl, `resource_metadata ${params.resource_metadata}, expected ${expectedPrmUrl} (WWW-Authenticate: ${header})`);
+  assert(params.error === undefined, `an error code although no credentials were sent (RFC 6750 §3.1): ${header}`);
+  return params.resource_metadata;
+});
+
+const prm = await check('prm: metadata names the resource and the issuer', { prmUrl }, async () => {
+  const res = await fetch(prmUrl, { headers: { accept: 'application/json' }, signal: timeout() });
+  const text = await res.text();
+  assert(res.status === 200, `GET ${prmUrl}: ${res.status} ${text.slice(0, 200)}`);
+  assert((res.headers.get('content-type') ?? '').startsWith('application/json'), `content-type ${res.headers.get('content-type')}`);
+  const doc = JSON.parse(text);
+  assert(doc.resource === MCP_URL, `resource ${JSON.stringify(doc.resource)}, expected ${MCP_URL}`);
+  assert(
+    Array.isArray(doc.authorization_servers) && doc.authorization_servers.length === 1 && doc.authorization_servers[0] === ISSUER,
+    `authorization_servers ${JSON.stringify(doc.authorization_servers)}, expected [${JSON.stringify(ISSUER)}]`,
+  );
+  return doc;
+});
+
+// ---- b: the client's way to a token ----------------------------------------------------------------
+
+const asMeta = await check('as-metadata: discovered from the PRM', { prm }, async () => {
+  const as = prm.authorization_servers[0];
+  const u = new URL(as);
+  // RFC 8414 §3.1 / OIDC Discovery, as the MCP authorization spec orders them for a pathless issuer.
+  const path = u.pathname === '/' ? '' : u.pathname;
+  const candidates = [
+    `${u.origin}/.well-known/oauth-authorization-server${path}`,
+    path ? `${u.origin}/.well-known/openid-configuration${path}` : undefined,
+    `${u.origin}${path}/.well-known/openid-configuration`,
+  ].filter(Boolean);
+  const tried = [];
+  for (const url of candidates) {
+    const res = await fetch(url, { headers: { accept: 'application/json' }, signal: timeout() });
+    if (res.status !== 200) {
+      tried.push(`${url}: ${res.status}`);
+      continue;
+    }
+    const doc = await res.json();
+    assert(doc.issuer === as, `${url}: issuer ${JSON.stringify(doc.issuer)} does not echo ${as}`);
+    assert(typeof doc.token_endpoint === 'string', `${url}: no token_endpoint`);
+    assert(
+      !doc.grant_types_supported || doc.grant_types_supported.includes('client_credentials'),
+      `${url}: grant_types_supported ${JSON.stringify(doc.grant_types_supported)} lacks client_credentials`,
+    );
+    note(`AS metadata: ${url}${tried.length ? ` (after ${tried.join('; ')})` : ''}`);
+    return doc;
+  }
+  throw new Failure(`no AS metadata found: ${tried.join('; ')}`);
+});
+
+const token = await check('token: client_credentials for the resource -> JWT', { asMeta }, async () => {
+  const jwt = await getToken(asMeta.token_endpoint);
+  const { header, payload } = decodeJwt(jwt);
+  assert(header.alg === 'ES256', `alg ${header.alg}, expected ES256`);
+  assert(/^(application\/)?at\+jwt$/i.test(header.typ ?? ''), `typ ${header.typ}, expected at+jwt`);
+  assert(typeof header.kid === 'string', 'no kid in the header');
+  assert(payload.iss === ISSUER, `iss ${payload.iss}, expected ${ISSUER}`);
+  const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
+  assert(aud.includes(MCP_URL), `aud ${JSON.stringify(payload.aud)} does not name ${MCP_URL}`);
+  assert(Number.isInteger(payload.exp) && payload.exp > Date.now() / 1000, `exp ${payload.exp}`);
+  assert(payload.scope === SCOPE, `scope ${payload.scope}, expected ${SCOPE}`);
+  return jwt;
+});
+
+// ---- c: MCP with the token ---------------------------------------------------------------------------
+
+const session = await check('initialize with the token: 200 + session id', { token }, async () => {
+  const r = await mcpPost(initializeRequest(), { token });
+  assert(r.status === 200, `expected 200, got ${r.status} ${r.text.slice(0, 300)}`);
+  assert(r.message?.result?.protocolVersion, `no initialize result: ${r.text.slice(0, 300)}`);
+  const id = r.headers.get('mcp-session-id');
+  assert(id, 'no mcp-session-id header');
+  return id;
+});
+
+await check('notifications/initialized: 202', { token, session }, async () => {
+  const r = await mcpPost({ jsonrpc: '2.0', method: 'notifications/initialized' }, { token, session });
+  assert(r.status === 202, `expected 202, got ${r.status} ${r.text.slice(0, 200)}`);
+});
+
+await check('tools/list names echo', { token, session }, async () => {
+  const r = await mcpPost({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} }, { token, session });
+  assert(r.status === 200, `expected 200, got ${r.status} ${r.text.slice(0, 200)}`);
+  const names = (r.message?.result?.tools ?? []).map((t) => t.name);
+  assert(names.includes('echo'), `echo not listed: ${JSON.stringify(names)}`);
+});
+
+await check('tools/call echo: result contains "hi"', { token, session }, async () => {
+  const r = await mcpPost(
+    { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } },
+    { token, session },
+  );
+  assert(r.status === 200, `expected 200, got ${r.status} ${r.text.slice(0, 200)}`);
+  const result = r.message?.result;
+  assert(result && !result.isError, `no successful result: ${JSON.stringify(r.message).slice(0, 300)}`);
+  const text = (result.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('');
+  assert(text.includes('hi'), `result text ${JSON.stringify(text)} lacks "hi"`);
+});
+
+await check('session id without the token: 401', { session }, async () => {
+  const r = await mcpPost({ jsonrpc: '2.0', id: 4, method: 'tools/list', params: {} }, { session });
+  assert(r.status === 401, `expected 401, got ${r.status} ${r.text.slice(0, 200)}`);
+  bearerParams(r.headers.get('www-authenticate'));
+});
+
+await check('rs256: a token signed with the JWKS\'s RSA key works', { asMeta }, async () => {
+  const jwt = await getToken(asMeta.token_endpoint, { clientId: CLIENT_ID_RS });
+  assert(decodeJwt(jwt).header.alg === 'RS256', `alg ${decodeJwt(jwt).header.alg}, expected RS256`);
+  const r = await mcpPost(initializeRequest(5), { token: jwt });
+  assert(r.status === 200, `expected 200, got ${r.status} ${r.text.slice(0, 300)} (WWW-Authenticate: ${r.headers.get('www-authenticate')})`);
+  assert(r.headers.get('mcp-session-id'), 'no mcp-session-id header');
+});
+
+// ---- d: refusals -----------------------------------------------------------------------------------------
+
+await check('wrong-audience token: 401 invalid_token', { asMeta }, async () => {
+  const jwt = await getToken(asMeta.token_endpoint, { resource: OTHER_RESOURCE });
+  const { payload } = decodeJwt(jwt);
+  assert(payload.aud === OTHER_RESOURCE, `the AS issued aud ${JSON.stringify(payload.aud)} for ${OTHER_RESOURCE}`);
+  expectInvalidToken(await mcpPost(initializeRequest(6), { token: jwt }), 'token for another resource');
+});
+
+await check('bad signature: 401 invalid_token', { token }, async () => {
+  const parts = token.split('.');
+  const sig = parts[2];
+  // A character in the middle: the last one may carry only padding bits.
+  const i = Math.floor(sig.length / 2);
+  const swapped = sig[i] === 'A' ? 'B' : 'A';
+  const forged = `${parts[0]}.${parts[1]}.${sig.slice(0, i)}${swapped}${sig.slice(i + 1)}`;
+  assert(forged !== token, 'forgery equals the token');
+  expectInvalidToken(await mcpPost(initializeRequest(7), { token: forged }), 'tampered signature');
+});
+
+await check('token in the query string (?access_token=): 400', { token }, async () => {
+  const url = `${MCP_URL}?access_token=${encodeURIComponent(token)}`;
+  const r = await mcpPost(initializeRequest(8), { url });
+  assert(r.status === 400, `expected 400, got ${r.status} ${r.text.slice(0, 200)} (WWW-Authenticate: ${r.headers.get('www-authenticate')})`);
+});
+
+if (OTHER_ISSUER) {
+  await check('other-issuer token (same kid, other key): 401 invalid_token', { token }, async () => {
+    const res = await fetch(`${OTHER_ISSUER}/.well-known/openid-configuration`, { signal: timeout() });
+    assert(res.status === 200, `${OTHER_ISSUER}'s discovery: ${res.status}`);
+    const jwt = await getToken((await res.json()).token_endpoint);
+    const { header, payload } = decodeJwt(jwt);
+    assert(payload.iss === OTHER_ISSUER && payload.aud === MCP_URL, `unexpected claims ${JSON.stringify(payload)}`);
+    assert(header.kid === decodeJwt(token).header.kid, `kid ${header.kid} (expected the same kid as the issuer's own keys)`);
+    expectInvalidToken(await mcpPost(initializeRequest(9), { token: jwt }), 'token of another issuer');
+  });
+}
+
+// ---- e: the official TypeScript SDK client, from the URL alone ---------------------------------------------
+
+if (SDK) {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+  const { ClientCredentialsProvider } = await import('@modelcontextprotocol/sdk/client/auth-extensions.js');
+  // (the exports map routes `sdk/package.json` to a dist stub, so read the real one)
+  const sdkVersion = JSON.parse(
+    readFileSync(new URL('./node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url), 'utf8'),
+  ).version;
+
+  // Every request the SDK makes, to check it found its own way (and to explain a failure).
+  const seen = [];
+  const recordingFetch = async (input, init) => {
+    const url = typeof input === 'string' ? input : input.url ?? String(input);
+    const res = await fetch(input, { ...init, signal: init?.signal ?? timeout() });
+    const body = init?.body instanceof URLSearchParams ? `?${init.body}` : typeof init?.body === 'string' && url.includes('/token') ? `?${init.body}` : '';
+    seen.push(`${init?.method ?? 'GET'} ${url}${body.replace(/(client_secret=)[^&]*/, '$1***')} -> ${res.status}`);
+    return res;
+  };
+  const trace = () => `; requests: ${seen.join(' | ')}`;
+
+  const provider = new ClientCredentialsProvider({
+    clientId: CLIENT_ID,
+    clientSecret: CLIENT_SECRET,
+    expectedIssuer: ISSUER,
+    scope: SCOPE,
+    clientName: 'oidc-check-sdk',
+  });
+  const client = new Client({ name: 'oidc-check-sdk', version: '1' });
+  const transport = new StreamableHTTPClientTransport(new URL(MCP_URL), { authProvider: provider, fetch: recordingFetch });
+
+  const connected = await check(`sdk ${sdkVersion}: connect (401 -> PRM -> AS metadata -> client_credentials)`, {}, async () => {
+    try {
+      await client.connect(transport, { timeout: TIMEOUT_MS });
+    } catch (e) {
+      throw new Failure(`${e?.message ?? e}${trace()}`);
+    }
+    const tokenReq = seen.find((s) => s.startsWith(`POST ${asMeta?.token_endpoint ?? `${ISSUER}/token`}`));
+    assert(tokenReq, `the SDK made no token request${trace()}`);
+    assert(tokenReq.includes(`resource=${encodeURIComponent(MCP_URL)}`), `the token request named no resource=${MCP_URL}: ${tokenReq}`);
+    assert(seen.some((s) => s.startsWith(`GET ${expectedPrmUrl} -> 200`)), `the SDK did not read the PRM${trace()}`);
+    const jwt = provider.tokens()?.access_token;
+    assert(jwt && decodeJwt(jwt).payload.aud === MCP_URL, `the SDK's token is not for ${MCP_URL}`);
+    note(`the SDK's requests: ${seen.join(' | ')}`);
+    return true;
+  });
+
+  await check('sdk: listTools names echo', { connected }, async () => {
+    const { tools } = await client.listTools(undefined, { timeout: TIMEOUT_MS });
+    assert(tools.some((t) => t.name === 'echo'), `echo not listed: ${JSON.stringify(tools.map((t) => t.name))}`);
+  });
+
+  await check('sdk: callTool echo', { connected }, async () => {
+    const result = await client.callTool({ name: 'echo', arguments: { text: 'hi from the sdk' } }, undefined, { timeout: TIMEOUT_MS });
+    const text = (result.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('');
+    assert(!result.isError && text.includes('hi from the sdk'), `result ${JSON.stringify(result).slice(0, 300)}`);
+  });
+
+  await client.close().catch(() => {});
+}
+
+console.log(`oidc-check: ${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
