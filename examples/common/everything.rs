@@ -57,10 +57,13 @@ pub(crate) struct Args {
     /// The endpoint's canonical URL, the audience its tokens must name (`--auth-resource URL`;
     /// default `http://<--http address>/mcp`).
     pub(crate) auth_resource: Option<String>,
+    /// Serve HTTPS with this certificate chain and key, PEM files (`--tls-cert FILE --tls-key
+    /// FILE`; the example built with `--features tls`).
+    pub(crate) tls: Option<(String, String)>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL]]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL]] [--tls-cert FILE --tls-key FILE]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -85,9 +88,12 @@ const USAGE: &str =
     \x20                 forward requests for its sessions and running tasks (default\n\
     \x20                 http://<--http ADDR>/mcp)\n\
     --auth-issuer URL require, over HTTP, a JWT access token from the authorization server at\n\
-    \x20                 URL (its keys found by its metadata), issued for this endpoint\n\
+    \x20                 URL (its keys found by its metadata), issued for this endpoint; adds\n\
+    \x20                 the whoami tool, which needs the mcp:whoami scope\n\
     --auth-resource U this endpoint's canonical URL, the audience tokens must name and the\n\
-    \x20                 protected resource metadata's `resource` (default http://<--http ADDR>/mcp)";
+    \x20                 protected resource metadata's `resource` (default http(s)://<--http ADDR>/mcp)\n\
+    --tls-cert FILE   with --tls-key FILE: serve HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with this\n\
+    \x20                 PEM certificate chain and key (build with --features tls)";
 
 impl Args {
     /// The stdio caller these options describe.
@@ -114,7 +120,9 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         advertise: None,
         auth_issuer: None,
         auth_resource: None,
+        tls: None,
     };
+    let (mut cert, mut key) = (None, None);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -170,6 +178,10 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 args.auth_resource =
                     Some(it.next().ok_or_else(|| format!("--auth-resource needs a URL\n{USAGE}"))?)
             }
+            "--tls-cert" => {
+                cert = Some(it.next().ok_or_else(|| format!("--tls-cert needs a file\n{USAGE}"))?)
+            }
+            "--tls-key" => key = Some(it.next().ok_or_else(|| format!("--tls-key needs a file\n{USAGE}"))?),
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -185,6 +197,17 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             ));
         }
     }
+    args.tls = match (cert, key) {
+        (Some(cert), Some(key)) if args.http.is_some() => Some((cert, key)),
+        (None, None) => None,
+        (Some(_), Some(_)) => return Err(format!("--tls-cert serves HTTPS: give --http ADDR\n{USAGE}")),
+        _ => return Err(format!("--tls-cert and --tls-key go together\n{USAGE}")),
+    };
+    if args.tls.is_some() && !cfg!(feature = "tls") {
+        return Err(format!(
+            "--tls-cert: this build has no TLS; build the example with --features tls\n{USAGE}"
+        ));
+    }
     if args.auth_issuer.is_some() {
         if args.http.is_none() {
             return Err(format!("--auth-issuer protects the HTTP endpoint: give --http ADDR\n{USAGE}"));
@@ -199,14 +222,15 @@ pub(crate) fn parse_args() -> Result<Args, String> {
 }
 
 /// The resource server `--auth-issuer` asks for: JWT access tokens of that issuer, for this
-/// endpoint (the audience checked), every demo tool needing no scope beyond the token.
+/// endpoint (the audience checked); every demo tool needs no scope beyond the token but
+/// `whoami`, added with it, which needs `mcp:whoami`.
 fn authorization(args: &Args) -> Result<Option<mcp_server::auth::Authorization>, String> {
     use mcp_proto::auth::token::ClaimRules;
     use mcp_proto::auth::{ProtectedResource, ResourceUrl};
     let Some(issuer) = &args.auth_issuer else { return Ok(None) };
     let resource = match (&args.auth_resource, &args.http) {
         (Some(url), _) => url.clone(),
-        (None, Some(addr)) => format!("http://{addr}/mcp"),
+        (None, Some(addr)) => format!("{}://{addr}/mcp", if args.tls.is_some() { "https" } else { "http" }),
         (None, None) => return Ok(None),
     };
     let resource = ResourceUrl::parse(&resource).map_err(|e| format!("--auth-resource {resource}: {e}"))?;
@@ -226,9 +250,24 @@ pub(crate) fn http_config(args: &Args) -> mcp_proto::http::HttpConfig {
 }
 
 /// Tells whoever started the server where it listens, as the one line scripts and tests parse:
-/// `listening on http://HOST:PORT/mcp` on stderr.
-pub(crate) fn announce(addr: std::net::SocketAddr) {
-    eprintln!("listening on http://{addr}/mcp");
+/// `listening on http://HOST:PORT/mcp` (`https://` with TLS) on stderr.
+pub(crate) fn announce(addr: std::net::SocketAddr, args: &Args) {
+    let scheme = if args.tls.is_some() { "https" } else { "http" };
+    eprintln!("listening on {scheme}://{addr}/mcp");
+}
+
+/// The certificate and key `--tls-cert` and `--tls-key` name, read now (the process exits with
+/// why when they cannot be used).
+#[cfg(feature = "tls")]
+pub(crate) fn tls_config(args: &Args) -> Option<mcp_server::tls::TlsConfig> {
+    let (cert, key) = args.tls.as_ref()?;
+    match mcp_server::tls::TlsConfig::from_pem_files(cert, key) {
+        Ok(tls) => Some(tls),
+        Err(e) => {
+            eprintln!("everything: --tls-cert {cert} --tls-key {key}: {e}");
+            std::process::exit(2)
+        }
+    }
 }
 
 /// How long calls in flight may run on after SIGINT or SIGTERM before they are cancelled, and
@@ -477,7 +516,20 @@ fn builder(args: &Args) -> ServerBuilder {
             .max_http_connections(n);
     }
     match authorization(args) {
-        Ok(Some(auth)) => builder = builder.authorization(auth),
+        Ok(Some(auth)) => {
+            // A tool a token's scopes must cover beyond the rest: what step-up is tried on.
+            let whoami = Tool::new(
+                "whoami",
+                "Says who the verified caller is (needs the mcp:whoami scope)",
+                no_args(),
+            )
+            .scopes(["mcp:whoami"]);
+            builder = builder.authorization(auth).tool(whoami, |call: ToolCall| async move {
+                let caller = &call.ctx.caller;
+                let who = json!({"identity": caller.identity, "roles": caller.roles});
+                ToolOutput::text(who.to_string())
+            })
+        }
         Ok(None) => {}
         Err(e) => {
             eprintln!("everything: {e}");

@@ -18,9 +18,17 @@ fn main() {
     if let Some(addr) = &args.http {
         let served = smol::block_on(async {
             let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
-            everything::announce(listener.local_addr()?);
+            everything::announce(listener.local_addr()?, &args);
             // Returns once the shutdown began; `stop` ends when it is over.
-            mcp_smol::serve_http(listener, server, everything::http_config(&args)).await?;
+            let http = everything::http_config(&args);
+            #[cfg(feature = "tls")]
+            if let Some(tls) = everything::tls_config(&args) {
+                mcp_smol::serve_https(listener, server.clone(), http.clone(), tls).await?;
+            } else {
+                mcp_smol::serve_http(listener, server.clone(), http).await?;
+            }
+            #[cfg(not(feature = "tls"))]
+            mcp_smol::serve_http(listener, server.clone(), http).await?;
             stop.await
         });
         match served {

@@ -41,9 +41,17 @@ async fn run(args: everything::Args) {
     if let Some(addr) = &args.http {
         let served = async {
             let listener = tokio::net::TcpListener::bind(addr).await?;
-            everything::announce(listener.local_addr()?);
+            everything::announce(listener.local_addr()?, &args);
             // Returns once the shutdown began; `stop` ends when it is over.
-            mcp_tokio::serve_http(listener, server, everything::http_config(&args)).await?;
+            let http = everything::http_config(&args);
+            #[cfg(feature = "tls")]
+            if let Some(tls) = everything::tls_config(&args) {
+                mcp_tokio::serve_https(listener, server.clone(), http.clone(), tls).await?;
+            } else {
+                mcp_tokio::serve_http(listener, server.clone(), http).await?;
+            }
+            #[cfg(not(feature = "tls"))]
+            mcp_tokio::serve_http(listener, server.clone(), http).await?;
             stop.await.map_err(std::io::Error::other)?
         };
         match served.await {
