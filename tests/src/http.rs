@@ -62,6 +62,20 @@ pub fn tokio_runtime() -> tokio::runtime::Runtime {
 /// Serves `server` over HTTP on `shim` with the policy `opts`, on a loopback port of its own, from a thread that lives
 /// as long as the test process. Returns the address once the listener is bound.
 pub fn serve(shim: Shim, server: Server, opts: HttpConfig) -> SocketAddr {
+    serve_maybe_tls(shim, server, opts, None)
+}
+
+/// [`serve`] over TLS with `tls` (`serve_https`).
+pub fn serve_tls(shim: Shim, server: Server, opts: HttpConfig, tls: mcp_tokio::TlsConfig) -> SocketAddr {
+    serve_maybe_tls(shim, server, opts, Some(tls))
+}
+
+fn serve_maybe_tls(
+    shim: Shim,
+    server: Server,
+    opts: HttpConfig,
+    tls: Option<mcp_tokio::TlsConfig>,
+) -> SocketAddr {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new().name(format!("http-{shim:?}"));
     let spawned = match shim {
@@ -70,39 +84,20 @@ pub fn serve(shim: Shim, server: Server, opts: HttpConfig) -> SocketAddr {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 let _ = tx.send(listener.local_addr()?);
-                mcp_tokio::serve_http(listener, server, opts).await
+                match tls {
+                    Some(tls) => mcp_tokio::serve_https(listener, server, opts, tls).await,
+                    None => mcp_tokio::serve_http(listener, server, opts).await,
+                }
             })
         }),
         Shim::Smol => thread.spawn(move || {
             smol::block_on(async move {
                 let listener = smol::net::TcpListener::bind("127.0.0.1:0").await?;
                 let _ = tx.send(listener.local_addr()?);
-                mcp_smol::serve_http(listener, server, opts).await
-            })
-        }),
-    };
-    let _thread = spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
-    rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"))
-}
-
-/// [`serve`] over TLS with `tls` (`serve_https`).
-pub fn serve_tls(shim: Shim, server: Server, opts: HttpConfig, tls: mcp_tokio::TlsConfig) -> SocketAddr {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let thread = std::thread::Builder::new().name(format!("https-{shim:?}"));
-    let spawned = match shim {
-        Shim::Tokio => thread.spawn(move || {
-            let rt = tokio_runtime();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                let _ = tx.send(listener.local_addr()?);
-                mcp_tokio::serve_https(listener, server, opts, tls).await
-            })
-        }),
-        Shim::Smol => thread.spawn(move || {
-            smol::block_on(async move {
-                let listener = smol::net::TcpListener::bind("127.0.0.1:0").await?;
-                let _ = tx.send(listener.local_addr()?);
-                mcp_smol::serve_https(listener, server, opts, tls).await
+                match tls {
+                    Some(tls) => mcp_smol::serve_https(listener, server, opts, tls).await,
+                    None => mcp_smol::serve_http(listener, server, opts).await,
+                }
             })
         }),
     };

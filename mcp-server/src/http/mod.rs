@@ -366,8 +366,18 @@ impl HttpService {
             // hyper's own bound on the head is a backstop a little above ours, so that heads
             // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
             .max_buf_size(hyper_buf_size(limits.head_bytes()));
-        let conn = pin!(builder.serve_connection(io, service));
-        let ended = match select(conn, pin!(cut_off.recv())).await {
+        self.until_cut(peer, builder.serve_connection(io, service), cut_off).await;
+    }
+
+    /// Runs hyper's connection `conn` until it ends or the connection's switch is thrown, then
+    /// records how it ended.
+    pub(in crate::http) async fn until_cut(
+        &self,
+        peer: SocketAddr,
+        conn: impl Future<Output = Result<(), hyper::Error>>,
+        cut_off: async_channel::Receiver<()>,
+    ) {
+        let ended = match select(pin!(conn), pin!(cut_off.recv())).await {
             Either::Left((result, _)) => Some(result.err()),
             Either::Right(_) => None,
         };

@@ -115,12 +115,7 @@ mod on {
                 )
                 .keep_alive_interval(Some(H2_PING.0))
                 .keep_alive_timeout(H2_PING.1);
-            let conn = pin!(builder.serve_connection(io, service));
-            let ended = match select(conn, pin!(cut_off.recv())).await {
-                Either::Left((result, _)) => Some(result.err()),
-                Either::Right(_) => None,
-            };
-            self.connection_ended(peer, ended);
+            self.until_cut(peer, builder.serve_connection(io, service), cut_off).await;
         }
     }
 }
