@@ -234,7 +234,10 @@ fn authorization(args: &Args) -> Result<Option<mcp_server::auth::Authorization>,
         (None, None) => return Ok(None),
     };
     let resource = ResourceUrl::parse(&resource).map_err(|e| format!("--auth-resource {resource}: {e}"))?;
+    // What a client is told to ask for: the demo's tools, and whoami's own scope on step-up.
     let protected = ProtectedResource::new(resource.clone(), [issuer.clone()])
+        .and_then(|p| p.scopes_supported(["mcp:tools", "mcp:whoami"]))
+        .and_then(|p| p.challenge_scopes(["mcp:tools"]))
         .map_err(|e| format!("--auth-issuer {issuer}: {e}"))?;
     let verifier = mcp_server::auth::JwtVerifier::new(ClaimRules::new(issuer.clone(), resource));
     Ok(Some(mcp_server::auth::Authorization::new(protected, verifier)))

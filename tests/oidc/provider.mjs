@@ -16,11 +16,14 @@
 //   keys       an ES256 (P-256) and an RS256 (2048-bit) signing key, made at start, both
 //              published at jwks_uri with their kid;
 //   resources  the resourceIndicators feature (RFC 8707): a token request must name one
-//              `resource`; allowed are any `http://127.0.0.1:<port>/mcp` (the MCP servers under
-//              test, whose ports the harness picks later) and `http://127.0.0.1:1/other` (a
-//              resource of someone else, for the wrong-audience check). Each yields a JWT
-//              access token (RFC 9068: typ at+jwt) with aud = that resource, scope limited to
-//              `mcp:tools`, 300 s lifetime. Anything else: invalid_target.
+//              `resource`; allowed are any `http://127.0.0.1:<port>/mcp` and
+//              `https://127.0.0.1:<port>/mcp` (the MCP servers under test, whose ports the
+//              harness picks later) and `http://127.0.0.1:1/other` (a resource of someone
+//              else, for the wrong-audience check). Each yields a JWT access token (RFC 9068:
+//              typ at+jwt) with aud = that resource, 300 s lifetime, and the scopes asked for
+//              that are among `mcp:tools mcp:whoami` (others are dropped, as oidc-provider
+//              does; asking for only others, e.g. `openid`, yields a token without scope);
+//              asking for none gets `mcp:tools`. Anything else: invalid_target.
 // The provider serves its metadata at both /.well-known/oauth-authorization-server (RFC 8414)
 // and /.well-known/openid-configuration; with --openid-configuration-only the former answers
 // 404, as at an OpenID provider without RFC 8414 metadata (clients and resource servers must
@@ -41,9 +44,12 @@ const debug = process.env.OIDC_DEBUG === '1';
 const CLIENT_ID = 'mcp-check';
 const CLIENT_ID_RS = 'mcp-check-rs';
 const CLIENT_SECRET = 'mcp-check-secret';
-const SCOPE = 'mcp:tools';
+// The scopes a token for a resource may carry (of those asked for), and what a request that asks
+// for none gets.
+const RESOURCE_SCOPES = 'mcp:tools mcp:whoami';
+const DEFAULT_SCOPE = 'mcp:tools';
 const OTHER_RESOURCE = 'http://127.0.0.1:1/other';
-const MCP_RESOURCE = /^http:\/\/127\.0\.0\.1:[1-9][0-9]{0,4}\/mcp$/;
+const MCP_RESOURCE = /^https?:\/\/127\.0\.0\.1:[1-9][0-9]{0,4}\/mcp$/;
 
 function signingKey(type, options, alg, kid) {
   const { privateKey } = crypto.generateKeyPairSync(type, options);
@@ -91,8 +97,12 @@ const provider = new Provider(issuer, {
         if (resourceIndicator !== OTHER_RESOURCE && !MCP_RESOURCE.test(resourceIndicator)) {
           throw new errors.InvalidTarget(`resource ${resourceIndicator} is not served here`);
         }
+        // The client_credentials grant issues the asked-for scopes that are also the resource's
+        // (`scope` below); a request naming none would get a token without any, so it is given
+        // the default here (this runs before the grant reads the requested scopes).
+        if (ctx.oidc.params && !ctx.oidc.params.scope) ctx.oidc.params.scope = DEFAULT_SCOPE;
         return {
-          scope: SCOPE,
+          scope: RESOURCE_SCOPES,
           audience: resourceIndicator,
           accessTokenTTL: 300,
           accessTokenFormat: 'jwt',
