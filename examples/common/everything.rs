@@ -57,13 +57,18 @@ pub(crate) struct Args {
     /// The endpoint's canonical URL, the audience its tokens must name (`--auth-resource URL`;
     /// default `http://<--http address>/mcp`).
     pub(crate) auth_resource: Option<String>,
+    /// Take DPoP-bound tokens too (`--auth-dpop`).
+    pub(crate) auth_dpop: bool,
+    /// Check tokens at this introspection endpoint instead of as JWTs
+    /// (`--auth-introspect URL --auth-client ID:SECRET`).
+    pub(crate) auth_introspect: Option<(String, Option<String>)>,
     /// Serve HTTPS with this certificate chain and key, PEM files (`--tls-cert FILE --tls-key
     /// FILE`; the example built with `--features tls`).
     pub(crate) tls: Option<(String, String)>,
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL]] [--tls-cert FILE --tls-key FILE]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL] [--auth-dpop] [--auth-introspect URL [--auth-client ID:SECRET]]] [--tls-cert FILE --tls-key FILE]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -92,6 +97,9 @@ const USAGE: &str =
     \x20                 the whoami tool, which needs the mcp:whoami scope\n\
     --auth-resource U this endpoint's canonical URL, the audience tokens must name and the\n\
     \x20                 protected resource metadata's `resource` (default http(s)://<--http ADDR>/mcp)\n\
+    --auth-dpop       also take DPoP-bound tokens (RFC 9449), each request with its proof\n\
+    --auth-introspect URL  check tokens (opaque ones too) at this introspection endpoint\n\
+    \x20                 instead of as JWTs; --auth-client ID:SECRET authenticates there\n\
     --tls-cert FILE   with --tls-key FILE: serve HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with this\n\
     \x20                 PEM certificate chain and key (build with --features tls)";
 
@@ -120,9 +128,12 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         advertise: None,
         auth_issuer: None,
         auth_resource: None,
+        auth_dpop: false,
+        auth_introspect: None,
         tls: None,
     };
     let (mut cert, mut key) = (None, None);
+    let (mut introspect, mut client) = (None, None);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -178,6 +189,13 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                 args.auth_resource =
                     Some(it.next().ok_or_else(|| format!("--auth-resource needs a URL\n{USAGE}"))?)
             }
+            "--auth-dpop" => args.auth_dpop = true,
+            "--auth-introspect" => {
+                introspect = Some(it.next().ok_or_else(|| format!("--auth-introspect needs a URL\n{USAGE}"))?)
+            }
+            "--auth-client" => {
+                client = Some(it.next().ok_or_else(|| format!("--auth-client needs ID:SECRET\n{USAGE}"))?)
+            }
             "--tls-cert" => {
                 cert = Some(it.next().ok_or_else(|| format!("--tls-cert needs a file\n{USAGE}"))?)
             }
@@ -207,6 +225,14 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         return Err(format!(
             "--tls-cert: this build has no TLS; build the example with --features tls\n{USAGE}"
         ));
+    }
+    args.auth_introspect = match (introspect, client) {
+        (Some(url), client) => Some((url, client)),
+        (None, None) => None,
+        (None, Some(_)) => return Err(format!("--auth-client goes with --auth-introspect\n{USAGE}")),
+    };
+    if (args.auth_dpop || args.auth_introspect.is_some()) && args.auth_issuer.is_none() {
+        return Err(format!("--auth-dpop and --auth-introspect refine --auth-issuer: give it\n{USAGE}"));
     }
     if args.auth_issuer.is_some() {
         if args.http.is_none() {
@@ -239,8 +265,19 @@ fn authorization(args: &Args) -> Result<Option<mcp_server::auth::Authorization>,
         .and_then(|p| p.scopes_supported(["mcp:tools", "mcp:whoami"]))
         .and_then(|p| p.challenge_scopes(["mcp:tools"]))
         .map_err(|e| format!("--auth-issuer {issuer}: {e}"))?;
-    let verifier = mcp_server::auth::JwtVerifier::new(ClaimRules::new(issuer.clone(), resource));
-    Ok(Some(mcp_server::auth::Authorization::new(protected, verifier)))
+    let protected =
+        if args.auth_dpop { protected.dpop(["ES256", "EdDSA", "RS256", "PS256"]) } else { protected };
+    let rules = ClaimRules::new(issuer.clone(), resource);
+    Ok(Some(match &args.auth_introspect {
+        Some((url, client)) => {
+            let mut verifier = mcp_server::auth::IntrospectionVerifier::new(rules, url.clone());
+            if let Some((id, secret)) = client.as_deref().and_then(|c| c.split_once(':')) {
+                verifier = verifier.client_credentials(id, secret);
+            }
+            mcp_server::auth::Authorization::new(protected, verifier)
+        }
+        None => mcp_server::auth::Authorization::new(protected, mcp_server::auth::JwtVerifier::new(rules)),
+    }))
 }
 
 /// The HTTP endpoint policy these arguments describe (their bounds are set in [`build`]).
