@@ -66,11 +66,12 @@ impl Drop for Pki {
     }
 }
 
-/// What curl saw: the HTTP version, the status and the body.
+/// What curl saw: the HTTP version, the status, the body and the session id.
 struct Seen {
     version: String,
     status: u16,
     body: String,
+    session: Option<String>,
 }
 
 /// An `initialize` POSTed by curl to `https://localhost:<port>/mcp` (resolved to `addr`),
@@ -78,7 +79,10 @@ struct Seen {
 fn curl_initialize(addr: SocketAddr, ca: &Path, version: &str) -> Result<Seen, String> {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
     let url = format!("https://localhost:{}/mcp", addr.port());
+    let heads = ca.with_file_name(format!("heads-{}-{}", addr.port(), version.trim_start_matches('-')));
     let out = Command::new("curl")
+        .arg("-D")
+        .arg(&heads)
         .args(["-sS", "--max-time", "20", version, "--cacert"])
         .arg(ca)
         .args(["--resolve", &format!("localhost:{}:127.0.0.1", addr.port())])
@@ -93,7 +97,34 @@ fn curl_initialize(addr: SocketAddr, ca: &Path, version: &str) -> Result<Seen, S
     let (body, tail) = text.rsplit_once('\n').ok_or_else(|| format!("curl printed {text:?}"))?;
     let (version, status) = tail.split_once(' ').ok_or_else(|| format!("curl printed {tail:?}"))?;
     let status = status.parse().map_err(|_| format!("status {status:?}"))?;
-    Ok(Seen { version: version.to_owned(), status, body: body.to_owned() })
+    let heads = std::fs::read_to_string(&heads).unwrap_or_default();
+    let session = header_of(&heads, "mcp-session-id");
+    Ok(Seen { version: version.to_owned(), status, body: body.to_owned(), session })
+}
+
+fn header_of(heads: &str, name: &str) -> Option<String> {
+    heads.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+    })
+}
+
+/// A `GET` of the session's SSE stream over HTTP/2, read for a second: the status line and
+/// the content type curl saw.
+fn curl_sse(addr: SocketAddr, ca: &Path, session: &str) -> Result<(String, Option<String>), String> {
+    let url = format!("https://localhost:{}/mcp", addr.port());
+    let out = Command::new("curl")
+        .args(["-sS", "-N", "--max-time", "1", "--http2", "-D", "-", "-o", "/dev/null", "--cacert"])
+        .arg(ca)
+        .args(["--resolve", &format!("localhost:{}:127.0.0.1", addr.port())])
+        .args(["-H", "accept: text/event-stream", "-H", &format!("mcp-session-id: {session}")])
+        .args(["-H", "mcp-protocol-version: 2025-06-18", &url])
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
+    // The stream stays open: curl ends it at --max-time (exit 28), having read the head.
+    let heads = String::from_utf8_lossy(&out.stdout).into_owned();
+    let status = heads.lines().next().unwrap_or_default().trim().to_owned();
+    Ok((status, header_of(&heads, "content-type")))
 }
 
 fn initialized(seen: &Seen, version: &str) -> Outcome {
@@ -107,7 +138,13 @@ fn https_serves_http2_and_http1_by_alpn() {
     let pki = Pki::new("alpn");
     each(|shim| {
         let addr = serve_tls(shim, test_server(shim), HttpConfig::default(), pki.config());
-        initialized(&curl_initialize(addr, &pki.path("ca.pem"), "--http2")?, "2")?;
+        let h2 = curl_initialize(addr, &pki.path("ca.pem"), "--http2")?;
+        initialized(&h2, "2")?;
+        // The session's SSE stream over HTTP/2.
+        let session = h2.session.ok_or("no session id over HTTP/2")?;
+        let (status, kind) = curl_sse(addr, &pki.path("ca.pem"), &session)?;
+        ensure(status == "HTTP/2 200", || format!("the SSE stream's status line: {status:?}"))?;
+        ensure(kind.as_deref() == Some("text/event-stream"), || format!("the SSE stream's type: {kind:?}"))?;
         initialized(&curl_initialize(addr, &pki.path("ca.pem"), "--http1.1")?, "1.1")?;
         // HTTP/2 turned off: a client offering h2 gets HTTP/1.1.
         let addr = serve_tls(shim, test_server(shim), HttpConfig::default(), pki.config().http2(false));
