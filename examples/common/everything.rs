@@ -227,6 +227,9 @@ pub(crate) fn parse_args() -> Result<Args, String> {
         ));
     }
     args.auth_introspect = match (introspect, client) {
+        (Some(_), Some(c)) if !c.contains(':') => {
+            return Err(format!("--auth-client {c:?}: give ID:SECRET\n{USAGE}"));
+        }
         (Some(url), client) => Some((url, client)),
         (None, None) => None,
         (None, Some(_)) => return Err(format!("--auth-client goes with --auth-introspect\n{USAGE}")),

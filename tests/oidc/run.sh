@@ -17,12 +17,14 @@
 # Starts two provider.mjs instances (oidc-provider on 127.0.0.1, plain http, free ports, issuers
 # http://127.0.0.1:PORT; client `mcp-check`, client_credentials, resource indicators -> JWT
 # access tokens with the asked-for scopes of `mcp:tools mcp:whoami`, `mcp:tools` if none is
-# asked): `rfc8414` serves /.well-known/oauth-authorization-server (the document our server
-# reads first) and /.well-known/openid-configuration, `openid-only` only the latter (our server
-# and the clients must fall back to it). Makes a throwaway CA and a server certificate for
-# 127.0.0.1 (SAN IP:127.0.0.1, DNS:localhost; EC P-256) with the openssl CLI in
-# target/oidc/pki/, fresh each run. Then, for each binary, three passes, each with a fresh server
-# on a free port, stopped after it:
+# asked; a token request with a DPoP proof gets a DPoP-bound one; client `mcp-check-opaque`
+# gets opaque tokens; client `mcp-rs` may introspect them; see provider.mjs): `rfc8414` serves
+# /.well-known/oauth-authorization-server (the document our server reads first) and
+# /.well-known/openid-configuration, `openid-only` only the latter (our server and the clients
+# must fall back to it). Makes a throwaway CA and a server certificate for 127.0.0.1 (SAN
+# IP:127.0.0.1, DNS:localhost; EC P-256) with the openssl CLI in target/oidc/pki/, fresh each
+# run. Then, for each binary, five passes, each with a fresh server on a free port, stopped
+# after it:
 #   rfc8414      BINARY --http 127.0.0.1:PORT --auth-issuer RFC8414_ISSUER
 #                       --auth-resource http://127.0.0.1:PORT/mcp
 #   openid-only  the same with the openid-only provider's issuer
@@ -31,34 +33,62 @@
 #                       --tls-cert target/oidc/pki/server.pem --tls-key target/oidc/pki/server.key
 #                (the issuer stays on plain http: the server's own fetches of the issuer's
 #                metadata and keys cannot be told to trust a private CA)
+#   dpop         the rfc8414 pass's command with --auth-dpop (DPoP-bound tokens too, RFC 9449)
+#   introspect   the rfc8414 pass's command with --auth-introspect RFC8414_INTROSPECTION_ENDPOINT
+#                --auth-client mcp-rs:mcp-rs-secret (tokens checked at the provider's RFC 7662
+#                endpoint, so opaque ones work); and a second server alike but with
+#                --auth-client mcp-rs:not-the-secret, which the endpoint refuses (401)
 # Each pass waits for the server's `listening on http(s)://127.0.0.1:PORT/mcp` stderr line, then
 # runs, against that URL:
-#   node     check.mjs (20 checks, see there): the 401 challenge and the protected resource
-#            metadata, the AS discovery and a client_credentials token for the resource,
-#            initialize / initialized / tools/list / tools/call echo with it, step-up (whoami
-#            without mcp:whoami: 403 insufficient_scope naming it; a token with the challenge's
-#            scopes; whoami: 200 with that role), a session id without the token, an RS256
-#            token, the refusals of a token for another resource, a forged signature, a
-#            query-string token and the other provider's token, then the TypeScript SDK's
-#            ClientCredentialsProvider from the URL alone (connect, listTools, callTool echo;
-#            and an `info` line, not counted, on whether the SDK steps up to mcp:whoami by
-#            itself: 1.32.2 does not, see check.mjs)
+#   node     rfc8414, openid-only, https: check.mjs (20 checks, see there): the 401 challenge and
+#            the protected resource metadata, the AS discovery and a client_credentials token
+#            for the resource, initialize / initialized / tools/list / tools/call echo with it,
+#            step-up (whoami without mcp:whoami: 403 insufficient_scope naming it; a token with
+#            the challenge's scopes; whoami: 200 with that role), a session id without the
+#            token, an RS256 token, the refusals of a token for another resource, a forged
+#            signature, a query-string token and the other provider's token, then the
+#            TypeScript SDK's ClientCredentialsProvider from the URL alone (connect, listTools,
+#            callTool echo; and an `info` line, not counted, on whether the SDK steps up to
+#            mcp:whoami by itself: 1.32.2 does not, see check.mjs)
+#            dpop: dpop.mjs (27 checks, see there): the two-scheme challenge and the PRM's
+#            DPoP algs; an ES256 key (node:crypto) and a token bound to it (the provider's
+#            use_dpop_nonce retry; token_type DPoP, cnf.jkt its thumbprint); initialize /
+#            initialized / echo each with a fresh proof; 401 invalid_dpop_proof for a replayed
+#            proof, none, one for GET, for another URL, 5 minutes old, for another token, and one
+#            carrying the key but signed by another; 401 for a proof by another key; 401
+#            invalid_token for the bound token as Bearer and for a bearer token with the DPoP
+#            scheme; a bearer token still works; step-up with bound tokens; EdDSA, RS256 and
+#            PS256 keys; the TypeScript SDK (bearer) connect, listTools, callTool echo
+#            introspect: introspect.mjs (20 checks, see there): an opaque token (mcp-check-opaque)
+#            and the endpoint's answer for it (active, aud, scope, exp); initialize / initialized
+#            / echo; answers cached (counted in the provider's request log); step-up with the
+#            scopes introspected; 401 invalid_token for a made-up token (its refusal cached),
+#            one for another resource and a DPoP-bound one as Bearer; the DPoP scheme gets the
+#            Bearer challenge; an `info` line on a JWT (which oidc-provider will not
+#            introspect); the wrong-secret server: 503 + Retry-After for every token, 401
+#            without one; the TypeScript SDK as mcp-check-opaque: connect, listTools, echo
 #   python   python/check.py (4 checks, see there): the Python SDK's ClientCredentialsOAuthProvider
 #            with streamable_http_client + ClientSession from the URL alone: connect, list_tools,
-#            call_tool echo, and whoami, which the SDK must step up for by itself
+#            call_tool echo, and whoami, which the SDK must step up for by itself (dpop: bearer
+#            tokens, the two-scheme challenges; introspect: as mcp-check-opaque, --opaque, and
+#            whoami's identity `client:mcp-check-opaque`, as the server names a subject-less
+#            introspected token)
 #   curl     (https pass only; 6 checks, curl_checks below) HTTP/2 is really negotiated (ALPN h2):
 #            no token -> 401 + challenge, initialize with a token -> 200 + session, tools/call
 #            echo -> 200, whoami with too little scope -> 403 insufficient_scope, all over h2;
 #            and initialize over HTTP/1.1 (--http1.1) on the same TLS port -> 200
 # Over https, Node trusts the throwaway CA by NODE_EXTRA_CA_CERTS (Node's fetch speaks HTTP/1.1
 # there), Python's httpx2 by SSL_CERT_FILE, curl by --cacert. One summary line per binary at the
-# end. About 30 s on two cores once the installs are done (a new Python venv: about 25 s more).
+# end. About 35 s on two cores once the installs are done (22 s with OIDC_DPOP=0 OIDC_INTROSPECT=0;
+# a new Python venv: about 25 s more).
 #
 # Environment:
 #   OIDC_TIMEOUT  seconds one HTTP exchange inside the checkers may take (default 30)
 #   OIDC_SDK=0    skip the TypeScript SDK client checks
 #   OIDC_PYTHON=0 skip the Python SDK client (and making its venv)
 #   OIDC_HTTPS=0  skip the https pass (and the certificates)
+#   OIDC_DPOP=0   skip the dpop pass
+#   OIDC_INTROSPECT=0  skip the introspect pass
 #   OIDC_VENV     the Python venv to make or reuse (default target/oidc/venv; tests/interop's
 #                 target/interop/venv holds the same pins and would do)
 #   PYTHON        interpreter for a new venv (default: python3.11 if found, else python3)
@@ -68,8 +98,9 @@
 # unchanged), the Python venv (reused while tests/interop/python/requirements.txt is unchanged;
 # see tests/interop/venv.sh), target/oidc/pki/ (CA and server key and certificate), logs in
 # target/oidc/ (provider-PROVIDER.log: the providers' request logs; NAME-PASS-server.log,
-# NAME-PASS-node.log, NAME-PASS-python.log, NAME-PASS-curl.log). Exits non-zero if any check
-# fails on either binary, or a server panicked, or a server or provider died.
+# NAME-introspect-wrong-secret-server.log, NAME-PASS-node.log, NAME-PASS-python.log,
+# NAME-PASS-curl.log). Exits non-zero if any check fails on either binary, or a server panicked,
+# or a server or provider died.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -85,8 +116,12 @@ TIMEOUT="${OIDC_TIMEOUT:-30}"
 RUN_TIMEOUT=120 # hard cap on one checker run, seconds
 WITH_PYTHON="${OIDC_PYTHON:-1}"
 WITH_HTTPS="${OIDC_HTTPS:-1}"
+WITH_DPOP="${OIDC_DPOP:-1}"
+WITH_INTROSPECT="${OIDC_INTROSPECT:-1}"
 CLIENT_ID=mcp-check # provider.mjs's client
 CLIENT_SECRET=mcp-check-secret
+OPAQUE_CLIENT_ID=mcp-check-opaque # provider.mjs's client whose access tokens are opaque (same secret)
+RS_CLIENT=mcp-rs:mcp-rs-secret     # provider.mjs's client for the resource server at the introspection endpoint
 
 log() { printf '==> %s\n' "$*"; }
 die() { printf 'oidc: error: %s\n' "$*" >&2; exit 1; }
@@ -162,17 +197,20 @@ if [[ "$WITH_HTTPS" == "1" ]]; then
 fi
 
 # ---- processes -----------------------------------------------------------------
-declare -a PROVIDER_PIDS=()
-SERVER_PID=""
+declare -a PROVIDER_PIDS=() SERVER_PIDS=() # SERVER_PIDS: the servers of the pass running
 stop_pid() { # pid
     [[ -n "$1" ]] || return 0
     kill "$1" 2>/dev/null || true
     wait "$1" 2>/dev/null || true
 }
+stop_servers() {
+    local pid
+    for pid in "${SERVER_PIDS[@]}"; do stop_pid "$pid"; done
+    SERVER_PIDS=()
+}
 cleanup() {
     local pid
-    stop_pid "$SERVER_PID"
-    SERVER_PID=""
+    stop_servers
     for pid in "${PROVIDER_PIDS[@]}"; do stop_pid "$pid"; done
     PROVIDER_PIDS=()
 }
@@ -191,7 +229,9 @@ free_port() {
 PROVIDERS=(rfc8414 openid-only)
 PASSES=(rfc8414 openid-only)
 [[ "$WITH_HTTPS" == "1" ]] && PASSES+=(https)
-declare -A PASS_PROVIDER=([rfc8414]=rfc8414 [openid-only]=openid-only [https]=rfc8414)
+[[ "$WITH_DPOP" == "1" ]] && PASSES+=(dpop)
+[[ "$WITH_INTROSPECT" == "1" ]] && PASSES+=(introspect)
+declare -A PASS_PROVIDER=([rfc8414]=rfc8414 [openid-only]=openid-only [https]=rfc8414 [dpop]=rfc8414 [introspect]=rfc8414)
 declare -A ISSUERS=() PROVIDER_PID_OF=()
 start_provider() { # provider provider-args...
     local prov="$1" out="$LOGS/provider-$1.out.log" logf="$LOGS/provider-$1.log" pid issuer="" t
@@ -217,6 +257,14 @@ start_provider() { # provider provider-args...
 }
 start_provider rfc8414
 start_provider openid-only --openid-configuration-only
+INTROSPECTION_ENDPOINT=""
+if [[ "$WITH_INTROSPECT" == "1" ]]; then
+    INTROSPECTION_ENDPOINT="$(python3 -c 'import json, sys, urllib.request
+doc = json.load(urllib.request.urlopen(sys.argv[1] + "/.well-known/openid-configuration", timeout=30))
+print(doc.get("introspection_endpoint", ""))' "${ISSUERS[rfc8414]}")" || true
+    [[ -n "$INTROSPECTION_ENDPOINT" ]] || die "the rfc8414 provider names no introspection_endpoint (see target/oidc/provider-rfc8414.log)"
+    log "introspection endpoint (rfc8414): $INTROSPECTION_ENDPOINT"
+fi
 
 # ---- HTTP/2 (and HTTP/1.1) over TLS, with curl --------------------------------------
 # curl_checks URL ISSUER: 6 checks against the https server at URL, printed like check.mjs's,
@@ -351,21 +399,24 @@ curl_checks() {
 declare -a RESULTS=()
 FAILURES=0
 
-start_server() { # name binary issuer logfile scheme; sets SERVER_PID and URL (empty on failure)
+start_server() { # name binary issuer logfile scheme [ARG...]: the server with the --auth-* ARGs
+    # too; adds its pid to SERVER_PIDS, sets STARTED_PID and URL (URL empty on failure)
     local name="$1" bin="$2" issuer="$3" logf="$4" scheme="$5" attempt port t
+    shift 5
     local -a tls=()
     [[ "$scheme" == "https" ]] && tls=(--tls-cert "$PKI/server.pem" --tls-key "$PKI/server.key")
     URL=""
     for attempt in 1 2 3; do # a picked port may be taken before the server binds it
         port="$(free_port)"
         : >"$logf"
-        "$bin" --http "127.0.0.1:$port" --auth-issuer "$issuer" --auth-resource "$scheme://127.0.0.1:$port/mcp" "${tls[@]}" \
+        "$bin" --http "127.0.0.1:$port" --auth-issuer "$issuer" --auth-resource "$scheme://127.0.0.1:$port/mcp" "$@" "${tls[@]}" \
             </dev/null >/dev/null 2>"$logf" &
-        SERVER_PID=$!
+        STARTED_PID=$!
+        SERVER_PIDS+=("$STARTED_PID")
         for ((t = 0; t < 600; t++)); do # up to 60 s: a loaded machine starts debug builds slowly
             URL="$(sed -n 's|^listening on \(https\{0,1\}://[^ ]*\)$|\1|p' "$logf" | head -n1)"
             [[ -n "$URL" ]] && break
-            kill -0 "$SERVER_PID" 2>/dev/null || break
+            kill -0 "$STARTED_PID" 2>/dev/null || break
             sleep 0.1
         done
         if [[ -n "$URL" ]]; then
@@ -375,9 +426,9 @@ start_server() { # name binary issuer logfile scheme; sets SERVER_PID and URL (e
             fi
             return 0
         fi
-        stop_pid "$SERVER_PID"
-        SERVER_PID=""
         grep -qi 'in use' "$logf" || return 0
+        stop_pid "$STARTED_PID"
+        unset 'SERVER_PIDS[-1]'
         echo "  $name: port $port was taken; retrying"
     done
 }
@@ -407,46 +458,85 @@ run_part() {
     return 1
 }
 
+# The server's problems after a pass: exited, or panicked (empty: none).
+server_problem() { # pid logfile what
+    if ! kill -0 "$1" 2>/dev/null; then
+        echo "$3 exited during the checks"
+    elif grep -q 'panicked' "$2"; then
+        echo "$3 panicked"
+    fi
+}
+
 run_pass() { # name binary pass; appends to LINE, sets PASS_OK=0 on failure
     local name="$1" bin="$2" pass="$3" prov="${PASS_PROVIDER[$3]}" scheme=http
     [[ "$pass" == "https" ]] && scheme=https
     local issuer="${ISSUERS[$prov]}" prefix="$LOGS/$name-$pass"
-    local server_log="$prefix-server.log" ok=1 problem="" start=$SECONDS other
-    local -a check_args env_tls=()
+    local server_log="$prefix-server.log" wrong_log="$prefix-wrong-secret-server.log"
+    local ok=1 problem="" start=$SECONDS other url pid wrong_pid="" wrong_url="" script=check.mjs summary=oidc-check
+    local -a check_args env_tls=() auth=() python_args=(--client-id "$CLIENT_ID")
     [[ "$scheme" == "https" ]] && env_tls=("NODE_EXTRA_CA_CERTS=$PKI/ca.pem" "SSL_CERT_FILE=$PKI/ca.pem")
-    log "$name x $pass: $bin --http 127.0.0.1:PORT --auth-issuer $issuer --auth-resource $scheme://127.0.0.1:PORT/mcp${env_tls:+ --tls-cert ${PKI#"$ROOT"/}/server.pem --tls-key ${PKI#"$ROOT"/}/server.key}"
-    start_server "$name" "$bin" "$issuer" "$server_log" "$scheme"
-    if [[ -z "$URL" ]]; then
-        echo "  FAIL  $name: no \`listening on $scheme://127.0.0.1:PORT/mcp\` line; its stderr:"
-        sed 's/^/  | /' "$server_log"
-        stop_pid "$SERVER_PID"
-        SERVER_PID=""
+    case "$pass" in
+        dpop) auth=(--auth-dpop) script=dpop.mjs summary=oidc-dpop ;;
+        introspect)
+            auth=(--auth-introspect "$INTROSPECTION_ENDPOINT" --auth-client "$RS_CLIENT")
+            script=introspect.mjs summary=oidc-introspect
+            # No sub in an introspection answer for a client_credentials token: the server names
+            # the client (client:ID), where the JWTs' sub is the client id itself.
+            python_args=(--client-id "$OPAQUE_CLIENT_ID" --opaque --identity "client:$OPAQUE_CLIENT_ID")
+            ;;
+    esac
+    log "$name x $pass: $bin --http 127.0.0.1:PORT --auth-issuer $issuer --auth-resource $scheme://127.0.0.1:PORT/mcp${auth:+ ${auth[*]}}${env_tls:+ --tls-cert ${PKI#"$ROOT"/}/server.pem --tls-key ${PKI#"$ROOT"/}/server.key}"
+    no_url() { # what logfile: the pass fails, that server having announced no URL
+        echo "  FAIL  $name: $1 printed no \`listening on $scheme://127.0.0.1:PORT/mcp\` line; its stderr:"
+        sed 's/^/  | /' "$2"
+        stop_servers
         PASS_OK=0
-        LINE+="${LINE:+; }$pass: the server announced no $scheme URL (log: ${server_log#"$ROOT"/})"
-        return 0
+        LINE+="${LINE:+; }$pass: $1 announced no $scheme URL (log: ${2#"$ROOT"/})"
+    }
+    start_server "$name" "$bin" "$issuer" "$server_log" "$scheme" "${auth[@]}"
+    pid="$STARTED_PID"
+    url="$URL"
+    [[ -n "$url" ]] || { no_url "the server" "$server_log"; return 0; }
+    if [[ "$pass" == "introspect" ]]; then
+        # A second server, whose client secret the introspection endpoint refuses.
+        start_server "$name" "$bin" "$issuer" "$wrong_log" "$scheme" \
+            --auth-introspect "$INTROSPECTION_ENDPOINT" --auth-client "${RS_CLIENT%%:*}:not-the-secret"
+        wrong_pid="$STARTED_PID"
+        wrong_url="$URL"
+        [[ -n "$wrong_url" ]] || { no_url "the wrong-secret server" "$wrong_log"; return 0; }
     fi
-    echo "  listening on $URL (pid $SERVER_PID)"
+    echo "  listening on $url (pid $pid)${wrong_url:+; with a wrong --auth-client secret: $wrong_url (pid $wrong_pid)}"
     PARTS=""
     for other in "${PROVIDERS[@]}"; do [[ "$other" != "$prov" ]] && break; done
-    check_args=(--issuer "$issuer" --other-issuer "${ISSUERS[$other]}" --url "$URL" --timeout "$TIMEOUT")
+    check_args=(--issuer "$issuer" --url "$url" --timeout "$TIMEOUT")
+    case "$pass" in
+        dpop) ;;
+        introspect)
+            check_args+=(--introspection-endpoint "$INTROSPECTION_ENDPOINT" --rs-client "$RS_CLIENT"
+                --provider-log "$LOGS/provider-$prov.log" --wrong-secret-url "$wrong_url") ;;
+        *) check_args+=(--other-issuer "${ISSUERS[$other]}") ;;
+    esac
     [[ "${OIDC_SDK:-1}" == "0" ]] && check_args+=(--no-sdk)
-    run_part node oidc-check "$prefix-node.log" \
-        env -C "$DIR" "${env_tls[@]}" timeout --kill-after=5 "$RUN_TIMEOUT" node check.mjs "${check_args[@]}" || ok=0
+    run_part node "$summary" "$prefix-node.log" \
+        env -C "$DIR" "${env_tls[@]}" timeout --kill-after=5 "$RUN_TIMEOUT" node "$script" "${check_args[@]}" || ok=0
     if [[ "$WITH_PYTHON" == "1" ]]; then
         run_part python oidc-python "$prefix-python.log" \
             env "${env_tls[@]}" timeout --kill-after=5 "$RUN_TIMEOUT" "$VENV/bin/python" "$DIR/python/check.py" \
-            --url "$URL" --client-id "$CLIENT_ID" --client-secret "$CLIENT_SECRET" --issuer "$issuer" --timeout "$TIMEOUT" || ok=0
+            --url "$url" "${python_args[@]}" --client-secret "$CLIENT_SECRET" --issuer "$issuer" --timeout "$TIMEOUT" || ok=0
     fi
     if [[ "$scheme" == "https" ]]; then
-        run_part curl oidc-curl "$prefix-curl.log" curl_checks "$URL" "$issuer" || ok=0
+        run_part curl oidc-curl "$prefix-curl.log" curl_checks "$url" "$issuer" || ok=0
     fi
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-        problem="the server exited during the checks"
-    elif grep -q 'panicked' "$server_log"; then
-        problem="the server panicked"
+    if [[ -n "$wrong_pid" ]]; then
+        # What the wrong-secret server says of the endpoint's refusal (one line).
+        sed 's/\x1b\[[0-9;]*m//g' "$wrong_log" | grep -m1 'introspection endpoint' | sed 's/^/  the wrong-secret server logged: /' || true
     fi
-    stop_pid "$SERVER_PID"
-    SERVER_PID=""
+    problem="$(server_problem "$pid" "$server_log" "the server")"
+    if [[ -n "$wrong_pid" && -z "$problem" ]]; then
+        problem="$(server_problem "$wrong_pid" "$wrong_log" "the wrong-secret server")"
+        [[ -z "$problem" ]] || server_log="$wrong_log"
+    fi
+    stop_servers
     if [[ -n "$problem" ]]; then
         ok=0
         echo "  FAIL  $name: $problem; its stderr:"

@@ -266,6 +266,7 @@ impl Issuer {
                 "/introspect" if a.client.is_some() && header("authorization") != a.client => {
                     Err("401 Unauthorized")
                 }
+                "/introspect" if form.contains("token=unsupported-") => Err("400 Bad Request"),
                 "/introspect" => {
                     let token = form
                         .split('&')

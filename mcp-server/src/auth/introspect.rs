@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mcp_proto::auth::introspection::{self, AnswerCache, MAX_ANSWER};
-use mcp_proto::auth::token::{AccessToken, ClaimRules};
+use mcp_proto::auth::token::{AccessToken, ClaimRules, TokenError};
 use mcp_proto::auth::Denial;
 
-use super::fetch::{fetch, Outgoing, Roots};
+use super::fetch::{fetch, FetchError, Outgoing, Roots};
 use super::{TokenCheck, TokenVerifier, FETCH_TIMEOUT, TOKEN_CACHE};
 use crate::handler::BoxFuture;
 
@@ -34,7 +34,9 @@ pub const INTROSPECTION_PER_PEER: usize = 4;
 /// must be `200` with `active: true`, within [`MAX_ANSWER`] bytes and [`FETCH_TIMEOUT`], and
 /// its claims are held to [`ClaimRules`] (the audience included) as a JWT's are. Answers are
 /// cached by SHA-256 of the token ([`TOKEN_CACHE`] entries, 5 min, never past `exp`; refusals
-/// 5 s). An endpoint that cannot be reached makes uncached tokens `503`.
+/// 5 s). An endpoint that answers `400` for a token (say `unsupported_token_type` for a JWT)
+/// refuses that token (`401 invalid_token`); one that cannot be reached, or refuses the resource
+/// server's own credentials, makes uncached tokens `503`.
 ///
 /// Fetching goes over `https://` (certificates checked against the Mozilla roots and any
 /// [`trust_roots`](Self::trust_roots) adds) or `http://`.
@@ -194,6 +196,15 @@ async fn verify(settings: Settings, state: Arc<State>, check: TokenCheck) -> Res
     };
     let answer = match fetch(&runtime, out, MAX_ANSWER, settings.timeout).await {
         Ok(answer) => answer,
+        // The endpoint refused the request for what the token is (RFC 7662 §2.3 points to RFC
+        // 6749's errors: `unsupported_token_type`, `invalid_request`): the token is no good
+        // here, and saying so lets the client get another. A refusal of our own credentials
+        // (401, 403) is the server's fault, not the token's: below, it fails closed.
+        Err(FetchError::Status(400)) => {
+            let refused = Err(TokenError::Malformed("the introspection endpoint refused the token"));
+            state.cache().put(&token, refused.clone(), now);
+            return refused.map_err(Denial::from);
+        }
         Err(e) => {
             tracing::warn!(endpoint = %settings.endpoint, error = %e, "cannot ask the introspection endpoint");
             return Err(Denial::Unavailable);

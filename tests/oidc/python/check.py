@@ -3,7 +3,7 @@
 
 Usage:
     python check.py --url MCP_URL --client-id ID --client-secret SECRET [--issuer ISSUER]
-                    [--timeout SECONDS]
+                    [--opaque] [--identity IDENTITY] [--timeout SECONDS]
 
 Given only the MCP endpoint and the client's credentials (and, as the SDK asks of a
 confidential client since mcp 2.x, the issuer those credentials belong to), the SDK's
@@ -17,13 +17,14 @@ far it got. For https:// URLs the SDK's httpx2 client trusts the CA named by SSL
 Checks (each prints `  ok    NAME` or `  FAIL  NAME: why`):
     connect        ClientSession.initialize() succeeds; the SDK read the PRM and made a
                    client_credentials token request naming resource=MCP_URL, whose token's
-                   aud is MCP_URL
+                   aud is MCP_URL (with --opaque: whose token is no JWT, for a server that
+                   introspects it)
     list-tools     list_tools() names echo and whoami
     echo           call_tool("echo", {"text": "hi"}): the text comes back
     step-up        call_tool("whoami") with a token lacking mcp:whoami: the server answers
                    403 insufficient_scope, the SDK (SEP-2350) gets a new token asking for the
                    challenge's scopes and retries by itself; the result's roles include
-                   mcp:whoami and the identity is the client id
+                   mcp:whoami and the identity is the client id (or IDENTITY)
 Ends with `oidc-python: N passed, M failed`; exit 0 only if all passed.
 """
 
@@ -105,6 +106,8 @@ async def main() -> int:
     ap.add_argument("--client-id", required=True)
     ap.add_argument("--client-secret", required=True)
     ap.add_argument("--issuer")
+    ap.add_argument("--opaque", action="store_true", help="the client's tokens are opaque, not JWTs")
+    ap.add_argument("--identity", help="whoami's expected identity (default: the client id)")
     ap.add_argument("--timeout", type=float, default=30)
     args = ap.parse_args()
     url: str = args.url
@@ -196,13 +199,21 @@ async def main() -> int:
                     first = token_requests[0]
                     if first.get("grant_type") != ["client_credentials"] or first.get("resource") != [url]:
                         raise Failure(f"the token request was not client_credentials for resource={url}: {first}")
-                    claims = jwt_claims(storage.tokens.access_token if storage.tokens else "")
-                    aud = claims.get("aud")
-                    if aud != url and not (isinstance(aud, list) and url in aud):
-                        raise Failure(f"the SDK's token names aud {aud!r}, not {url}")
+                    access_token = storage.tokens.access_token if storage.tokens else ""
+                    if args.opaque:
+                        if access_token.count(".") == 2:
+                            raise Failure("the SDK's token looks like a JWT; expected an opaque one")
+                        granted = storage.tokens.scope if storage.tokens else None
+                    else:
+                        claims = jwt_claims(access_token)
+                        aud = claims.get("aud")
+                        if aud != url and not (isinstance(aud, list) and url in aud):
+                            raise Failure(f"the SDK's token names aud {aud!r}, not {url}")
+                        granted = claims.get("scope")
                     notes.append(
                         f"negotiated {init['protocolVersion']}; first token asked scope="
-                        f"{first.get('scope', ['(none)'])[0]!r}, granted {claims.get('scope')!r}"
+                        f"{first.get('scope', ['(none)'])[0]!r}, granted {granted!r}"
+                        + (f" (an opaque token of {len(access_token)} characters)" if args.opaque else "")
                     )
                     return True
 
@@ -240,8 +251,9 @@ async def main() -> int:
                     who = json.loads(text)
                     if "mcp:whoami" not in who.get("roles", []):
                         raise Failure(f"whoami's roles lack mcp:whoami: {text}")
-                    if who.get("identity") != args.client_id:
-                        raise Failure(f"whoami's identity {who.get('identity')!r}, expected {args.client_id!r}")
+                    identity = args.identity or args.client_id
+                    if who.get("identity") != identity:
+                        raise Failure(f"whoami's identity {who.get('identity')!r}, expected {identity!r}")
                     notes.append(f"whoami after the step-up: {text}")
 
                 await check(names["step-up"], step_up, bool(connected))
