@@ -317,6 +317,8 @@ impl HttpService {
             let svc = self.clone();
             let timer = timer.clone();
             let seat = permit.held.map(Seat);
+            // Without `tls` it is an `Option<Infallible>`, always `None`.
+            #[cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
             let secure = secure.clone();
             self.inner.rt.spawn(Box::pin(async move {
                 let switch = Switch { busy, cut, cut_off, seat };
