@@ -105,6 +105,28 @@ fn serve_maybe_tls(
     rx.recv_timeout(TIMEOUT).unwrap_or_else(|e| panic!("{shim:?}: the server did not bind: {e}"))
 }
 
+/// [`serve`] on the already bound `listener` (for a server that must know its address before
+/// it is built, such as a cluster replica advertising its URL).
+pub fn serve_on(shim: Shim, listener: std::net::TcpListener, server: Server, opts: HttpConfig) {
+    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("nonblocking: {e}"));
+    let spawned = std::thread::Builder::new().name(format!("http-{shim:?}-on")).spawn(move || match shim {
+        Shim::Tokio => {
+            let rt = tokio_runtime();
+            let _ = rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                mcp_tokio::serve_http(listener, server, opts).await
+            });
+        }
+        Shim::Smol => {
+            let _ = smol::block_on(async move {
+                let listener = smol::net::TcpListener::try_from(listener)?;
+                mcp_smol::serve_http(listener, server, opts).await
+            });
+        }
+    });
+    spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
+}
+
 /// [`serve`], and also reports what `serve_http` returned: the receiver gets its result once it
 /// returns (after [`Server::shutdown`] began). The runtime outlives that return, as an
 /// application's would while it awaits the shutdown, so connections already accepted and

@@ -13,7 +13,9 @@ use mcp_proto::http::HttpConfig;
 use mcp_proto::{Tool, ToolOutput};
 use mcp_server::auth::{Authorization, IntrospectionVerifier, JwtVerifier};
 use mcp_server::{Server, ToolCall};
-use mcp_tests::http::{each, ensure, modern, poll_until, Client, Outcome, Req, Response, Shim};
+use mcp_tests::http::{
+    block_on, each, ensure, modern, poll_until, serve_on, Client, Outcome, Req, Response, Shim,
+};
 use mcp_tests::oauth::{hs256, with_signature, Issuer, Signer};
 use serde_json::{json, Value};
 
@@ -675,5 +677,93 @@ fn a_dpop_proof_spent_on_one_replica_is_refused_on_another() {
         let fresh = client_key.proof("POST", RESOURCE, &token, &json!({}));
         let resp = call_bound(b.addr, &token, Some(&fresh))?;
         ensure(resp.status() == 200, || format!("a fresh proof on replica b: {}", resp.status()))
+    });
+}
+
+/// Replica `name` of `cluster` under `authorization`, serving on a loopback port it advertises
+/// (so that the other replicas forward to it).
+fn advertised(
+    shim: Shim,
+    authorization: Authorization,
+    cluster: &std::sync::Arc<mcp_server::InMemoryCluster>,
+    name: &str,
+) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
+    let whoami = Tool::new("whoami", "Says who calls", json!({"type": "object"}));
+    let builder = Server::builder("auth", "1.0.0")
+        .authorization(authorization)
+        .tool(whoami, |call: ToolCall| async move {
+            ToolOutput::text(json!({"identity": call.ctx.caller.identity}).to_string())
+        })
+        .cluster(cluster.clone() as std::sync::Arc<dyn mcp_server::Cluster>, name)
+        .cluster_advertise(format!("http://{addr}/mcp"));
+    let server = block_on(shim, builder.join()).unwrap_or_else(|e| panic!("the test server is valid: {e}"));
+    serve_on(shim, listener, server, HttpConfig::default());
+    addr
+}
+
+#[test]
+fn a_dpop_bound_caller_keeps_its_legacy_session_through_another_replica() {
+    const LEGACY: &str = "2025-11-25";
+    let signer = Signer::new("k1");
+    let client_key = Signer::new("client");
+    let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
+    each(|shim| {
+        let cluster = std::sync::Arc::new(mcp_server::InMemoryCluster::default());
+        let bound_resource = || {
+            let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
+            let protected = ProtectedResource::new(resource.clone(), [issuer.url.clone()])
+                .map(|p| p.dpop(["ES256", "EdDSA"]))
+                .unwrap_or_else(|e| panic!("{e}"));
+            Authorization::new(protected, JwtVerifier::new(ClaimRules::new(issuer.url.clone(), resource)))
+        };
+        let a = advertised(shim, bound_resource(), &cluster, "a");
+        let b = advertised(shim, bound_resource(), &cluster, "b");
+        let mut bound = claims(&issuer);
+        bound["cnf"] = json!({"jkt": client_key.thumbprint()});
+        let token = signer.token(&bound);
+        let send = |addr: SocketAddr, body: Value, sid: Option<&str>, proof: &str| {
+            let mut req = Req::post(body.to_string())
+                .header("Authorization", &format!("DPoP {token}"))
+                .header("DPoP", proof);
+            if let Some(sid) = sid {
+                req = req.header("MCP-Protocol-Version", LEGACY).header("Mcp-Session-Id", sid);
+            }
+            Client::connect(addr).map_err(|e| format!("connect: {e}"))?.request(&req)
+        };
+        let proof = || client_key.proof("POST", RESOURCE, &token, &json!({}));
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let resp = send(a, init, None, &proof())?;
+        ensure(resp.status() == 200, || format!("initialize on a: {} {:?}", resp.status(), resp.json()))?;
+        let sid = resp.header("mcp-session-id").ok_or("no session id")?.to_owned();
+
+        // Through b, which admits the proof, claims it for the cluster and forwards to a.
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "whoami", "arguments": {}}});
+        let spent = proof();
+        let resp = send(b, call.clone(), Some(&sid), &spent)?;
+        ensure(resp.status() == 200, || {
+            format!("through b: {} {}", resp.status(), String::from_utf8_lossy(&resp.body))
+        })?;
+        ensure(resp.header("mcp-served-by") == Some("a"), || format!("served by: {resp:?}"))?;
+        let text = String::from_utf8_lossy(&resp.body);
+        ensure(text.contains(r#"\"identity\":\"ann\""#), || format!("the caller on a: {text}"))?;
+        // That proof is spent on both replicas, and the forwarding header alone vouches for
+        // nothing.
+        for (via, addr) in [("b", b), ("a", a)] {
+            refused_proof(&send(addr, call.clone(), Some(&sid), &spent)?, "invalid_dpop_proof")
+                .map_err(|e| format!("the spent proof again via {via}: {e}"))?;
+        }
+        let forged = Req::post(call.to_string())
+            .header("Authorization", &format!("DPoP {token}"))
+            .header("DPoP", &spent)
+            .header("MCP-Protocol-Version", LEGACY)
+            .header("Mcp-Session-Id", &sid)
+            .header("mcp-forwarded-by", "b")
+            .header("mcp-forwarded-peer", "127.0.0.1");
+        let resp = Client::connect(a).map_err(|e| format!("connect: {e}"))?.request(&forged)?;
+        refused_proof(&resp, "invalid_dpop_proof").map_err(|e| format!("a forged forward: {e}"))
     });
 }

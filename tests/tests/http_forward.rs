@@ -24,7 +24,7 @@ use mcp_server::{
     BoxFuture, Cluster, InMemoryCluster, Runtime, Server, ServerBuilder, StoreError, TaskStore, ToolCall,
 };
 use mcp_tests::http::{
-    block_on, each, ensure, event_data, poll_until, tokio_runtime, Client, Req, Response, Shim,
+    block_on, each, ensure, event_data, poll_until, serve_on, Client, Req, Response, Shim,
 };
 use serde_json::{json, Value};
 
@@ -85,27 +85,6 @@ async fn replica(
         .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
 }
 
-/// Serves `server` on `shim` on the already bound `listener`, from a thread of its own.
-fn serve_on(shim: Shim, listener: std::net::TcpListener, server: Server) {
-    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("nonblocking: {e}"));
-    let spawned = std::thread::Builder::new().name(format!("forward-{shim:?}")).spawn(move || match shim {
-        Shim::Tokio => {
-            let rt = tokio_runtime();
-            let _ = rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener)?;
-                mcp_tokio::serve_http(listener, server, HttpConfig::default()).await
-            });
-        }
-        Shim::Smol => {
-            let _ = smol::block_on(async move {
-                let listener = smol::net::TcpListener::try_from(listener)?;
-                mcp_smol::serve_http(listener, server, HttpConfig::default()).await
-            });
-        }
-    });
-    spawned.unwrap_or_else(|e| panic!("server thread: {e}"));
-}
-
 /// A change to a replica's builder before it joins.
 type Tweak = fn(ServerBuilder) -> ServerBuilder;
 
@@ -134,7 +113,7 @@ fn pair_on(
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("addr: {e}"));
         let server = block_on(shim, replica(shim, cluster.clone(), name, addr, limits, tweak));
-        serve_on(shim, listener, server.clone());
+        serve_on(shim, listener, server.clone(), HttpConfig::default());
         out.push((addr, server));
     }
     out.try_into().unwrap_or_else(|_| panic!("two replicas"))
@@ -652,11 +631,11 @@ fn proxied_pair(shim: Shim, limits: Limits) -> Result<(Proxy, [(SocketAddr, Serv
     let a = listener.local_addr().map_err(|e| format!("addr: {e}"))?;
     let proxy = Proxy::start(a)?;
     let server_a = block_on(shim, replica(shim, cluster.clone(), "a", proxy.addr, limits, |b| b));
-    serve_on(shim, listener, server_a.clone());
+    serve_on(shim, listener, server_a.clone(), HttpConfig::default());
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
     let b = listener.local_addr().map_err(|e| format!("addr: {e}"))?;
     let server_b = block_on(shim, replica(shim, cluster, "b", b, Limits::default(), |b| b));
-    serve_on(shim, listener, server_b.clone());
+    serve_on(shim, listener, server_b.clone(), HttpConfig::default());
     Ok((proxy, [(a, server_a), (b, server_b)]))
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use mcp_proto::auth::dpop::{check_proof, Nonces, Proof, ProofRules, ProofTarget, Replays};
 use mcp_proto::auth::{Denial, ProtectedResource};
 
+use super::gate::Forwarded;
 use super::verify::verifies;
 use crate::cluster::{Cluster, CLAIM_TIMEOUT};
 use crate::runtime::Runtime;
@@ -88,13 +89,15 @@ impl Proofs {
     ///
     /// In a cluster the proof is claimed in the shared replay ledger until its window has
     /// passed; when the ledger cannot answer within [`CLAIM_TIMEOUT`] the request is refused
-    /// `503` (a replay cannot be ruled out: it fails closed).
+    /// `503` (a replay cannot be ruled out: it fails closed). A proof on a request another
+    /// replica forwarded was claimed there, and is not claimed again.
     pub(crate) async fn admit(
         &self,
         proof: &Proof,
         jkt: &str,
         now: u64,
         rt: &Arc<dyn Runtime>,
+        from: Forwarded,
     ) -> Result<(), Denial> {
         if proof.jkt != jkt {
             return Err(Denial::InvalidToken("the token is bound to another key than the DPoP proof's"));
@@ -102,6 +105,9 @@ impl Proofs {
         let input = proof.signing_input.as_bytes();
         if !verifies(proof.kind, &proof.alg, &proof.jwk, input, &proof.signature) {
             return Err(Denial::InvalidProof("the DPoP proof's signature does not verify"));
+        }
+        if from == Forwarded::Vouched {
+            return Ok(());
         }
         self.replays.lock().unwrap_or_else(PoisonError::into_inner).admit(proof, now)?;
         let Some(cluster) = &self.shared else { return Ok(()) };

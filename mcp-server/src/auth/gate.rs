@@ -14,6 +14,16 @@ use crate::http::refusal::response;
 use crate::http::McpBody;
 use crate::runtime::Runtime;
 
+/// Whether a request was forwarded by another replica of the cluster, which vouched for it with
+/// a single-use token ([`cluster::forward`](crate::cluster::forward)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Forwarded {
+    /// From the client itself.
+    Not,
+    /// Through a replica that admitted its token and proof first.
+    Vouched,
+}
+
 impl Authorization {
     /// The answer to a request for `path` when it is one of this resource's metadata paths
     /// (RFC 9728 §3: the path-inserted well-known URL, or the bare prefix): the document for
@@ -39,11 +49,16 @@ impl Authorization {
     /// The caller the request's access token makes, or the response refusing it: `401` without
     /// a token (or with a bad one), `400` for a malformed `Authorization` or a token in the
     /// query, `503` when the token cannot be checked now.
+    ///
+    /// A request `from` another replica is checked in full again but for its DPoP proof's
+    /// replay claim, which that replica made: the same proof claimed twice would refuse every
+    /// forwarded request.
     pub(crate) async fn caller(
         &self,
         parts: &http::request::Parts,
         runtime: &Arc<dyn Runtime>,
         peer: Option<std::net::IpAddr>,
+        from: Forwarded,
     ) -> Result<Caller, Response<McpBody>> {
         let values: Vec<&[u8]> =
             parts.headers.get_all(http::header::AUTHORIZATION).iter().map(|v| v.as_bytes()).collect();
@@ -70,7 +85,7 @@ impl Authorization {
         match (&proof, token.jkt.as_deref()) {
             (None, None) => {}
             (Some(proof), Some(jkt)) => {
-                self.proofs.admit(proof, jkt, now, runtime).await.map_err(|d| self.deny(&d))?
+                self.proofs.admit(proof, jkt, now, runtime, from).await.map_err(|d| self.deny(&d))?
             }
             // A token bound to a key (RFC 9449 §6) is worthless without the proof of that key,
             // and a bearer token is not made a bound one by the scheme it is sent with.

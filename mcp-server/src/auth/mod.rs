@@ -43,6 +43,7 @@ use crate::runtime::Runtime;
 
 pub use dpop::{PROOF_WINDOW, REPLAY_CAPACITY};
 pub use fetch::FetchError;
+pub(crate) use gate::Forwarded;
 pub use introspect::{IntrospectionVerifier, INTROSPECTION_IN_FLIGHT, INTROSPECTION_PER_PEER};
 pub use jwt::{JwtVerifier, FETCH_TIMEOUT, TOKEN_CACHE};
 pub use verify::{verifies, verify_jwt};

@@ -17,6 +17,8 @@ use futures_util::future::{select, Either};
 use http::{Request, Response};
 use http_body::Body;
 
+#[cfg(feature = "auth")]
+use crate::auth::Forwarded;
 use crate::driver::{Cut, HttpItem, HttpQueue, State};
 use crate::runtime::Runtime;
 use crate::server::Server;
@@ -485,25 +487,36 @@ impl HttpService {
                 return refused(&refusal);
             }
         };
+        // What the request names that one replica holds: where it is forwarded, and what a
+        // forwarded peer's token is bound to.
+        let named = named(&head);
+        // A request another replica of the cluster forwarded: the client address it vouches
+        // for. Its token is single-use, so it is read once, here.
+        let vouched = self.forwarded_peer(&parts.method, &parts.headers, named);
         // The token is checked before the body is read: a request without one costs its head.
         #[cfg(feature = "auth")]
         let verified = match authorization {
-            Some(auth) => match auth.caller(&parts, &self.inner.rt, peer.map(|p| p.ip())).await {
-                Ok(caller) => Some(caller),
-                Err(denied) => {
-                    self.inner.server.http_refused(
-                        if denied.status() == http::StatusCode::SERVICE_UNAVAILABLE {
-                            HttpRefused::AuthUnavailable
-                        } else {
-                            HttpRefused::Unauthorized
-                        },
-                    );
-                    // The body is read and dropped (bounded), so that the client reads the
-                    // refusal rather than a reset.
-                    self.discard(pin!(body)).await;
-                    return denied;
+            Some(auth) => {
+                let client =
+                    vouched.as_deref().and_then(|v| v.parse::<IpAddr>().ok()).or(peer.map(|p| p.ip()));
+                let from = if vouched.is_some() { Forwarded::Vouched } else { Forwarded::Not };
+                match auth.caller(&parts, &self.inner.rt, client, from).await {
+                    Ok(caller) => Some(caller),
+                    Err(denied) => {
+                        self.inner.server.http_refused(
+                            if denied.status() == http::StatusCode::SERVICE_UNAVAILABLE {
+                                HttpRefused::AuthUnavailable
+                            } else {
+                                HttpRefused::Unauthorized
+                            },
+                        );
+                        // The body is read and dropped (bounded), so that the client reads the
+                        // refusal rather than a reset.
+                        self.discard(pin!(body)).await;
+                        return denied;
+                    }
                 }
-            },
+            }
             None => None,
         };
         let (body, decoded) = if post {
@@ -519,9 +532,6 @@ impl HttpService {
             // A body on GET or DELETE means nothing; hyper drains or discards it.
             (Vec::new(), None)
         };
-        // What the request names that one replica holds: where it is forwarded, and what a
-        // forwarded peer's token is bound to.
-        let named = named(&head);
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
         #[cfg(feature = "auth")]
         if let Some(verified) = verified {
@@ -532,7 +542,7 @@ impl HttpService {
         // forwarded client's address.
         let mut reseated = None;
         if caller.peer.is_none() {
-            if let Some(vouched) = self.forwarded_peer(&parts.method, &parts.headers, named) {
+            if let Some(vouched) = vouched {
                 reseated = match self.reseat(&parts, &vouched) {
                     Ok(reseated) => reseated,
                     Err(_) => return share_taken(),
