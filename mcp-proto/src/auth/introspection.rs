@@ -2,6 +2,7 @@
 //! cache of answers, keyed by a digest of the token so that the token itself is never kept.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -68,13 +69,14 @@ pub fn check_answer(rules: &ClaimRules, answer: &[u8], now: u64) -> Result<Acces
 ///
 /// At most `capacity` answers (the oldest is dropped for a new one), each for `ttl` and never
 /// past the token's `exp`; a refusal is kept for a shorter `negative_ttl`, so a flood of made-up
-/// tokens is answered from here too. Keyed by SHA-256 of the token.
+/// tokens is answered from here too. Keyed by SHA-256 of the token (no token is kept), and an
+/// answer is shared, not copied, with each request that finds it.
 #[derive(Debug)]
 pub struct AnswerCache {
     capacity: usize,
     ttl: Duration,
     negative_ttl: Duration,
-    entries: HashMap<[u8; 32], (u64, Result<AccessToken, TokenError>)>,
+    entries: HashMap<[u8; 32], (u64, Result<Arc<AccessToken>, TokenError>)>,
     order: VecDeque<[u8; 32]>,
 }
 
@@ -85,12 +87,12 @@ impl AnswerCache {
     }
 
     /// The answer kept for `token` at `now` (Unix seconds), if one is.
-    pub fn get(&self, token: &str, now: u64) -> Option<&Result<AccessToken, TokenError>> {
+    pub fn get(&self, token: &str, now: u64) -> Option<&Result<Arc<AccessToken>, TokenError>> {
         self.entries.get(&digest(token)).filter(|(until, _)| now < *until).map(|(_, answer)| answer)
     }
 
     /// Keeps `answer` for `token`, given at `now`.
-    pub fn put(&mut self, token: &str, answer: Result<AccessToken, TokenError>, now: u64) {
+    pub fn put(&mut self, token: &str, answer: Result<Arc<AccessToken>, TokenError>, now: u64) {
         if self.capacity == 0 {
             return;
         }
@@ -190,7 +192,7 @@ mod tests {
         let aud = "https://mcp.example.com/mcp";
         let good = |exp: u64| {
             let answer = json!({"active": true, "aud": aud, "sub": "bob", "exp": exp});
-            check_answer(&rules(), answer.to_string().as_bytes(), NOW)
+            check_answer(&rules(), answer.to_string().as_bytes(), NOW).map(Arc::new)
         };
         let mut cache = AnswerCache::new(2, Duration::from_secs(60), Duration::from_secs(5));
         cache.put("t1", good(NOW + 600), NOW);

@@ -178,7 +178,11 @@ impl Drop for Flight {
     }
 }
 
-async fn verify(settings: Settings, state: Arc<State>, check: TokenCheck) -> Result<AccessToken, Denial> {
+async fn verify(
+    settings: Settings,
+    state: Arc<State>,
+    check: TokenCheck,
+) -> Result<Arc<AccessToken>, Denial> {
     let TokenCheck { token, now, runtime, peer } = check;
     let known = state.cache().get(&token, now).cloned();
     if let Some(known) = known {
@@ -210,13 +214,13 @@ async fn verify(settings: Settings, state: Arc<State>, check: TokenCheck) -> Res
             return Err(Denial::Unavailable);
         }
     };
-    let answer = introspection::check_answer(&settings.rules, &answer, now);
+    let answer = introspection::check_answer(&settings.rules, &answer, now).map(Arc::new);
     state.cache().put(&token, answer.clone(), now);
     answer.map_err(Denial::from)
 }
 
 impl TokenVerifier for IntrospectionVerifier {
-    fn verify(&self, check: TokenCheck) -> BoxFuture<Result<AccessToken, Denial>> {
+    fn verify(&self, check: TokenCheck) -> BoxFuture<Result<Arc<AccessToken>, Denial>> {
         Box::pin(verify(self.settings.clone(), self.state.clone(), check))
     }
 }

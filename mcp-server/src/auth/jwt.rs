@@ -139,7 +139,7 @@ impl Inner {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    async fn verify(self: Arc<Self>, check: TokenCheck) -> Result<AccessToken, Denial> {
+    async fn verify(self: Arc<Self>, check: TokenCheck) -> Result<Arc<AccessToken>, Denial> {
         let TokenCheck { token, now, runtime, .. } = check;
         let known = self.cache().get(&token, now).cloned();
         if let Some(known) = known {
@@ -201,7 +201,8 @@ impl Inner {
         token: &str,
         answer: Result<AccessToken, TokenError>,
         now: u64,
-    ) -> Result<AccessToken, Denial> {
+    ) -> Result<Arc<AccessToken>, Denial> {
+        let answer = answer.map(Arc::new);
         // An unknown key is not remembered: the next fetch may bring it.
         if answer != Err(TokenError::UnknownKey) {
             self.cache().put(token, answer.clone(), now);
@@ -270,7 +271,7 @@ impl Inner {
 }
 
 impl TokenVerifier for JwtVerifier {
-    fn verify(&self, check: TokenCheck) -> BoxFuture<Result<AccessToken, Denial>> {
+    fn verify(&self, check: TokenCheck) -> BoxFuture<Result<Arc<AccessToken>, Denial>> {
         Box::pin(self.inner.clone().verify(check))
     }
 }

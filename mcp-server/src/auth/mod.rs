@@ -84,7 +84,10 @@ impl std::fmt::Debug for TokenCheck {
 /// request is refused either way.
 pub trait TokenVerifier: Send + Sync + 'static {
     /// The verified token, or why it is refused.
-    fn verify(&self, check: TokenCheck) -> BoxFuture<Result<AccessToken, Denial>>;
+    ///
+    /// Shared, so that a verifier answering from a cache hands out what it keeps without
+    /// copying its claims.
+    fn verify(&self, check: TokenCheck) -> BoxFuture<Result<Arc<AccessToken>, Denial>>;
 }
 
 /// A server's authorization: the resource it protects (the metadata document and the
