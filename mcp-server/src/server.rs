@@ -230,6 +230,17 @@ impl Server {
         self.release(st);
     }
 
+    /// Tells clients that `list` changed when only what a gate answers did (a role granted
+    /// or revoked, say), so that they list again: every listener the server-wide gate admits,
+    /// on every protocol version, on this replica and (in a cluster) on every other. An edit
+    /// of the registry ([`add_tool`](Self::add_tool) and its kind) tells them already.
+    pub fn notify_list_changed(&self, list: mcp_proto::ChangedList) {
+        let mut st = self.lock();
+        let now = self.now();
+        st.engine.notify_list_changed(now, list);
+        self.release(st);
+    }
+
     /// Calls a tool in-process as `caller`, through the same gates (server-wide and the tool's)
     /// and argument validation as a remote `tools/call`, without any connection.
     pub async fn call_tool_as(

@@ -406,6 +406,16 @@ impl Runner {
                 self.engine_mut()?.notify_resource_updated(now, rest);
                 Ok(())
             }
+            "notify-list-changed" => {
+                let list = match rest {
+                    "tools" => mcp_proto::ChangedList::Tools,
+                    "resources" => mcp_proto::ChangedList::Resources,
+                    "prompts" => mcp_proto::ChangedList::Prompts,
+                    _ => return Err("`! notify-list-changed tools|resources|prompts`".into()),
+                };
+                self.engine_mut()?.notify_list_changed(now, list);
+                Ok(())
+            }
             "bump-epoch" => {
                 self.engine_mut()?.bump_epoch(now);
                 Ok(())

@@ -168,6 +168,7 @@
 //!   fixture name registers that fixture; any other name a plain extra item (see
 //!   [`crate::tools`]; an extra skill is `skill://extra/NAME` with only its `SKILL.md`).
 //! - `! notify-updated <uri>`: `Engine::notify_resource_updated`.
+//! - `! notify-list-changed tools|resources|prompts`: `Engine::notify_list_changed`.
 //! - `! app {json}` / `! shell {json}`: `RegistryMut::add_app` / `mount_apps_shell` with that
 //!   app (`uri`, `name`, `html`, and optionally `title`, `description`, `views`, `csp` by its
 //!   wire lists, `permissions` by name, `prefersBorder`, `domain`); its reads answer the HTML

@@ -70,6 +70,22 @@ impl<H: Clone> Engine<H> {
         }
     }
 
+    /// Tells every listener the server-wide gate admits that `list` changed, and publishes
+    /// the change to the other replicas (while publishing is on), when nothing in the registry
+    /// changed but what a gate answers did: a role granted or revoked, a tenant's plan
+    /// changed. Clients then list again and see what the gates now let them.
+    ///
+    /// Every listener is told, whatever its item gates: the engine cannot know whose view
+    /// changed, and a list change carries nothing but its kind. Legacy sessions that declared
+    /// nothing for the list are told only if the server offered `listChanged` for it (it does
+    /// whenever it has such items), as for a registry edit.
+    ///
+    /// Follow with [`poll_output`](Self::poll_output).
+    pub fn notify_list_changed(&mut self, now: Instant, list: ChangedList) {
+        self.input(now);
+        self.changed(list.list(), None);
+    }
+
     /// Replaces the key ring that signs and verifies cursors and request states, as a shared
     /// ring rotates: what the old ring signed still verifies if the new ring holds its key.
     pub fn set_keys(&mut self, keys: KeyRing) {
@@ -106,7 +122,12 @@ mod tests {
 
     /// A stdio connection with an initialized 2025-06-18 session, its output drained.
     fn session(e: &mut Engine<u32>, now: Instant) -> ConnId {
-        let conn = e.open(now, ConnKind::Stdio, Caller::identified("alice")).unwrap();
+        session_of(e, now, "alice")
+    }
+
+    /// [`session`] of the caller `who`.
+    fn session_of(e: &mut Engine<u32>, now: Instant, who: &str) -> ConnId {
+        let conn = e.open(now, ConnKind::Stdio, Caller::identified(who)).unwrap();
         for frame in [
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},
@@ -165,6 +186,35 @@ mod tests {
             .collect();
         assert_eq!(out.len(), 1, "{out:?}");
         assert!(out[0].contains("notifications/tools/list_changed"), "{out:?}");
+    }
+
+    #[test]
+    fn a_list_change_without_an_edit_is_told_to_those_the_server_gate_admits_and_published() {
+        #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
+        let now = Instant::now();
+        let mut e = engine(now);
+        let gate = Gate::new(|c: &Caller| c.identity.as_deref() != Some("mallory"));
+        e.registry_mut(now).set_gate(Some(gate));
+        e.registry_mut(now).add_tool(Tool::new("a", "d", json!({"type": "object"})), 0).unwrap();
+        let _ = drain(&mut e);
+        e.set_publishing(true);
+        let alice = session(&mut e, now);
+        let mallory = session_of(&mut e, now, "mallory");
+        e.notify_list_changed(now, ChangedList::Tools);
+        let outs = drain(&mut e);
+        let told: Vec<(ConnId, String)> = outs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Frame { conn, bytes } => Some((*conn, String::from_utf8_lossy(bytes).into_owned())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert_eq!(told[0].0, alice);
+        assert!(told[0].1.contains("notifications/tools/list_changed"), "{told:?}");
+        assert!(told.iter().all(|(c, _)| *c != mallory));
+        let changes = picked(&outs, |o| if let Output::Change(c) = o { Some(c) } else { None });
+        assert_eq!(changes, [Change::ListChanged(ChangedList::Tools)], "the other replicas are told too");
     }
 
     #[test]
