@@ -181,6 +181,55 @@ fn legacy_client_that_cannot_be_asked_is_not_asked() {
     });
 }
 
+/// A handler that asks without looking first, and passes any refusal on (`?`).
+async fn blunt(call: ToolCall) -> Result<ToolOutput, HandlerError> {
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+    let request = InputRequest::elicit("Name?", schema).map_err(|e| HandlerError::private(e.to_string()))?;
+    let answer = call.ctx.ask_one("k", request).await?;
+    Ok(ToolOutput::text(format!("hello {}", answer["content"]["name"])))
+}
+
+/// Seed 000's `confirmation_required`: a legacy client that cannot answer the form a tool
+/// asks for gets a tool failure the model and the user read, not a JSON-RPC error; a
+/// 2026-07-28 client gets the -32021 SEP-2575 requires (the spec wins over the seed).
+#[test]
+fn a_client_that_cannot_answer_gets_confirmation_required_or_the_spec_error() {
+    each(|shim| {
+        let server = Server::builder("interactions", "1.0.0")
+            .tool(Tool::new("blunt", "Asks regardless", json!({"type": "object"})), blunt)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let addr = serve(shim, server, HttpConfig::default());
+        let undeclared = legacy_session(addr, &json!({}))?;
+        let call =
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"blunt","arguments":{}}}"#;
+        let resp = connect(addr)?.request(&in_session(Req::post(call), &undeclared))?;
+        expect_status(&resp, 200, "legacy")?;
+        let reply = resp.json()?;
+        let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        ensure(reply["result"]["isError"] == true && text.starts_with("confirmation_required: "), || {
+            format!("legacy: {reply}")
+        })?;
+        ensure(text.contains(r#"{"elicitation":{}}"#), || format!("names what to declare: {text}"))?;
+
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": MODERN,
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+        let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                          "params": {"name": "blunt", "arguments": {}, "_meta": meta}});
+        let req = Req::post(body.to_string())
+            .header("MCP-Protocol-Version", MODERN)
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Name", "blunt");
+        let resp = connect(addr)?.request(&req)?;
+        expect_status(&resp, 400, "2026-07-28")?;
+        let reply = resp.json()?;
+        ensure(reply["error"]["code"] == -32021, || format!("2026-07-28: {reply}"))?;
+        ensure(reply["error"]["data"]["requiredCapabilities"] == json!({"elicitation": {}}), || {
+            format!("2026-07-28: {reply}")
+        })
+    });
+}
+
 /// [`server`] with a `hang` tool whose handler never returns, small bounds so the scenario
 /// crosses them quickly: 4 calls in flight, asks that give up after `ask_timeout`, sessions
 /// idle after 2 s, dropped streams waiting 200 ms to be resumed.

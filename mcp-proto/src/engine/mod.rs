@@ -697,6 +697,20 @@ impl<H: Clone> Engine<H> {
             self.close_drained();
             return Ok(Answered { error: None });
         }
+        // An ask a legacy client could not take, passed on by the handler with `?`: the tool
+        // call fails as one this client cannot go on with (seed 000's `confirmation_required`),
+        // which the model and the user read; before 2026-07-28 there is no -32021 to send.
+        // On 2026-07-28 the -32021 stays: SEP-2575 says the server MUST return it.
+        let legacy_tool = matches!(call.kind, CallKind::Tool(..)) && !call.version.is_modern();
+        let reply = match reply {
+            Reply::Tool(Err(HandlerError::Public(e))) if legacy_tool => {
+                match crate::interaction::Unsupported::of_error(&e) {
+                    Some(u) => Reply::Tool(Err(u.tool_failure().into())),
+                    None => Reply::Tool(Err(HandlerError::Public(e))),
+                }
+            }
+            other => other,
+        };
         let answer = match (reply, &call.kind) {
             (Reply::Tool(Ok(out)), CallKind::Tool(..)) => self.tool_result(&call, ToolOutcome::Output(out)),
             (Reply::Tool(Err(HandlerError::Failure(f))), CallKind::Tool(..)) => {

@@ -483,8 +483,13 @@ impl std::error::Error for InteractionError {}
 /// The client cannot be sent a request: it did not declare the capability, or its protocol
 /// version cannot express the request.
 ///
-/// In 2026 this is the `-32021` error of the call ([`Unsupported::rpc_error`]); a legacy
-/// session may instead let the handler carry on without the answer.
+/// On 2026-07-28 the call is answered with the `-32021` error ([`Unsupported::rpc_error`]):
+/// SEP-2575 says the server MUST, and the official conformance suite counts a tool result
+/// instead as a violation (seed 000 asks for a tool failure there; the spec wins). Before
+/// 2026-07-28 no such error exists: a legacy tool call whose handler passes the refusal on
+/// (`?`) fails with the actionable `confirmation_required` tool failure
+/// ([`Unsupported::tool_failure`]), which the model and the user read. Either way nothing was
+/// asked, so nothing is held waiting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unsupported {
     required: Value,
@@ -512,7 +517,37 @@ impl Unsupported {
         RpcError::incompatible(ErrorCode::MissingClientCapability, self.message.clone())
             .with_data(json!({"requiredCapabilities": self.required}))
     }
+
+    /// The tool failure [`CONFIRMATION_REQUIRED`]: not retryable (the same client will lack
+    /// the same capability), its message saying what is missing and what the client would
+    /// have to declare.
+    pub fn tool_failure(&self) -> crate::content::ToolFailure {
+        let declare = serde_json::to_string(&self.required).unwrap_or_default();
+        let message = format!(
+            "{CONFIRMATION_REQUIRED}: this tool needs the user's input, and {}; a client declaring {declare} can go on",
+            self.message
+        );
+        crate::content::ToolFailure::new(CONFIRMATION_REQUIRED, message)
+    }
+
+    /// The `Unsupported` a `-32021` error stands for when it refused an ask: its
+    /// `data.requiredCapabilities` names only what an [`InputRequest`] needs (`elicitation`,
+    /// `sampling`, `roots`). `None` for any other error, such as the `-32021` of a task the
+    /// client's missing Tasks extension rules out.
+    pub fn of_error(e: &RpcError) -> Option<Self> {
+        if e.code != ErrorCode::MissingClientCapability {
+            return None;
+        }
+        let required = e.data.as_ref()?.get("requiredCapabilities")?.as_object()?;
+        let input = |k: &String| matches!(k.as_str(), "elicitation" | "sampling" | "roots");
+        (!required.is_empty() && required.keys().all(input))
+            .then(|| Self::new(Value::Object(required.clone()), e.message.clone()))
+    }
 }
+
+/// The failure code of a tool call that needed input its client cannot give
+/// ([`Unsupported::tool_failure`]).
+pub const CONFIRMATION_REQUIRED: &str = "confirmation_required";
 
 impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

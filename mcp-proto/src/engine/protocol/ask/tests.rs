@@ -155,13 +155,21 @@ fn legacy_ask_failures() {
     // No capability: nothing is sent.
     let mut rig = Rig::legacy(json!({}));
     let (_, inv) = rig.invoke(json!({"name": "ask"}));
-    let call = inv.unwrap().ticket.call();
+    let inv_ticket = inv.unwrap().ticket;
+    let call = inv_ticket.call();
     let sample = InputRequest::sample(json!({"messages": [], "maxTokens": 5})).unwrap();
     let Err(AskError::Unsupported(u)) = rig.engine.ask(rig.now, call, vec![("s".into(), sample)]) else {
         panic!()
     };
     assert_eq!(u.required_capabilities(), &json!({"sampling": {}}));
     assert!(rig.drain().is_empty());
+    // A handler passing that on (`?`) fails the tool call with confirmation_required.
+    let ticket = inv_ticket;
+    rig.engine.complete(rig.now, ticket, Reply::Tool(Err(AskError::Unsupported(u).into()))).unwrap();
+    let r = frame(&rig.drain());
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("confirmation_required: "), "{text}");
     // An invalid answer and an error answer both reach the handler as failures.
     let mut rig = Rig::legacy(json!({"elicitation": {}}));
     let (_, inv) = rig.invoke(json!({"name": "ask"}));
@@ -393,13 +401,21 @@ fn moving_the_epoch_on_refuses_every_outstanding_state() {
 #[test]
 fn modern_capabilities_answers_and_round_limit() {
     let mut rig = Rig::new(Caller::anonymous());
-    // Sampling without the capability: -32021 naming it.
+    // Sampling without the capability: -32021 naming it (SEP-2575: the server MUST), even
+    // from a handler that passes the refusal of `can_ask` on itself.
     let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
     let sample = InputRequest::sample(json!({"messages": [], "maxTokens": 5})).unwrap();
-    rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("s".into(), sample)]).unwrap_err();
+    rig.engine.ask(rig.now, inv.unwrap().ticket.call(), vec![("s".into(), sample.clone())]).unwrap_err();
     let r = frame(&rig.drain());
     assert_eq!(r["error"]["code"], -32021);
     assert_eq!(r["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+    let ticket = inv.unwrap().ticket;
+    let Err(refused) = rig.engine.can_ask(ticket.call(), &sample) else {
+        panic!("sampling was not declared")
+    };
+    rig.engine.complete(rig.now, ticket, Reply::Tool(Err(refused.into()))).unwrap();
+    assert_eq!(frame(&rig.drain())["error"]["code"], -32021);
     // An answer that does not fit the form is refused.
     let (_, inv) = rig.invoke(modern(
         json!({"name": "ask", "inputResponses": {"k": {"action": "accept", "content": {"name": 12345}}}}),
