@@ -469,7 +469,11 @@ async fn run_blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, HandlerError> + Send + 'static,
 ) -> Result<T, HandlerError> {
     let (tx, rx) = async_channel::bounded(1);
+    // Counted from now until the closure returned, or was dropped unrun: a cancelled call
+    // leaves it running, and shutdown waits for it.
+    let running = Running::start(server.shared.blocking.clone());
     let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+        let _running = running;
         let _ = tx.try_send(std::panic::catch_unwind(AssertUnwindSafe(f)));
     });
     let done = match server.shared.rt.get() {
@@ -482,6 +486,23 @@ async fn run_blocking<T: Send + 'static>(
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
         // The job was dropped unrun: its runtime is shutting down, or no thread could be made.
         Err(_) => Err(HandlerError::Panicked),
+    }
+}
+
+/// One blocking closure counted in [`Status::blocking_handlers`](crate::Status::blocking_handlers)
+/// while it lives.
+struct Running(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Running {
+    fn start(count: Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

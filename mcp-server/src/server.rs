@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     /// Connections [`HttpService::serve`] accepted for this server that are still open: what
     /// [`Server::shutdown_and_close`] waits for.
     pub(crate) http_connections: AtomicUsize,
+    /// Blocking handlers' closures still running ([`Status::blocking_handlers`]): what
+    /// [`Server::shutdown`] waits for after it cancelled their calls.
+    pub(crate) blocking: Arc<AtomicUsize>,
     /// What the HTTP layer turned away before the engine saw it ([`Status::http_refusals`]).
     pub(crate) http_refusals: HttpCounters,
     /// Ended tasks the task store did not keep ([`Status::task_store_failures`]).
@@ -104,6 +107,7 @@ impl Server {
             shared: Arc::new(Shared {
                 limits: config.limits.clone(),
                 http_connections: AtomicUsize::new(0),
+                blocking: Arc::default(),
                 http_refusals: HttpCounters::default(),
                 task_store_failures: Arc::default(),
                 queued: AtomicUsize::new(0),
@@ -280,7 +284,12 @@ impl Server {
     /// Shuts down gracefully: new requests are refused ("server is shutting down"), listen
     /// streams end, connections close as their calls finish, and calls still running after
     /// `budget` are cancelled and answered with that same refusal (`-32603`,
-    /// `data.reason: "shutting_down"`). Returns what did not finish in time. Sessions being served by
+    /// `data.reason: "shutting_down"`). Waits, within the same `budget`, for the closures of
+    /// blocking handlers to return too (a cancelled async handler stops at once; a blocking
+    /// closure cannot be stopped). Returns what did not finish in time: the calls it
+    /// cancelled, and in [`ShutdownReport::cleanup_failed`] the blocking closures still
+    /// running, which [`Status::blocking_handlers`](crate::Status::blocking_handlers) goes on
+    /// counting until they return: the application's work to resolve. Sessions being served by
     /// `serve_stdio` then end with [`StdioEnd::Closed`](crate::StdioEnd::Closed); HTTP listeners stop accepting at once
     /// ([`HttpService::serve`](crate::HttpService::serve) returns), and HTTP exchanges still open are closed with the rest.
     /// The continuation epoch of this server moves on ([`Engine::shutdown`](mcp_proto::Engine::shutdown)):
@@ -296,10 +305,11 @@ impl Server {
             // Past what `Instant` can hold (`Duration::MAX`): no deadline, wait for every call.
             now.checked_add(budget)
         };
+        let blocking = || self.shared.blocking.load(AtomicOrdering::Acquire);
         loop {
             let in_flight = self.lock().engine.status().in_flight;
-            if in_flight == 0 {
-                return ShutdownReport { cancelled: 0 };
+            if in_flight == 0 && blocking() == 0 {
+                return ShutdownReport { cancelled: 0, cleanup_failed: 0 };
             }
             let Some(rt) = self.shared.rt.get() else { break };
             let now = rt.now();
@@ -316,7 +326,7 @@ impl Server {
         // Every connection, HTTP sessions (which own their calls but have no sink) included.
         st.engine.close_all(now);
         self.release(st);
-        ShutdownReport { cancelled }
+        ShutdownReport { cancelled, cleanup_failed: blocking() }
     }
 
     /// [`shutdown`](Self::shutdown), then waits for the HTTP connections
@@ -359,4 +369,15 @@ impl Server {
 pub struct ShutdownReport {
     /// Calls still running when the budget ran out, cancelled.
     pub cancelled: usize,
+    /// Blocking handlers' closures still running when the budget ran out (seed 000's
+    /// `cleanup_failed`): their calls are answered, but the work goes on until they return.
+    pub cleanup_failed: usize,
+}
+
+impl ShutdownReport {
+    /// Whether everything stopped within the budget: no call was cancelled, and no blocking
+    /// closure is still running.
+    pub fn is_clean(&self) -> bool {
+        self.cancelled == 0 && self.cleanup_failed == 0
+    }
 }

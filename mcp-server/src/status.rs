@@ -29,6 +29,7 @@ impl Server {
             queued_commands,
             parked_frames: st.parked.values().map(|p| p.frames.len()).sum(),
             http_connections: self.shared.http_connections.load(AtomicOrdering::Acquire),
+            blocking_handlers: self.shared.blocking.load(AtomicOrdering::Acquire),
             refusals: engine.refusals,
             http_refusals: self.shared.http_refusals.snapshot(),
             dropped_records: engine.dropped_records,
@@ -74,6 +75,10 @@ pub struct Status {
     pub parked_frames: usize,
     /// HTTP (TCP) connections [`HttpService::serve`](crate::HttpService::serve) accepted that are still open.
     pub http_connections: usize,
+    /// Closures of blocking handlers ([`ServerBuilder::blocking_tool`](crate::ServerBuilder::blocking_tool))
+    /// still running, their calls' among them when those were cancelled: a blocking closure
+    /// cannot be stopped, and runs to its end.
+    pub blocking_handlers: usize,
     /// Work the engine turned away since the server started, by reason (counters).
     pub refusals: Refusals,
     /// Connections and requests the HTTP layer turned away before the engine saw them, by
@@ -247,7 +252,7 @@ impl Server {
 impl Status {
     /// Every value as a `(name, value)` pair with a stable snake_case name, for a metrics
     /// exporter: gauges first (`connections`, `running_handlers`, `in_flight`, `listens`,
-    /// `sessions`, `streams`, `queued_commands`, `parked_frames`, `http_connections`,
+    /// `sessions`, `streams`, `queued_commands`, `parked_frames`, `http_connections`, `blocking_handlers`,
     /// `shutting_down` as 0 or 1, `cluster_degraded` as 0 or 1, `cluster_queued`), then counters (`dropped_notifications_total` and one
     /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`, one
     /// `http_refused_<reason>_total` per [`HttpRefusals`] field, such as
@@ -264,6 +269,7 @@ impl Status {
             ("queued_commands", wide(self.queued_commands)),
             ("parked_frames", wide(self.parked_frames)),
             ("http_connections", wide(self.http_connections)),
+            ("blocking_handlers", wide(self.blocking_handlers)),
             ("shutting_down", u64::from(self.shutting_down)),
             ("cluster_degraded", u64::from(matches!(self.cluster, ClusterHealth::Degraded { .. }))),
             (

@@ -12,7 +12,7 @@ use std::time::Duration;
 use mcp_proto::http::HttpConfig;
 use mcp_proto::{Tool, ToolOutput};
 use mcp_server::{Server, ToolCall};
-use mcp_tests::http::{each, ensure, modern, poll_until, serve, Client, TIMEOUT};
+use mcp_tests::http::{each, ensure, modern, poll_until, serve, serve_watched, Client, TIMEOUT};
 use serde_json::json;
 
 /// Calls held at once: more than the threads that run tasks on either runtime under test.
@@ -146,5 +146,81 @@ fn blocking_panics_and_typed_arguments() {
             client.request(&modern(2, "tools/call", json!({"name": "twice", "arguments": {"n": 21}})))?;
         let reply = resp.json()?;
         ensure(reply["result"]["content"][0]["text"] == "42", || format!("twice: {reply}"))
+    });
+}
+
+/// Shutdown and blocking closures (seed 000, Hosting: "a timeout returns cleanup_failed"):
+/// a call cancelled at the end of the budget leaves its closure running, which the report
+/// counts in `cleanup_failed` and `Status::blocking_handlers` goes on counting until it
+/// returns; a closure whose call the client abandoned before is waited for within the budget,
+/// and a shutdown that saw it return is clean.
+#[test]
+fn shutdown_reports_blocking_closures_it_could_not_wait_for() {
+    each(|shim| {
+        let gate = Arc::new(Gate::default());
+        let held = gate.clone();
+        let build = |held: Arc<Gate>| {
+            Server::builder("blocking", "1")
+                .blocking_tool(
+                    Tool::new("hold", "Blocks until the test opens the gate", json!({"type": "object"})),
+                    move |_: ToolCall| {
+                        held.pass();
+                        ToolOutput::text("released")
+                    },
+                )
+                .build()
+                .map_err(|e| e.to_string())
+        };
+        let server = build(held)?;
+        // Its runtime outlives the listener, as an application's does while it shuts down.
+        let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
+        let mut holder = connect(addr)?;
+        holder
+            .send(&modern(1, "tools/call", json!({"name": "hold"})).to_bytes())
+            .map_err(|e| e.to_string())?;
+        poll_until("the call blocks its thread", TIMEOUT, || {
+            Ok((gate.waiting.load(Ordering::SeqCst) == 1).then_some(()))
+        })?;
+        let report = mcp_tests::http::block_on(shim, server.shutdown(Duration::from_millis(50)));
+        ensure(report.cancelled == 1 && report.cleanup_failed == 1 && !report.is_clean(), || {
+            format!("{report:?}")
+        })?;
+        ensure(server.status().blocking_handlers == 1, || format!("{:?}", server.status()))?;
+        gate.open();
+        poll_until("the closure returns", TIMEOUT, || {
+            Ok((server.status().blocking_handlers == 0).then_some(()))
+        })?;
+
+        // The client goes away first: nothing is in flight, but the closure runs on, and
+        // shutdown waits for it (the budget is long; the gate opens while it waits).
+        let gate = Arc::new(Gate::default());
+        let server = build(gate.clone())?;
+        // Its runtime outlives the listener, as an application's does while it shuts down.
+        let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
+        let mut holder = connect(addr)?;
+        holder
+            .send(&modern(1, "tools/call", json!({"name": "hold"})).to_bytes())
+            .map_err(|e| e.to_string())?;
+        poll_until("the call blocks its thread", TIMEOUT, || {
+            Ok((gate.waiting.load(Ordering::SeqCst) == 1).then_some(()))
+        })?;
+        drop(holder);
+        poll_until("the abandoned call is cancelled", TIMEOUT, || {
+            Ok((server.status().in_flight == 0).then_some(()))
+        })?;
+        let opener = {
+            let (gate, server) = (gate.clone(), server.clone());
+            std::thread::spawn(move || {
+                // Opens only once shutdown has begun waiting.
+                while !server.status().shutting_down {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                gate.open();
+            })
+        };
+        let report = mcp_tests::http::block_on(shim, server.shutdown(TIMEOUT));
+        let _ = opener.join();
+        ensure(report.is_clean(), || format!("the closure returned within the budget: {report:?}"))?;
+        ensure(server.status().blocking_handlers == 0, || format!("{:?}", server.status()))
     });
 }
