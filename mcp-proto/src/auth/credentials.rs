@@ -78,22 +78,13 @@ pub fn credential<'a>(values: &[&'a [u8]], query: Option<&str>) -> Result<Option
 /// `token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
 fn is_token68(token: &str) -> bool {
     let body = token.trim_end_matches('=');
-    // A table (a byte always indexes its 256 entries): every request with a token runs this
-    // over its ~1 KB.
-    !body.is_empty() && body.bytes().all(|b| TOKEN68[usize::from(b)])
+    // A pattern the compiler turns into range checks: every request with a token runs this
+    // over its ~1 KB (a search of a punctuation list per byte cost ~3 us).
+    !body.is_empty()
+        && body.bytes().all(|b| {
+            matches!(b, b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+        })
 }
-
-/// Which bytes a token68 is made of, but its trailing `=`.
-static TOKEN68: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
-        b += 1;
-    }
-    table
-};
 
 /// Whether a URI query carries an `access_token` parameter (RFC 6750 §2.3), however it is
 /// cased or encoded in its name's letters.

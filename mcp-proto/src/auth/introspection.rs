@@ -64,6 +64,10 @@ pub fn check_answer(rules: &ClaimRules, answer: &[u8], now: u64) -> Result<Acces
     rules.check_as(claims, now, Source::Introspection)
 }
 
+/// What an [`AnswerCache`] keeps for a token: the verified token, shared, or why it was
+/// refused.
+pub type Answer = Result<Arc<AccessToken>, TokenError>;
+
 /// Introspection answers kept for a while, so that a client's every request does not cost a
 /// round trip to the authorization server.
 ///
@@ -76,7 +80,7 @@ pub struct AnswerCache {
     capacity: usize,
     ttl: Duration,
     negative_ttl: Duration,
-    entries: HashMap<[u8; 32], (u64, Result<Arc<AccessToken>, TokenError>)>,
+    entries: HashMap<[u8; 32], (u64, Answer)>,
     order: VecDeque<[u8; 32]>,
 }
 
@@ -87,12 +91,12 @@ impl AnswerCache {
     }
 
     /// The answer kept for `token` at `now` (Unix seconds), if one is.
-    pub fn get(&self, token: &str, now: u64) -> Option<&Result<Arc<AccessToken>, TokenError>> {
+    pub fn get(&self, token: &str, now: u64) -> Option<&Answer> {
         self.entries.get(&digest(token)).filter(|(until, _)| now < *until).map(|(_, answer)| answer)
     }
 
     /// Keeps `answer` for `token`, given at `now`.
-    pub fn put(&mut self, token: &str, answer: Result<Arc<AccessToken>, TokenError>, now: u64) {
+    pub fn put(&mut self, token: &str, answer: Answer, now: u64) {
         if self.capacity == 0 {
             return;
         }
