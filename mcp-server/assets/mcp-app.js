@@ -11,11 +11,24 @@
  *     return app.callTool({ name: "add", arguments: { a: "1", b: "2" } });
  *   });
  *
+ * connect() takes either of two forms:
+ *   connect({ appCapabilities, appInfo, timeoutMs, autoResize })   the options form
+ *   connect(appCapabilities, timeoutMs?, appInfo?)                 the positional form
+ * The rule: a first argument with any of the four option keys is an options object, and then it
+ * may hold nothing else and no further argument may follow; any other object (including
+ * `{ availableDisplayModes: ["inline"] }`) is appCapabilities, as are undefined and null (no
+ * capabilities). The two key sets cannot collide: appCapabilities holds only experimental, tools
+ * and availableDisplayModes. Anything else is refused, before anything is posted, with E_ARGS:
+ * option keys beside other keys or beside a second argument, a first argument that is not a
+ * plain object, a timeout that is not a positive number, an appInfo that is not an object, an
+ * autoResize that is not a boolean, more than three arguments.
+ *
  * Every request returns a Promise. It rejects with an McpAppError: `code` is the host's JSON-RPC
  * error code (a number, with `data`), or one of the client's own: E_TIMEOUT (no answer in time,
  * 30 s unless given), E_SATURATED (64 requests already in flight: refused before posting),
- * E_SEND (postMessage threw: params not structured-cloneable) and E_TEARDOWN (the host tore the
- * widget down, or the page was hidden: nothing in flight will be answered).
+ * E_SEND (postMessage threw: params not structured-cloneable), E_TEARDOWN (the host tore the
+ * widget down, or the page was hidden: nothing in flight will be answered) and E_ARGS (connect()
+ * was called with arguments it cannot read, see above).
  */
 (function () {
   "use strict";
@@ -277,8 +290,82 @@
 
   // ---- the handshake ----------------------------------------------------------------------------
 
-  function connect(options) {
-    options = options || {};
+  // The keys of connect()'s options form; appCapabilities' own keys (ext-apps 2026-01-26
+  // McpUiAppCapabilities: experimental, tools, availableDisplayModes) are none of these.
+  var OPTION_KEYS = ["appCapabilities", "appInfo", "timeoutMs", "autoResize"];
+
+  function isPlainObject(v) {
+    return v !== null && typeof v === "object" && Object.prototype.toString.call(v) === "[object Object]";
+  }
+
+  function argsError(message) {
+    return McpAppError("E_ARGS", "connect(): " + message);
+  }
+
+  // connect()'s arguments as one options object, or throws E_ARGS. The rule is in the header.
+  function connectOptions(args) {
+    if (args.length > 3) throw argsError("takes at most 3 arguments, got " + args.length);
+    var first = args[0];
+    var more = args[1] !== undefined || args[2] !== undefined;
+    if (first !== undefined && first !== null && !isPlainObject(first)) {
+      throw argsError("the first argument must be appCapabilities or an options object, not " + describe(first));
+    }
+    var keys = first ? Object.keys(first) : [];
+    var options = keys.filter(function (k) {
+      return OPTION_KEYS.indexOf(k) >= 0;
+    });
+    var opts;
+    if (options.length) {
+      var others = keys.filter(function (k) {
+        return OPTION_KEYS.indexOf(k) < 0;
+      });
+      if (others.length) {
+        throw argsError(
+          "an object with " + options.join(", ") + " is the options form and cannot also hold " +
+            others.join(", ") + ": put capabilities under appCapabilities",
+        );
+      }
+      if (more) {
+        throw argsError(
+          "the options form takes no further arguments: pass timeoutMs and appInfo inside it, " +
+            "or pass appCapabilities itself first",
+        );
+      }
+      opts = first;
+    } else {
+      opts = { appCapabilities: first, timeoutMs: args[1], appInfo: args[2] };
+    }
+    if (opts.appCapabilities !== undefined && opts.appCapabilities !== null && !isPlainObject(opts.appCapabilities)) {
+      throw argsError("appCapabilities must be an object, not " + describe(opts.appCapabilities));
+    }
+    var ms = opts.timeoutMs;
+    if (ms !== undefined && !(typeof ms === "number" && isFinite(ms) && ms > 0)) {
+      throw argsError("timeoutMs must be a positive number of milliseconds, not " + describe(ms));
+    }
+    if (opts.appInfo !== undefined && opts.appInfo !== null && !isPlainObject(opts.appInfo)) {
+      throw argsError("appInfo must be an object {name, version}, not " + describe(opts.appInfo));
+    }
+    if (opts.autoResize !== undefined && typeof opts.autoResize !== "boolean") {
+      throw argsError("autoResize must be a boolean, not " + describe(opts.autoResize));
+    }
+    return opts;
+  }
+
+  function describe(v) {
+    if (Array.isArray(v)) return "an array";
+    if (typeof v === "string") return JSON.stringify(v.length > 40 ? v.slice(0, 40) + "..." : v);
+    if (typeof v === "number" || typeof v === "boolean") return String(v);
+    return v === null ? "null" : typeof v;
+  }
+
+  function connect() {
+    var options;
+    try {
+      options = connectOptions(arguments);
+    } catch (e) {
+      // Refused even once connected: a call that cannot be read is a bug either way.
+      return Promise.reject(e);
+    }
     if (connecting) return connecting;
     var appInfo = options.appInfo || {};
     var params = {

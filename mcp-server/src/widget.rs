@@ -6,12 +6,20 @@
 //! ([`widget_client_js`]) speaks the widget's side of it, with no imports and no network access,
 //! and exposes itself as `window.mcpApp`:
 //!
-//! - `connect({appInfo, appCapabilities, timeoutMs, autoResize})` sends `ui/initialize`
-//!   (`appInfo` defaults to `mcp-app` / `0.0.0`, `protocolVersion` is `"2026-01-26"`), resolves
-//!   with the host's result (`protocolVersion`, `hostCapabilities`, `hostInfo`, `hostContext`),
-//!   then sends `ui/notifications/initialized` and, unless `autoResize: false`, starts sending
+//! - `connect({appInfo, appCapabilities, timeoutMs, autoResize})`, or positionally
+//!   `connect(appCapabilities, timeoutMs?, appInfo?)`, sends `ui/initialize` (`appInfo` defaults
+//!   to `mcp-app` / `0.0.0`, `protocolVersion` is `"2026-01-26"`), resolves with the host's
+//!   result (`protocolVersion`, `hostCapabilities`, `hostInfo`, `hostContext`), then sends
+//!   `ui/notifications/initialized` and, unless `autoResize: false`, starts sending
 //!   `ui/notifications/size-changed` whenever the content's size changes. A failed handshake may
-//!   be retried.
+//!   be retried. The forms are told apart by the first argument's keys: one with any of the four
+//!   option keys is the options object (and may then hold nothing else, with no second or third
+//!   argument); any other object, `undefined` or `null` is `appCapabilities` (whose keys,
+//!   `experimental`, `tools` and `availableDisplayModes`, are none of the option keys), so
+//!   `connect({availableDisplayModes: ["inline"]})` declares that capability. A call that fits
+//!   neither form (option keys beside others, a non-object first argument, a timeout that is not
+//!   a positive number, a non-object `appInfo`, a non-boolean `autoResize`, a fourth argument)
+//!   is refused with `E_ARGS` before anything is posted.
 //! - Requests through the host: `callTool` (`tools/call`), `readResource` (`resources/read`),
 //!   `openLink` (`ui/open-link`), `message` (`ui/message`), `requestDisplayMode`
 //!   (`ui/request-display-mode`), `updateModelContext` (`ui/update-model-context`),
@@ -31,7 +39,8 @@
 //! `E_SATURATED` (64 requests already in flight: the 65th is refused before it is posted),
 //! `E_SEND` (`postMessage` threw, usually on params that are not structured-cloneable) and
 //! `E_TEARDOWN` (the widget was torn down or its page hidden: nothing in flight will be
-//! answered, and after a teardown no new request is posted). An answer that comes after its
+//! answered, and after a teardown no new request is posted); `connect` also rejects with
+//! `E_ARGS` (arguments it cannot read, above). An answer that comes after its
 //! request timed out or was torn down is dropped by id. Messages are accepted only from
 //! `window.parent` (by `event.source`: a sandboxed widget's origin is opaque) and only with
 //! `jsonrpc: "2.0"`.
@@ -46,7 +55,7 @@
 //! `<script src>` would resolve against the host and never load. [`widget_document`] builds a
 //! page with the client ahead of the app's script.
 
-/// The widget client's source (about 13 KiB), to inline in an app's HTML inside a `<script>`
+/// The widget client's source (about 18 KiB), to inline in an app's HTML inside a `<script>`
 /// element. It contains no `</script` and no `<!--`, so it can be placed between `<script>` and
 /// `</script>` as it is.
 pub fn widget_client_js() -> &'static str {

@@ -165,8 +165,48 @@ async function mount({ mcpPath, needle, hang = "https://hang.invalid/" }) {
   return { bridge, client, state };
 }
 
+// A page of the test's own (our widget client inlined, then a script) in a frame with id `id`:
+// with `bridge`, an AppBridge with no MCP client answers it (what it declared is recorded on
+// `ui/notifications/initialized`); without, nothing answers, and every message the page posts
+// is recorded. Resolves once the frame is mounted, not once it connected: a page may refuse to.
+async function mountPage({ id, html, bridge: withBridge }) {
+  const state = { inbound: [], initialized: false };
+  const iframe = document.createElement("iframe");
+  iframe.setAttribute("sandbox", "allow-scripts");
+  iframe.id = id;
+  iframe.style.cssText = "width:520px;height:60px;border:0;display:block";
+  document.getElementById("stage").append(iframe);
+  let bridge = null;
+  if (withBridge) {
+    bridge = new AppBridge(null, HOST_INFO, { logging: {} }, { hostContext: HOST_CONTEXT });
+    bridge.oninitialized = () => {
+      state.initialized = true;
+      state.appInfo = bridge.getAppVersion();
+      state.appCapabilities = bridge.getAppCapabilities();
+    };
+    bridge.onsizechange = () => state.inbound.push({ method: "ui/notifications/size-changed" });
+    const transport = new PostMessageTransport(iframe.contentWindow, iframe.contentWindow);
+    await bridge.connect(transport);
+    const onmessage = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      state.inbound.push(message);
+      onmessage?.call(transport, message, extra);
+    };
+  } else {
+    window.addEventListener("message", (event) => {
+      if (event.source === iframe.contentWindow) state.inbound.push(event.data);
+    });
+  }
+  iframe.srcdoc = withCsp(html, cspFor());
+  return { bridge, state };
+}
+
 const mounted = {};
 window.harness = {
+  async mountPage(name, options) {
+    mounted[name] = await mountPage({ id: name, ...options });
+    return window.harness.state(name);
+  },
   async mount(name, options) {
     mounted[name] = await mount(options);
     return window.harness.state(name);

@@ -123,6 +123,13 @@ async function bundle(entry, format) {
   return out.outputFiles[0].text;
 }
 
+// Our widget client as the crate ships it (mcp_server::widget::widget_client_js includes this
+// file), for pages of the test's own; the everything app carries the same bytes.
+const CLIENT_JS = readFileSync(path.join(HERE, "../../mcp-server/assets/mcp-app.js"), "utf8");
+const pageWith = (script) =>
+  `<!DOCTYPE html><html><head><meta charset="utf-8"><script>${CLIENT_JS}</script></head>` +
+  `<body><script>${escapeScript(script)}</script></body></html>`;
+
 // ---- the run --------------------------------------------------------------------------------------
 
 async function main() {
@@ -366,6 +373,39 @@ async function main() {
     eq(await inFrame(() => window.__errors), [], "errors in the widget's frame");
   });
 
+  await check("widget: connect() misuse is refused with E_ARGS and posts nothing, even once connected", async () => {
+    const before = (await page.evaluate(() => window.harness.state("everything"))).inbound.length;
+    const r = await inFrame(async () => {
+      const app = window.mcpApp;
+      const code = (f) => {
+        try {
+          return f().then(() => "resolved", (e) => (e instanceof app.McpAppError ? e.code : `untyped ${e}`));
+        } catch (e) {
+          return Promise.resolve(`threw ${e}`);
+        }
+      };
+      return {
+        mixed: await code(() => app.connect({ appInfo: { name: "x" }, availableDisplayModes: ["inline"] })),
+        optionsThenMore: await code(() => app.connect({ appCapabilities: {} }, 5000)),
+        notObject: await code(() => app.connect("inline")),
+        array: await code(() => app.connect(["inline"])),
+        badTimeout: await code(() => app.connect({}, "5000")),
+        zeroTimeout: await code(() => app.connect({ timeoutMs: 0 })),
+        badAppInfo: await code(() => app.connect({}, 5000, "demo")),
+        badAutoResize: await code(() => app.connect({ autoResize: "no" })),
+        tooMany: await code(() => app.connect({}, 5000, {}, true)),
+        message: await app.connect({ appInfo: {}, tools: {} }).catch((e) => e.message),
+        again: await code(() => app.connect({ appInfo: { name: "x" } })),
+      };
+    });
+    const { message, again, ...refused } = r;
+    for (const [k, v] of Object.entries(refused)) eq(v, "E_ARGS", k);
+    assert(/appInfo/.test(message) && /tools/.test(message) && /appCapabilities/.test(message), `message: ${message}`);
+    eq(again, "resolved", "a well-formed connect() after the handshake: the first handshake's promise");
+    const after = (await page.evaluate(() => window.harness.state("everything"))).inbound;
+    eq(after.slice(before).filter((m) => m.method === "ui/initialize").length, 0, "ui/initialize posted by misuse");
+  });
+
   await check("widget: ui/resource-teardown waits for the handler, answers {}, fails in-flight with E_TEARDOWN", async () => {
     await inFrame(() => {
       window.__saved = false;
@@ -385,6 +425,66 @@ async function main() {
     assert(r.pending.every((p) => p.code === "E_TEARDOWN"), `in-flight requests: ${JSON.stringify(r.pending.slice(0, 3))}`);
     eq(r.after, "E_TEARDOWN", "a request after teardown");
   });
+
+  // ---- connect()'s two forms, each in a fresh page of its own ----
+  const mountPage = async (id, script, bridge) => {
+    await page.evaluate(([id, html, bridge]) => window.harness.mountPage(id, { html, bridge }), [id, pageWith(script), bridge]);
+    const f = await (await page.$(`#${id}`)).contentFrame();
+    await f.waitForFunction(() => window.__connect !== undefined, null, { timeout: 10000 });
+    return { result: await f.evaluate(() => window.__connect), state: await page.evaluate((id) => window.harness.state(id), id) };
+  };
+  const record = `.then((r) => { window.__connect = { ok: r.protocolVersion }; },
+    (e) => { window.__connect = { code: e.code, message: e.message }; });`;
+  await check("widget: connect({availableDisplayModes}) (seed B's example) declares those appCapabilities", async () => {
+    const { result, state } = await mountPage("form-seed", `window.mcpApp.connect({ availableDisplayModes: ["inline"] })${record}`, true);
+    eq(result, { ok: "2026-01-26" }, "connect()");
+    assert(state.initialized, "the host saw ui/notifications/initialized");
+    eq(state.appCapabilities, { availableDisplayModes: ["inline"] }, "appCapabilities the host saw");
+    eq(state.appInfo, { name: "mcp-app", version: "0.0.0" }, "appInfo defaults");
+  });
+  await check("widget: connect(appCapabilities, timeoutMs, appInfo) positionally", async () => {
+    const caps = { tools: { listChanged: true }, availableDisplayModes: ["inline", "fullscreen"] };
+    const { result, state } = await mountPage(
+      "form-positional",
+      `window.mcpApp.connect(${JSON.stringify(caps)}, 5000, { name: "positional", version: "" })${record}`,
+      true,
+    );
+    eq(result, { ok: "2026-01-26" }, "connect()");
+    eq(state.appCapabilities, caps, "appCapabilities the host saw");
+    eq(state.appInfo, { name: "positional", version: "0.0.0" }, "appInfo, an empty version defaulted");
+    assert(state.inbound.some((m) => m.method === "ui/notifications/size-changed"), "auto-resize on by default");
+  });
+  await check("widget: connect({appCapabilities, appInfo, timeoutMs, autoResize}), the options form", async () => {
+    const { result, state } = await mountPage(
+      "form-options",
+      `window.mcpApp.connect({ appCapabilities: { availableDisplayModes: ["fullscreen"] },
+         appInfo: { name: "options", version: "3.0.0" }, timeoutMs: 5000, autoResize: false })${record}`,
+      true,
+    );
+    eq(result, { ok: "2026-01-26" }, "connect()");
+    eq(state.appCapabilities, { availableDisplayModes: ["fullscreen"] }, "appCapabilities the host saw");
+    eq(state.appInfo, { name: "options", version: "3.0.0" }, "appInfo");
+    await page.waitForTimeout(200);
+    const s = await page.evaluate(() => window.harness.state("form-options"));
+    eq(s.inbound.filter((m) => m.method === "ui/notifications/size-changed").length, 0, "size-changed with autoResize: false");
+  });
+  await check("widget: a host that never answers: the positional, then the options timeoutMs ends connect()", async () => {
+    const { result, state } = await mountPage(
+      "form-timeout",
+      `const t0 = performance.now();
+       const app = window.mcpApp;
+       const timed = (p) => p.then(() => "resolved", (e) => ({ code: e.code, ms: performance.now() - t0 }));
+       timed(app.connect({ availableDisplayModes: ["inline"] }, 300)).then((first) =>
+         timed(app.connect({ timeoutMs: 300 })).then((second) => { window.__connect = { first, second }; }));`,
+      false,
+    );
+    eq(result.first.code, "E_TIMEOUT", "the positional connect");
+    eq(result.second.code, "E_TIMEOUT", "the options connect, tried again");
+    assert(result.second.ms < 5000, `both within their 300 ms timeouts, not 30 s: ${JSON.stringify(result)}`);
+    const inits = state.inbound.filter((m) => m.method === "ui/initialize");
+    eq(inits.map((m) => m.params.appCapabilities), [{ availableDisplayModes: ["inline"] }, {}], "the two ui/initialize");
+  });
+  await page.evaluate(() => ["form-seed", "form-positional", "form-options", "form-timeout"].forEach((id) => document.getElementById(id).remove()));
 
   // ---- the reverse: the official App class in an app our server serves ----
   await page.evaluate(() => document.getElementById("app").remove());

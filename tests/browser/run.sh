@@ -3,7 +3,8 @@
 # that hosts the official ext-apps host side (AppBridge, @modelcontextprotocol/ext-apps 2.0.4) and
 # the official MCP client (@modelcontextprotocol/client), connected over Streamable HTTP to
 #   1. the `everything` example: its ui:// app runs our widget client (mcp-server/assets/mcp-app.js);
-#      the widget initializes, is clicked, calls `add` through the host and renders the sum, and
+#      the widget initializes, is clicked, calls `add` through the host and renders the sum,
+#      connect()'s options and positional forms (and its refusals) run in pages of their own, and
 #      the client's whole surface (requests, notifications, theme, typed errors, teardown) is
 #      checked against the official host;
 #   2. the test-only apps-probe server: its ui:// app runs the official ext-apps `App` class.
