@@ -461,6 +461,10 @@
     onHostContextChanged: function (h) {
       return on("ui/notifications/host-context-changed", h);
     },
+    /** The host's log messages (`notifications/message`: level, logger, data); log() sends ours. */
+    onMessage: function (h) {
+      return on("notifications/message", h);
+    },
     /** The one host request: the handler may return a promise; the answer waits for it. */
     onResourceTeardown: function (h) {
       teardownHandler = typeof h === "function" ? h : null;

@@ -28,7 +28,8 @@
 //! - Notifications to the host: `sizeChanged`, `log` (`notifications/message`),
 //!   `requestTeardown` (`ui/notifications/request-teardown`), `notify(method, params)`.
 //! - From the host: `onToolInput`, `onToolInputPartial`, `onToolResult`, `onToolCancelled`,
-//!   `onHostContextChanged` and `on(method, handler)` (each returns an unsubscribe function; a
+//!   `onHostContextChanged`, `onMessage` (the host's `notifications/message` log messages) and
+//!   `on(method, handler)` (each returns an unsubscribe function; a
 //!   handler that throws is logged and the others still run); `onResourceTeardown(handler)` for
 //!   the one host request, `ui/resource-teardown`, answered once the handler's promise settled
 //!   (`{}`, or error -32603 if it threw); `ping` is answered by the client.
@@ -126,6 +127,7 @@ mod tests {
             "ui/notifications/tool-cancelled",
             "ui/update-model-context",
             "ui/request-display-mode",
+            "notifications/message",
         ] {
             assert!(js.contains(&format!("\"{method}\"")), "{method}");
         }

@@ -207,6 +207,10 @@ window.harness = {
     mounted[name] = await mountPage({ id: name, ...options });
     return window.harness.state(name);
   },
+  // A notification from the host to the app, any method (`notifications/message`, ...).
+  notify(name, method, params) {
+    return mounted[name].bridge.notification({ method, params });
+  },
   async mount(name, options) {
     mounted[name] = await mount(options);
     return window.harness.state(name);

@@ -373,6 +373,21 @@ async function main() {
     eq(await inFrame(() => window.__errors), [], "errors in the widget's frame");
   });
 
+  await check("widget: onMessage receives the host's notifications/message; its unsubscribe works", async () => {
+    await inFrame(() => {
+      window.__messages = [];
+      window.__offMessage = window.mcpApp.onMessage((p) => window.__messages.push(p));
+    });
+    const params = { level: "warning", logger: "host", data: { note: "from the host" } };
+    await page.evaluate((p) => window.harness.notify("everything", "notifications/message", p), params);
+    await frame.waitForFunction(() => window.__messages.length > 0, null, { timeout: 5000 });
+    eq(await inFrame(() => window.__messages), [params], "what the handler saw");
+    await inFrame(() => window.__offMessage());
+    await page.evaluate(() => window.harness.notify("everything", "notifications/message", { level: "info", data: "after off" }));
+    await page.waitForTimeout(100);
+    eq(await inFrame(() => window.__messages.length), 1, "no call after unsubscribing");
+  });
+
   await check("widget: connect() misuse is refused with E_ARGS and posts nothing, even once connected", async () => {
     const before = (await page.evaluate(() => window.harness.state("everything"))).inbound.length;
     const r = await inFrame(async () => {
