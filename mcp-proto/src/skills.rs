@@ -85,6 +85,9 @@ const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// The longest skill name the Agent Skills specification allows.
 const MAX_NAME_CHARS: usize = 64;
 
+/// The longest `compatibility` the Agent Skills specification allows (1 to 500 characters).
+const MAX_COMPATIBILITY_CHARS: usize = 500;
+
 /// A supporting file of a skill.
 #[derive(Debug, Clone)]
 struct SkillFile {
@@ -133,8 +136,11 @@ impl Skill {
     /// Adds (or replaces) a frontmatter field: `license`, `compatibility`, `metadata` (an
     /// object of strings), `allowed-tools`, or any field a later Agent Skills revision defines.
     /// Any JSON value is written into the `SKILL.md` so that it parses back to that value.
-    /// Replacing `name` with anything but the root's last segment, or `description` with
-    /// anything but a string of 1 to 1024 characters, makes registration fail.
+    /// Registration fails when a field the Agent Skills specification defines breaks its
+    /// constraints: `name` other than the root's last segment, `description` not a string of 1
+    /// to 1024 characters, `license` not a string, `compatibility` not a string of 1 to 500
+    /// characters, `metadata` not an object of string values, `allowed-tools` not a string.
+    /// Other fields are not checked.
     pub fn field(mut self, key: impl Into<String>, value: Value) -> Self {
         self.frontmatter.insert(key.into(), value);
         self
@@ -249,6 +255,45 @@ fn valid_segment(seg: &str, colon_at: bool) -> bool {
         i += 1;
     }
     !seg.is_empty() && seg != "." && seg != ".."
+}
+
+/// The optional frontmatter fields the Agent Skills specification defines, checked against its
+/// constraints when present: SEP-2640 requires a served skill to conform to that
+/// specification, and hosts that validate a skill would refuse one that does not. Fields it
+/// does not define pass through unchecked, since the SEP has later revisions' fields do so.
+fn check_optional_fields(root: &str, fm: &Map<String, Value>) -> Result<(), RegistryError> {
+    if let Some(v) = fm.get("license") {
+        if !v.is_string() {
+            return Err(invalid(root, "the frontmatter license must be a string (a license name or file)"));
+        }
+    }
+    if let Some(v) = fm.get("compatibility") {
+        let ok = v.as_str().is_some_and(|c| (1..=MAX_COMPATIBILITY_CHARS).contains(&c.chars().count()));
+        if !ok {
+            return Err(invalid(
+                root,
+                "the frontmatter compatibility must be a string of 1 to 500 characters",
+            ));
+        }
+    }
+    if let Some(v) = fm.get("metadata") {
+        let ok = v.as_object().is_some_and(|m| m.values().all(Value::is_string));
+        if !ok {
+            return Err(invalid(
+                root,
+                "the frontmatter metadata must map string keys to string values (write \"2.1.0\", not 2.1)",
+            ));
+        }
+    }
+    if let Some(v) = fm.get("allowed-tools") {
+        if !v.is_string() {
+            return Err(invalid(
+                root,
+                "the frontmatter allowed-tools must be one space-separated string (`Bash(git:*) Read`)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn invalid(skill: &str, why: impl std::fmt::Display) -> RegistryError {
@@ -366,6 +411,7 @@ impl SkillEntry {
                 ))
             }
         }
+        check_optional_fields(&root, &skill.frontmatter)?;
         let count = skill.files.len().saturating_add(1);
         if count > MAX_SKILL_RESOURCES {
             return Err(RegistryError::SkillTooManyFiles {
@@ -672,6 +718,36 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_skills_optional_fields_are_checked() {
+        let with = |k: &str, v: Value| check(Skill::new("skill://s", "d", "b").field(k, v));
+        for (k, v) in [
+            ("license", json!("Apache-2.0")),
+            ("compatibility", json!("Requires git")),
+            ("compatibility", json!("é".repeat(500))),
+            ("metadata", json!({"version": "2.1.0", "author": "acme"})),
+            ("metadata", json!({})),
+            ("allowed-tools", json!("Bash(git:*) Read")),
+            // Fields the specification does not define pass through as they are.
+            ("x-extra", json!({"n": 7, "list": [1, true]})),
+        ] {
+            assert!(with(k, v.clone()).is_ok(), "{k}: {v}");
+        }
+        for (k, v) in [
+            ("license", json!(1)),
+            ("compatibility", json!("")),
+            ("compatibility", json!("é".repeat(501))),
+            ("compatibility", json!(["git"])),
+            ("metadata", json!({"version": 2.1})),
+            ("metadata", json!({"nested": {"k": "v"}})),
+            ("metadata", json!("version=1")),
+            ("allowed-tools", json!(["Bash", "Read"])),
+        ] {
+            let e = with(k, v.clone()).unwrap_err();
+            assert!(matches!(&e, RegistryError::InvalidSkill(m) if m.contains(k)), "{k}: {v}: {e}");
+        }
+    }
+
+    #[test]
     fn file_paths_are_checked() {
         let base = || Skill::new("skill://s", "d", "b");
         assert!(
@@ -777,7 +853,7 @@ mod tests {
         let s = Skill::new("skill://s", "Line one\nsays \"hi\": #1 \\ \u{0085}\u{2028}\u{7f}", "")
             .field("allowed-tools", json!("Bash(git:*) Read"))
             .field("compatibility", json!("yes"))
-            .field("metadata", json!({"version": "2.1.0", "io.example/k": "v", "n": 7, "on": true, "e": {}}))
+            .field("x-extra", json!({"version": "2.1.0", "io.example/k": "v", "n": 7, "on": true, "e": {}}))
             .field("list", json!(["a", 1, null, {"k": ["v"]}]))
             .field("Plain_Key", json!("null"));
         assert_eq!(
@@ -786,7 +862,7 @@ mod tests {
              description: \"Line one\\nsays \\\"hi\\\": #1 \\\\ \\u0085\\u2028\\u007f\"\n\
              allowed-tools: \"Bash(git:*) Read\"\n\
              compatibility: \"yes\"\n\
-             metadata:\n  version: \"2.1.0\"\n  \"io.example/k\": v\n  \"n\": 7\n  \"on\": true\n  e: {}\n\
+             x-extra:\n  version: \"2.1.0\"\n  \"io.example/k\": v\n  \"n\": 7\n  \"on\": true\n  e: {}\n\
              list: [\"a\", 1, null, {\"k\": [\"v\"]}]\n\
              Plain_Key: \"null\"\n---\n"
         );
