@@ -376,8 +376,9 @@ impl<H> Registry<H> {
             return Err(RegistryError::Duplicate(r.uri.clone()));
         }
         let root = entry.skill.root();
-        // Nesting would make one file belong to two skills' manifests and one directory to
-        // two skills; both skills' roots are compared as directories.
+        // Nested skills are not supported (see crate::skills): SEP-2640 would have the outer
+        // manifest list the inner skill's files too, which a separately registered inner skill
+        // would change behind the outer entry. Both roots are compared as directories.
         let nested = self.skills.values().find(|other| {
             let o = other.skill.root();
             root.strip_prefix(o).is_some_and(|r| r.starts_with('/'))

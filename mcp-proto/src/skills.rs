@@ -45,9 +45,14 @@
 //! Skills are not tools: compact publication (three discovery tools in place of the tool
 //! catalogue) leaves them as they are, served by the same methods in both modes.
 //!
-//! Nested skills (a `SKILL.md` in a descendant directory of another registered skill) are
-//! refused at registration: a file would then belong to two manifests. A nested `SKILL.md`
-//! can be served as an ordinary supporting file of the outer skill.
+//! Nested skills (a `SKILL.md` in a descendant directory of another registered skill) are not
+//! supported yet, and a skill whose root nests with a registered one's is refused at
+//! registration. SEP-2640 allows them: the nested skill gets its own entry, and the enclosing
+//! skill's manifest lists the nested skill's files too (the same file in both). Serving that
+//! means an enclosing entry that changes with the nested skill's files, one gate for both, and
+//! removing them together, none of which the registry does today. What works now is what the
+//! SEP says a nested skill is from the enclosing skill's side: its `SKILL.md` and files served
+//! as ordinary supporting files of the outer skill.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
