@@ -265,7 +265,7 @@ fn valid_segment(seg: &str, colon_at: bool) -> bool {
 /// The optional frontmatter fields the Agent Skills specification defines, checked against its
 /// constraints when present: SEP-2640 requires a served skill to conform to that
 /// specification, and hosts that validate a skill would refuse one that does not. Fields it
-/// does not define pass through unchecked, since the SEP has later revisions' fields do so.
+/// does not define pass through unchecked, as the SEP requires of fields a later revision adds.
 fn check_optional_fields(root: &str, fm: &Map<String, Value>) -> Result<(), RegistryError> {
     if let Some(v) = fm.get("license") {
         if !v.is_string() {
