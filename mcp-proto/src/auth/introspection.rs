@@ -73,8 +73,9 @@ pub type Answer = Result<Arc<AccessToken>, TokenError>;
 ///
 /// At most `capacity` answers (the oldest is dropped for a new one), each for `ttl` and never
 /// past the token's `exp`; a refusal is kept for a shorter `negative_ttl`, so a flood of made-up
-/// tokens is answered from here too. Keyed by SHA-256 of the token (no token is kept), and an
-/// answer is shared, not copied, with each request that finds it.
+/// tokens is answered from here too. Keyed by SHA-256 of the token (only the token last looked
+/// up is kept, beside its digest), and an answer is shared, not copied, with each request that
+/// finds it.
 #[derive(Debug)]
 pub struct AnswerCache {
     capacity: usize,
@@ -82,17 +83,33 @@ pub struct AnswerCache {
     negative_ttl: Duration,
     entries: HashMap<[u8; 32], (u64, Answer)>,
     order: VecDeque<[u8; 32]>,
+    /// The token last looked up and its digest: a client sends the same token on every
+    /// request, and hashing it again (~1 KB) was most of what a cached answer cost.
+    recent: Option<(Box<str>, [u8; 32])>,
 }
 
 impl AnswerCache {
     /// Room for `capacity` answers, kept `ttl` (refusals `negative_ttl`).
     pub fn new(capacity: usize, ttl: Duration, negative_ttl: Duration) -> Self {
-        Self { capacity, ttl, negative_ttl, entries: HashMap::new(), order: VecDeque::new() }
+        Self { capacity, ttl, negative_ttl, entries: HashMap::new(), order: VecDeque::new(), recent: None }
     }
 
     /// The answer kept for `token` at `now` (Unix seconds), if one is.
-    pub fn get(&self, token: &str, now: u64) -> Option<&Answer> {
-        self.entries.get(&digest(token)).filter(|(until, _)| now < *until).map(|(_, answer)| answer)
+    pub fn get(&mut self, token: &str, now: u64) -> Option<&Answer> {
+        let key = self.key(token);
+        self.entries.get(&key).filter(|(until, _)| now < *until).map(|(_, answer)| answer)
+    }
+
+    /// The digest of `token`, from [`recent`](Self::recent) when it is the same token.
+    fn key(&mut self, token: &str) -> [u8; 32] {
+        match &self.recent {
+            Some((last, key)) if **last == *token => *key,
+            _ => {
+                let key = digest(token);
+                self.recent = Some((token.into(), key));
+                key
+            }
+        }
     }
 
     /// Keeps `answer` for `token`, given at `now`.
@@ -104,7 +121,7 @@ impl AnswerCache {
             Ok(t) => now.saturating_add(self.ttl.as_secs()).min(t.expires_at),
             Err(_) => now.saturating_add(self.negative_ttl.as_secs()),
         };
-        let key = digest(token);
+        let key = self.key(token);
         if self.entries.insert(key, (until, answer)).is_none() {
             self.order.push_back(key);
         }
