@@ -95,6 +95,7 @@ pub mod apps;
 pub mod auth;
 mod blame;
 mod caller;
+pub mod card;
 mod content;
 mod cursor;
 mod engine;

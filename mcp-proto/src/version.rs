@@ -29,6 +29,13 @@ impl ProtocolVersion {
         ProtocolVersion::V2025_03_26,
     ];
 
+    /// The dated form of every supported version, newest first: what `server/discover` lists
+    /// as `supportedVersions` and a server card as `supportedProtocolVersions`, so that the two
+    /// never disagree.
+    pub fn supported() -> Vec<&'static str> {
+        Self::ALL.iter().map(|v| v.as_str()).collect()
+    }
+
     /// The newest version negotiated through `initialize`: what a legacy client asking for an
     /// unknown version is offered.
     pub const NEWEST_LEGACY: ProtocolVersion = ProtocolVersion::V2025_11_25;

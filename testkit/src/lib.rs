@@ -11,12 +11,14 @@
 //!   keys, within the response ceiling, and shaped as JSON-RPC; read with serde_json, never with
 //!   the engine's own decoder;
 //! - [`wire`]: validation of emitted frames against the official JSON Schema of each protocol
-//!   version (the schemas are copied into `testkit/fixtures/schemas/`).
+//!   version (the schemas are copied into `testkit/fixtures/schemas/`);
+//! - [`card`]: validation of server cards (SEP-2127) against the extension's JSON Schema.
 //!
 //! Everything here reports a broken invariant loudly: the `check_*` functions and [`StandIn`]
 //! panic, which is how libFuzzer and the test harness learn of a finding; [`check::try_message`]
 //! and [`wire`] return the reason instead, for runners that report failures themselves.
 
+pub mod card;
 pub mod check;
 pub mod standin;
 pub mod wire;

@@ -618,8 +618,7 @@ impl<H: Clone> Engine<H> {
 
     pub(super) fn discover(&self, ctx: Ctx<'_>) -> Vec<u8> {
         let mut r = Map::new();
-        let versions: Vec<&str> = ProtocolVersion::ALL.iter().map(|v| v.as_str()).collect();
-        r.insert("supportedVersions".into(), versions.into());
+        r.insert("supportedVersions".into(), ProtocolVersion::supported().into());
         r.insert("capabilities".into(), self.capabilities(&self.caller(ctx.conn), ctx.version));
         if let Some(i) = &self.config.instructions {
             r.insert("instructions".into(), i.clone().into());
