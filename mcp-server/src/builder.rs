@@ -61,6 +61,9 @@ pub struct ServerBuilder {
     pub(crate) config: Config,
     #[cfg(feature = "auth")]
     pub(crate) authorization: Option<crate::auth::Authorization>,
+    /// [`ServerBuilder::server_card`].
+    #[cfg(feature = "http")]
+    pub(crate) card: Option<mcp_proto::card::ServerCard>,
     pub(crate) keys_set: bool,
     pub(crate) items: Vec<Item>,
     pub(crate) task_store: Option<Arc<dyn TaskStore>>,
@@ -80,6 +83,10 @@ pub enum BuildError {
     Random(getrandom::Error),
     /// [`ServerBuilder::join`] could not read the cluster's shared key ring.
     Cluster(ClusterError),
+    /// The server card ([`ServerBuilder::server_card`]) would break its schema: the server has
+    /// no description, say.
+    #[cfg(feature = "http")]
+    Card(mcp_proto::card::CardError),
 }
 
 impl std::fmt::Display for BuildError {
@@ -88,6 +95,8 @@ impl std::fmt::Display for BuildError {
             BuildError::Registry(e) => e.fmt(f),
             BuildError::Random(e) => write!(f, "cannot draw a random cursor key: {e}"),
             BuildError::Cluster(e) => e.fmt(f),
+            #[cfg(feature = "http")]
+            BuildError::Card(e) => e.fmt(f),
         }
     }
 }
@@ -305,6 +314,26 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves `card` (SEP-2127) at `<endpoint>/server-card` on every HTTP service of the server
+    /// (`/mcp/server-card` for an endpoint at `/mcp`), as `application/mcp-server-card+json`,
+    /// with a strong `ETag`, `If-None-Match`, open CORS, `Cache-Control: public, max-age=3600`,
+    /// `HEAD` and a preflight `OPTIONS` (see [`Card::answer`](mcp_proto::card::Card::answer)).
+    /// Default none: that path is the endpoint's like any other.
+    ///
+    /// The card's `version`, `description`, `title` and `websiteUrl` are the server's
+    /// (`config_mut().server_info`), its protocol versions those `server/discover` lists; a card
+    /// needs a description, so [`build`](Self::build) fails with [`BuildError::Card`] without
+    /// one. With an [`authorization`](Self::authorization) the card is the protected
+    /// resource's ([`ServerCard::protected`](mcp_proto::card::ServerCard::protected)) and is
+    /// served without a token, as its metadata is: clients read it before they have one. It
+    /// holds nothing any gate decides (no tools, capabilities or extensions, by the SEP's
+    /// design), so every caller gets the same card.
+    #[cfg(feature = "http")]
+    pub fn server_card(mut self, card: mcp_proto::card::ServerCard) -> Self {
+        self.card = Some(card);
+        self
+    }
+
     /// Where ended tasks of the Tasks extension go beyond the engine (see [`TaskStore`]):
     /// each task that ends is written there, and a `tasks/get` for an id the engine does not
     /// hold is answered from it. Default an [`InMemoryTaskStore`](crate::InMemoryTaskStore) of 4096 records and 64 MiB; `None`
@@ -337,9 +366,15 @@ impl ServerBuilder {
             // The engine names the resource in its step-up refusals.
             self.config.protected = Some(auth.resource().clone());
         }
+        #[cfg(feature = "http")]
+        let card = self.built_card()?;
         #[cfg(feature = "auth")]
         let keys = self.config.keys.clone();
         let server = Server::from_config(self.config);
+        #[cfg(feature = "http")]
+        if let Some(card) = card {
+            let _ = server.shared.card.set(card);
+        }
         #[cfg(feature = "auth")]
         if let Some(auth) = self.authorization {
             let cluster = self.cluster.as_ref().map(|m| m.cluster.clone());
@@ -385,6 +420,21 @@ impl ServerBuilder {
             });
         }
         Ok(server)
+    }
+}
+
+impl ServerBuilder {
+    /// The card [`server_card`](Self::server_card) asked for, made from the server's identity
+    /// and, with an authorization, its protected resource.
+    #[cfg(feature = "http")]
+    fn built_card(&self) -> Result<Option<mcp_proto::card::Card>, BuildError> {
+        let Some(card) = self.card.clone() else { return Ok(None) };
+        #[cfg(feature = "auth")]
+        let card = match &self.authorization {
+            Some(auth) => card.protected(auth.resource()),
+            None => card,
+        };
+        card.build(&self.config.server_info).map(Some).map_err(BuildError::Card)
     }
 }
 

@@ -68,6 +68,10 @@ pub(crate) struct Shared {
     /// The resource server in front of the HTTP services ([`ServerBuilder::authorization`](crate::ServerBuilder::authorization)).
     #[cfg(feature = "auth")]
     pub(crate) authorization: OnceLock<crate::auth::Authorization>,
+    /// The server card the HTTP services answer at `<endpoint>/server-card`
+    /// ([`ServerBuilder::server_card`](crate::ServerBuilder::server_card)), built once.
+    #[cfg(feature = "http")]
+    pub(crate) card: OnceLock<mcp_proto::card::Card>,
 }
 
 impl Server {
@@ -81,6 +85,8 @@ impl Server {
             keys_set: false,
             #[cfg(feature = "auth")]
             authorization: None,
+            #[cfg(feature = "http")]
+            card: None,
             items: Vec::new(),
             task_store: Some(tasks::default_store()),
             cluster: None,
@@ -127,6 +133,8 @@ impl Server {
                 control: async_channel::unbounded(),
                 #[cfg(feature = "auth")]
                 authorization: OnceLock::new(),
+                #[cfg(feature = "http")]
+                card: OnceLock::new(),
                 rt: OnceLock::new(),
                 stop_accepting: async_channel::bounded(1),
             }),

@@ -29,6 +29,7 @@ use mcp_proto::http::{
 use mcp_proto::{Caller, ConnId, HttpRequest};
 
 mod body;
+mod card;
 mod peers;
 pub(crate) mod refusal;
 mod secure;
@@ -461,6 +462,9 @@ impl HttpService {
             }
         }
         let (parts, body) = req.into_parts();
+        if let Some(resp) = self.card(&parts.method, parts.uri.path(), &parts.headers) {
+            return resp;
+        }
         #[cfg(feature = "auth")]
         let authorization = self.inner.server.shared.authorization.get();
         #[cfg(feature = "auth")]
