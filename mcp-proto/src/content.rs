@@ -79,7 +79,11 @@ impl ResourceContents {
     }
 }
 
-/// A `ResourceLink` block's fields.
+/// The resource a `resource_link` block points at: the reference's own fields.
+///
+/// `annotations`, `_meta` and `icons` here describe the resource (copy them from its
+/// declaration); the block that carries the link has annotations and `_meta` of its own (see
+/// [`Content::ResourceLink`]), and on the wire the block's win key by key over these.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ResourceLink {
     /// The linked resource's URI.
@@ -94,6 +98,20 @@ pub struct ResourceLink {
     pub mime_type: Option<String>,
     /// Its size in bytes.
     pub size: Option<u64>,
+    /// The resource's annotations (audience, priority, lastModified).
+    pub annotations: Option<Map<String, Value>>,
+    /// The resource's `_meta`.
+    pub meta: Option<Map<String, Value>>,
+    /// The resource's `icons` array, sent to 2025-11-25 and later peers (older schemas have no
+    /// icons on a link).
+    pub icons: Option<Value>,
+}
+
+impl ResourceLink {
+    /// A link to `uri` named `name`, with no other field set.
+    pub fn new(uri: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { uri: uri.into(), name: name.into(), ..Self::default() }
+    }
 }
 
 /// One content block of a tool result or prompt message.
@@ -106,6 +124,8 @@ pub enum Content {
         text: String,
         /// Optional `annotations` object (audience, priority, lastModified).
         annotations: Option<Map<String, Value>>,
+        /// The block's `_meta` (sent to 2025-06-18 and later peers).
+        meta: Option<Map<String, Value>>,
     },
     /// A base64 image.
     Image {
@@ -115,6 +135,8 @@ pub enum Content {
         mime_type: String,
         /// Optional annotations.
         annotations: Option<Map<String, Value>>,
+        /// The block's `_meta` (sent to 2025-06-18 and later peers).
+        meta: Option<Map<String, Value>>,
     },
     /// Base64 audio (2025-03-26 and later).
     Audio {
@@ -124,37 +146,83 @@ pub enum Content {
         mime_type: String,
         /// Optional annotations.
         annotations: Option<Map<String, Value>>,
+        /// The block's `_meta` (sent to 2025-06-18 and later peers).
+        meta: Option<Map<String, Value>>,
     },
-    /// An embedded resource.
+    /// An embedded resource. The resource's own `_meta` stays on
+    /// [`ResourceContents::meta`]; `meta` here is the containing block's.
     Resource {
         /// The resource's contents.
         resource: ResourceContents,
         /// Optional annotations.
         annotations: Option<Map<String, Value>>,
+        /// The block's `_meta` (sent to 2025-06-18 and later peers).
+        meta: Option<Map<String, Value>>,
     },
     /// A link to a resource (2025-06-18 and later; written as text for older peers).
-    ResourceLink(ResourceLink),
+    ///
+    /// The block's `annotations` and `_meta` override the matching keys of the link's own
+    /// ([`ResourceLink::annotations`], [`ResourceLink::meta`]): the reference describes the
+    /// resource, the block says what this mention of it means here.
+    ResourceLink {
+        /// The linked resource.
+        link: ResourceLink,
+        /// The block's annotations, merged over the link's.
+        annotations: Option<Map<String, Value>>,
+        /// The block's `_meta`, merged over the link's.
+        meta: Option<Map<String, Value>>,
+    },
 }
 
 impl Content {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        Content::Text { text: text.into(), annotations: None }
+        Content::Text { text: text.into(), annotations: None, meta: None }
     }
 
     /// An image block from base64 data.
     pub fn image(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
-        Content::Image { data: base64.into(), mime_type: mime_type.into(), annotations: None }
+        Content::Image { data: base64.into(), mime_type: mime_type.into(), annotations: None, meta: None }
     }
 
     /// An audio block from base64 data.
     pub fn audio(base64: impl Into<String>, mime_type: impl Into<String>) -> Self {
-        Content::Audio { data: base64.into(), mime_type: mime_type.into(), annotations: None }
+        Content::Audio { data: base64.into(), mime_type: mime_type.into(), annotations: None, meta: None }
     }
 
     /// An embedded resource block.
     pub fn resource(resource: ResourceContents) -> Self {
-        Content::Resource { resource, annotations: None }
+        Content::Resource { resource, annotations: None, meta: None }
+    }
+
+    /// A `resource_link` block without annotations or `_meta` of its own.
+    pub fn resource_link(link: ResourceLink) -> Self {
+        Content::ResourceLink { link, annotations: None, meta: None }
+    }
+
+    /// Sets the block's annotations (replacing any it had).
+    pub fn with_annotations(mut self, a: Map<String, Value>) -> Self {
+        *self.parts_mut().0 = Some(a);
+        self
+    }
+
+    /// Sets the block's `_meta` (replacing any it had). Peers older than 2025-06-18 do not
+    /// receive it: their schemas have no `_meta` on content.
+    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
+        *self.parts_mut().1 = Some(meta);
+        self
+    }
+
+    /// The block's annotations and `_meta`, whatever its kind, so the builders need no match
+    /// of their own.
+    fn parts_mut(&mut self) -> (&mut Option<Map<String, Value>>, &mut MetaField) {
+        match self {
+            Content::Text { annotations, meta, .. }
+            | Content::Image { annotations, meta, .. }
+            | Content::Audio { annotations, meta, .. }
+            | Content::Resource { annotations, meta, .. }
+            | Content::ResourceLink { annotations, meta, .. } => (annotations, meta),
+        }
     }
 
     /// Writes this block as `version` knows it.
@@ -162,6 +230,9 @@ impl Content {
         VersionedContent(self, version)
     }
 }
+
+/// An optional `_meta` object, as every block holds one.
+type MetaField = Option<Map<String, Value>>;
 
 /// A block paired with the version it is written for.
 pub(crate) struct VersionedContent<'a>(&'a Content, ProtocolVersion);
@@ -181,35 +252,54 @@ pub(crate) fn annotations_for(
     Some(a)
 }
 
+/// `base` with `over`'s keys written on top: a block's fields win over its reference's.
+fn merged(
+    base: &Option<Map<String, Value>>,
+    over: &Option<Map<String, Value>>,
+) -> Option<Map<String, Value>> {
+    match (base, over) {
+        (None, None) => None,
+        (Some(m), None) | (None, Some(m)) => Some(m.clone()),
+        (Some(b), Some(o)) => {
+            let mut m = b.clone();
+            m.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
+            Some(m)
+        }
+    }
+}
+
 impl Serialize for VersionedContent<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let v = self.1;
         let mut m = s.serialize_map(None)?;
-        let ann = match self.0 {
-            Content::Text { text, annotations } => {
+        let merged_link;
+        let (ann, meta) = match self.0 {
+            Content::Text { text, annotations, meta } => {
                 m.serialize_entry("type", "text")?;
                 m.serialize_entry("text", text)?;
-                annotations
+                (annotations, meta)
             }
-            Content::Image { data, mime_type, annotations } => {
+            Content::Image { data, mime_type, annotations, meta } => {
                 m.serialize_entry("type", "image")?;
                 m.serialize_entry("data", data)?;
                 m.serialize_entry("mimeType", mime_type)?;
-                annotations
+                (annotations, meta)
             }
-            Content::Audio { data, mime_type, annotations } => {
+            Content::Audio { data, mime_type, annotations, meta } => {
                 m.serialize_entry("type", "audio")?;
                 m.serialize_entry("data", data)?;
                 m.serialize_entry("mimeType", mime_type)?;
-                annotations
+                (annotations, meta)
             }
-            Content::Resource { resource, annotations } => {
+            Content::Resource { resource, annotations, meta } => {
                 m.serialize_entry("type", "resource")?;
                 m.serialize_entry("resource", &VersionedResource(resource, v))?;
-                annotations
+                (annotations, meta)
             }
-            Content::ResourceLink(link) if !v.has_structured_output() => {
-                // 2025-03-26 has no resource_link block: say the same thing in text.
+            Content::ResourceLink { link, .. } if !v.has_structured_output() => {
+                // 2025-03-26 has no resource_link block: say the same thing in text. The
+                // link's annotations and `_meta` describe a resource, not this text, so they
+                // are not carried over.
                 let mut text =
                     format!("Resource: {} ({})", link.title.as_ref().unwrap_or(&link.name), link.uri);
                 if let Some(d) = &link.description {
@@ -220,7 +310,7 @@ impl Serialize for VersionedContent<'_> {
                 m.serialize_entry("text", &text)?;
                 return m.end();
             }
-            Content::ResourceLink(link) => {
+            Content::ResourceLink { link, annotations, meta } => {
                 m.serialize_entry("type", "resource_link")?;
                 m.serialize_entry("uri", &link.uri)?;
                 m.serialize_entry("name", &link.name)?;
@@ -236,11 +326,22 @@ impl Serialize for VersionedContent<'_> {
                 if let Some(n) = link.size {
                     m.serialize_entry("size", &n)?;
                 }
-                return m.end();
+                if v.has_icons() {
+                    if let Some(i) = &link.icons {
+                        m.serialize_entry("icons", i)?;
+                    }
+                }
+                merged_link = (merged(&link.annotations, annotations), merged(&link.meta, meta));
+                (&merged_link.0, &merged_link.1)
             }
         };
         if let Some(a) = annotations_for(ann, v) {
             m.serialize_entry("annotations", &a)?;
+        }
+        if v.has_structured_output() {
+            if let Some(meta) = meta {
+                m.serialize_entry("_meta", meta)?;
+            }
         }
         m.end()
     }
@@ -420,11 +521,7 @@ mod tests {
 
     #[test]
     fn resource_link_down_levels_to_text() {
-        let link = Content::ResourceLink(ResourceLink {
-            uri: "test://x".into(),
-            name: "x".into(),
-            ..Default::default()
-        });
+        let link = Content::resource_link(ResourceLink::new("test://x", "x"));
         assert_eq!(
             json(&link, ProtocolVersion::V2025_03_26),
             r#"{"type":"text","text":"Resource: x (test://x)"}"#
@@ -440,12 +537,73 @@ mod tests {
         let mut a = Map::new();
         a.insert("priority".into(), Value::from(1));
         a.insert("lastModified".into(), Value::from("2025-01-01T00:00:00Z"));
-        let c = Content::Text { text: "t".into(), annotations: Some(a) };
+        let c = Content::text("t").with_annotations(a);
         assert_eq!(
             json(&c, ProtocolVersion::V2025_03_26),
             r#"{"type":"text","text":"t","annotations":{"priority":1}}"#
         );
         assert!(json(&c, ProtocolVersion::V2025_11_25).contains("lastModified"));
+    }
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn every_block_carries_meta_from_2025_06_18() {
+        let meta = map(serde_json::json!({"k": 1}));
+        let blocks = [
+            Content::text("t"),
+            Content::image("aGk=", "image/png"),
+            Content::audio("aGk=", "audio/wav"),
+            Content::resource(ResourceContents::text("test://r", "text/plain", "r")),
+            Content::resource_link(ResourceLink::new("test://l", "l")),
+        ];
+        for b in blocks {
+            let b = b.with_meta(meta.clone());
+            assert!(json(&b, ProtocolVersion::V2025_06_18).ends_with(r#","_meta":{"k":1}}"#), "{b:?}");
+            // 2025-03-26's schema has no `_meta` on content.
+            assert!(!json(&b, ProtocolVersion::V2025_03_26).contains("_meta"), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn embedded_resource_keeps_its_meta_apart_from_the_block() {
+        let mut r = ResourceContents::text("test://r", "text/plain", "r");
+        r.meta = Some(map(serde_json::json!({"of": "resource"})));
+        let c = Content::resource(r).with_meta(map(serde_json::json!({"of": "block"})));
+        assert_eq!(
+            json(&c, ProtocolVersion::V2025_11_25),
+            concat!(
+                r#"{"type":"resource","resource":{"uri":"test://r","mimeType":"text/plain","text":"r","#,
+                r#""_meta":{"of":"resource"}},"_meta":{"of":"block"}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn link_block_fields_override_the_reference() {
+        let mut link = ResourceLink::new("test://l", "l");
+        link.annotations = Some(map(serde_json::json!({"priority": 0.2, "audience": ["user"]})));
+        link.meta = Some(map(serde_json::json!({"a": 1, "b": 1})));
+        link.icons = Some(serde_json::json!([{"src": "https://example.com/i.png"}]));
+        let c = Content::resource_link(link)
+            .with_annotations(map(serde_json::json!({"priority": 0.9})))
+            .with_meta(map(serde_json::json!({"b": 2})));
+        assert_eq!(
+            json(&c, ProtocolVersion::V2025_11_25),
+            concat!(
+                r#"{"type":"resource_link","uri":"test://l","name":"l","#,
+                r#""icons":[{"src":"https://example.com/i.png"}],"#,
+                r#""annotations":{"priority":0.9,"audience":["user"]},"_meta":{"a":1,"b":2}}"#
+            )
+        );
+        // 2025-06-18 has annotations and `_meta` on a link, but no icons.
+        let old = json(&c, ProtocolVersion::V2025_06_18);
+        assert!(!old.contains("icons") && old.contains(r#""priority":0.9"#) && old.contains("_meta"));
     }
 }
 

@@ -208,13 +208,12 @@ pub fn auto_reply(
         TestHandler::Echo => {
             Ok(ToolOutput::text(arguments.get("text").and_then(Value::as_str).unwrap_or_default()))
         }
-        TestHandler::Link => Ok(ToolOutput::content(vec![Content::ResourceLink(ResourceLink {
-            uri: "test://docs/1".into(),
-            name: "doc1".into(),
+        TestHandler::Link => Ok(ToolOutput::content(vec![Content::resource_link(ResourceLink {
             title: Some("Document One".into()),
             description: Some("the first document".into()),
             mime_type: Some("text/plain".into()),
             size: Some(42),
+            ..ResourceLink::new("test://docs/1", "doc1")
         })])),
         TestHandler::ListItems => {
             Ok(ToolOutput::structured(arguments.get("items").cloned().unwrap_or(Value::Array(Vec::new()))))

@@ -129,18 +129,37 @@ fn content_block(b: &Value) -> Result<Content, String> {
     let s = |k: &str| b.get(k).and_then(Value::as_str).map(str::to_owned);
     let need = |k: &str| s(k).ok_or_else(|| format!("content block {b} needs {k:?}"));
     let annotations = b.get("annotations").and_then(Value::as_object).cloned();
+    let meta = b.get("_meta").and_then(Value::as_object).cloned();
     Ok(match s("type").as_deref() {
-        Some("text") => Content::Text { text: need("text")?, annotations },
-        Some("image") => Content::Image { data: need("data")?, mime_type: need("mimeType")?, annotations },
-        Some("audio") => Content::Audio { data: need("data")?, mime_type: need("mimeType")?, annotations },
-        Some("resource_link") => Content::ResourceLink(ResourceLink {
-            uri: need("uri")?,
-            name: need("name")?,
-            title: s("title"),
-            description: s("description"),
-            mime_type: s("mimeType"),
-            size: b.get("size").and_then(Value::as_u64),
-        }),
+        Some("text") => Content::Text { text: need("text")?, annotations, meta },
+        Some("image") => {
+            Content::Image { data: need("data")?, mime_type: need("mimeType")?, annotations, meta }
+        }
+        Some("audio") => {
+            Content::Audio { data: need("data")?, mime_type: need("mimeType")?, annotations, meta }
+        }
+        // A reply's block-level annotations and `_meta` go on the block; `reference` (not
+        // MCP wire, a transcript-only key) gives the link's own, so a transcript can show the
+        // block overriding them.
+        Some("resource_link") => {
+            let r = b.get("reference");
+            let obj = |k: &str| r.and_then(|r| r.get(k)).and_then(Value::as_object).cloned();
+            Content::ResourceLink {
+                link: ResourceLink {
+                    uri: need("uri")?,
+                    name: need("name")?,
+                    title: s("title"),
+                    description: s("description"),
+                    mime_type: s("mimeType"),
+                    size: b.get("size").and_then(Value::as_u64),
+                    annotations: obj("annotations"),
+                    meta: obj("_meta"),
+                    icons: b.get("icons").cloned(),
+                },
+                annotations,
+                meta,
+            }
+        }
         Some("resource") => {
             let r = b.get("resource").ok_or("a resource block needs \"resource\"")?;
             let rs = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -152,7 +171,7 @@ fn content_block(b: &Value) -> Result<Content, String> {
             };
             contents.mime_type = rs("mimeType");
             contents.meta = r.get("_meta").and_then(Value::as_object).cloned();
-            Content::Resource { resource: contents, annotations }
+            Content::Resource { resource: contents, annotations, meta }
         }
         _ => return Err(format!("unknown content block {b}")),
     })
