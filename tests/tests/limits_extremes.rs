@@ -51,7 +51,6 @@ fn every(n: usize, d: Duration, rounds: u32) -> Limits {
         .call_timeout(Some(d))
         .max_input_rounds(rounds)
         .state_ttl(d)
-        .cache_ttl(d)
         .replay_bytes(n);
     // HTTP transport.
     l.max_head_bytes(n)

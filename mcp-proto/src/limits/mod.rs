@@ -32,7 +32,7 @@ mod outer;
 ///   [`max_queued_frames`](Self::max_queued_frames), [`max_listens`](Self::max_listens).
 /// - Calls and interactions: [`call_timeout`](Self::call_timeout),
 ///   [`ask_timeout`](Self::ask_timeout), [`max_input_rounds`](Self::max_input_rounds), [`state_ttl`](Self::state_ttl),
-///   [`cache_ttl`](Self::cache_ttl), [`progress_interval`](Self::progress_interval),
+///   [`progress_interval`](Self::progress_interval),
 ///   [`max_progress_bytes`](Self::max_progress_bytes), [`page_size`](Self::page_size).
 /// - Subscriptions: [`max_subscribed_uris`](Self::max_subscribed_uris),
 ///   [`max_subscriptions`](Self::max_subscriptions).
@@ -116,7 +116,6 @@ pub struct Limits {
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) max_input_rounds: u32,
     pub(crate) state_ttl: Duration,
-    pub(crate) cache_ttl: Duration,
     pub(crate) replay_bytes: usize,
 
     // HTTP transport.
@@ -212,7 +211,6 @@ impl Default for Limits {
             call_timeout: None,
             max_input_rounds: 10,
             state_ttl: Duration::from_secs(10 * 60),
-            cache_ttl: Duration::from_secs(60),
             replay_bytes: crate::sse::DEFAULT_REPLAY_BYTES,
 
             max_head_bytes: 8 * 1024,
@@ -708,18 +706,6 @@ impl Limits {
     /// start the call again without one. The expiry saturates, so `Duration::MAX` never expires.
     pub fn state_ttl(&mut self, ttl: Duration) -> &mut Self {
         self.state_ttl = ttl;
-        self
-    }
-
-    /// The `ttlMs` a 2026-07-28 list result (`tools/list`, `resources/list`,
-    /// `resources/templates/list`, `prompts/list`) tells the client to reuse it for. Default
-    /// 60 s. `resources/read` and `server/discover` follow their own
-    /// [`CacheHint`](crate::items::CacheHint)s instead (default private, TTL 0).
-    ///
-    /// Advisory: nothing is refused; a client may serve the cached result for that long without
-    /// asking again. Sent in whole milliseconds, saturating at `u64::MAX`.
-    pub fn cache_ttl(&mut self, ttl: Duration) -> &mut Self {
-        self.cache_ttl = ttl;
         self
     }
 

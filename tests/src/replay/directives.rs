@@ -25,6 +25,7 @@ pub(super) struct Settings {
     pub(super) shareable: Vec<(String, Duration)>,
     /// `Config::discover_cache`.
     pub(super) discover_cache: CacheHint,
+    pub(super) list_cache: CacheHint,
     /// `Config::logging`.
     pub(super) logging: bool,
     /// `Config::resource_subscriptions`.
@@ -56,6 +57,7 @@ impl Default for Settings {
             state_epoch: 0,
             shareable: Vec::new(),
             discover_cache: CacheHint::private(),
+            list_cache: CacheHint::private(),
             logging: true,
             subscriptions: true,
             envelopes: false,
@@ -172,9 +174,13 @@ impl Runner {
                 config(self)?;
                 self.settings.limits.call_timeout(Some(parse_duration(rest)?));
             }
-            "cache-ttl-ms" => {
+            "list-cache" => {
                 config(self)?;
-                self.settings.limits.cache_ttl(Duration::from_millis(number()? as u64));
+                self.settings.list_cache = match rest.split_once(' ') {
+                    Some(("shared", ttl)) => CacheHint::shared(parse_duration(ttl)?),
+                    Some(("private", ttl)) => CacheHint::private_for(parse_duration(ttl)?),
+                    _ => return Err("`! list-cache <shared|private> <ttl>`".into()),
+                };
             }
             "max-input-rounds" => {
                 config(self)?;
@@ -447,6 +453,7 @@ impl Runner {
         config.instructions = s.instructions.clone();
         config.state_epoch = s.state_epoch;
         config.discover_cache = s.discover_cache;
+        config.list_cache = s.list_cache;
         config.logging = s.logging;
         config.resource_subscriptions = s.subscriptions;
         config.envelopes = s.envelopes;

@@ -85,8 +85,8 @@
 //!   `! max-depth N`, `! max-in-flight N`, `! max-batch-len N`, `! max-response-bytes N`,
 //!   `! max-uri-bytes N`, `! max-subscribed-uris N`, `! max-subscriptions N`, `! max-listens N`,
 //!   `! max-connections N`: the [`Limits`] setters;
-//! - `! call-timeout 10s` (or `ms`), `! cache-ttl-ms N`, `! max-input-rounds N`, `! state-ttl 5s`
-//!   (or `ms`), `! max-ledger-entries N`: the [`Limits`] setters `call_timeout`, `cache_ttl`,
+//! - `! call-timeout 10s` (or `ms`), `! max-input-rounds N`, `! state-ttl 5s`
+//!   (or `ms`), `! max-ledger-entries N`: the [`Limits`] setters `call_timeout`,
 //!   `max_input_rounds` (default 10), `state_ttl` (default 10 minutes) and `max_ledger_entries`
 //!   (default 4096);
 //! - `! max-tasks N`, `! task-ttl 5s`, `! task-poll-interval 200ms` (or `s`): the [`Limits`]
@@ -97,6 +97,7 @@
 //!   template (a fixture, or one `! register` adds later) with `CacheHint::shared(ttl)`
 //!   (default: every read is private with TTL 0);
 //! - `! discover-cache shared|private <ttl>`: [`Config::discover_cache`] (default private, 0);
+//! - `! list-cache shared|private <ttl>`: [`Config::list_cache`] (default private, 0);
 //! - `! resume-window 5s` (or `ms`): the [`Limits`] setter `resume_window` (default 30 s);
 //! - `! instructions "text"`;
 //! - `! logging off`, `! subscriptions off`: [`Config::logging`] and

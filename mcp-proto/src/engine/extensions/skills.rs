@@ -126,10 +126,8 @@ impl<H: Clone> Engine<H> {
             body.push_str(",\"nextCursor\":");
             body.push_str(&Value::String(next).to_string());
         }
-        let ttl = self.config.limits.cache_ttl;
         let private = ctx.private || skills.any_gated();
-        let hint = if private { CacheHint::private_for(ttl) } else { CacheHint::shared(ttl) };
-        body.push_str(&self.tail(ctx, Some(hint)));
+        body.push_str(&self.tail(ctx, Some(self.config.list_cache.narrowed(private))));
         body.push('}');
         Ok(encode_result_text(ctx.id, &body))
     }

@@ -187,9 +187,7 @@ impl<H: Clone> Engine<H> {
         }
         if ctx.version.is_modern() {
             let mut tail = Map::new();
-            let ttl = self.config.limits.cache_ttl;
-            let hint = if private { CacheHint::private_for(ttl) } else { CacheHint::shared(ttl) };
-            self.cacheable(&mut tail, ctx.version, hint);
+            self.cacheable(&mut tail, ctx.version, self.config.list_cache.narrowed(private));
             self.finish(&mut tail, ctx.version);
             for (k, v) in tail {
                 body.push(',');

@@ -90,6 +90,14 @@ pub struct Config {
     /// only while no gate exists (the server's or any item's): the capabilities it lists are
     /// derived from what the caller may see, so any gate makes them the caller's own.
     pub discover_cache: CacheHint,
+    /// How 2026-07-28 clients may cache a list result (`tools/list`, `prompts/list`,
+    /// `resources/list`, `resources/templates/list`, `skills/list`, and compact mode's lists).
+    /// Default [`CacheHint::private`] (private, TTL 0), as reads are: a list is what this
+    /// caller may see now, and only the application knows that it is the same for everyone
+    /// and for how long. A [`CacheHint::shared`] hint is sent as such only while no gate can
+    /// shape the list (the server's or any listed item's); otherwise it goes private with its
+    /// TTL kept, since the caller's own view may be reused by that caller.
+    pub list_cache: CacheHint,
     /// Whether the server logs to its clients: advertise the `logging` capability, serve
     /// `logging/setLevel`, and send what [`Engine::log`](crate::engine::Engine::log) is given. Default
     /// `false`: no engine can know whether a handler will log, so a server says so. Off,
@@ -221,6 +229,7 @@ impl Config {
             seed: None,
             state_epoch: 0,
             discover_cache: CacheHint::private(),
+            list_cache: CacheHint::private(),
             logging: false,
             resource_subscriptions: false,
             envelopes: false,
