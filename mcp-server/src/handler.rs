@@ -14,8 +14,8 @@ use crate::server::Server;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, TaskError};
 use mcp_proto::{
-    CallId, Caller, Completion, CompletionRef, HandlerError, LogLevel, ProgressOutcome, PromptOutput,
-    ProtocolVersion, RegistryError, ResourceContents, Tool, ToolFailure, ToolOutput,
+    CallId, Caller, Completion, CompletionRef, Content, HandlerError, LogLevel, ProgressOutcome,
+    PromptOutput, ProtocolVersion, RegistryError, ResourceContents, Tool, ToolFailure, ToolOutput,
 };
 
 /// A boxed, sendable future: what every handler returns once erased.
@@ -227,7 +227,13 @@ pub struct Complete {
 }
 
 /// Converts a handler's return value into a tool result, so handlers can return a `String`,
-/// a [`ToolOutput`], a [`Json`] value, a [`ToolFailure`] or a `Result` of any of them.
+/// a [`Content`] block or a `Vec` of them, a [`ToolOutput`], a [`Json`] or [`AsJson`] value, a
+/// [`ToolFailure`] or a `Result` of any of them.
+///
+/// There is no blanket impl over `Serialize`: it would overlap every impl here (`String` and
+/// `ToolOutput`-like types are `Serialize` too, or may become so), and coherence forbids that.
+/// A serializable value says how it wants to be sent by its wrapper instead: [`Json`] when its
+/// type has a schema to declare, [`AsJson`] when it has none.
 ///
 /// A typed failure is a `Result` whose error is a [`ToolFailure`] (or a [`HandlerError`],
 /// into which `?` converts a `ToolFailure`): the call is answered with a tool result that says
@@ -316,6 +322,37 @@ impl<T: Serialize + schemars::JsonSchema> IntoToolResult for Json<T> {
     }
 }
 
+/// Any `Serialize` value as a tool result, without a declared `outputSchema`: for values whose
+/// type has no [`schemars::JsonSchema`] (a `serde_json::Value`, a foreign type, a map), where
+/// [`Json`] would not compile.
+///
+/// A value that serializes to a JSON object goes out as `structuredContent` (the engine adds
+/// the JSON text copy older clients read, as for [`Json`]). Any other value (an array, a
+/// string, a number, `null`) goes out as one text block holding its JSON, since
+/// `structuredContent` must be an object. A value that does not serialize at all is a private
+/// handler failure.
+///
+/// ```
+/// # use mcp_server::{AsJson, Server, ToolCall};
+/// # use mcp_proto::Tool;
+/// let clock = Tool::new("now", "Says what time it is", serde_json::json!({"type": "object"}));
+/// let server = Server::builder("demo", "1.0.0")
+///     .tool(clock, |_: ToolCall| async move { AsJson(serde_json::json!({"unixMs": 0})) })
+///     .build();
+/// assert!(server.is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AsJson<T>(pub T);
+
+impl<T: Serialize> IntoToolResult for AsJson<T> {
+    fn into_tool_result(self) -> ToolResult {
+        match serde_json::to_value(&self.0).map_err(HandlerError::private)? {
+            value @ Value::Object(_) => Ok(ToolOutput::structured(value)),
+            other => Ok(ToolOutput::text(other.to_string())),
+        }
+    }
+}
+
 /// `tool` with the `outputSchema` its handler's return type `R` declares (see
 /// [`IntoToolResult::output_schema`]), unless `tool` declares one itself; refused when that
 /// schema is not an object schema.
@@ -339,6 +376,18 @@ pub(crate) fn with_output<R: IntoToolResult>(tool: Tool) -> Result<Tool, Registr
 impl IntoToolResult for ToolOutput {
     fn into_tool_result(self) -> ToolResult {
         Ok(self)
+    }
+}
+
+impl IntoToolResult for Content {
+    fn into_tool_result(self) -> ToolResult {
+        Ok(ToolOutput::content(vec![self]))
+    }
+}
+
+impl IntoToolResult for Vec<Content> {
+    fn into_tool_result(self) -> ToolResult {
+        Ok(ToolOutput::content(self))
     }
 }
 
@@ -613,6 +662,38 @@ mod tests {
         assert_eq!(out.structured, Some(json!({"sum": 5})));
         assert_eq!(out.content, vec![]);
         assert!(!out.is_error);
+    }
+
+    #[test]
+    fn content_is_sent_as_given() {
+        let image = Content::image("aGk=", "image/png");
+        let out = image.clone().into_tool_result().unwrap();
+        assert_eq!((out.content, out.structured, out.is_error), (vec![image.clone()], None, false));
+        let blocks = vec![Content::text("a"), image];
+        let out = blocks.clone().into_tool_result().unwrap();
+        assert_eq!((out.content, out.structured), (blocks, None));
+        assert_eq!(<Vec<Content> as IntoToolResult>::output_schema(), None);
+    }
+
+    #[test]
+    fn as_json_is_structured_when_an_object_and_text_otherwise() {
+        // No schemars type: a map and a plain Value.
+        let mut m = BTreeMap::new();
+        m.insert("b", 2);
+        let out = AsJson(m).into_tool_result().unwrap();
+        assert_eq!((out.structured, out.content), (Some(json!({"b": 2})), vec![]));
+        let out = AsJson(json!([1, "x"])).into_tool_result().unwrap();
+        assert_eq!((out.structured, out.content), (None, vec![Content::text(r#"[1,"x"]"#)]));
+        let out = AsJson("hi").into_tool_result().unwrap();
+        assert_eq!(out.content, vec![Content::text(r#""hi""#)]);
+        assert_eq!(<AsJson<Value> as IntoToolResult>::output_schema(), None);
+    }
+
+    #[test]
+    fn as_json_of_what_does_not_serialize_is_a_private_failure() {
+        let mut m = BTreeMap::new();
+        m.insert(vec![1u8], 1);
+        assert!(matches!(AsJson(m).into_tool_result(), Err(HandlerError::Private(_))));
     }
 
     #[test]
