@@ -208,25 +208,14 @@ fn gated_items_do_not_leak_to_refused_callers() {
         let without = leak_run(false, Speak::Legacy(v));
         assert_eq!(with, without, "{v}: a refused caller can tell the gated items exist");
     }
-    // 2026-07-28: the same, except the cacheScope of lists. A list holding a gated item is
-    // private for every caller (its answer depends on who asks: served from a shared cache, the
-    // refused caller's page would hide the item from an admitted one), so the scope tells that
-    // the list is gated, never what is in it. Reads are private by default whether gates exist
-    // or not, so they (like everything else) are identical.
+    // 2026-07-28: the same. Lists, like reads, are private with TTL 0 by default
+    // (Config::list_cache), so not even the cacheScope tells a gated list from an ungated one.
+    // With a shared list hint a gated list goes private for every caller, which tells that the
+    // list is gated, never what is in it (transcript cache-scope).
     let with = leak_run(true, Speak::Modern);
     let without = leak_run(false, Speak::Modern);
-    assert_eq!(with.len(), without.len());
-    let private = with.iter().filter(|f| f.contains(r#""cacheScope":"private""#)).count();
-    assert!(private >= 10, "every page of the five gated lists is private ({private})");
-    let public = |f: &String| f.replace(r#""cacheScope":"private""#, r#""cacheScope":"public""#);
-    for (a, b) in with.iter().zip(&without) {
-        if b.contains(r#""contents":["#) {
-            assert_eq!(a, b, "2026-07-28: a refused caller can tell the gated items exist");
-            continue;
-        }
-        assert!(!b.contains(r#""cacheScope":"private""#), "{b}");
-        assert_eq!(public(a), *b, "2026-07-28: a refused caller can tell the gated items exist");
-    }
+    assert!(with.iter().all(|f| !f.contains(r#""cacheScope":"public""#)));
+    assert_eq!(with, without, "2026-07-28: a refused caller can tell the gated items exist");
 }
 
 #[test]
