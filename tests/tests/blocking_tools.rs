@@ -158,7 +158,6 @@ fn blocking_panics_and_typed_arguments() {
 fn shutdown_reports_blocking_closures_it_could_not_wait_for() {
     each(|shim| {
         let gate = Arc::new(Gate::default());
-        let held = gate.clone();
         let build = |held: Arc<Gate>| {
             Server::builder("blocking", "1")
                 .blocking_tool(
@@ -171,16 +170,21 @@ fn shutdown_reports_blocking_closures_it_could_not_wait_for() {
                 .build()
                 .map_err(|e| e.to_string())
         };
-        let server = build(held)?;
-        // Its runtime outlives the listener, as an application's does while it shuts down.
-        let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
-        let mut holder = connect(addr)?;
-        holder
-            .send(&modern(1, "tools/call", json!({"name": "hold"})).to_bytes())
-            .map_err(|e| e.to_string())?;
-        poll_until("the call blocks its thread", TIMEOUT, || {
-            Ok((gate.waiting.load(Ordering::SeqCst) == 1).then_some(()))
-        })?;
+        // A server whose one call blocks at `gate`: the server and the client holding the call.
+        let blocked = |gate: &Arc<Gate>| -> Result<(Server, Client), String> {
+            let server = build(gate.clone())?;
+            // Its runtime outlives the listener, as an application's does while it shuts down.
+            let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
+            let mut holder = connect(addr)?;
+            holder
+                .send(&modern(1, "tools/call", json!({"name": "hold"})).to_bytes())
+                .map_err(|e| e.to_string())?;
+            poll_until("the call blocks its thread", TIMEOUT, || {
+                Ok((gate.waiting.load(Ordering::SeqCst) == 1).then_some(()))
+            })?;
+            Ok((server, holder))
+        };
+        let (server, _holder) = blocked(&gate)?;
         let report = mcp_tests::http::block_on(shim, server.shutdown(Duration::from_millis(50)));
         ensure(report.cancelled == 1 && report.cleanup_failed == 1 && !report.is_clean(), || {
             format!("{report:?}")
@@ -194,16 +198,7 @@ fn shutdown_reports_blocking_closures_it_could_not_wait_for() {
         // The client goes away first: nothing is in flight, but the closure runs on, and
         // shutdown waits for it (the budget is long; the gate opens while it waits).
         let gate = Arc::new(Gate::default());
-        let server = build(gate.clone())?;
-        // Its runtime outlives the listener, as an application's does while it shuts down.
-        let (addr, _served) = serve_watched(shim, server.clone(), HttpConfig::default());
-        let mut holder = connect(addr)?;
-        holder
-            .send(&modern(1, "tools/call", json!({"name": "hold"})).to_bytes())
-            .map_err(|e| e.to_string())?;
-        poll_until("the call blocks its thread", TIMEOUT, || {
-            Ok((gate.waiting.load(Ordering::SeqCst) == 1).then_some(()))
-        })?;
+        let (server, holder) = blocked(&gate)?;
         drop(holder);
         poll_until("the abandoned call is cancelled", TIMEOUT, || {
             Ok((server.status().in_flight == 0).then_some(()))

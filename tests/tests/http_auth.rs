@@ -650,6 +650,15 @@ fn keys_are_fetched_over_https_from_an_issuer_whose_ca_is_trusted() {
     });
 }
 
+/// The resource under [`RESOURCE`], taking DPoP-bound tokens (ES256, EdDSA) of `issuer`.
+fn bound_resource(issuer: &Issuer) -> Authorization {
+    let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
+    let protected = ProtectedResource::new(resource.clone(), [issuer.url.clone()])
+        .map(|p| p.dpop(["ES256", "EdDSA"]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Authorization::new(protected, JwtVerifier::new(ClaimRules::new(issuer.url.clone(), resource)))
+}
+
 #[test]
 fn a_dpop_proof_spent_on_one_replica_is_refused_on_another() {
     let signer = Signer::new("k1");
@@ -657,15 +666,8 @@ fn a_dpop_proof_spent_on_one_replica_is_refused_on_another() {
     let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
     each(|shim| {
         let cluster = std::sync::Arc::new(mcp_server::InMemoryCluster::default());
-        let bound_resource = || {
-            let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
-            let protected = ProtectedResource::new(resource.clone(), [issuer.url.clone()])
-                .map(|p| p.dpop(["ES256", "EdDSA"]))
-                .unwrap_or_else(|e| panic!("{e}"));
-            Authorization::new(protected, JwtVerifier::new(ClaimRules::new(issuer.url.clone(), resource)))
-        };
-        let a = serve_replica(shim, bound_resource(), Some((&cluster, "a")));
-        let b = serve_replica(shim, bound_resource(), Some((&cluster, "b")));
+        let a = serve_replica(shim, bound_resource(&issuer), Some((&cluster, "a")));
+        let b = serve_replica(shim, bound_resource(&issuer), Some((&cluster, "b")));
         let mut bound = claims(&issuer);
         bound["cnf"] = json!({"jkt": client_key.thumbprint()});
         let token = signer.token(&bound);
@@ -711,15 +713,8 @@ fn a_dpop_bound_caller_keeps_its_legacy_session_through_another_replica() {
     let issuer = Issuer::start(json!({"keys": [signer.jwk()]}));
     each(|shim| {
         let cluster = std::sync::Arc::new(mcp_server::InMemoryCluster::default());
-        let bound_resource = || {
-            let resource = ResourceUrl::parse(RESOURCE).unwrap_or_else(|e| panic!("{e}"));
-            let protected = ProtectedResource::new(resource.clone(), [issuer.url.clone()])
-                .map(|p| p.dpop(["ES256", "EdDSA"]))
-                .unwrap_or_else(|e| panic!("{e}"));
-            Authorization::new(protected, JwtVerifier::new(ClaimRules::new(issuer.url.clone(), resource)))
-        };
-        let a = advertised(shim, bound_resource(), &cluster, "a");
-        let b = advertised(shim, bound_resource(), &cluster, "b");
+        let a = advertised(shim, bound_resource(&issuer), &cluster, "a");
+        let b = advertised(shim, bound_resource(&issuer), &cluster, "b");
         let mut bound = claims(&issuer);
         bound["cnf"] = json!({"jkt": client_key.thumbprint()});
         let token = signer.token(&bound);
