@@ -323,8 +323,9 @@ impl ServerBuilder {
     /// The card's `version`, `description`, `title` and `websiteUrl` are the server's
     /// (`config_mut().server_info`), its protocol versions those `server/discover` lists; a card
     /// needs a description, so [`build`](Self::build) fails with [`BuildError::Card`] without
-    /// one. With an [`authorization`](Self::authorization) the card is the protected
-    /// resource's ([`ServerCard::protected`](mcp_proto::card::ServerCard::protected)) and is
+    /// one. With an authorization (feature `auth`: `ServerBuilder::authorization`) the card
+    /// is the protected resource's
+    /// ([`ServerCard::protected`](mcp_proto::card::ServerCard::protected)) and is
     /// served without a token, as its metadata is: clients read it before they have one. It
     /// holds nothing any gate decides (no tools, capabilities or extensions, by the SEP's
     /// design), so every caller gets the same card.
