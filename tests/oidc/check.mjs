@@ -56,78 +56,27 @@
 import { Buffer } from 'node:buffer';
 import { readFileSync } from 'node:fs';
 
-const args = process.argv.slice(2);
-function opt(name, fallback) {
-  const i = args.indexOf(name);
-  return i >= 0 && i + 1 < args.length ? args[i + 1] : fallback;
-}
+import {
+  assert, check, decodeJwt, Failure, finish, flag, initializeRequest, note, opt, timeout, whoamiCall,
+  CLIENT_ID, CLIENT_SECRET, OTHER_RESOURCE, TIMEOUT_MS,
+} from './lib.mjs';
+import * as lib from './lib.mjs';
+
 const ISSUER = opt('--issuer');
 const MCP_URL = opt('--url');
-const TIMEOUT_MS = Number(opt('--timeout', '15')) * 1000;
 const OTHER_ISSUER = opt('--other-issuer');
-const SDK = !args.includes('--no-sdk');
+const SDK = !flag('--no-sdk');
 if (!ISSUER || !MCP_URL) {
   console.error('usage: node check.mjs --issuer ISSUER --url MCP_URL [--other-issuer ISSUER2] [--timeout SECONDS] [--no-sdk]');
   process.exit(2);
 }
 
-// provider.mjs's clients and scope.
-const CLIENT_ID = 'mcp-check';
+// provider.mjs's clients and scope (the shared ones are lib.mjs's).
 const CLIENT_ID_RS = 'mcp-check-rs';
-const CLIENT_SECRET = 'mcp-check-secret';
 const SCOPE = 'mcp:tools';
 const WHOAMI_SCOPE = 'mcp:whoami'; // what the whoami tool needs beyond the token
-const OTHER_RESOURCE = 'http://127.0.0.1:1/other';
-const PROTOCOL_VERSION = '2025-06-18';
-
-let passed = 0;
-let failed = 0;
-class Failure extends Error {}
-function assert(cond, msg) {
-  if (!cond) throw new Failure(msg);
-}
-
-// Lines a check adds below its ok/FAIL line.
-let notes = [];
-const note = (line) => notes.push(line);
-function flushNotes() {
-  for (const line of notes) console.log(`        ${line}`);
-  notes = [];
-}
-
-// Runs one check; returns its value, or undefined when it failed (or a prerequisite did).
-async function check(name, needs, fn) {
-  const missing = Object.entries(needs).filter(([, v]) => v === undefined).map(([k]) => k);
-  if (missing.length) {
-    failed++;
-    console.log(`  FAIL  ${name}: needs ${missing.join(', ')} (an earlier check failed)`);
-    return undefined;
-  }
-  try {
-    const value = await fn();
-    passed++;
-    console.log(`  ok    ${name}`);
-    flushNotes();
-    return value ?? true;
-  } catch (e) {
-    failed++;
-    const why = e instanceof Failure ? e.message : `${e?.name ?? 'Error'}: ${e?.message ?? e}${e?.cause ? ` (cause: ${e.cause.message ?? e.cause})` : ''}`;
-    console.log(`  FAIL  ${name}: ${why}`);
-    flushNotes();
-    return undefined;
-  }
-}
-
-const timeout = () => AbortSignal.timeout(TIMEOUT_MS);
 
 // ---- helpers -----------------------------------------------------------------------------------
-
-function decodeJwt(jwt) {
-  const parts = jwt.split('.');
-  assert(parts.length === 3, `the access token is no JWS compact serialization (${parts.length} parts)`);
-  const part = (s) => JSON.parse(Buffer.from(s, 'base64url').toString('utf8'));
-  return { header: part(parts[0]), payload: part(parts[1]) };
-}
 
 // The auth-params of a `Bearer` challenge (quoted-string or token values).
 function bearerParams(header) {
@@ -144,67 +93,8 @@ function bearerParams(header) {
 // POST one JSON-RPC message to the MCP endpoint. Returns { status, headers, message, text }:
 // `message` is the JSON-RPC response with the request's id (from a JSON body or an SSE stream),
 // when there is one.
-async function mcpPost(body, { token, session, url = MCP_URL } = {}) {
-  const headers = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-  };
-  if (token) headers.authorization = `Bearer ${token}`;
-  if (session) {
-    headers['mcp-session-id'] = session;
-    headers['mcp-protocol-version'] = PROTOCOL_VERSION;
-  }
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new Error(`no answer within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
-  try {
-    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: controller.signal });
-    const type = res.headers.get('content-type') ?? '';
-    let message;
-    let text = '';
-    if (res.status === 200 && type.startsWith('text/event-stream')) {
-      // Read events until the response to this request (the stream may stay open after it).
-      const reader = res.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = '';
-      outer: for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        const chunk = decoder.decode(value, { stream: true });
-        buf += chunk;
-        text += chunk;
-        let end;
-        while ((end = buf.search(/\r?\n\r?\n/)) >= 0) {
-          const event = buf.slice(0, end);
-          buf = buf.slice(end).replace(/^\r?\n\r?\n/, '');
-          const data = event.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, '')).join('\n');
-          if (!data) continue;
-          const msg = JSON.parse(data);
-          if (msg.id === body.id && ('result' in msg || 'error' in msg)) {
-            message = msg;
-            break outer;
-          }
-        }
-      }
-      await reader.cancel().catch(() => {});
-    } else {
-      text = await res.text();
-      if (type.startsWith('application/json') && text) {
-        const parsed = JSON.parse(text);
-        message = Array.isArray(parsed) ? parsed.find((m) => m.id === body.id) : parsed;
-      }
-    }
-    return { status: res.status, headers: res.headers, message, text };
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-const initializeRequest = (id = 1) => ({
-  jsonrpc: '2.0',
-  id,
-  method: 'initialize',
-  params: { protocolVersion: PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'oidc-check', version: '1' } },
-});
+const mcpPost = (body, { token, session, url = MCP_URL } = {}) =>
+  lib.mcpPost(url, body, { session, headers: token ? { authorization: `Bearer ${token}` } : {} });
 
 function expectInvalidToken(r, what) {
   assert(r.status === 401, `${what}: expected 401, got ${r.status} ${r.text.slice(0, 200)}`);
@@ -342,7 +232,6 @@ await check('tools/call echo: result contains "hi"', { token, session }, async (
 });
 
 // Step-up (RFC 6750 §3.1, MCP's scope challenge): whoami needs mcp:whoami, which `token` lacks.
-const whoamiCall = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'whoami', arguments: {} } });
 
 const challengedScope = await check('whoami without mcp:whoami: 403 insufficient_scope, scope names it', { token, session }, async () => {
   const r = await mcpPost(whoamiCall(10), { token, session });
@@ -513,17 +402,15 @@ if (SDK) {
     }
     const requests = seen.slice(before).join(' | ');
     if (outcome.ok) {
-      passed++;
-      console.log('  ok    sdk: callTool whoami -> 403 insufficient_scope -> the SDK steps up by itself -> 200');
-      console.log(`        whoami: ${outcome.ok}; requests: ${requests}`);
+      await check('sdk: callTool whoami -> 403 insufficient_scope -> the SDK steps up by itself -> 200', {}, async () => {
+        note(`whoami: ${outcome.ok}; requests: ${requests}`);
+      });
     } else {
-      console.log(`  info  sdk ${sdkVersion}: no step-up by ClientCredentialsProvider (not counted): ${outcome.err}`);
-      console.log(`        requests: ${requests}`);
+      lib.info(`sdk ${sdkVersion}: no step-up by ClientCredentialsProvider (not counted): ${outcome.err}`, `requests: ${requests}`);
     }
   }
 
   await client.close().catch(() => {});
 }
 
-console.log(`oidc-check: ${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+finish('oidc-check');
