@@ -304,10 +304,29 @@ impl UriTemplate {
         Ok(Self { parts })
     }
 
-    /// Matches `uri`, returning the variables in template order. Each variable takes the
-    /// shortest run that lets the next literal follow, so matching is one left-to-right pass:
-    /// linear in the URI, whatever the input.
-    pub(crate) fn matches(&self, uri: &str) -> Option<Vec<(String, String)>> {
+    /// Matches `uri`, returning the variables in template order, each percent-decoded (RFC 6570
+    /// §3.2.1 encodes what an expansion cannot carry literally, so matching decodes it back, as
+    /// the official Python SDK's matcher does). A URI whose variable is not well-formed
+    /// percent-encoded UTF-8 does not match: see [`UriTemplate::undecodable`] for why.
+    pub(crate) fn matches(&self, uri: &str) -> Option<Vec<TemplateVar>> {
+        self.matches_raw(uri)?
+            .into_iter()
+            .map(|(name, raw)| Some(TemplateVar { value: percent_decoded(&raw).ok()?, name, raw }))
+            .collect()
+    }
+
+    /// The first variable of a raw match of `uri` that does not decode, and why: what turns a
+    /// "not found" into the specific refusal it deserves.
+    pub(crate) fn undecodable(&self, uri: &str) -> Option<(String, &'static str)> {
+        self.matches_raw(uri)?
+            .into_iter()
+            .find_map(|(name, raw)| percent_decoded(&raw).err().map(|why| (name, why)))
+    }
+
+    /// Matches `uri`, returning the variables in template order as they appear in it. Each
+    /// variable takes the shortest run that lets the next literal follow, so matching is one
+    /// left-to-right pass: linear in the URI, whatever the input.
+    fn matches_raw(&self, uri: &str) -> Option<Vec<(String, String)>> {
         let mut vars = Vec::new();
         let mut rest = uri;
         let mut parts = self.parts.iter().peekable();
@@ -331,6 +350,48 @@ impl UriTemplate {
         }
         rest.is_empty().then_some(vars)
     }
+}
+
+/// One variable of a URI matched by a resource template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateVar {
+    /// The variable's name, as the template spells it.
+    pub name: String,
+    /// Its value, percent-decoded (`a%20b` is `a b`, `%2F` is `/`).
+    pub value: String,
+    /// Its value exactly as it appears in the URI, for a handler that must tell an encoded
+    /// `%2F` from a literal `/` in a `{+path}`.
+    pub raw: String,
+}
+
+/// Percent-decodes one matched variable. Strict where lenient decoders are not: a `%` that
+/// does not start two hex digits is not a URI (RFC 3986 §2.1), and bytes that are not UTF-8
+/// are not text a handler can be given as a `String`; either refuses, rather than passing on
+/// a value that silently differs from what the client sent.
+fn percent_decoded(raw: &str) -> Result<String, &'static str> {
+    if !raw.contains('%') {
+        return Ok(raw.to_owned());
+    }
+    let hex = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    };
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut it = raw.bytes();
+    while let Some(b) = it.next() {
+        if b != b'%' {
+            bytes.push(b);
+            continue;
+        }
+        match (it.next().and_then(hex), it.next().and_then(hex)) {
+            // Two hex digits are at most 0xFF: no overflow.
+            (Some(hi), Some(lo)) => bytes.push(hi * 16 + lo),
+            _ => return Err("has a '%' that does not start two hex digits"),
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| "does not percent-decode to UTF-8")
 }
 
 /// A URI template whose matching URIs are read through one handler.
@@ -466,7 +527,27 @@ mod tests {
     use super::*;
 
     fn vars(t: &str, uri: &str) -> Option<Vec<(String, String)>> {
-        UriTemplate::parse(t).unwrap().matches(uri)
+        let vars = UriTemplate::parse(t).unwrap().matches(uri)?;
+        Some(vars.into_iter().map(|v| (v.name, v.value)).collect())
+    }
+
+    #[test]
+    fn variables_are_percent_decoded_and_keep_their_raw_form() {
+        let t = UriTemplate::parse("x://{a}/{+b}").unwrap();
+        let got = t.matches("x://hello%20w%C3%B6rld/p%2Fq/r").unwrap();
+        let pairs: Vec<_> = got.iter().map(|v| (v.name.as_str(), v.value.as_str(), v.raw.as_str())).collect();
+        assert_eq!(pairs, [("a", "hello wörld", "hello%20w%C3%B6rld"), ("b", "p/q/r", "p%2Fq/r")]);
+        // An encoded "/" is inside one segment: {a} still matches it.
+        assert_eq!(vars("x://{a}", "x://a%2Fb"), Some(vec![("a".into(), "a/b".into())]));
+        for (uri, why) in
+            [("x://a%2", "two hex"), ("x://a%zz", "two hex"), ("x://%FF", "UTF-8"), ("x://%C3", "UTF-8")]
+        {
+            let t = UriTemplate::parse("x://{a}").unwrap();
+            assert!(t.matches(uri).is_none(), "{uri}");
+            let (name, got) = t.undecodable(uri).unwrap();
+            assert!(name == "a" && got.contains(why), "{uri}: {got}");
+        }
+        assert_eq!(UriTemplate::parse("x://{a}").unwrap().undecodable("x://ok"), None);
     }
 
     #[test]
@@ -492,6 +573,6 @@ mod tests {
     fn hostile_uris_match_in_linear_time() {
         let t = UriTemplate::parse("x://{a}-{b}-{c}-end").unwrap();
         let uri = format!("x://{}", "-".repeat(100_000));
-        assert_eq!(t.matches(&uri), None);
+        assert_eq!(t.matches_raw(&uri), None);
     }
 }

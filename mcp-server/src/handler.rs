@@ -15,7 +15,8 @@ use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, TaskError};
 use mcp_proto::{
     CallId, Caller, Completion, CompletionRef, Content, HandlerError, LogLevel, ProgressOutcome,
-    PromptOutput, ProtocolVersion, RegistryError, ResourceContents, Tool, ToolFailure, ToolOutput,
+    PromptOutput, ProtocolVersion, RegistryError, ResourceContents, TemplateVar, Tool, ToolFailure,
+    ToolOutput,
 };
 
 /// A boxed, sendable future: what every handler returns once erased.
@@ -185,16 +186,24 @@ pub struct ReadResource {
     pub uri: String,
     /// The template it matched, when it was read through one.
     pub template: Option<String>,
-    /// The template's variables, in template order (raw, not percent-decoded).
-    pub variables: Vec<(String, String)>,
+    /// The template's variables, in template order: each percent-decoded, with its raw form
+    /// beside it. A URI whose variable is not well-formed percent-encoded UTF-8 never reaches a
+    /// handler: the client is told which variable it got wrong.
+    pub variables: Vec<TemplateVar>,
     /// The request's context.
     pub ctx: RequestContext,
 }
 
 impl ReadResource {
-    /// The value of a template variable.
+    /// The value of a template variable, percent-decoded (`a%20b` is `a b`).
     pub fn var(&self, name: &str) -> Option<&str> {
-        self.variables.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.variables.iter().find(|v| v.name == name).map(|v| v.value.as_str())
+    }
+
+    /// The value of a template variable exactly as the URI spells it, still percent-encoded:
+    /// for a `{+path}` whose encoded `%2F` must stay apart from its literal `/`.
+    pub fn raw_var(&self, name: &str) -> Option<&str> {
+        self.variables.iter().find(|v| v.name == name).map(|v| v.raw.as_str())
     }
 }
 

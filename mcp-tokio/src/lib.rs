@@ -49,7 +49,7 @@ pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::{
     Caller, Completion, Content, Extension, Gate, HandlerError, Limits, LogLevel, Mode, Prompt,
     PromptArgument, PromptMessage, PromptOutput, Resource, ResourceContents, ResourceTemplate, RpcError,
-    Skill, Tool, ToolFailure, ToolOutput,
+    Skill, TemplateVar, Tool, ToolFailure, ToolOutput,
 };
 pub use mcp_server;
 #[cfg(feature = "tls")]

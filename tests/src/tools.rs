@@ -70,7 +70,8 @@ use std::collections::BTreeMap;
 
 use mcp_proto::{
     Completion, Content, Gate, HandlerError, Prompt, PromptArgument, PromptMessage, PromptOutput, Resource,
-    ResourceContents, ResourceLink, ResourceTemplate, RpcError, TaskSupport, Tool, ToolFailure, ToolOutput,
+    ResourceContents, ResourceLink, ResourceTemplate, RpcError, TaskSupport, TemplateVar, Tool, ToolFailure,
+    ToolOutput,
 };
 use serde_json::{json, Map, Value};
 
@@ -438,9 +439,10 @@ pub fn fixture_prompts() -> Vec<(Prompt, Fixture, Option<Fixture>)> {
 pub fn auto_read(
     fixture: Fixture,
     uri: &str,
-    variables: &[(String, String)],
+    variables: &[TemplateVar],
 ) -> Option<Result<Vec<ResourceContents>, HandlerError>> {
-    let listed = || variables.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+    let listed =
+        || variables.iter().map(|v| format!("{}={}", v.name, v.value)).collect::<Vec<_>>().join(", ");
     Some(Ok(match fixture {
         Fixture::Text(mime, text) => vec![ResourceContents::text(uri, mime, text)],
         Fixture::Blob(mime, blob) => vec![ResourceContents::blob(uri, mime, blob)],
@@ -448,8 +450,14 @@ pub fn auto_read(
         Fixture::App(html) => vec![ResourceContents::inheriting(uri, html)],
         Fixture::Variables => vec![ResourceContents::text(uri, "text/plain", listed())],
         Fixture::JsonVariables => {
-            let vars: Map<String, Value> =
-                variables.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            // A raw form that differs is shown beside the decoded value, as `<name>.raw`.
+            let mut vars = Map::new();
+            for v in variables {
+                vars.insert(v.name.clone(), Value::String(v.value.clone()));
+                if v.raw != v.value {
+                    vars.insert(format!("{}.raw", v.name), Value::String(v.raw.clone()));
+                }
+            }
             vec![ResourceContents::text(uri, "application/json", Value::Object(vars).to_string())]
         }
         _ => return None,

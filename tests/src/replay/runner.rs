@@ -100,7 +100,7 @@ impl Live {
 #[derive(Debug, Clone)]
 pub(super) enum Asked {
     Tool(Map<String, Value>),
-    Read { uri: String, variables: Vec<(String, String)> },
+    Read { uri: String, variables: Vec<mcp_proto::TemplateVar> },
     Prompt(BTreeMap<String, String>),
     Complete { value: String },
 }

@@ -12,7 +12,7 @@ use crate::caller::{admits, Caller};
 use crate::content::{Completion, ContentsWire, PromptOutputWire, ResourceContents};
 use crate::cursor;
 use crate::engine::{Answer, CallKind, CompletionRef, Ctx, Engine, Request};
-use crate::items::CacheHint;
+use crate::items::{CacheHint, TemplateVar};
 use crate::jsonrpc::{encode_result, ErrorCode, RpcError};
 use crate::registry::{Catalogue, Listed};
 use crate::slab::Key;
@@ -201,6 +201,21 @@ impl<H: Clone> Engine<H> {
         Ok(crate::jsonrpc::encode_result_text(ctx.id, &body))
     }
 
+    /// Why no template matched `uri` when one admitted template would have but for a variable
+    /// that is not percent-encoded UTF-8: said as such, rather than as "not found", so the
+    /// client learns what to fix. Only on the way to a refusal, so it costs a hit nothing.
+    fn undecodable(&self, caller: &Caller, uri: &str) -> Option<RpcError> {
+        self.registry.templates.values().find_map(|t| {
+            if !admits(t.template.info.gate.as_ref(), caller) {
+                return None;
+            }
+            let (name, why) = t.matcher.undecodable(uri)?;
+            let template = &t.template.uri_template;
+            let msg = format!("variable {name:?} of the URI template {template:?} {why}: {uri}");
+            Some(RpcError::invalid_params(msg).with_data(serde_json::json!({ "uri": uri })))
+        })
+    }
+
     /// "Resource not found" as each version spells it.
     pub(in crate::engine) fn not_found(
         &self,
@@ -228,7 +243,7 @@ impl<H: Clone> Engine<H> {
         &self,
         caller: &Caller,
         uri: &str,
-    ) -> Option<(H, Option<String>, Vec<(String, String)>, CacheHint, bool)> {
+    ) -> Option<(H, Option<String>, Vec<TemplateVar>, CacheHint, bool)> {
         // The apps shell is an exclusive mount, read by everyone.
         if let Some(shell) = self.registry.apps.shell.as_ref().filter(|s| s.resource.uri == uri) {
             return Some((shell.handler.clone(), None, Vec::new(), shell.resource.cache, false));
@@ -286,7 +301,7 @@ impl<H: Clone> Engine<H> {
             return Ok(Answer::Now(answer.into()));
         }
         let Some((handler, template, variables, hint, gated)) = self.resolve(&caller, uri) else {
-            return Err(self.not_found(ctx.version, uri));
+            return Err(self.undecodable(&caller, uri).unwrap_or_else(|| self.not_found(ctx.version, uri)));
         };
         let needed = match &template {
             Some(t) => self.registry.templates.get(t.as_str()).map(|t| &t.template.info.scopes),

@@ -361,8 +361,8 @@ pub enum Request {
         uri: String,
         /// The matching template's `uriTemplate`, when it was not an exact resource.
         template: Option<String>,
-        /// The template's variables, in template order (raw, not percent-decoded).
-        variables: Vec<(String, String)>,
+        /// The template's variables, in template order, percent-decoded with their raw forms.
+        variables: Vec<crate::TemplateVar>,
     },
     /// `prompts/get`, with required arguments present and every argument a string.
     GetPrompt {
