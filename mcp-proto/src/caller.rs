@@ -1,6 +1,9 @@
 //! Who is calling: resolved by the application's auth layer, handed to the engine at `open`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::http::HttpRequestHead;
 
 /// The identity behind a connection.
 ///
@@ -17,6 +20,12 @@ pub struct Caller {
     pub peer: Option<String>,
     /// Anything else the auth layer wants gates to see.
     pub attributes: BTreeMap<String, String>,
+    /// The HTTP request this caller came with (headers, cookies, `Host`, the connection's
+    /// peer), for handlers and gates to read; `None` over stdio. A shim sets it for each HTTP
+    /// request, so a legacy session's handlers see the request that carried their call, and a
+    /// held stream's gates the request that opened it. It is not part of the identity:
+    /// [`binding`](Self::binding) ignores it.
+    pub http: Option<Arc<HttpRequestHead>>,
 }
 
 impl Caller {

@@ -140,6 +140,7 @@ pub use engine::{
 pub use engine::{HeldKind, Holding, MAX_PENDING_HOLDINGS};
 pub use extensions::Extension;
 pub use frame::Decoded;
+pub use http::HttpRequestHead;
 pub use items::{CacheHint, Prompt, PromptArgument, Resource, ResourceTemplate, TemplateVar};
 pub use jsonrpc::{ErrorCode, RequestId, RpcError};
 pub use limits::{Limits, SeatPolicy};

@@ -14,9 +14,9 @@ use crate::server::Server;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, TaskError};
 use mcp_proto::{
-    CallId, Caller, Completion, CompletionRef, Content, HandlerError, LogLevel, ProgressOutcome,
-    PromptOutput, ProtocolVersion, RegistryError, ResourceContents, TemplateVar, Tool, ToolFailure,
-    ToolOutput,
+    CallId, Caller, Completion, CompletionRef, Content, HandlerError, HttpRequestHead, LogLevel,
+    ProgressOutcome, PromptOutput, ProtocolVersion, RegistryError, ResourceContents, TemplateVar, Tool,
+    ToolFailure, ToolOutput,
 };
 
 /// A boxed, sendable future: what every handler returns once erased.
@@ -52,6 +52,15 @@ impl std::fmt::Debug for RequestContext {
 }
 
 impl RequestContext {
+    /// The HTTP request this call arrived on (headers, cookies, `Host`, the connection's
+    /// peer), read-only; `None` over stdio and for an in-process call. On a legacy session it
+    /// is the POST that carried this call, not the session's `initialize`. A server that
+    /// verifies bearer tokens itself leaves `Authorization` and `DPoP` out (see
+    /// [`HttpRequestHead`]): forward the caller's cookies, not this server's token.
+    pub fn http_request(&self) -> Option<&HttpRequestHead> {
+        self.caller.http.as_deref()
+    }
+
     /// The settings the client declared for extension `id` (`io.modelcontextprotocol/ui`,
     /// say) under `capabilities.extensions`, exactly as it sent them; `None` when it declared
     /// no such extension. A legacy session's come from its `initialize`; a 2026-07-28

@@ -10,12 +10,14 @@
 //! - [`pipe`]: drives those binaries over real stdio pipes (transcripts and shim behaviour tests);
 //! - [`http`]: serves the same tools over real loopback HTTP on either runtime, and a small
 //!   HTTP/1.1 client that can also misbehave;
+//! - [`lines`]: a stdio session served in-process by either shim, over a socket pair;
 //! - [`oauth`]: an authorization server played over loopback HTTP, and the tokens it issues;
 //! - [`examples`]: where the demo servers' binaries are, for tests that run them;
 //! - [`echo_server`]: the smallest real server (one `echo` tool), for tests of a transport.
 
 pub mod examples;
 pub mod http;
+pub mod lines;
 pub mod oauth;
 pub mod pipe;
 pub mod replay;

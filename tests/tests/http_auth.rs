@@ -101,6 +101,8 @@ fn serve_replica(
                 "roles": caller.roles,
                 "tenant": caller.attributes.get("tenant"),
                 "client_id": caller.attributes.get("client_id"),
+                // The token was for this server: a handler must not be able to pass it on.
+                "token_seen": caller.http.as_ref().map(|h| h.header("authorization").is_some() || h.header("dpop").is_some()),
             });
             ToolOutput::text(text.to_string())
         })
@@ -195,7 +197,7 @@ fn a_verified_token_is_the_caller_and_a_missing_one_is_challenged() {
         let resp = call(rig.addr, Some(&signer.token(&claims(&issuer))))?;
         ensure(resp.status() == 200, || format!("with a good token: {} {:?}", resp.status(), resp.json()))?;
         let who = whoami(&resp)?;
-        let want = json!({"identity": "ann", "roles": ["mcp:read", "mcp:tools"], "tenant": "acme", "client_id": "cli"});
+        let want = json!({"identity": "ann", "roles": ["mcp:read", "mcp:tools"], "tenant": "acme", "client_id": "cli", "token_seen": false});
         ensure(who == want, || format!("the caller: {who}"))?;
         // A token issued to a client alone names the client, apart from any user.
         let mut own = claims(&issuer);
@@ -450,7 +452,8 @@ fn dpop_bound_tokens_need_a_fresh_proof_of_their_key_once() {
         ensure(resp.status() == 200, || {
             format!("a bound token with its proof: {} {:?}", resp.status(), resp.json())
         })?;
-        ensure(whoami(&resp)?["identity"] == "ann", || "the caller".to_owned())?;
+        let who = whoami(&resp)?;
+        ensure(who["identity"] == "ann" && who["token_seen"] == false, || format!("the caller: {who}"))?;
         refused_proof(&call_bound(rig.addr, &token, Some(&proof))?, "invalid_dpop_proof")?;
 
         // Each of these is refused, and none spends the proof it carries but the last.

@@ -8,16 +8,15 @@
 //! fixed replay tools, none of which asks, and a test must not change them. The byte path past
 //! the engine is the same one `serve_stdio` uses.
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use mcp_proto::http::HttpConfig;
 use mcp_proto::interaction::InputRequest;
-use mcp_proto::{AskError, Caller, HandlerError, Tool, ToolOutput};
-use mcp_server::{Server, StdioEnd, ToolCall};
-use mcp_tests::http::{each, ensure, event_data, poll_until, serve, Client, Req, Response, Shim, TIMEOUT};
+use mcp_proto::{AskError, HandlerError, Tool, ToolOutput};
+use mcp_server::{Server, ToolCall};
+use mcp_tests::http::{each, ensure, event_data, poll_until, serve, Client, Req, Response, TIMEOUT};
+use mcp_tests::lines::Lines;
 use serde_json::{json, Value};
 
 type Outcome = mcp_tests::http::Outcome;
@@ -485,64 +484,6 @@ fn modern_ask_requires_input_then_completes_on_retry() {
 // ---------------------------------------------------------------------------------------------
 // stdio
 // ---------------------------------------------------------------------------------------------
-
-/// The client's end of a line session served in-process by `shim`'s `serve_lines` over a Unix
-/// socket pair; the receiver gets how the session ended.
-struct Lines {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    ended: std::sync::mpsc::Receiver<std::io::Result<StdioEnd>>,
-}
-
-impl Lines {
-    fn serve(shim: Shim, server: Server) -> Result<Self, String> {
-        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
-        ours.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
-        theirs.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let (tx, ended) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new().name(format!("lines-{shim:?}"));
-        let spawned = match shim {
-            Shim::Tokio => thread.spawn(move || {
-                let rt = mcp_tests::http::tokio_runtime();
-                let end = rt.block_on(async move {
-                    let stream = tokio::net::UnixStream::from_std(theirs)?;
-                    let (input, output) = tokio::io::split(stream);
-                    mcp_tokio::serve_lines(&server, Caller::anonymous(), input, output).await
-                });
-                let _ = tx.send(end);
-            }),
-            Shim::Smol => thread.spawn(move || {
-                let end = smol::block_on(async move {
-                    let stream = smol::Async::new(theirs)?;
-                    let (input, output) = smol::io::split(stream);
-                    mcp_smol::serve_lines(&server, Caller::anonymous(), input, output).await
-                });
-                let _ = tx.send(end);
-            }),
-        };
-        spawned.map_err(|e| format!("server thread: {e}"))?;
-        let writer = ours.try_clone().map_err(|e| e.to_string())?;
-        Ok(Lines { reader: BufReader::new(ours), writer, ended })
-    }
-
-    fn send(&mut self, frame: &str) -> Outcome {
-        self.writer.write_all(format!("{frame}\n").as_bytes()).map_err(|e| format!("send: {e}"))
-    }
-
-    fn next(&mut self, what: &str) -> Result<Value, String> {
-        let mut line = String::new();
-        let n = self.reader.read_line(&mut line).map_err(|e| format!("{what}: read: {e}"))?;
-        ensure(n > 0, || format!("{what}: the session closed its output"))?;
-        serde_json::from_str(&line).map_err(|e| format!("{what}: not JSON ({e}): {line:?}"))
-    }
-
-    /// Ends input and checks the session ended cleanly.
-    fn finish(self) -> Outcome {
-        self.writer.shutdown(std::net::Shutdown::Write).map_err(|e| e.to_string())?;
-        let end = self.ended.recv_timeout(TIMEOUT).map_err(|e| format!("the session did not end: {e}"))?;
-        ensure(matches!(end, Ok(StdioEnd::EndOfInput)), || format!("the session ended with {end:?}"))
-    }
-}
 
 /// A legacy stdio session: `elicitation/create` goes out as a line with the server's own id,
 /// the answer line comes back, and the call is answered.

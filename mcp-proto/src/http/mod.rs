@@ -50,6 +50,7 @@ use crate::limits::Limits;
 
 mod head;
 mod headers;
+mod owned;
 mod route;
 #[cfg(test)]
 mod tests;
@@ -59,6 +60,7 @@ pub use headers::{
     check_modern_headers, decode_header_value, header_expectations, name_param, x_mcp_headers, HeaderError,
     HeaderExpect, HeaderMismatch, HeaderParam, Kind,
 };
+pub use owned::HttpRequestHead;
 pub use route::{named, Named};
 
 /// `Mcp-Session-Id`: the legacy session a request belongs to.

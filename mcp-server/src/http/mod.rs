@@ -26,7 +26,7 @@ use crate::status::HttpRefused;
 use mcp_proto::http::{
     check_body_len, check_head, check_peer, named, HttpConfig, HttpRefusal, Named, RequestHead, Route,
 };
-use mcp_proto::{Caller, ConnId, HttpRequest};
+use mcp_proto::{Caller, ConnId, HttpRequest, HttpRequestHead};
 
 mod body;
 mod card;
@@ -538,6 +538,10 @@ impl HttpService {
         };
         let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
         #[cfg(feature = "auth")]
+        let token_verified = verified.is_some();
+        #[cfg(not(feature = "auth"))]
+        let token_verified = false;
+        #[cfg(feature = "auth")]
         if let Some(verified) = verified {
             // Only the token speaks for the caller; the connection still says where it is.
             caller = verified;
@@ -560,6 +564,7 @@ impl HttpService {
         if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone(), named).await {
             return resp;
         }
+        caller.http = Some(Arc::new(exposed_head(&parts, peer, token_verified)));
         let cut = parts.extensions.get::<Cut>().cloned();
         let inner = self.inner.clone();
         let answer = self
@@ -910,6 +915,23 @@ fn request_target(parts: &::http::request::Parts) -> std::borrow::Cow<'_, str> {
     } else {
         std::borrow::Cow::Borrowed(parts.uri.path_and_query().map_or("/", |pq| pq.as_str()))
     }
+}
+
+/// The head handlers and gates read ([`Caller::http`]): the request's own lines, less what is
+/// the server's business alone. The bearer token (and its DPoP proof) of a server that
+/// verified it was issued for this server: the MCP spec forbids passing it through, so a
+/// handler never holds it. A cluster's forwarding headers are between replicas.
+fn exposed_head(parts: &::http::request::Parts, peer: Option<SocketAddr>, verified: bool) -> HttpRequestHead {
+    let headers = head_lines(parts);
+    let target = request_target(parts);
+    let mut head = HttpRequestHead::from_head(&request_head(parts, &headers, &target), peer);
+    if verified {
+        head.remove_header(::http::header::AUTHORIZATION.as_str());
+        head.remove_header("dpop");
+    }
+    head.remove_header(crate::cluster::forward::FORWARDED_BY);
+    head.remove_header(crate::cluster::forward::FORWARDED_PEER);
+    head
 }
 
 /// The engine's view of a request head.

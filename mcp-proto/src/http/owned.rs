@@ -1,0 +1,177 @@
+//! The request head a call arrived with, kept for the application's code to read.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use super::RequestHead;
+
+/// The HTTP request a call (or a held stream) arrived on, as the application's handlers and
+/// gates see it: method, target, every header line and the connection's peer.
+///
+/// A shim puts one in [`Caller::http`](crate::Caller::http) for each HTTP request, so a tool
+/// can forward the caller's cookies to a backend, or read the `Host` the caller reached, the
+/// way an HTTP handler would. It is read-only, and bounded: the head passed
+/// [`check_head`](super::check_head) first, so its header lines total at most
+/// [`Limits::max_head_bytes`](crate::Limits::max_head_bytes) (8 KiB by default; a larger head
+/// is refused 431 before any handler runs). Over stdio there is none.
+///
+/// A server that verifies bearer tokens itself (the `auth` feature of `mcp-server`) removes
+/// `Authorization` and `DPoP` before handlers see the head: that token was issued for this
+/// server, and the MCP authorization spec forbids passing it through to another service
+/// (Security Best Practices, "Token Passthrough"). `Debug` prints header names, never values.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct HttpRequestHead {
+    method: String,
+    target: String,
+    headers: Vec<(String, Vec<u8>)>,
+    peer: Option<SocketAddr>,
+}
+
+impl HttpRequestHead {
+    /// A head with no header lines: `target` is the request target as received (a path with
+    /// its query, or the absolute form), `peer` the address the connection came from.
+    pub fn new(method: impl Into<String>, target: impl Into<String>, peer: Option<SocketAddr>) -> Self {
+        Self { method: method.into(), target: target.into(), headers: Vec::new(), peer }
+    }
+
+    /// A copy of the engine's borrowed view of a head; header names are lowercased (HTTP
+    /// compares them case-insensitively, and HTTP/2 sends them lowercased).
+    pub fn from_head(head: &RequestHead<'_>, peer: Option<SocketAddr>) -> Self {
+        let mut owned = Self::new(head.method, head.path, peer);
+        owned.headers.reserve_exact(head.headers.len());
+        for (name, value) in head.headers {
+            owned = owned.with_header(name, value);
+        }
+        owned
+    }
+
+    /// Appends a header line (after any of the same name, as a repeated header arrives).
+    pub fn with_header(mut self, name: &str, value: &[u8]) -> Self {
+        self.headers.push((name.to_ascii_lowercase(), value.to_vec()));
+        self
+    }
+
+    /// Removes every line of header `name` (case-insensitive).
+    pub fn remove_header(&mut self, name: &str) {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+
+    /// The request method (`POST`, `GET`).
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The request target as received: the path with its query, or the absolute form.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The first value of header `name` (case-insensitive) as text; `None` when it is absent
+    /// or its bytes are not UTF-8 (see [`header_bytes`](Self::header_bytes)).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.header_bytes(name).and_then(|v| std::str::from_utf8(v).ok())
+    }
+
+    /// The first value of header `name` (case-insensitive) as sent: HTTP allows bytes that
+    /// are not UTF-8.
+    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+    }
+
+    /// Every value of header `name` (case-insensitive), in the order they arrived.
+    pub fn header_values<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s [u8]> + 's {
+        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+    }
+
+    /// Every header line in order, names lowercased, repeated names included.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+    }
+
+    /// The host the caller reached: the `Host` header (for HTTP/2 the shim passes
+    /// `:authority` as `host`), port included when it was sent.
+    pub fn host(&self) -> Option<&str> {
+        self.header("host")
+    }
+
+    /// The cookies the request carried, as `(name, value)` pairs in order, from every
+    /// `Cookie` line (HTTP/2 may split them). Values are as sent (RFC 6265 §5.4: no decoding;
+    /// surrounding quotes kept); a pair without `=`, and any line that is not UTF-8, is
+    /// skipped.
+    pub fn cookies(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.header_values("cookie")
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .flat_map(|line| line.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .map(|(name, value)| (name.trim(), value.trim()))
+    }
+
+    /// The value of the first cookie named `name` (names are case-sensitive).
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.cookies().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The address the connection came from: the TCP peer as the socket saw it (behind a
+    /// proxy, the proxy). [`Caller::peer`](crate::Caller::peer) is the client address the
+    /// server settled on (a forwarding replica's vouched address, say). `None` for a service
+    /// mounted without connection info.
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+}
+
+impl fmt::Debug for HttpRequestHead {
+    // Header values carry credentials (cookies, tokens): a logged caller must not leak them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpRequestHead")
+            .field("method", &self.method)
+            .field("target", &self.target)
+            .field("headers", &self.headers.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
+            .field("peer", &self.peer)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head() -> HttpRequestHead {
+        let lines: [(&str, &[u8]); 5] = [
+            ("Host", b"example.test:8080"),
+            ("Cookie", b"sid=abc; theme=\"dark\""),
+            ("cookie", b"flag; lang=en"),
+            ("X-Raw", b"\xff\xfe"),
+            ("Authorization", b"Bearer secret"),
+        ];
+        let view = RequestHead { method: "POST", path: "/mcp?x=1", headers: &lines };
+        HttpRequestHead::from_head(&view, "127.0.0.1:5000".parse().ok())
+    }
+
+    #[test]
+    fn reads_headers_cookies_and_host() {
+        let h = head();
+        assert_eq!(h.method(), "POST");
+        assert_eq!(h.target(), "/mcp?x=1");
+        assert_eq!(h.host(), Some("example.test:8080"));
+        assert_eq!(h.header("HOST"), Some("example.test:8080"));
+        let cookies: Vec<_> = h.cookies().collect();
+        assert_eq!(cookies, [("sid", "abc"), ("theme", "\"dark\""), ("lang", "en")]);
+        assert_eq!(h.cookie("lang"), Some("en"));
+        assert_eq!(h.cookie("Lang"), None);
+        assert_eq!(h.header("x-raw"), None, "not UTF-8: no text");
+        assert_eq!(h.header_bytes("x-raw"), Some(&b"\xff\xfe"[..]));
+        assert_eq!(h.header_values("cookie").count(), 2);
+        assert_eq!(h.peer().map(|p| p.port()), Some(5000));
+    }
+
+    #[test]
+    fn removes_headers_and_never_prints_values() {
+        let mut h = head();
+        let printed = format!("{h:?}");
+        assert!(printed.contains("authorization") && !printed.contains("secret") && !printed.contains("abc"));
+        h.remove_header("AUTHORIZATION");
+        assert_eq!(h.header("authorization"), None);
+        assert_eq!(h.headers().count(), 4);
+    }
+}
