@@ -46,10 +46,12 @@ use std::time::{Duration, Instant};
 
 pub use mcp_proto;
 pub use mcp_proto::http::HttpConfig;
+pub use mcp_proto::interaction::InputRequest;
 pub use mcp_proto::{
-    Caller, Completion, Content, Extension, Gate, HandlerError, HttpRequestHead, Limits, LogLevel, Mode,
-    Prompt, PromptArgument, PromptMessage, PromptOutput, Resource, ResourceContents, ResourceTemplate,
-    RpcError, Skill, TemplateVar, Tool, ToolFailure, ToolOutput,
+    App, AppCsp, AppPermissions, AskError, Caller, Completion, Content, Extension, Gate, HandlerError,
+    HttpRequestHead, Limits, LogLevel, Mode, Prompt, PromptArgument, PromptMessage, PromptOutput, Resource,
+    ResourceContents, ResourceTemplate, RpcError, Skill, TaskSupport, TemplateVar, Tool, ToolFailure,
+    ToolOutput,
 };
 pub use mcp_server;
 #[cfg(feature = "tls")]
