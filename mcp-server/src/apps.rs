@@ -93,7 +93,13 @@ impl Server {
     /// told the resource list changed.
     pub fn add_app(&self, app: App) -> Result<(), RegistryError> {
         let handler = app_handler(&app);
-        self.registry(|r| r.add_app(app, handler))
+        let uri = app.uri().to_owned();
+        self.add_item(
+            |r| r.add_app(app.clone(), handler.clone()),
+            |r| {
+                r.remove_app(&uri);
+            },
+        )
     }
 
     /// Serves `app` and a tool linked to it, at any time (see [`ServerBuilder::app_tool`]).
@@ -106,19 +112,27 @@ impl Server {
     {
         let tool = crate::handler::with_output::<R>(linked(&app, tool))?;
         let uri = app.uri().to_owned();
+        let name = tool.name().to_owned();
         let handler = app_handler(&app);
-        self.registry(|r| {
-            r.add_app(app, handler)?;
-            r.add_tool(tool, tool_fn(f)).inspect_err(|_| {
+        let tool_handler = tool_fn(f);
+        self.add_item(
+            |r| {
+                r.add_app(app.clone(), handler.clone())?;
+                r.add_tool(tool.clone(), tool_handler.clone()).inspect_err(|_| {
+                    r.remove_app(&uri);
+                })
+            },
+            |r| {
+                r.remove_tool(&name);
                 r.remove_app(&uri);
-            })
-        })
+            },
+        )
     }
 
     /// Stops serving the app at `uri`; whether an app was served there (a resource of another
     /// kind stays). Tools linked to it keep their link: remove or re-register them.
     pub fn remove_app(&self, uri: &str) -> bool {
-        self.registry(|r| r.remove_app(uri).is_some())
+        self.remove_item(|r| r.remove_app(uri).is_some())
     }
 }
 

@@ -54,8 +54,9 @@ pub(crate) fn tool_item<R: IntoToolResult>(tool: Tool, handler: Handler) -> Item
 /// Cloning a builder copies its definitions and shares its handlers: one catalogue can be built
 /// into several servers, for instance one per publication mode
 /// (`builder.clone().mode(Mode::Compact).build()` beside `builder.build()`). Each server then
-/// owns its registry (the engine owns all its state); a tool added or removed at run time is
-/// added to or removed from each server it should change.
+/// owns its registry (the engine owns all its state): a tool added or removed at run time
+/// changes the server it is added to or removed from, unless the servers share a catalogue
+/// ([`shared_catalogue`](Self::shared_catalogue)), which applies it to all.
 #[derive(Clone)]
 pub struct ServerBuilder {
     pub(crate) config: Config,
@@ -70,6 +71,8 @@ pub struct ServerBuilder {
     pub(crate) cluster: Option<cluster::Membership>,
     /// [`ServerBuilder::cluster_advertise`].
     pub(crate) advertise: Option<Arc<str>>,
+    /// [`ServerBuilder::shared_catalogue`]: the catalogue each server built joins.
+    pub(crate) catalogue: Option<crate::Catalogue>,
 }
 
 /// Why [`ServerBuilder::build`] failed.
@@ -87,6 +90,9 @@ pub enum BuildError {
     /// no description, say.
     #[cfg(feature = "http")]
     Card(mcp_proto::card::CardError),
+    /// The builder shares a catalogue ([`ServerBuilder::shared_catalogue`]) that a run-time
+    /// edit has changed since: the builder's items are no longer its contents.
+    CatalogueChanged,
 }
 
 impl std::fmt::Display for BuildError {
@@ -97,6 +103,11 @@ impl std::fmt::Display for BuildError {
             BuildError::Cluster(e) => e.fmt(f),
             #[cfg(feature = "http")]
             BuildError::Card(e) => e.fmt(f),
+            BuildError::CatalogueChanged => f.write_str(
+                "the shared catalogue was changed at run time: a server built now would serve the \
+                 builder's items, not the catalogue's; build every server that shares it before \
+                 changing it",
+            ),
         }
     }
 }
@@ -297,7 +308,8 @@ impl ServerBuilder {
     /// [`Mode::Compact`](mcp_proto::Mode::Compact) (`tools/list` is `search_tools`,
     /// `get_tool_details` and `call_tool`, and results are always enveloped; see the variant
     /// for the wire form). Fixed for the server's life. Each server owns its registry, so two
-    /// servers given the same tools may publish them in different modes.
+    /// servers given the same tools may publish them in different modes (and share their
+    /// run-time edits with [`shared_catalogue`](Self::shared_catalogue)).
     pub fn mode(mut self, mode: mcp_proto::Mode) -> Self {
         self.config.mode = mode;
         self
@@ -419,6 +431,9 @@ impl ServerBuilder {
                 m.advertise = self.advertise;
                 m
             });
+        }
+        if let Some(catalogue) = self.catalogue {
+            catalogue.join(&server)?;
         }
         Ok(server)
     }

@@ -60,6 +60,7 @@ pub mod auth;
 #[cfg(feature = "http")]
 mod body;
 mod builder;
+mod catalogue;
 pub mod cluster;
 mod driver;
 mod epoch;
@@ -81,6 +82,7 @@ pub mod widget;
 #[cfg(feature = "http")]
 pub use body::StreamDropped;
 pub use builder::{BuildError, ServerBuilder};
+pub use catalogue::Catalogue;
 #[cfg(feature = "http")]
 pub use cluster::forward::{FORWARDED_BY, FORWARDED_PEER, LOOKUP_TIMEOUT, SERVED_BY};
 #[cfg(feature = "http")]

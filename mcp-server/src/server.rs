@@ -18,6 +18,7 @@ use mcp_proto::{
 };
 
 use crate::builder::ServerBuilder;
+use crate::catalogue::Catalogue;
 use crate::driver::{Command, State, StoreFailures, INBOX_LEN};
 use crate::handler::{
     self, blocking_tool_fn, prompt_fn, resource_fn, tool_fn, typed_tool, typed_tool_fn, GetPrompt, Handler,
@@ -72,6 +73,9 @@ pub(crate) struct Shared {
     /// ([`ServerBuilder::server_card`](crate::ServerBuilder::server_card)), built once.
     #[cfg(feature = "http")]
     pub(crate) card: OnceLock<mcp_proto::card::Card>,
+    /// The catalogue this server shares ([`ServerBuilder::shared_catalogue`]), set when it
+    /// joins at build time: registry edits then go through it to every member.
+    pub(crate) catalogue: OnceLock<Catalogue>,
 }
 
 impl Server {
@@ -91,6 +95,7 @@ impl Server {
             task_store: Some(tasks::default_store()),
             cluster: None,
             advertise: None,
+            catalogue: None,
         }
     }
 
@@ -135,6 +140,7 @@ impl Server {
                 authorization: OnceLock::new(),
                 #[cfg(feature = "http")]
                 card: OnceLock::new(),
+                catalogue: OnceLock::new(),
                 rt: OnceLock::new(),
                 stop_accepting: async_channel::bounded(1),
             }),
@@ -160,9 +166,23 @@ impl Server {
         t
     }
 
+    /// Registers `tool` served by `handler` on this server, or on every server of its
+    /// [`Catalogue`], all or none.
+    fn add_tool_item(&self, tool: Tool, handler: Handler) -> Result<(), RegistryError> {
+        let name = tool.name().to_owned();
+        self.add_item(
+            |r| r.add_tool(tool.clone(), handler.clone()),
+            |r| {
+                r.remove_tool(&name);
+            },
+        )
+    }
+
     /// Registers a tool served by an async closure, at any time; listening clients are told.
     /// A handler returning [`Json<T>`](crate::Json) declares `T`'s schema as the `outputSchema`, as
-    /// with [`ServerBuilder::tool`].
+    /// with [`ServerBuilder::tool`]. On a server that shares a [`Catalogue`] the tool is
+    /// registered on every server sharing it, or, when one refuses it, on none; so is every
+    /// other `add_*` and `remove_*` of the registry.
     pub fn add_tool<F, Fut, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
     where
         F: Fn(ToolCall) -> Fut + Send + Sync + 'static,
@@ -170,7 +190,7 @@ impl Server {
         R: IntoToolResult + 'static,
     {
         let tool = handler::with_output::<R>(tool)?;
-        self.registry(|r| r.add_tool(tool, tool_fn(f)))
+        self.add_tool_item(tool, tool_fn(f))
     }
 
     /// Registers a typed tool, at any time.
@@ -187,7 +207,7 @@ impl Server {
         R: IntoToolResult + 'static,
     {
         let tool = handler::with_output::<R>(typed_tool::<A>(name, description))?;
-        self.registry(|r| r.add_tool(tool, typed_tool_fn(f)))
+        self.add_tool_item(tool, typed_tool_fn(f))
     }
 
     /// Registers a tool served by a blocking closure, at any time (see
@@ -198,12 +218,12 @@ impl Server {
         R: IntoToolResult + 'static,
     {
         let tool = handler::with_output::<R>(tool)?;
-        self.registry(|r| r.add_tool(tool, blocking_tool_fn(f)))
+        self.add_tool_item(tool, blocking_tool_fn(f))
     }
 
     /// Unregisters a tool; whether it was registered.
     pub fn remove_tool(&self, name: &str) -> bool {
-        self.registry(|r| r.remove_tool(name).is_some())
+        self.remove_item(|r| r.remove_tool(name).is_some())
     }
 
     /// Registers a resource, at any time.
@@ -212,12 +232,19 @@ impl Server {
         F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
     {
-        self.registry(|r| r.add_resource(resource, resource_fn(f)))
+        let handler = resource_fn(f);
+        let uri = resource.uri().to_owned();
+        self.add_item(
+            |r| r.add_resource(resource.clone(), handler.clone()),
+            |r| {
+                r.remove_resource(&uri);
+            },
+        )
     }
 
     /// Unregisters a resource; whether it was registered.
     pub fn remove_resource(&self, uri: &str) -> bool {
-        self.registry(|r| r.remove_resource(uri).is_some())
+        self.remove_item(|r| r.remove_resource(uri).is_some())
     }
 
     /// Registers a prompt, at any time.
@@ -226,12 +253,19 @@ impl Server {
         F: Fn(GetPrompt) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<PromptOutput, HandlerError>> + Send + 'static,
     {
-        self.registry(|r| r.add_prompt(prompt, prompt_fn(f), None))
+        let handler = prompt_fn(f);
+        let name = prompt.name().to_owned();
+        self.add_item(
+            |r| r.add_prompt(prompt.clone(), handler.clone(), None),
+            |r| {
+                r.remove_prompt(&name);
+            },
+        )
     }
 
     /// Unregisters a prompt; whether it was registered.
     pub fn remove_prompt(&self, name: &str) -> bool {
-        self.registry(|r| r.remove_prompt(name).is_some())
+        self.remove_item(|r| r.remove_prompt(name).is_some())
     }
 
     /// Tells subscribed clients that the resource at `uri` changed.

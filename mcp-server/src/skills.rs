@@ -35,12 +35,18 @@ impl Server {
     /// Registers a skill at any time (as [`ServerBuilder::skill`]); clients listening for
     /// resource list changes are told, since its files are resources.
     pub fn add_skill(&self, skill: Skill) -> Result<(), RegistryError> {
-        self.registry(|r| r.add_skill(skill))
+        let uri = skill.uri();
+        self.add_item(
+            |r| r.add_skill(skill.clone()),
+            |r| {
+                r.remove_skill(&uri);
+            },
+        )
     }
 
     /// Unregisters the skill whose `SKILL.md` is at `uri`, with its files; whether it was
     /// registered.
     pub fn remove_skill(&self, uri: &str) -> bool {
-        self.registry(|r| r.remove_skill(uri).is_some())
+        self.remove_item(|r| r.remove_skill(uri).is_some())
     }
 }
