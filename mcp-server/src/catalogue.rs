@@ -99,6 +99,8 @@ impl Catalogue {
         }
         if refused.is_some() {
             for (server, st) in held.iter_mut().take(took) {
+                // The engine takes no input before the output of the last is drained.
+                server.pump(st);
                 let now = server.now();
                 undo(&mut st.engine.registry_mut(now));
             }
