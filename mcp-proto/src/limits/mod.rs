@@ -317,7 +317,12 @@ impl Limits {
     /// Largest encoded response, in bytes. Default 16 MiB.
     ///
     /// A tool result over it is replaced by a `result_too_large` tool failure (a result with
-    /// `isError: true`) of bounded size; any other oversized result becomes `-32603`.
+    /// `isError: true`) of bounded size; any other oversized result becomes `-32603`. A log
+    /// notification over it is not sent. What a handler's
+    /// [`Engine::ask`](crate::engine::Engine::ask) would send the client (a legacy
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list` request, a 2026-07-28
+    /// `input_required` result) is held to it too: over it nothing is sent and the ask fails
+    /// with [`AskError::TooLarge`](crate::engine::AskError::TooLarge), the call still in flight.
     pub fn max_response_bytes(&mut self, bytes: usize) -> &mut Self {
         self.max_response_bytes = bytes;
         self

@@ -181,7 +181,7 @@ impl fmt::Display for AskResult {
 }
 
 /// The kinds of [`AskError`], as transcripts name them.
-const ASK_ERROR_KINDS: [&str; 10] = [
+const ASK_ERROR_KINDS: [&str; 11] = [
     "unsupported",
     "rejected",
     "invalid",
@@ -191,6 +191,7 @@ const ASK_ERROR_KINDS: [&str; 10] = [
     "stale",
     "suspended",
     "timed-out",
+    "too-large",
     "other",
 ];
 
@@ -206,6 +207,7 @@ fn ask_error(e: &AskError) -> AskResult {
         AskError::Stale => ("stale", String::new()),
         AskError::Suspended => ("suspended", String::new()),
         AskError::TimedOut => ("timed-out", String::new()),
+        AskError::TooLarge { size, limit } => ("too-large", format!("{size} {limit}")),
         other => ("other", format!("{other:?}")),
     };
     AskResult::Error { kind, detail }

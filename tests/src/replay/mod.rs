@@ -69,11 +69,11 @@
 //! HTTP bodies are not schema-validated or counted for replies (the stdio invariants below).
 //!
 //! Ask results and answers: `<kind>` is one of `unsupported`, `rejected`, `invalid`,
-//! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended`, `timed-out` (the [`AskError`]
-//! variants).
+//! `too-many-rounds`, `unreachable`, `busy`, `stale`, `suspended`, `timed-out`, `too-large` (the
+//! [`AskError`] variants).
 //! The runner prints a detail after some kinds: the required capabilities for `unsupported`
 //! (`{"sampling":{}}`), the client's code and message for `rejected` (`-1 "no"`), the reason for
-//! `invalid` (`"field ..."`). An expectation may leave the detail out; when it gives one, the
+//! `invalid` (`"field ..."`), the frame's size and the ceiling for `too-large` (`412 300`). An expectation may leave the detail out; when it gives one, the
 //! detail must match exactly. Answers are compared as compact JSON text in the engine's order,
 //! numbers exactly as the client wrote them.
 //!

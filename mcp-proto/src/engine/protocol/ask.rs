@@ -111,6 +111,13 @@ impl<H: Clone> Engine<H> {
     ///   [`Limits::max_input_rounds`](crate::limits::Limits::max_input_rounds)), cancels the handler
     ///   ([`Output::Cancel`]) and returns [`AskError::Suspended`].
     ///
+    /// In both eras what the client would be sent is encoded first and held to
+    /// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes) (default 16 MiB):
+    /// a legacy request frame or an `input_required` result over it is not sent (nor any other
+    /// request of the round), and `ask` returns [`AskError::TooLarge`] with the call still in
+    /// flight. The handler then answers the call as it sees fit; returning the error (`?`)
+    /// answers `-32603` naming both sizes.
+    ///
     /// # When a legacy ask ends without answers
     ///
     /// The client answers on a request of its own (a new `POST` on HTTP), so the stream that
@@ -319,6 +326,15 @@ impl<H: Clone> Engine<H> {
                 err
             }
             Verdict::Ask(missing, state) => match self.input_required(now, call, version, missing, &state) {
+                // As a legacy frame over the ceiling is never sent, this result is not either:
+                // the call stays in flight and its handler answers it, as it would a legacy
+                // call whose ask failed.
+                Ok(bytes) if bytes.len() > self.config.limits.max_response_bytes => {
+                    return Err(AskError::TooLarge {
+                        size: bytes.len(),
+                        limit: self.config.limits.max_response_bytes,
+                    });
+                }
                 Ok(bytes) => {
                     self.end_call(call, bytes.into(), CancelReason::Suspended);
                     return Err(AskError::Suspended);
@@ -403,6 +419,7 @@ impl<H: Clone> Engine<H> {
             return Err(AskError::Unreachable);
         }
         let mut slots = Vec::with_capacity(requests.len());
+        let mut frames = Vec::with_capacity(requests.len());
         for (i, (key, req)) in requests.into_iter().enumerate() {
             let id = self.outbound.issue(owner, call, i);
             let elicitation_id = id.to_string();
@@ -412,9 +429,18 @@ impl<H: Clone> Engine<H> {
             frame.insert("id".into(), id.into());
             frame.insert("method".into(), req.method().into());
             frame.insert("params".into(), Value::Object(params));
-            let bytes = serde_json::to_vec(&frame).unwrap_or_default();
-            self.send(reply_to, bytes, false);
+            frames.push(serde_json::to_vec(&frame).unwrap_or_default());
             slots.push((id, key, req));
+        }
+        // Every frame is checked before any is sent: the client gets the whole round or none
+        // of it, and an id it never saw is not left awaiting an answer.
+        let limit = self.config.limits.max_response_bytes;
+        if let Some(size) = frames.iter().map(Vec::len).filter(|&n| n > limit).max() {
+            self.outbound.forget(owner, slots.iter().map(|(id, _, _)| *id));
+            return Err(AskError::TooLarge { size, limit });
+        }
+        for bytes in frames {
+            self.send(reply_to, bytes, false);
         }
         let remaining = slots.len();
         // Same rounding as every engine timer: a zero timeout still waits 1 ms.
@@ -592,6 +618,11 @@ impl From<AskError> for HandlerError {
                 ErrorCode::InternalError,
                 "the client did not answer the request for input in time",
             )),
+            // The handler built a request the response ceiling cannot carry: its own mistake,
+            // named with the sizes so that its operator can find it.
+            e @ AskError::TooLarge { .. } => {
+                HandlerError::Public(RpcError::blamed(Blame::Misuse, ErrorCode::InternalError, e.to_string()))
+            }
         }
     }
 }

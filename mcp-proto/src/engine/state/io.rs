@@ -681,6 +681,16 @@ pub enum AskError {
     /// the engine told it the requests are cancelled. The call is still in flight: the handler
     /// decides what it answers.
     TimedOut,
+    /// What the client would be sent for this ask (a legacy request frame, or a 2026-07-28
+    /// `input_required` result) encodes to `size` bytes, over the
+    /// [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes) ceiling `limit`:
+    /// nothing was sent, and the call is still in flight, for the handler to answer.
+    TooLarge {
+        /// The encoded size of the largest frame, in bytes.
+        size: usize,
+        /// The ceiling it crossed, in bytes.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for AskError {
@@ -695,6 +705,10 @@ impl fmt::Display for AskError {
             AskError::Stale => f.write_str("the call is no longer in flight"),
             AskError::Suspended => f.write_str("the call returned input_required and will be retried"),
             AskError::TimedOut => f.write_str("the client did not answer in time"),
+            AskError::TooLarge { size, limit } => write!(
+                f,
+                "the request for input of {size} bytes exceeds the {limit}-byte response limit"
+            ),
         }
     }
 }

@@ -18,7 +18,10 @@ struct Rig {
 
 impl Rig {
     fn new(caller: Caller) -> Self {
-        let config = Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32]));
+        Self::with_config(caller, Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32])))
+    }
+
+    fn with_config(caller: Caller, config: Config) -> Self {
         #[allow(clippy::disallowed_methods)] // a test picks its own origin of time
         let now = Instant::now();
         let mut engine = Engine::new(config, now);
@@ -33,7 +36,11 @@ impl Rig {
     }
 
     fn legacy(caps: Value) -> Self {
-        let mut rig = Self::new(Caller::anonymous());
+        Self::legacy_with(caps, Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32])))
+    }
+
+    fn legacy_with(caps: Value, config: Config) -> Self {
+        let mut rig = Self::with_config(Caller::anonymous(), config);
         rig.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "c", "version": "1"}}}));
         rig.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -518,4 +525,65 @@ fn shutdown_moves_the_epoch_once_so_a_state_sealed_while_draining_is_accepted_no
     let (outs, inv) = peer.invoke(modern(json!({"name": "ask", "requestState": state})));
     assert!(inv.is_none(), "nothing runs");
     assert_eq!(frame(&outs)["error"]["data"], json!({"reason": "epoch"}));
+}
+
+/// A configuration whose response ceiling is `max` bytes.
+fn ceiling(max: usize) -> Config {
+    let mut config = Config::new(Implementation::new("t", "1"), KeyRing::new([3; 32]));
+    config.limits.max_response_bytes(max);
+    config
+}
+
+/// An elicitation whose message is `n` bytes long.
+fn long_form(n: usize) -> InputRequest {
+    InputRequest::elicit("x".repeat(n), json!({"type": "object", "properties": {}})).unwrap()
+}
+
+#[test]
+fn a_legacy_round_with_a_frame_over_the_ceiling_sends_nothing_and_the_call_goes_on() {
+    let mut rig = Rig::legacy_with(json!({"elicitation": {}, "roots": {}}), ceiling(400));
+    let (_, inv) = rig.invoke(json!({"name": "ask"}));
+    let ticket = inv.unwrap().ticket;
+    let call = ticket.call();
+    // The roots request fits; the elicitation beside it does not, so neither is sent.
+    let round = vec![("r".into(), InputRequest::list_roots()), ("who".into(), long_form(1000))];
+    let Err(AskError::TooLarge { size, limit: 400 }) = rig.engine.ask(rig.now, call, round) else {
+        panic!("the round should be refused as too large")
+    };
+    assert!(size > 1000, "{size}");
+    assert!(rig.drain().is_empty());
+    // The ids of the unsent requests are not awaited: an answer to one is ignored.
+    rig.engine.handle_frame(rig.now, rig.conn, br#"{"jsonrpc":"2.0","id":1,"result":{"roots":[]}}"#);
+    assert!(rig.drain().is_empty());
+    // Not a round used, and not a call ended: a smaller ask goes out at once.
+    assert_eq!(rig.engine.ask(rig.now, call, vec![("who".into(), long_form(10))]), Ok(Asked::Pending));
+    let req = frame(&rig.drain());
+    assert_eq!(req["method"], "elicitation/create");
+    assert!(req.to_string().len() <= 400);
+    // A handler that passes the error on (`?`) answers -32603 naming both sizes.
+    let e = HandlerError::from(AskError::TooLarge { size, limit: 400 });
+    let HandlerError::Public(rpc) = e else { panic!("{e:?}") };
+    assert_eq!(rpc.code, ErrorCode::InternalError);
+    assert_eq!(rpc.message, format!("the request for input of {size} bytes exceeds the 400-byte response limit"));
+}
+
+#[test]
+fn a_modern_input_required_over_the_ceiling_is_not_sent_and_the_handler_answers() {
+    let mut rig = Rig::with_config(Caller::identified("ada"), ceiling(2000));
+    let (_, inv) = rig.invoke(modern(json!({"name": "ask"})));
+    let ticket = inv.unwrap().ticket;
+    let call = ticket.call();
+    let Err(AskError::TooLarge { size, limit: 2000 }) =
+        rig.engine.ask(rig.now, call, vec![("who".into(), long_form(3000))])
+    else {
+        panic!("the input_required result should be refused as too large")
+    };
+    assert!(size > 3000, "{size}");
+    // Neither the result nor a cancellation: the handler still runs.
+    assert!(rig.drain().is_empty());
+    assert_eq!(rig.engine.status().in_flight, 1);
+    rig.engine.complete(rig.now, ticket, Reply::Tool(Ok(ToolOutput::text("gave up")))).unwrap();
+    let r = frame(&rig.drain());
+    assert_eq!(r["result"]["content"][0]["text"], "gave up", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
 }
