@@ -130,9 +130,9 @@ pub use cursor::KeyRing;
 pub use engine::{
     Answered, AnsweredRequest, AskError, Asked, CallId, CancelReason, Change, ChangedList, CloseReason,
     CompletionRef, Config, ConnId, ConnKind, Engine, EngineStatus, FrameOutcome, HttpHead, HttpReply,
-    HttpRequest, Implementation, Introspection, Invocation, LogLevel, Mode, OpenError, Output,
-    ProgressOutcome, Refusals, RegistryMut, Reply, Request, Seed, Stale, TaskError, TaskRecord, TaskStatus,
-    Ticket, MAX_PENDING_CHANGES, TASKS_EXTENSION,
+    HttpRequest, IdentityTooLarge, Implementation, Introspection, Invocation, LogLevel, Mode, OpenError,
+    Output, ProgressOutcome, Refusals, RegistryMut, Reply, Request, Seed, Stale, TaskError, TaskRecord,
+    TaskStatus, Ticket, MAX_IDENTITY_BYTES, MAX_PENDING_CHANGES, TASKS_EXTENSION,
 };
 pub use engine::{
     Claim, ClaimResult, Record, SharedOutcome, CLAIM_MARGIN_MS, MAX_PENDING_CLAIMS, MAX_PENDING_RECORDS,

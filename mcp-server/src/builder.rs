@@ -86,6 +86,10 @@ pub enum BuildError {
     Random(getrandom::Error),
     /// [`ServerBuilder::join`] could not read the cluster's shared key ring.
     Cluster(ClusterError),
+    /// The server's identity (`config_mut().server_info`) encodes to more than
+    /// [`MAX_IDENTITY_BYTES`](mcp_proto::MAX_IDENTITY_BYTES) (4 KiB): every 2026-07-28 result
+    /// carries it, so the server does not start with one that large.
+    Identity(mcp_proto::IdentityTooLarge),
     /// The server card ([`ServerBuilder::server_card`]) would break its schema: the server has
     /// no description, say.
     #[cfg(feature = "http")]
@@ -101,6 +105,7 @@ impl std::fmt::Display for BuildError {
             BuildError::Registry(e) => e.fmt(f),
             BuildError::Random(e) => write!(f, "cannot draw a random cursor key: {e}"),
             BuildError::Cluster(e) => e.fmt(f),
+            BuildError::Identity(e) => e.fmt(f),
             #[cfg(feature = "http")]
             BuildError::Card(e) => e.fmt(f),
             BuildError::CatalogueChanged => f.write_str(
@@ -362,9 +367,12 @@ impl ServerBuilder {
         self
     }
 
-    /// Builds the server, refusing the first item that cannot be registered. Unless
-    /// [`keys`](Self::keys) gave one, the cursor key is drawn from the operating system.
+    /// Builds the server, refusing an identity over
+    /// [`MAX_IDENTITY_BYTES`](mcp_proto::MAX_IDENTITY_BYTES) ([`BuildError::Identity`]) and the
+    /// first item that cannot be registered. Unless [`keys`](Self::keys) gave one, the cursor key
+    /// is drawn from the operating system.
     pub fn build(mut self) -> Result<Server, BuildError> {
+        self.config.server_info.check().map_err(BuildError::Identity)?;
         if !self.keys_set {
             let mut key = [0u8; 32];
             getrandom::fill(&mut key).map_err(BuildError::Random)?;
@@ -461,5 +469,23 @@ pub(crate) fn warn_unwrappable(tool: &Tool) {
     let Some(schema) = tool.declared_output_schema() else { return };
     if let Err(e) = mcp_proto::wrap::prepare(schema, tool.declared_diagnostics_schema()) {
         tracing::warn!(tool = tool.name(), error = %e, "the tool's output schema cannot be wrapped for envelopes: it will not be published");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_over_its_bound_is_refused_at_build() {
+        let mut b = Server::builder("s", "1");
+        b.config_mut().server_info.title = Some("t".repeat(mcp_proto::MAX_IDENTITY_BYTES));
+        let Err(BuildError::Identity(e)) = b.build() else { panic!("a 4 KiB title should be refused") };
+        assert_eq!(e.limit, mcp_proto::MAX_IDENTITY_BYTES);
+        assert!(e.size > e.limit, "{e:?}");
+        // Well inside the bound, the same builder starts.
+        let mut b = Server::builder("s", "1");
+        b.config_mut().server_info.title = Some("t".repeat(mcp_proto::MAX_IDENTITY_BYTES / 2));
+        assert!(b.build().is_ok());
     }
 }

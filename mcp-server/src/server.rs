@@ -100,7 +100,10 @@ impl Server {
     }
 
     /// A server from a complete configuration. Unless it sets [`Config::seed`], the seed is
-    /// drawn from the operating system's random source.
+    /// drawn from the operating system's random source. The configuration is taken as it is:
+    /// unlike [`ServerBuilder::build`](crate::ServerBuilder::build), this does not refuse an
+    /// identity over [`MAX_IDENTITY_BYTES`](mcp_proto::MAX_IDENTITY_BYTES); run
+    /// [`Implementation::check`](mcp_proto::Implementation::check) first.
     pub fn from_config(mut config: Config) -> Self {
         if config.unix_ms_at_start == 0 {
             config.unix_ms_at_start = unix_ms();

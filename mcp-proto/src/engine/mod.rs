@@ -110,7 +110,7 @@ use protocol::records::{Peek, Records};
 pub use protocol::registry_mut::RegistryMut;
 use state::call_state::Ctx;
 use state::calls::{Call, CallKind, Calls, ConnCalls};
-pub use state::config::{Config, Implementation, Mode, Seed};
+pub use state::config::{Config, IdentityTooLarge, Implementation, Mode, Seed, MAX_IDENTITY_BYTES};
 use state::outputs::Bounded;
 use state::timers::Timer;
 

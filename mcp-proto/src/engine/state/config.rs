@@ -9,7 +9,38 @@ use crate::items::CacheHint;
 use crate::limits::Limits;
 use crate::version::ProtocolVersion;
 
-/// `Implementation`: the server's name and version as peers see them.
+/// The largest encoded [`Implementation`], in bytes: 4 KiB (seed 000's bound). Measured as the
+/// JSON of its 2026-07-28 form, every field included, which is the largest any version sends.
+/// Every 2026-07-28 result carries it (`_meta` `io.modelcontextprotocol/serverInfo`), so it
+/// is bounded to leave the rest of [`Limits::max_response_bytes`](crate::limits::Limits::max_response_bytes)
+/// to the results themselves. A larger identity is refused by [`Implementation::check`], which
+/// the server layer's build runs: the server does not start.
+pub const MAX_IDENTITY_BYTES: usize = 4 * 1024;
+
+/// Why [`Implementation::check`] refused an identity: it encodes to `size` bytes, over `limit`
+/// ([`MAX_IDENTITY_BYTES`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityTooLarge {
+    /// The encoded size of the identity, in bytes.
+    pub size: usize,
+    /// The bound it crossed, in bytes.
+    pub limit: usize,
+}
+
+impl std::fmt::Display for IdentityTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server's identity (serverInfo) encodes to {} bytes, over the {}-byte bound",
+            self.size, self.limit
+        )
+    }
+}
+
+impl std::error::Error for IdentityTooLarge {}
+
+/// `Implementation`: the server's name and version as peers see them. Its encoding is bounded
+/// by [`MAX_IDENTITY_BYTES`] ([`check`](Self::check)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Implementation {
     /// Programmatic name.
@@ -28,6 +59,15 @@ impl Implementation {
     /// Name and version only.
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
         Self { name: name.into(), version: version.into(), title: None, description: None, website_url: None }
+    }
+
+    /// Refuses an identity whose encoding is over [`MAX_IDENTITY_BYTES`], naming its size.
+    pub fn check(&self) -> Result<(), IdentityTooLarge> {
+        let size = self.to_json(ProtocolVersion::V2026_07_28).to_string().len();
+        if size > MAX_IDENTITY_BYTES {
+            return Err(IdentityTooLarge { size, limit: MAX_IDENTITY_BYTES });
+        }
+        Ok(())
     }
 
     pub(in crate::engine) fn to_json(&self, v: ProtocolVersion) -> Value {
@@ -54,7 +94,9 @@ impl Implementation {
 /// Everything an [`Engine`](crate::engine::Engine) is built from.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The server's `Implementation`.
+    /// The server's `Implementation`. At most [`MAX_IDENTITY_BYTES`] encoded: the engine
+    /// takes what it is given, so whoever builds the configuration runs
+    /// [`Implementation::check`] (the server layer's build does).
     pub server_info: Implementation,
     /// `instructions` for the model, sent in `initialize` and `server/discover` results.
     pub instructions: Option<String>,
@@ -236,5 +278,36 @@ impl Config {
             mode: Mode::Direct,
             protected: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An identity whose 2026-07-28 encoding is `{"name":"n","version":"1","description":"…"}`
+    /// with a description of `n` bytes: 43 bytes of framing.
+    fn described(n: usize) -> Implementation {
+        let mut info = Implementation::new("n", "1");
+        info.description = Some("d".repeat(n));
+        info
+    }
+
+    #[test]
+    fn an_identity_is_bounded_by_its_largest_encoding() {
+        assert_eq!(described(MAX_IDENTITY_BYTES - 43).check(), Ok(()));
+        assert_eq!(
+            described(MAX_IDENTITY_BYTES - 42).check(),
+            Err(IdentityTooLarge { size: MAX_IDENTITY_BYTES + 1, limit: MAX_IDENTITY_BYTES })
+        );
+        // Escaping counts: a quote is two bytes on the wire.
+        let mut info = Implementation::new("n", "1");
+        info.title = Some("\"".repeat(MAX_IDENTITY_BYTES / 2));
+        let Err(e) = info.check() else { panic!("{info:?} should be refused") };
+        assert!(e.size > MAX_IDENTITY_BYTES, "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("the server's identity (serverInfo) encodes to {} bytes, over the 4096-byte bound", e.size)
+        );
     }
 }
