@@ -115,7 +115,10 @@ impl RequestContext {
     ///   do nothing irreversible before its last ask.
     ///
     /// At most [`Limits::max_input_rounds`](mcp_proto::Limits::max_input_rounds) asks per call
-    /// ([`AskError::TooManyRounds`] after that).
+    /// ([`AskError::TooManyRounds`] after that). What the client would be sent (each request, or
+    /// the `input_required` result) must fit
+    /// [`Limits::max_response_bytes`](mcp_proto::Limits::max_response_bytes) (default 16 MiB):
+    /// over it nothing is sent and this returns [`AskError::TooLarge`], the call still running.
     pub async fn ask(&self, requests: Vec<(String, InputRequest)>) -> Result<Map<String, Value>, AskError> {
         match self.call {
             Some(call) => self.server.ask(call, requests).await,
