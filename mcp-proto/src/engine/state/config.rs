@@ -307,7 +307,10 @@ mod tests {
         assert!(e.size > MAX_IDENTITY_BYTES, "{e:?}");
         assert_eq!(
             e.to_string(),
-            format!("the server's identity (serverInfo) encodes to {} bytes, over the 4096-byte bound", e.size)
+            format!(
+                "the server's identity (serverInfo) encodes to {} bytes, over the 4096-byte bound",
+                e.size
+            )
         );
     }
 }

@@ -705,10 +705,9 @@ impl fmt::Display for AskError {
             AskError::Stale => f.write_str("the call is no longer in flight"),
             AskError::Suspended => f.write_str("the call returned input_required and will be retried"),
             AskError::TimedOut => f.write_str("the client did not answer in time"),
-            AskError::TooLarge { size, limit } => write!(
-                f,
-                "the request for input of {size} bytes exceeds the {limit}-byte response limit"
-            ),
+            AskError::TooLarge { size, limit } => {
+                write!(f, "the request for input of {size} bytes exceeds the {limit}-byte response limit")
+            }
         }
     }
 }

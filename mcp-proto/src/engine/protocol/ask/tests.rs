@@ -564,7 +564,20 @@ fn a_legacy_round_with_a_frame_over_the_ceiling_sends_nothing_and_the_call_goes_
     let e = HandlerError::from(AskError::TooLarge { size, limit: 400 });
     let HandlerError::Public(rpc) = e else { panic!("{e:?}") };
     assert_eq!(rpc.code, ErrorCode::InternalError);
-    assert_eq!(rpc.message, format!("the request for input of {size} bytes exceeds the 400-byte response limit"));
+    assert_eq!(
+        rpc.message,
+        format!("the request for input of {size} bytes exceeds the 400-byte response limit")
+    );
+    let decline = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "decline"}});
+    rig.engine.handle_frame(rig.now, rig.conn, decline.to_string().as_bytes());
+    rig.drain();
+    rig.engine.complete(rig.now, ticket, Reply::Tool(Err(HandlerError::Public(rpc)))).unwrap();
+    let r = frame(&rig.drain());
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        format!("the request for input of {size} bytes exceeds the 400-byte response limit")
+    );
 }
 
 #[test]
