@@ -21,13 +21,22 @@
 //! This layer reports through `tracing` (the engine itself does not log; it says how each call
 //! ended through its outputs). Targets:
 //!
-//! - `mcp::request`: an `INFO` span `request` per request, over stdio and HTTP. Fields: `method`;
-//!   `name` (the tool, URI, prompt or completed argument); `id` (the JSON-RPC id); `caller`
-//!   (identity, else peer address, else `anonymous`); `session` (a handle of the stdio
-//!   connection or legacy HTTP session, never the `Mcp-Session-Id`); then at the end `outcome`
-//!   (`ok`, `error` with `error_code`, or why it ended unanswered: a
+//! - `mcp::request`: an `INFO` span `request` per request, over stdio and HTTP, its fields
+//!   named as OpenTelemetry's semantic conventions for MCP name them, so that
+//!   `tracing-opentelemetry` exports a server span users' dashboards already know:
+//!   `otel.name` (`{method} {tool or prompt}`, or the method alone), `otel.kind = "server"`,
+//!   `mcp.method.name`, `gen_ai.operation.name` (`execute_tool` for `tools/call`),
+//!   `gen_ai.tool.name`, `gen_ai.prompt.name` or `mcp.resource.uri` (what the request names),
+//!   `jsonrpc.request.id`, `mcp.protocol.version` (requests a handler serves), `mcp.session.id` (a
+//!   handle of the stdio connection or legacy HTTP session, never the `Mcp-Session-Id`, which is
+//!   a credential), `user.id` (the caller's identity) or else `client.address` (its peer), and
+//!   `network.transport` (`pipe` for stdio, `tcp` for HTTP); then at the end `outcome` (this
+//!   library's own: `ok`, `error`, or why it ended unanswered: a
 //!   [`CancelReason`](mcp_proto::CancelReason) name such as `cancelled`, `timed_out`, `closed`,
-//!   `shutdown`) and `duration_us`. A request a handler serves (`tools/call`, `resources/read`,
+//!   `shutdown`), and for a failure `error.type` (the JSON-RPC code, or that reason),
+//!   `rpc.response.status_code` (the code) and `otel.status_code = "ERROR"`, and `duration_us`.
+//!   A tool result with `isError: true` is a result here (the engine does not read results). A
+//!   request a handler serves (`tools/call`, `resources/read`,
 //!   `prompts/get`, `completion/complete`) has its span entered while the handler runs, so the
 //!   handler's own events nest under it. A request the engine answers itself (`initialize`,
 //!   `ping`, the lists, `logging/setLevel`, subscriptions, and every error answered at once: an
@@ -39,9 +48,10 @@
 //!   while some subscriber wants this target (re-checked each time the engine is worked, so a
 //!   subscriber or filter set later takes effect at once); otherwise it keeps nothing.
 //! - `mcp::session`: an `INFO` span `session` per stdio (line) session, from open to close, the
-//!   parent of its requests' spans. Fields: `session`, `caller`, `transport`, then
+//!   parent of its requests' spans. Fields: `mcp.session.id`, `user.id` or `client.address`,
+//!   `network.transport = "pipe"`, then
 //!   `close_reason` (a [`CloseReason`](mcp_proto::CloseReason), or the [`OpenError`](mcp_proto::OpenError) of a refused connection) and
-//!   `duration_us`. HTTP legacy sessions have none yet (their requests carry `session`).
+//!   `duration_us`. HTTP legacy sessions have none yet (their requests carry `mcp.session.id`).
 //! - `mcp_server` (`ERROR` events): a handler's panic or private failure, a missing random seed.
 //! - `mcp_server::http`, `mcp_server::handler`: HTTP connection limits (`DEBUG`), accept
 //!   failures (`WARN`), response headers HTTP cannot carry and blocking-thread failures

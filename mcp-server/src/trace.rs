@@ -55,11 +55,46 @@ fn end<K: std::hash::Hash + Eq>(
     }
 }
 
-/// Who is calling, as logs show it: the identity, else the peer address, else `anonymous`.
-fn caller_name(caller: &Caller) -> &str {
-    match caller.binding() {
-        "" => "anonymous",
-        b => b,
+/// Records who is calling as OpenTelemetry names it: the identity as `user.id`, else the peer
+/// as `client.address`; an anonymous local caller leaves both empty.
+fn record_caller(span: &Span, caller: &Caller) {
+    match (&caller.identity, &caller.peer) {
+        (Some(identity), _) => span.record("user.id", identity.as_str()),
+        (None, Some(peer)) => span.record("client.address", peer.as_str()),
+        (None, None) => span,
+    };
+}
+
+/// The OpenTelemetry attribute that names what `method` is about, if one does: the tool
+/// (`gen_ai.tool.name`), the prompt (`gen_ai.prompt.name`) or the resource (`mcp.resource.uri`).
+/// The MCP conventions define none for a completed argument or a task id, so those are left out.
+fn target_field(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" => Some("gen_ai.tool.name"),
+        "prompts/get" => Some("gen_ai.prompt.name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("mcp.resource.uri"),
+        _ => None,
+    }
+}
+
+/// Records how a request ended: `outcome` (this library's own field: `ok`, `error`, or a
+/// [`CancelReason`] name), and for a failure the conventions' `error.type` (the JSON-RPC code, or
+/// why it ended unanswered), `rpc.response.status_code` (the code) and `otel.status_code`.
+fn record_end(span: &Span, outcome: &'static str, code: Option<i64>) {
+    span.record("outcome", outcome);
+    match code {
+        Some(code) => {
+            let code = code.to_string();
+            span.record("error.type", code.as_str());
+            span.record("rpc.response.status_code", code.as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+        // A suspended call answered `input_required`, which is not a failure.
+        None if outcome != "ok" && outcome != "suspended" => {
+            span.record("error.type", outcome);
+            span.record("otel.status_code", "ERROR");
+        }
+        None => {}
     }
 }
 
@@ -81,16 +116,17 @@ impl Traces {
             target: "mcp::session",
             parent: None,
             "session",
-            session = Empty,
-            caller = Empty,
-            transport = "stdio",
+            mcp.session.id = Empty,
+            user.id = Empty,
+            client.address = Empty,
+            network.transport = "pipe",
             close_reason = Empty,
             duration_us = Empty,
         );
         if span.is_disabled() {
             return None;
         }
-        span.record("caller", caller_name(caller));
+        record_caller(&span, caller);
         Some(span)
     }
 
@@ -103,7 +139,7 @@ impl Traces {
     ) {
         match opened {
             Ok(conn) => {
-                span.record("session", display(conn));
+                span.record("mcp.session.id", display(conn));
                 self.sessions.insert(conn, Open { span, started: now() });
             }
             Err(e) => {
@@ -132,10 +168,12 @@ impl Traces {
         session: Option<ConnId>,
         caller: &Arc<Caller>,
         request: &Request,
+        version: mcp_proto::ProtocolVersion,
         now: impl FnOnce() -> Instant,
     ) -> Option<Span> {
         let (method, name) = request.method();
         let span = self.request_span(method, Some(name), id, caller, session)?;
+        span.record("mcp.protocol.version", version.as_str());
         self.requests.insert(call, Open { span: span.clone(), started: now() });
         Some(span)
     }
@@ -152,32 +190,58 @@ impl Traces {
         caller: &Caller,
         session: Option<ConnId>,
     ) -> Option<Span> {
-        let parent = session.and_then(|s| self.sessions.get(&s)).and_then(|o| o.span.id());
+        let line = session.and_then(|s| self.sessions.get(&s));
         let span = tracing::info_span!(
             target: "mcp::request",
-            parent: parent,
+            parent: line.and_then(|o| o.span.id()),
             "request",
-            method,
-            name = Empty,
-            id = Empty,
-            caller = Empty,
-            session = Empty,
+            otel.name = Empty,
+            otel.kind = "server",
+            otel.status_code = Empty,
+            mcp.method.name = method,
+            gen_ai.operation.name = Empty,
+            gen_ai.tool.name = Empty,
+            gen_ai.prompt.name = Empty,
+            mcp.resource.uri = Empty,
+            jsonrpc.request.id = Empty,
+            mcp.protocol.version = Empty,
+            mcp.session.id = Empty,
+            user.id = Empty,
+            client.address = Empty,
+            // Requests of a line session come through a pipe; every other through HTTP.
+            network.transport = if line.is_some() { "pipe" } else { "tcp" },
             outcome = Empty,
-            error_code = Empty,
+            error.type = Empty,
+            rpc.response.status_code = Empty,
             duration_us = Empty,
         );
         if span.is_disabled() {
             return None;
         }
-        if let Some(name) = name {
-            span.record("name", name);
+        // `{method} {target}` where the target is a tool or prompt name (low cardinality); a
+        // resource URI is not, so a read is named by its method alone.
+        match (target_field(method), name) {
+            (Some(field), Some(name)) => {
+                span.record(field, name);
+                if field == "mcp.resource.uri" {
+                    span.record("otel.name", method);
+                } else {
+                    span.record("otel.name", format!("{method} {name}").as_str());
+                }
+            }
+            _ => {
+                span.record("otel.name", method);
+            }
+        }
+        if method == "tools/call" {
+            span.record("gen_ai.operation.name", "execute_tool");
         }
         if let Some(id) = id {
-            span.record("id", display(id));
+            span.record("jsonrpc.request.id", display(id));
         }
-        span.record("caller", caller_name(caller));
+        record_caller(&span, caller);
         if let Some(session) = session {
-            span.record("session", display(session));
+            span.record("mcp.session.id", display(session));
         }
         Some(span)
     }
@@ -189,13 +253,8 @@ impl Traces {
         }
         let Some(open) = self.requests.remove(&call) else { return };
         match answered {
-            Ok(Answered { error: None, .. }) => {
-                open.span.record("outcome", "ok");
-            }
-            Ok(Answered { error: Some(code), .. }) => {
-                open.span.record("outcome", "error");
-                open.span.record("error_code", code.code());
-            }
+            Ok(Answered { error: None, .. }) => record_end(&open.span, "ok", None),
+            Ok(Answered { error: Some(code), .. }) => record_end(&open.span, "error", Some(code.code())),
             // Ended before the handler answered; its span was closed then.
             Err(Stale) => return,
         }
@@ -209,6 +268,9 @@ impl Traces {
         reason: CancelReason,
         now: impl FnOnce() -> Instant,
     ) {
+        if let Some(open) = self.requests.get(&call) {
+            record_end(&open.span, reason.as_str(), None);
+        }
         end(&mut self.requests, &call, "outcome", reason.as_str(), now);
     }
 
@@ -222,12 +284,9 @@ impl Traces {
             return;
         };
         match rec.error_code {
-            None => span.record("outcome", "ok"),
-            Some(code) => {
-                span.record("outcome", "error");
-                span.record("error_code", code)
-            }
-        };
+            None => record_end(&span, "ok", None),
+            Some(code) => record_end(&span, "error", Some(code)),
+        }
         let open = Open { span, started };
         open.span.record("duration_us", open.duration_us(now));
     }

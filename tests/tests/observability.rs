@@ -84,7 +84,7 @@ impl Recorder {
             .spans("mcp::request")
             .into_iter()
             .map(|(_, s)| s)
-            .filter(|s| s.fields.get("id").map(String::as_str) == Some(id))
+            .filter(|s| s.fields.get("jsonrpc.request.id").map(String::as_str) == Some(id))
             .collect();
         assert_eq!(found.len(), 1, "one request span with id {id}: {found:#?}");
         found.into_iter().next().unwrap()
@@ -184,11 +184,11 @@ async fn request_and_session_spans_carry_their_fields_and_outcomes() {
     assert_eq!(sessions.len(), 1, "{sessions:#?}");
     let (session_span, session) = &sessions[0];
     assert_eq!(session.name, "session");
-    assert_eq!(session.fields["caller"], "alice");
-    assert_eq!(session.fields["transport"], "stdio");
+    assert_eq!(session.fields["user.id"], "alice");
+    assert_eq!(session.fields["network.transport"], "pipe");
     assert_eq!(session.fields["close_reason"], "EndOfInput");
     assert!(
-        session.fields["session"].starts_with('c') && session.fields["session"].contains('.'),
+        session.fields["mcp.session.id"].starts_with('c') && session.fields["mcp.session.id"].contains('.'),
         "{session:?}"
     );
     assert!(session.fields.contains_key("duration_us"));
@@ -198,7 +198,11 @@ async fn request_and_session_spans_carry_their_fields_and_outcomes() {
     assert_eq!(requests.len(), 6, "one span per request, initialize and ping too: {requests:#?}");
     for (id, method) in [("\"init\"", "initialize"), ("6", "ping")] {
         let r = recorder.request(id);
-        assert_eq!((r.fields["method"].as_str(), r.fields["outcome"].as_str()), (method, "ok"), "{r:?}");
+        assert_eq!(
+            (r.fields["mcp.method.name"].as_str(), r.fields["outcome"].as_str()),
+            (method, "ok"),
+            "{r:?}"
+        );
         assert_eq!(r.parent, Some(*session_span), "a child of its session: {r:?}");
         assert!(r.closed, "{r:?}");
     }
@@ -207,17 +211,43 @@ async fn request_and_session_spans_carry_their_fields_and_outcomes() {
     {
         let r = recorder.request(id);
         assert_eq!(r.name, "request");
-        assert_eq!(r.fields["method"], "tools/call", "{r:?}");
-        assert_eq!(r.fields["name"], name, "{r:?}");
-        assert_eq!(r.fields["caller"], "alice", "{r:?}");
-        assert_eq!(r.fields["session"], session.fields["session"], "{r:?}");
+        assert_eq!(r.fields["mcp.method.name"], "tools/call", "{r:?}");
+        assert_eq!(r.fields["gen_ai.tool.name"], name, "{r:?}");
+        assert_eq!(r.fields["user.id"], "alice", "{r:?}");
+        assert_eq!(r.fields["mcp.session.id"], session.fields["mcp.session.id"], "{r:?}");
         assert_eq!(r.fields["outcome"], outcome, "{r:?}");
         assert!(r.fields["duration_us"].parse::<u64>().is_ok(), "{r:?}");
         assert_eq!(r.parent, Some(*session_span), "a child of its session: {r:?}");
         assert!(r.closed, "{r:?}");
     }
-    assert_eq!(recorder.request("3").fields["error_code"], "-32050");
-    assert!(!recorder.request("2").fields.contains_key("error_code"));
+    assert_eq!(recorder.request("3").fields["rpc.response.status_code"], "-32050");
+    // The names OpenTelemetry's MCP conventions give, for tracing-opentelemetry to export as is.
+    let echo = recorder.request("2");
+    assert_eq!(echo.fields["otel.name"], "tools/call echo", "{echo:?}");
+    assert_eq!(echo.fields["otel.kind"], "server");
+    assert_eq!(echo.fields["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(echo.fields["mcp.protocol.version"], "2025-06-18");
+    assert_eq!(echo.fields["network.transport"], "pipe");
+    assert!(
+        !echo.fields.contains_key("error.type") && !echo.fields.contains_key("otel.status_code"),
+        "{echo:?}"
+    );
+    let quota = recorder.request("3");
+    assert_eq!(
+        (quota.fields["error.type"].as_str(), quota.fields["otel.status_code"].as_str()),
+        ("-32050", "ERROR")
+    );
+    for (id, why) in [("4", "cancelled"), ("5", "timed_out")] {
+        let r = recorder.request(id);
+        assert_eq!(
+            (r.fields["error.type"].as_str(), r.fields["otel.status_code"].as_str()),
+            (why, "ERROR"),
+            "{r:?}"
+        );
+        assert!(!r.fields.contains_key("rpc.response.status_code"), "{r:?}");
+    }
+    assert_eq!(recorder.request("6").fields["otel.name"], "ping");
+    assert!(!recorder.request("2").fields.contains_key("rpc.response.status_code"));
     // The timed-out call ran for its timeout at least.
     assert!(recorder.request("5").fields["duration_us"].parse::<u64>().unwrap() >= 200_000);
 }
@@ -247,7 +277,7 @@ async fn refusals_are_counted_by_reason() {
         .filter(|s| s.fields.get("close_reason").map(String::as_str) == Some("TooManyConnections"))
         .collect();
     assert_eq!(refused.len(), 1, "the refused connection's session span says why");
-    assert!(!refused[0].fields.contains_key("session"), "it never got a session");
+    assert!(!refused[0].fields.contains_key("mcp.session.id"), "it never got a session");
 
     first.send(&call(2, "hang")).await;
     assert_eq!(first.reply().await["error"]["message"], "request timed out");
@@ -308,13 +338,13 @@ async fn requests_the_engine_answers_get_request_spans() {
     ] {
         let r = recorder.request(id);
         assert_eq!(r.name, "request");
-        assert_eq!(r.fields["method"], method, "{r:?}");
-        assert_eq!(r.fields.get("name").map(String::as_str), name, "{r:?}");
-        assert_eq!(r.fields["caller"], "bob", "{r:?}");
-        assert_eq!(r.fields["session"], session.fields["session"], "{r:?}");
+        assert_eq!(r.fields["mcp.method.name"], method, "{r:?}");
+        assert_eq!(r.fields.get("gen_ai.tool.name").map(String::as_str), name, "{r:?}");
+        assert_eq!(r.fields["user.id"], "bob", "{r:?}");
+        assert_eq!(r.fields["mcp.session.id"], session.fields["mcp.session.id"], "{r:?}");
         assert_eq!(r.fields["outcome"], outcome, "{r:?}");
         assert_eq!(
-            r.fields.get("error_code").map(String::as_str),
+            r.fields.get("rpc.response.status_code").map(String::as_str),
             code.map(|c| c.to_string()).as_deref(),
             "{r:?}"
         );
@@ -376,16 +406,27 @@ fn http_requests_the_engine_answers_get_request_spans() {
     let init = recorder.request("1");
     let list = recorder.request("2");
     let lost = recorder.request("3");
-    assert_eq!((init.fields["method"].as_str(), init.fields["outcome"].as_str()), ("initialize", "ok"));
-    assert_eq!((list.fields["method"].as_str(), list.fields["outcome"].as_str()), ("tools/list", "ok"));
-    assert_eq!(init.fields["session"], list.fields["session"], "both in the legacy session");
-    assert_eq!(list.fields["caller"], "127.0.0.1", "the peer address stands in for an identity");
     assert_eq!(
-        (lost.fields["method"].as_str(), lost.fields["name"].as_str(), lost.fields["outcome"].as_str()),
+        (init.fields["mcp.method.name"].as_str(), init.fields["outcome"].as_str()),
+        ("initialize", "ok")
+    );
+    assert_eq!(
+        (list.fields["mcp.method.name"].as_str(), list.fields["outcome"].as_str()),
+        ("tools/list", "ok")
+    );
+    assert_eq!(init.fields["mcp.session.id"], list.fields["mcp.session.id"], "both in the legacy session");
+    assert_eq!(list.fields["client.address"], "127.0.0.1", "the peer address stands in for an identity");
+    assert_eq!(
+        (
+            lost.fields["mcp.method.name"].as_str(),
+            lost.fields["gen_ai.tool.name"].as_str(),
+            lost.fields["outcome"].as_str()
+        ),
         ("tools/call", "echo", "error")
     );
-    assert_eq!(lost.fields["error_code"], "-32001");
-    assert!(!lost.fields.contains_key("session"), "refused before it reached a session: {lost:?}");
+    assert_eq!(lost.fields["rpc.response.status_code"], "-32001");
+    assert!(!lost.fields.contains_key("mcp.session.id"), "refused before it reached a session: {lost:?}");
+    assert_eq!(list.fields["network.transport"], "tcp");
     assert_eq!(recorder.spans("mcp::request").len(), 3, "{:#?}", recorder.spans("mcp::request"));
 }
 
