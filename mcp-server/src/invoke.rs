@@ -97,8 +97,7 @@ impl Server {
         let call = inv.ticket.call();
         let id = st.engine.request_id(call);
         let session = st.engine.session_of(inv.conn);
-        let span =
-            st.traces.request_started(call, id, session, &inv.caller, &inv.request, inv.version, || rt.now());
+        let span = st.traces.request_started(call, id, session, &inv, || rt.now());
         let (ticket, fut) = self.run(inv);
         let fut = match span {
             Some(span) => Box::pin(tracing::Instrument::instrument(fut, span)),

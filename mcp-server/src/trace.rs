@@ -10,11 +10,10 @@
 //! [`Engine::complete`]: mcp_proto::Engine::complete
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use mcp_proto::{
-    Answered, AnsweredRequest, CallId, Caller, CancelReason, CloseReason, ConnId, Request, Stale,
+    Answered, AnsweredRequest, CallId, Caller, CancelReason, CloseReason, ConnId, Invocation, Stale,
 };
 use tracing::field::{debug, display, Empty};
 use tracing::Span;
@@ -161,19 +160,17 @@ impl Traces {
     /// A handler is about to run for `call`: starts its `mcp::request` span (a child of its
     /// session's span, when there is one) and returns it to instrument the handler with, or
     /// `None` when no subscriber wants it.
-    pub(crate) fn request_started(
+    pub(crate) fn request_started<H>(
         &mut self,
         call: CallId,
         id: Option<&mcp_proto::RequestId>,
         session: Option<ConnId>,
-        caller: &Arc<Caller>,
-        request: &Request,
-        version: mcp_proto::ProtocolVersion,
+        inv: &Invocation<H>,
         now: impl FnOnce() -> Instant,
     ) -> Option<Span> {
-        let (method, name) = request.method();
-        let span = self.request_span(method, Some(name), id, caller, session)?;
-        span.record("mcp.protocol.version", version.as_str());
+        let (method, name) = inv.request.method();
+        let span = self.request_span(method, Some(name), id, &inv.caller, session)?;
+        span.record("mcp.protocol.version", inv.version.as_str());
         self.requests.insert(call, Open { span: span.clone(), started: now() });
         Some(span)
     }
