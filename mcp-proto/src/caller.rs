@@ -85,9 +85,52 @@ impl Gate {
 
     /// Whether the gate admits `caller`; a panic is a refusal.
     pub fn allows(&self, caller: &Caller) -> bool {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)(caller))).unwrap_or(false)
+        self.try_allows(caller).unwrap_or(false)
+    }
+
+    /// Whether the gate admits `caller`, or the panic it raised instead: for a layer above the
+    /// engine that logs a gate's panics (the engine has no logger), typically by wrapping each
+    /// gate it is given in a [`Gate::new`] that calls this and refuses on `Err`, so that gates
+    /// still fail closed.
+    pub fn try_allows(&self, caller: &Caller) -> Result<bool, GatePanicked> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)(caller))).map_err(GatePanicked)
     }
 }
+
+/// A gate's panic, caught by [`Gate::try_allows`]: what it panicked with.
+pub struct GatePanicked(Box<dyn std::any::Any + Send>);
+
+impl GatePanicked {
+    /// The panic's message: the `&str` or `String` given to `panic!`, `None` for any other
+    /// payload (`std::panic::panic_any`). Raw: it may hold control characters, so a log should
+    /// escape it.
+    pub fn message(&self) -> Option<&str> {
+        let payload = &*self.0;
+        payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+    }
+
+    /// The panic's payload, as `std::panic::catch_unwind` returned it.
+    pub fn into_payload(self) -> Box<dyn std::any::Any + Send> {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for GatePanicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("GatePanicked").field(&self.message()).finish()
+    }
+}
+
+impl std::fmt::Display for GatePanicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.message() {
+            Some(m) => write!(f, "the gate panicked: {}", m.escape_debug()),
+            None => f.write_str("the gate panicked (non-string panic payload)"),
+        }
+    }
+}
+
+impl std::error::Error for GatePanicked {}
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -112,5 +155,18 @@ mod tests {
         let boom = Gate::new(|_| panic!("gate bug"));
         assert!(!boom.allows(&admin));
         assert!(admits(None, &Caller::anonymous()));
+    }
+
+    #[test]
+    fn try_allows_hands_over_the_panic_instead_of_refusing() {
+        let admin = Caller::identified("a").with_role("admin");
+        assert!(matches!(Gate::role("admin").try_allows(&admin), Ok(true)));
+        assert!(matches!(Gate::role("admin").try_allows(&Caller::anonymous()), Ok(false)));
+        let panicked = Gate::new(|c| panic!("no {}\n", c.binding())).try_allows(&admin).unwrap_err();
+        assert_eq!(panicked.message(), Some("no a\n"));
+        assert_eq!(panicked.to_string(), "the gate panicked: no a\\n", "control bytes escaped");
+        let odd = Gate::new(|_| std::panic::panic_any(7u8)).try_allows(&admin).unwrap_err();
+        assert_eq!(odd.message(), None);
+        assert_eq!(odd.into_payload().downcast_ref::<u8>(), Some(&7));
     }
 }

@@ -47,6 +47,11 @@ impl Extension {
         self
     }
 
+    /// The gate set with [`gate`](Self::gate), if any.
+    pub fn declared_gate(&self) -> Option<&Gate> {
+        self.gate.as_ref()
+    }
+
     /// The settings object, or why this extension cannot be declared.
     pub(crate) fn checked(&self) -> Result<&Map<String, Value>, RegistryError> {
         if !valid_id(&self.id) {

@@ -154,6 +154,11 @@ macro_rules! builder_fields {
             self
         }
 
+        /// The gate set with [`gate`](Self::gate), if any.
+        pub fn declared_gate(&self) -> Option<&$crate::caller::Gate> {
+            self.info.gate.as_ref()
+        }
+
         /// The OAuth scopes using the item needs, each a role of the caller (an access token's
         /// scopes become the roles of its [`Caller`](crate::Caller)). Default none. A caller the
         /// gate admits sees the item listed; calling, reading or getting it without every one

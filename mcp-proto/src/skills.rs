@@ -174,6 +174,11 @@ impl Skill {
         self
     }
 
+    /// The gate set with [`gate`](Self::gate), if any.
+    pub fn declared_gate(&self) -> Option<&Gate> {
+        self.gate.as_ref()
+    }
+
     /// How 2026-07-28 clients may cache `skills/get` and reads of this skill's files. Default
     /// [`CacheHint::private`] (private, TTL 0). The engine narrows it as for resources (see
     /// [`CacheHint`]).
