@@ -9,6 +9,7 @@ use mcp_proto::{RegistryError, ResourceContents, Tool};
 
 use crate::builder::{tool_item, Item, ServerBuilder};
 use crate::handler::{resource_fn, tool_fn, Handler, IntoToolResult, ReadResource, ToolCall};
+use crate::panics::Gated;
 use crate::server::Server;
 
 /// The read handler of `app`: its HTML, as contents that inherit the app's media type and
@@ -110,7 +111,7 @@ impl Server {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolResult + 'static,
     {
-        let tool = crate::handler::with_output::<R>(linked(&app, tool))?;
+        let tool = crate::handler::with_output::<R>(linked(&app, tool))?.observed();
         let uri = app.uri().to_owned();
         let name = tool.name().to_owned();
         let handler = app_handler(&app);

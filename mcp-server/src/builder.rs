@@ -19,6 +19,7 @@ use crate::handler::{
     typed_tool, typed_tool_fn, Complete, GetPrompt, Handler, HandlerKind, IntoToolResult, ReadResource,
     ToolCall,
 };
+use crate::panics::{self, Gated};
 use crate::server::Server;
 use crate::tasks::TaskStore;
 
@@ -362,6 +363,13 @@ impl ServerBuilder {
     }
 
     /// Sets the server-wide gate over the data methods.
+    ///
+    /// Every gate the server is given, this one and those of its items (tools, resources,
+    /// templates, prompts, extensions, skills), is watched: a gate that panics refuses the
+    /// caller, and the server logs a `tracing` error naming the item (`gate`: `"server"`,
+    /// `"tool <name>"`, `"prompt <name>"`, ...), the caller's binding, the panic's message
+    /// with control characters escaped and, as for a panicking handler, its stack where
+    /// available (see [`build`](Self::build)).
     pub fn gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));
         self
@@ -371,6 +379,20 @@ impl ServerBuilder {
     /// [`MAX_IDENTITY_BYTES`](mcp_proto::MAX_IDENTITY_BYTES) ([`BuildError::Identity`]) and the
     /// first item that cannot be registered. Unless [`keys`](Self::keys) gave one, the cursor key
     /// is drawn from the operating system.
+    ///
+    /// # Panics of handlers and gates
+    ///
+    /// A handler (or gate) that panics is caught: the client gets the generic internal error
+    /// (a gate: a refusal), and the server logs a `tracing` error with the handler, the panic's
+    /// message with control characters escaped and, where available, a `backtrace` field.
+    /// Run with `RUST_BACKTRACE=1` (or `RUST_LIB_BACKTRACE=1`) to get the stack.
+    ///
+    /// The stack has to be taken where the panic happens, so the first server built (here or
+    /// with [`Server::from_config`]) installs a panic hook, once per process. It chains to the
+    /// hook installed before it, which still runs for every panic, so what a panic prints is
+    /// unchanged; it records a stack only for panics inside this server's handler and gate
+    /// calls. A hook the application installs after it replaces it (unless that one chains
+    /// too): panics are then still caught and logged, without their stack.
     pub fn build(mut self) -> Result<Server, BuildError> {
         self.config.server_info.check().map_err(BuildError::Identity)?;
         if !self.keys_set {
@@ -411,17 +433,17 @@ impl ServerBuilder {
                         if envelopes {
                             warn_unwrappable(&t);
                         }
-                        reg.add_tool(*t, h)
+                        reg.add_tool(t.observed(), h)
                     }
-                    Item::Resource(r, h) => reg.add_resource(r, h),
-                    Item::Template(t, h, c) => reg.add_template(t, h, c),
-                    Item::Prompt(p, h, c) => reg.add_prompt(p, h, c),
-                    Item::Extension(e) => reg.add_extension(e),
+                    Item::Resource(r, h) => reg.add_resource(r.observed(), h),
+                    Item::Template(t, h, c) => reg.add_template(t.observed(), h, c),
+                    Item::Prompt(p, h, c) => reg.add_prompt(p.observed(), h, c),
+                    Item::Extension(e) => reg.add_extension(e.observed()),
                     Item::App(app) => ServerBuilder::register_app(&mut reg, app, false),
                     Item::Shell(app) => ServerBuilder::register_app(&mut reg, app, true),
-                    Item::Skill(s) => reg.add_skill(s),
+                    Item::Skill(s) => reg.add_skill(s.observed()),
                     Item::Gate(g) => {
-                        reg.set_gate(Some(g));
+                        reg.set_gate(Some(panics::observed_gate(&g, "server".to_owned())));
                         Ok(())
                     }
                     Item::Refused(e) => Err(e),

@@ -544,7 +544,9 @@ async fn run_blocking<T: Send + 'static>(
     let running = Running::start(server.shared.blocking.clone());
     let job: Box<dyn FnOnce() + Send> = Box::new(move || {
         let _running = running;
-        let _ = tx.try_send(std::panic::catch_unwind(AssertUnwindSafe(f)));
+        // The stack is taken on this thread and goes with the panic to the handler's task.
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| crate::panics::watched(f)));
+        let _ = tx.try_send(ran.map_err(|panic| (panic, crate::panics::take_backtrace())));
     });
     let done = match server.shared.rt.get() {
         Some(rt) => rt.spawn_blocking(job),
@@ -553,7 +555,10 @@ async fn run_blocking<T: Send + 'static>(
     done.await;
     match rx.recv().await {
         Ok(Ok(result)) => result,
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Ok(Err((panic, backtrace))) => {
+            crate::panics::stash_backtrace(backtrace);
+            std::panic::resume_unwind(panic)
+        }
         // The job was dropped unrun: its runtime is shutting down, or no thread could be made.
         Err(_) => Err(HandlerError::Panicked),
     }

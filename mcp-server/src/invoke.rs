@@ -17,6 +17,7 @@ use crate::handler::{
     BoxFuture, Complete, GetPrompt, Handler, HandlerKind, ReadResource, RequestContext, ToolCall,
 };
 use crate::runtime::{sleep_until, Runtime};
+use crate::panics;
 use crate::server::Server;
 
 impl Server {
@@ -175,14 +176,23 @@ pub(crate) fn guarded<T: Send + 'static>(
 ) -> BoxFuture<Reply> {
     Box::pin(async move {
         // Called here, on the handler's task: even the synchronous part of a handler never
-        // runs on the driver.
-        let started = std::panic::catch_unwind(AssertUnwindSafe(start));
+        // runs on the driver. Every poll is watched, so that a panic leaves its stack.
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| panics::watched(start)));
         let result = match started {
-            Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
+            Ok(mut fut) => {
+                let watched = std::future::poll_fn(move |cx| panics::watched(|| fut.as_mut().poll(cx)));
+                AssertUnwindSafe(watched).catch_unwind().await
+            }
             Err(panic) => Err(panic),
         };
         let result = result.unwrap_or_else(|panic| {
-            tracing::error!(handler = what, panic = panic_text(&*panic), "handler panicked");
+            let backtrace = panics::take_backtrace();
+            tracing::error!(
+                handler = what,
+                panic = %panics::scrub(panic_text(&*panic)),
+                backtrace = backtrace.as_ref().map(tracing::field::display),
+                "handler panicked"
+            );
             Err(HandlerError::Panicked)
         });
         match &result {

@@ -78,6 +78,7 @@ mod handler;
 #[cfg(feature = "http")]
 mod http;
 mod invoke;
+mod panics;
 mod runtime;
 mod server;
 mod skills;

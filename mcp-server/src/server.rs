@@ -25,6 +25,7 @@ use crate::handler::{
     HandlerKind, IntoToolResult, ReadResource, RequestContext, ToolCall, ToolResult,
 };
 use crate::invoke::guarded;
+use crate::panics::Gated;
 use crate::runtime::{clock, sleep_until, unix_ms, Runtime};
 use crate::status::HttpCounters;
 use crate::{tasks, trace};
@@ -104,7 +105,11 @@ impl Server {
     /// unlike [`ServerBuilder::build`](crate::ServerBuilder::build), this does not refuse an
     /// identity over [`MAX_IDENTITY_BYTES`](mcp_proto::MAX_IDENTITY_BYTES); run
     /// [`Implementation::check`](mcp_proto::Implementation::check) first.
+    ///
+    /// Installs the panic hook that gives a panicking handler's log its stack (see
+    /// [`ServerBuilder::build`](crate::ServerBuilder::build)).
     pub fn from_config(mut config: Config) -> Self {
+        crate::panics::install_hook();
         if config.unix_ms_at_start == 0 {
             config.unix_ms_at_start = unix_ms();
         }
@@ -193,7 +198,7 @@ impl Server {
         R: IntoToolResult + 'static,
     {
         let tool = handler::with_output::<R>(tool)?;
-        self.add_tool_item(tool, tool_fn(f))
+        self.add_tool_item(tool.observed(), tool_fn(f))
     }
 
     /// Registers a typed tool, at any time.
@@ -210,7 +215,7 @@ impl Server {
         R: IntoToolResult + 'static,
     {
         let tool = handler::with_output::<R>(typed_tool::<A>(name, description))?;
-        self.add_tool_item(tool, typed_tool_fn(f))
+        self.add_tool_item(tool.observed(), typed_tool_fn(f))
     }
 
     /// Registers a tool served by a blocking closure, at any time (see
@@ -221,7 +226,7 @@ impl Server {
         R: IntoToolResult + 'static,
     {
         let tool = handler::with_output::<R>(tool)?;
-        self.add_tool_item(tool, blocking_tool_fn(f))
+        self.add_tool_item(tool.observed(), blocking_tool_fn(f))
     }
 
     /// Unregisters a tool; whether it was registered.
@@ -235,6 +240,7 @@ impl Server {
         F: Fn(ReadResource) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Vec<ResourceContents>, HandlerError>> + Send + 'static,
     {
+        let resource = resource.observed();
         let handler = resource_fn(f);
         let uri = resource.uri().to_owned();
         self.add_item(
@@ -256,6 +262,7 @@ impl Server {
         F: Fn(GetPrompt) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<PromptOutput, HandlerError>> + Send + 'static,
     {
+        let prompt = prompt.observed();
         let handler = prompt_fn(f);
         let name = prompt.name().to_owned();
         self.add_item(

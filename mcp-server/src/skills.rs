@@ -35,6 +35,7 @@ impl Server {
     /// Registers a skill at any time (as [`ServerBuilder::skill`]); clients listening for
     /// resource list changes are told, since its files are resources.
     pub fn add_skill(&self, skill: Skill) -> Result<(), RegistryError> {
+        let skill = crate::panics::Gated::observed(skill);
         let uri = skill.uri();
         self.add_item(
             |r| r.add_skill(skill.clone()),
