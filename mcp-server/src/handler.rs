@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -38,6 +39,9 @@ pub struct RequestContext {
     pub(crate) server: Server,
     /// What the client declared under `capabilities.extensions`.
     pub(crate) client_extensions: Arc<Map<String, Value>>,
+    /// Whether this invocation logged its progress diagnostic: shared by the context's clones,
+    /// so that it is one per invocation however the handler hands its context around.
+    pub(crate) progress_told: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -94,13 +98,36 @@ impl RequestContext {
 
     /// Reports progress to the client, if it asked for progress (see
     /// [`Engine::progress`](mcp_proto::Engine::progress) for the rules: increasing values, at most
-    /// one update per interval, nothing after the response). Returns what became of it.
+    /// one update per interval, nothing after the response). Returns what became of it: a
+    /// value that is not finite, and a report after the call ended, are
+    /// [`NoToken`](ProgressOutcome::NoToken), as nothing can carry them.
+    ///
+    /// The first report of an invocation that is not sent is also logged, once: a `tracing`
+    /// debug event `"progress not delivered"` (target `mcp_server`, inside the request's
+    /// `mcp::request` span) whose `code` says why: `no_token`, `too_soon`, `not_increasing`,
+    /// `too_large`, `dropped`, `not_finite` or `call_ended`. It never holds the token, the
+    /// values or the message; later undelivered reports of the invocation log nothing more,
+    /// and a report that is sent logs nothing. Each round of a 2026-07-28 multi-round call is
+    /// an invocation of its own, with its own diagnostic; a call that became a task stays
+    /// one. An in-process call ([`Server::call_tool_as`]) has no client to report to and logs
+    /// nothing.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> ProgressOutcome {
         let number = |v: f64| serde_json::Number::from_f64(v);
-        match (self.call, number(progress)) {
-            (Some(call), Some(p)) => self.server.progress(call, p, total.and_then(number), message),
-            _ => ProgressOutcome::NoToken,
+        let Some(call) = self.call else { return ProgressOutcome::NoToken };
+        let (outcome, code) = match number(progress) {
+            Some(p) => match self.server.progress(call, p, total.and_then(number), message) {
+                Ok(outcome) => (outcome, undelivered(outcome)),
+                // The call already ended; nothing more goes out for it.
+                Err(mcp_proto::Stale) => (ProgressOutcome::NoToken, Some("call_ended")),
+            },
+            None => (ProgressOutcome::NoToken, Some("not_finite")),
+        };
+        if let Some(code) = code {
+            if !self.progress_told.swap(true, Ordering::Relaxed) {
+                tracing::debug!(code, "progress not delivered");
+            }
         }
+        outcome
     }
 
     /// Asks the client for input, each request under a key, and returns the answers by key,
@@ -176,6 +203,20 @@ impl RequestContext {
     pub fn sleep(&self, duration: std::time::Duration) -> BoxFuture<()> {
         self.server.sleep(duration)
     }
+}
+
+/// Why a progress report was not sent, for its diagnostic; `None` when it was.
+fn undelivered(outcome: ProgressOutcome) -> Option<&'static str> {
+    Some(match outcome {
+        ProgressOutcome::Sent => return None,
+        ProgressOutcome::NoToken => "no_token",
+        ProgressOutcome::TooSoon => "too_soon",
+        ProgressOutcome::NotIncreasing => "not_increasing",
+        ProgressOutcome::TooLarge => "too_large",
+        ProgressOutcome::Dropped => "dropped",
+        // A reason the engine gained later; the diagnostic still says one was not sent.
+        _ => "not_sent",
+    })
 }
 
 /// A `tools/call` as its handler sees it.

@@ -27,13 +27,12 @@ impl Server {
         progress: serde_json::Number,
         total: Option<serde_json::Number>,
         message: Option<&str>,
-    ) -> mcp_proto::ProgressOutcome {
+    ) -> Result<mcp_proto::ProgressOutcome, mcp_proto::Stale> {
         let mut st = self.lock();
         let now = self.now();
         let outcome = st.engine.progress(now, call, progress, total, message);
         self.release(st);
-        // Stale: the call already ended; nothing more goes out for it.
-        outcome.unwrap_or(mcp_proto::ProgressOutcome::NoToken)
+        outcome
     }
 
     pub(crate) fn sleep(&self, duration: Duration) -> BoxFuture<()> {
@@ -133,6 +132,7 @@ impl Server {
             call: Some(ticket.call()),
             server: self.clone(),
             client_extensions: Arc::new(client_extensions),
+            progress_told: Arc::default(),
         };
         let fut: BoxFuture<Reply> = match (handler.0, request) {
             (HandlerKind::Tool(f), Request::CallTool { name, arguments }) => {

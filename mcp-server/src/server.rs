@@ -313,6 +313,7 @@ impl Server {
             call: None,
             server: self.clone(),
             client_extensions: Arc::default(),
+            progress_told: Arc::default(),
         };
         let call = ToolCall { name: name.to_owned(), arguments, ctx };
         let reply = guarded(format!("tool {name}"), move || f(call), Reply::Tool).await;
