@@ -223,25 +223,32 @@ fn explode_in_handler(shim: Shim) -> ToolOutput {
 fn handler_panic_stack(shim: Shim) -> Outcome {
     process();
     let tool = format!("explodes-{shim:?}");
+    // A blocking tool panics on a thread of the blocking pool, not on the handler's task.
+    let blocking = format!("explodes-blocking-{shim:?}");
+    let schema = json!({"type": "object"});
     let server = Server::builder("diagnostics", "1")
-        .tool(Tool::new(&tool, "Panics", json!({"type": "object"})), move |_: ToolCall| async move {
+        .tool(Tool::new(&tool, "Panics", schema.clone()), move |_: ToolCall| async move {
+            explode_in_handler(shim)
+        })
+        .blocking_tool(Tool::new(&blocking, "Panics while blocking", schema), move |_: ToolCall| {
             explode_in_handler(shim)
         })
         .build()
         .map_err(|e| e.to_string())?;
     let addr = serve(shim, server, HttpConfig::default());
-    let (v, _) = answer(addr, &call(1, &tool, None))?;
-    ensure(v["error"]["code"] == -32603, || v.to_string())?;
-
-    let handler = format!("tool {tool}");
-    let logged = events("handler panicked", |e| e.fields.get("handler") == Some(&handler));
-    ensure(logged.len() == 1, || format!("{logged:#?}"))?;
-    let backtrace = logged[0].fields.get("backtrace").cloned().unwrap_or_default();
-    ensure(backtrace.contains("explode_in_handler"), || format!("no stack of the panic: {:#?}", logged[0]))?;
-    let message = format!("handler bug on {shim:?}");
-    ensure(logged[0].fields["panic"] == message, || format!("{:#?}", logged[0]))?;
+    for (id, name) in [(1, &tool), (2, &blocking)] {
+        let (v, _) = answer(addr, &call(id, name, None))?;
+        ensure(v["error"]["code"] == -32603, || v.to_string())?;
+        let handler = format!("tool {name}");
+        let logged = events("handler panicked", |e| e.fields.get("handler") == Some(&handler));
+        ensure(logged.len() == 1, || format!("{logged:#?}"))?;
+        let backtrace = logged[0].fields.get("backtrace").cloned().unwrap_or_default();
+        ensure(backtrace.contains("explode_in_handler"), || format!("no stack of the panic: {:#?}", logged[0]))?;
+        ensure(logged[0].fields["panic"] == format!("handler bug on {shim:?}"), || format!("{:#?}", logged[0]))?;
+    }
     let hooked = process().hooked.lock().unwrap().clone();
-    ensure(hooked.contains(&message), || format!("the application's own hook did not run: {hooked:?}"))
+    let ran = hooked.iter().filter(|m| **m == format!("handler bug on {shim:?}")).count();
+    ensure(ran == 2, || format!("the application's own hook did not run for each panic: {hooked:?}"))
 }
 
 #[test]
