@@ -106,7 +106,10 @@ impl GatePanicked {
     /// escape it.
     pub fn message(&self) -> Option<&str> {
         let payload = &*self.0;
-        payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
     }
 
     /// The panic's payload, as `std::panic::catch_unwind` returned it.

@@ -16,8 +16,8 @@ use crate::driver::State;
 use crate::handler::{
     BoxFuture, Complete, GetPrompt, Handler, HandlerKind, ReadResource, RequestContext, ToolCall,
 };
-use crate::runtime::{sleep_until, Runtime};
 use crate::panics;
+use crate::runtime::{sleep_until, Runtime};
 use crate::server::Server;
 
 impl Server {

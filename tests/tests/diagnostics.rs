@@ -243,8 +243,12 @@ fn handler_panic_stack(shim: Shim) -> Outcome {
         let logged = events("handler panicked", |e| e.fields.get("handler") == Some(&handler));
         ensure(logged.len() == 1, || format!("{logged:#?}"))?;
         let backtrace = logged[0].fields.get("backtrace").cloned().unwrap_or_default();
-        ensure(backtrace.contains("explode_in_handler"), || format!("no stack of the panic: {:#?}", logged[0]))?;
-        ensure(logged[0].fields["panic"] == format!("handler bug on {shim:?}"), || format!("{:#?}", logged[0]))?;
+        ensure(backtrace.contains("explode_in_handler"), || {
+            format!("no stack of the panic: {:#?}", logged[0])
+        })?;
+        ensure(logged[0].fields["panic"] == format!("handler bug on {shim:?}"), || {
+            format!("{:#?}", logged[0])
+        })?;
     }
     let hooked = process().hooked.lock().unwrap().clone();
     let ran = hooked.iter().filter(|m| **m == format!("handler bug on {shim:?}")).count();
