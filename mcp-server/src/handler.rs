@@ -103,11 +103,12 @@ impl RequestContext {
     /// [`NoToken`](ProgressOutcome::NoToken), as nothing can carry them.
     ///
     /// The first report of an invocation that is not sent is also logged, once: a `tracing`
-    /// debug event `"progress not delivered"` (target `mcp_server`, inside the request's
-    /// `mcp::request` span) whose `code` says why: `no_token`, `too_soon`, `not_increasing`,
-    /// `too_large`, `dropped`, `not_finite` or `call_ended`. It never holds the token, the
-    /// values or the message; later undelivered reports of the invocation log nothing more,
-    /// and a report that is sent logs nothing. Each round of a 2026-07-28 multi-round call is
+    /// debug event `"progress not delivered"` (target `mcp_server::handler`, inside the
+    /// request's `mcp::request` span) whose `code` says why: `no_token`, `too_soon`,
+    /// `not_increasing`, `too_large`, `dropped`, `not_finite`, `call_ended` (or `not_sent`,
+    /// for a reason this version does not know). It never holds the token, the values or the
+    /// message; later undelivered reports of the invocation log nothing more, and a report
+    /// that is sent logs nothing. Each round of a 2026-07-28 multi-round call is
     /// an invocation of its own, with its own diagnostic; a call that became a task stays
     /// one. An in-process call ([`Server::call_tool_as`]) has no client to report to and logs
     /// nothing.
