@@ -172,10 +172,16 @@ fn progress_diagnostics(shim: Shim) -> Outcome {
     let quiet = format!("quiet-{shim:?}");
     let paced = format!("paced-{shim:?}");
     let once = format!("once-{shim:?}");
+    let nan = format!("nan-{shim:?}");
     let mut builder = Server::builder("diagnostics", "1")
         .tool(Tool::new(&quiet, "Reports three times", schema.clone()), reporter(3))
         .tool(Tool::new(&paced, "Reports three times", schema.clone()), reporter(3))
-        .tool(Tool::new(&once, "Reports once", schema), reporter(1));
+        .tool(Tool::new(&once, "Reports once", schema.clone()), reporter(1))
+        .tool(Tool::new(&nan, "Reports no number", schema), |call: ToolCall| {
+            let outcome =
+                (call.ctx.progress(f64::NAN, None, None), call.ctx.progress(f64::INFINITY, None, None));
+            std::future::ready(ToolOutput::text(format!("{outcome:?}")))
+        });
     // So long that the second report of a call is always too soon, however slow the machine.
     builder.config_mut().limits.progress_interval(std::time::Duration::from_secs(3600));
     let addr = serve(shim, builder.build().map_err(|e| e.to_string())?, HttpConfig::default());
@@ -203,8 +209,14 @@ fn progress_diagnostics(shim: Shim) -> Outcome {
     answer(addr, &call(3, &quiet, None))?;
     ensure(diagnostics(&quiet).len() == 2, || format!("{:#?}", diagnostics(&quiet)))?;
 
+    // Not a number, though the token is there: said so, once.
+    let (v, _) = answer(addr, &call(4, &nan, Some(&token)))?;
+    ensure(text(&v) == "(NoToken, NoToken)", || v.to_string())?;
+    let told = diagnostics(&nan);
+    ensure(told.len() == 1 && told[0].fields["code"] == "not_finite", || format!("{told:#?}"))?;
+
     // Delivered: nothing logged.
-    let (v, progress) = answer(addr, &call(4, &once, Some(&token)))?;
+    let (v, progress) = answer(addr, &call(5, &once, Some(&token)))?;
     ensure(text(&v) == "Sent" && progress.len() == 1, || format!("{v} after {progress:?}"))?;
     ensure(diagnostics(&once).is_empty(), || format!("{:#?}", diagnostics(&once)))
 }
