@@ -108,9 +108,9 @@ impl RequestContext {
     /// `not_increasing`, `too_large`, `dropped`, `not_finite`, `call_ended` (or `not_sent`,
     /// for a reason this version does not know). It never holds the token, the values or the
     /// message; later undelivered reports of the invocation log nothing more, and a report
-    /// that is sent logs nothing. Each round of a 2026-07-28 multi-round call is
-    /// an invocation of its own, with its own diagnostic; a call that became a task stays
-    /// one. An in-process call ([`Server::call_tool_as`]) has no client to report to and logs
+    /// that is sent logs nothing. Each round of a 2026-07-28 multi-round call is an
+    /// invocation of its own, with its own diagnostic; a call that became a task stays one.
+    /// An in-process call ([`Server::call_tool_as`]) has no client to report to and logs
     /// nothing.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) -> ProgressOutcome {
         let number = |v: f64| serde_json::Number::from_f64(v);
