@@ -187,7 +187,7 @@ fn progress_diagnostics(shim: Shim) -> Outcome {
     let addr = serve(shim, builder.build().map_err(|e| e.to_string())?, HttpConfig::default());
     let diagnostics = |tool: &str| {
         let tool = tool.to_owned();
-        events("progress not delivered", move |e| e.spans.get("name") == Some(&tool))
+        events("progress not delivered", move |e| e.spans.get("gen_ai.tool.name") == Some(&tool))
     };
 
     // No token: all three undelivered, one diagnostic.
