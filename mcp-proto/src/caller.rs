@@ -141,6 +141,40 @@ impl std::fmt::Debug for Gate {
     }
 }
 
+/// The application's re-check of a held stream's caller: given the [`Caller`] the stream was
+/// opened as (or the last re-check returned), its current form, or `None` when it is gone (a
+/// revoked session, a withdrawn token).
+///
+/// Held streams (a legacy session's `GET` stream, a `subscriptions/listen` stream, an SSE
+/// response kept open for a call) outlive the request that resolved their caller; without a
+/// re-check, what a stream is sent is decided against that caller for as long as its connection
+/// lasts. With one, the engine re-resolves the caller before it delivers anything to such a
+/// stream (see [`RegistryMut::set_recheck`](crate::engine::RegistryMut::set_recheck)).
+///
+/// Like a [`Gate`] it runs inside the engine, so it must be quick and must not block: look the
+/// caller up in memory the application keeps current, do not call out. A re-check that panics
+/// counts as `None`: re-checks fail closed, and only the stream it was about is closed.
+#[derive(Clone)]
+pub struct Recheck(std::sync::Arc<dyn Fn(&Caller) -> Option<Caller> + Send + Sync>);
+
+impl Recheck {
+    /// A re-check from any function of the stored caller.
+    pub fn new(f: impl Fn(&Caller) -> Option<Caller> + Send + Sync + 'static) -> Self {
+        Recheck(std::sync::Arc::new(f))
+    }
+
+    /// The current form of `caller`, or `None` when it is gone; a panic is `None`.
+    pub fn current(&self, caller: &Caller) -> Option<Caller> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.0)(caller))).unwrap_or(None)
+    }
+}
+
+impl std::fmt::Debug for Recheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recheck")
+    }
+}
+
 /// Whether an optional gate admits `caller`.
 pub(crate) fn admits(gate: Option<&Gate>, caller: &Caller) -> bool {
     gate.is_none_or(|g| g.allows(caller))
@@ -171,5 +205,14 @@ mod tests {
         let odd = Gate::new(|_| std::panic::panic_any(7u8)).try_allows(&admin).unwrap_err();
         assert_eq!(odd.message(), None);
         assert_eq!(odd.into_payload().downcast_ref::<u8>(), Some(&7));
+    }
+
+    #[test]
+    fn rechecks_fail_closed() {
+        let alice = Caller::identified("alice");
+        let promote = Recheck::new(|c| Some(c.clone().with_role("admin")));
+        assert_eq!(promote.current(&alice), Some(alice.clone().with_role("admin")));
+        assert_eq!(Recheck::new(|_| None).current(&alice), None);
+        assert_eq!(Recheck::new(|_| panic!("re-check bug")).current(&alice), None);
     }
 }

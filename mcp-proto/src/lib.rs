@@ -121,7 +121,7 @@ pub mod wrap;
 
 pub use apps::{App, AppCsp, AppError, AppPermissions, Visibility};
 pub use blame::{Blame, Bound, Era};
-pub use caller::{Caller, Gate, GatePanicked};
+pub use caller::{Caller, Gate, GatePanicked, Recheck};
 pub use content::{
     Completion, Content, HandlerError, PromptMessage, PromptOutput, ResourceBody, ResourceContents,
     ResourceLink, Role, ToolFailure, ToolOutput,

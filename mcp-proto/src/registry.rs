@@ -298,6 +298,9 @@ pub(crate) struct Registry<H> {
     pub(crate) skill_dirs: BTreeMap<String, String>,
     /// The server-wide gate over the data methods.
     pub(crate) gate: Option<Gate>,
+    /// Re-resolves a held stream's caller before each delivery to it
+    /// ([`crate::engine::RegistryMut::set_recheck`]).
+    pub(crate) recheck: Option<crate::caller::Recheck>,
     /// Declared extensions, by id: the order `capabilities.extensions` lists them in.
     pub(crate) extensions: BTreeMap<String, crate::extensions::Extension>,
     /// The tools' search index, kept only where something searches (compact publication).
@@ -320,6 +323,7 @@ impl<H> Default for Registry<H> {
             skills: Catalogue::default(),
             skill_dirs: BTreeMap::new(),
             gate: None,
+            recheck: None,
             extensions: BTreeMap::new(),
             search: None,
             apps: Apps::default(),

@@ -146,6 +146,9 @@ struct Conn {
     pending: state::subscriptions::Pending,
     /// Its shim reports what its writer takes ([`Engine::pace`]): what is still queued.
     backlog: Option<transport::backlog::Backlog>,
+    /// The input (`Engine::inputs`) in which the application's re-check last confirmed
+    /// `caller`: it is asked once per input, however many deliveries the input makes.
+    rechecked: Option<u64>,
 }
 
 /// How one request will be answered.
@@ -216,6 +219,8 @@ pub struct Engine<H> {
     /// Sessions and running tasks begun or ended, for a cluster's directory
     /// ([`Output::Holding`](crate::engine::Output::Holding)).
     holdings: replica::holdings::Holdings,
+    /// Inputs taken so far: what a held stream's re-check said holds for the rest of its input.
+    inputs: u64,
 }
 
 impl<H: Clone> Engine<H> {
@@ -250,6 +255,7 @@ impl<H: Clone> Engine<H> {
             outbox: replica::changes::Outbox::default(),
             shared: replica::shared_ledger::Shared::default(),
             holdings: replica::holdings::Holdings::default(),
+            inputs: 0,
         }
     }
 
@@ -273,6 +279,7 @@ impl<H: Clone> Engine<H> {
              that raised notifications"
         );
         self.clock = self.clock.max(now);
+        self.inputs = self.inputs.wrapping_add(1);
     }
 
     /// The configuration.
@@ -316,6 +323,7 @@ impl<H: Clone> Engine<H> {
             listens: Vec::new(),
             pending: state::subscriptions::Pending::default(),
             backlog: None,
+            rechecked: None,
         }))
     }
 

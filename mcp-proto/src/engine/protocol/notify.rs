@@ -178,8 +178,30 @@ fn owed_notes(c: &crate::engine::Conn, pending: &Pending) -> Vec<(Owed, Vec<u8>)
 impl<H: Clone> Engine<H> {
     /// A list changed: every connection the item's gate admits is owed a notification.
     pub(in crate::engine) fn tell_changed(&mut self, list: List, gate: Option<&Gate>) {
+        // An ungated change is owed to everyone: whether a stream may still hear it is decided
+        // at delivery, re-check and all.
+        if gate.is_some() && self.rechecks() {
+            return self.tell_changed_rechecked(list, gate);
+        }
         for (_, c) in self.conns.iter_mut() {
             if admits(gate, &c.caller) {
+                self.notes.owe_list(&mut c.pending, list);
+            }
+        }
+    }
+
+    /// [`tell_changed`](Self::tell_changed) for a gated item under a re-check: the item's gate
+    /// decides against the current caller of the stream the change would go to, so a role
+    /// withdrawn since the stream opened hides the item's change from it.
+    fn tell_changed_rechecked(&mut self, list: List, gate: Option<&Gate>) {
+        let keys: Vec<Key> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            let stream = self.held_stream(ConnId(key)).filter(|_| self.wants_list(key, list));
+            let admitted = match stream {
+                Some(stream) => self.rechecked(stream).is_some_and(|caller| admits(gate, &caller)),
+                None => self.conns.get(key).is_some_and(|c| admits(gate, &c.caller)),
+            };
+            if let Some(c) = self.conns.get_mut(key).filter(|_| admitted) {
                 self.notes.owe_list(&mut c.pending, list);
             }
         }
@@ -211,6 +233,14 @@ impl<H: Clone> Engine<H> {
                 continue;
             }
             let caller = c.caller.clone();
+            let stream = if self.rechecks() { self.held_stream(ConnId(key)) } else { None };
+            let caller = match stream {
+                Some(stream) => match self.rechecked(stream) {
+                    Some(current) => current,
+                    None => continue,
+                },
+                None => caller,
+            };
             if self.resolve(&caller, uri).is_none() {
                 continue;
             }
@@ -239,11 +269,19 @@ impl<H: Clone> Engine<H> {
             let conn = ConnId(key);
             // Kept, coalesced, until a legacy session opens a stream to carry them.
             let Some(dest) = self.route(conn) else { continue };
+            let stream = if self.rechecks() { self.held_stream(conn) } else { None };
             let Some(c) = self.conns.get_mut(key) else { continue };
             let pending = std::mem::take(&mut c.pending);
-            if !admits(server_gate.as_ref(), &c.caller) {
+            let admitted = match stream {
+                // Re-resolved before anything is written: a caller that is gone is told nothing,
+                // and its stream is closed.
+                Some(stream) => self.rechecked(stream).is_some_and(|caller| admits(server_gate.as_ref(), &caller)),
+                None => admits(server_gate.as_ref(), &c.caller),
+            };
+            if !admitted {
                 continue;
             }
+            let Some(c) = self.conns.get(key) else { continue };
             let notes = owed_notes(c, &pending);
             for (what, bytes) in notes {
                 let backlog = self.backlog(dest);

@@ -1,7 +1,7 @@
 //! Registering and unregistering items while the engine runs: each edit raises the
 //! `list_changed` notifications it causes.
 
-use crate::caller::Gate;
+use crate::caller::{Gate, Recheck};
 use crate::engine::state::subscriptions::List;
 use crate::engine::Engine;
 use crate::extensions::Extension;
@@ -141,5 +141,31 @@ impl<H: Clone> RegistryMut<'_, H> {
     /// `-32602` "forbidden" and no change notifications.
     pub fn set_gate(&mut self, gate: Option<Gate>) {
         self.engine.registry.gate = gate;
+    }
+
+    /// Sets (or with `None` clears) the re-check of held streams' callers. Default none: a
+    /// stream is judged, for as long as it is open, as the caller its request presented.
+    ///
+    /// With one, before the engine delivers anything to a held stream (a legacy session's `GET`
+    /// stream, a `subscriptions/listen` stream, and at each keep-alive any SSE response it keeps
+    /// open) it calls `recheck` with the stream's stored caller, at most once per stream per
+    /// input: for a list change, only streams a gated item's change would reach, and for a
+    /// resource update, only streams subscribed to it; a stream with nothing to deliver costs
+    /// nothing. What it returns decides:
+    ///
+    /// - `None` (or a panic): the caller is gone. The stream is closed
+    ///   ([`CloseReason::Revoked`](crate::engine::CloseReason::Revoked)) without what it was
+    ///   owed.
+    /// - a caller with another [`binding`](crate::Caller::binding) (another user, another tenant): closed
+    ///   the same way, because a stream belongs to the caller that opened it.
+    /// - otherwise it becomes the stream's stored caller, and the server-wide gate and the
+    ///   item's gate are decided against it: a role withdrawn at run time hides a gated tool's
+    ///   change from the stream. Notifications owed to a legacy session are then judged as its
+    ///   `GET` stream's caller rather than as the caller that initialized the session.
+    ///
+    /// It runs inside the engine, on the thread that drives it: a slow re-check holds up every
+    /// connection, so it must answer from memory.
+    pub fn set_recheck(&mut self, recheck: Option<Recheck>) {
+        self.engine.registry.recheck = recheck;
     }
 }

@@ -146,7 +146,10 @@ pub enum CloseReason {
     /// The caller opened a stream past its seat cap under [`crate::limits::SeatPolicy::EvictOldest`]:
     /// this, its oldest stream, made room.
     Evicted,
-    /// The server-wide gate no longer admits the stream's caller (checked at every keep-alive).
+    /// The server-wide gate no longer admits the stream's caller (checked at every keep-alive),
+    /// or the application's re-check
+    /// ([`RegistryMut::set_recheck`](crate::engine::RegistryMut::set_recheck)) said, before a
+    /// delivery, that the caller is gone or is someone else.
     Revoked,
     /// A newer `GET` stream of the same legacy session took this one's place.
     Replaced,
@@ -249,7 +252,8 @@ pub struct Refusals {
     pub stalled: u64,
     /// Legacy sessions expired idle or with an unfinished handshake ([`CloseReason::Expired`]).
     pub expired: u64,
-    /// Streams closed because the gate no longer admits their caller ([`CloseReason::Revoked`]).
+    /// Streams closed because the gate no longer admits their caller, or the re-check no longer
+    /// finds it ([`CloseReason::Revoked`]).
     pub revoked: u64,
     /// Streams replaced by a newer `GET` stream of their session ([`CloseReason::Replaced`]).
     pub replaced: u64,

@@ -707,6 +707,11 @@ impl<H: Clone> Engine<H> {
         if !held {
             return;
         }
+        // A quiet stream re-checks its caller too, so a revoked one closes within an interval.
+        if self.rechecks() && self.rechecked(conn).is_none() {
+            return;
+        }
+        let Some(c) = self.conns.get(conn.0) else { return };
         if !admits(self.registry.gate.as_ref(), &c.caller) {
             self.turn_away(conn, CloseReason::Revoked);
             return;
