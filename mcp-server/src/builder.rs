@@ -31,6 +31,8 @@ pub(crate) enum Item {
     Template(ResourceTemplate, Handler, Option<Handler>),
     Prompt(Prompt, Handler, Option<Handler>),
     Gate(Gate),
+    /// The re-check of held streams' callers ([`ServerBuilder::recheck`]).
+    Recheck(mcp_proto::Recheck),
     Extension(Extension),
     /// An MCP App ([`ServerBuilder::app`]), registered before every other item.
     App(mcp_proto::App),
@@ -375,6 +377,30 @@ impl ServerBuilder {
         self
     }
 
+    /// Re-checks the caller of each held stream (a legacy session's `GET` stream, a
+    /// `subscriptions/listen` stream, an SSE response kept open) before the server delivers to
+    /// it. Default none: a stream is judged as the caller its request presented for as long as
+    /// its connection lasts, so a revocation reaches it only through a [`gate`](Self::gate) that
+    /// consults live state.
+    ///
+    /// `recheck` gets the stream's stored caller and returns its current form, or `None` when
+    /// it is gone (a revoked session). It runs before each notification the stream is sent and
+    /// at each keep-alive ([`Limits::keepalive`](mcp_proto::Limits::keepalive)), at most once per
+    /// stream per engine input, and only for streams something is about to reach. On `None`, a
+    /// panic, or a caller with another [`binding`](mcp_proto::Caller::binding) (another user or
+    /// tenant: a stream is its creator's), the stream is closed without the notification
+    /// ([`CloseReason::Revoked`](mcp_proto::CloseReason::Revoked)): the client sees its SSE
+    /// response end. Otherwise the returned caller replaces the stored one, and the server-wide
+    /// gate and the item's gate decide against it, so a role withdrawn at run time hides a gated
+    /// tool's change from the stream.
+    ///
+    /// It runs on the engine's lock, like a gate: it must answer from memory the application
+    /// keeps current, quickly and without blocking, or it holds up every connection.
+    pub fn recheck(mut self, recheck: mcp_proto::Recheck) -> Self {
+        self.items.push(Item::Recheck(recheck));
+        self
+    }
+
     /// Builds the server, refusing an identity over
     /// [`MAX_IDENTITY_BYTES`](mcp_proto::MAX_IDENTITY_BYTES) ([`BuildError::Identity`]) and the
     /// first item that cannot be registered. Unless [`keys`](Self::keys) gave one, the cursor key
@@ -444,6 +470,10 @@ impl ServerBuilder {
                     Item::Skill(s) => reg.add_skill(s.observed()),
                     Item::Gate(g) => {
                         reg.set_gate(Some(panics::observed_gate(&g, "server".to_owned())));
+                        Ok(())
+                    }
+                    Item::Recheck(r) => {
+                        reg.set_recheck(Some(r));
                         Ok(())
                     }
                     Item::Refused(e) => Err(e),
