@@ -11,12 +11,12 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mcp_proto::http::HttpConfig;
 use mcp_proto::{Caller, ChangedList, Gate, Recheck, Resource, ResourceContents, Tool, ToolOutput};
 use mcp_server::Server;
-use mcp_tests::http::{each, ensure, event_data, poll_until, serve, Client, Req};
+use mcp_tests::http::{each, ensure, event_data, poll_until, serve, Client, Req, TIMEOUT};
 use serde_json::json;
 
 /// How long a test waits for the server to reach a state it must reach on its own.
@@ -109,12 +109,15 @@ fn session_stream(addr: SocketAddr, from: IpAddr) -> Result<Client, String> {
 }
 
 /// The method of the stream's next event other than a keep-alive comment, `None` once the
-/// stream has ended.
+/// stream has ended. Keep-alives would keep a stream that is never sent anything busy for
+/// good, so this gives up after `TIMEOUT` of them.
 fn next_method(stream: &mut Client) -> Result<Option<String>, String> {
+    let deadline = Instant::now() + TIMEOUT;
     while let Some(event) = stream.event()? {
         if let Some(data) = event_data(&event) {
             return Ok(Some(data["method"].as_str().unwrap_or_default().to_owned()));
         }
+        ensure(Instant::now() < deadline, || format!("only keep-alives for {TIMEOUT:?}"))?;
     }
     Ok(None)
 }
@@ -161,7 +164,9 @@ fn streams_whose_caller_is_gone_close_at_the_next_notification() {
         ends_unnotified(&mut carol, "carol (panicking re-check)")?;
         ends_unnotified(&mut dave, "dave (another principal)")?;
         let status = server.status();
-        ensure(status.streams == 1 && status.refusals.revoked == 3, || format!("after the change: {status:?}"))?;
+        ensure(status.streams == 1 && status.refusals.revoked == 3, || {
+            format!("after the change: {status:?}")
+        })?;
         // Alice's stream is still open and still delivers.
         server.notify_list_changed(ChangedList::Resources);
         expect_next(&mut alice, "alice", "notifications/resources/list_changed")
@@ -187,7 +192,9 @@ fn a_role_the_recheck_withdraws_hides_a_gated_change() {
             Tool::new(name, "Only for admins", json!({"type": "object"})).gate(Gate::role("admin"))
         };
         let add = |name: &str| {
-            server.add_tool(admin_tool(name), |_| async { ToolOutput::text("admin") }).map_err(|e| e.to_string())
+            server
+                .add_tool(admin_tool(name), |_| async { ToolOutput::text("admin") })
+                .map_err(|e| e.to_string())
         };
         add("first_admin_tool")?;
         expect_next(&mut alice, "alice", "notifications/tools/list_changed")?;

@@ -275,7 +275,9 @@ impl<H: Clone> Engine<H> {
             let admitted = match stream {
                 // Re-resolved before anything is written: a caller that is gone is told nothing,
                 // and its stream is closed.
-                Some(stream) => self.rechecked(stream).is_some_and(|caller| admits(server_gate.as_ref(), &caller)),
+                Some(stream) => {
+                    self.rechecked(stream).is_some_and(|caller| admits(server_gate.as_ref(), &caller))
+                }
                 None => admits(server_gate.as_ref(), &c.caller),
             };
             if !admitted {

@@ -1417,3 +1417,142 @@ fn an_answer_names_what_it_made_the_engine_hold() {
         }
     }
 }
+
+/// A session of `who` and its `GET` stream, with what opening it emitted drained.
+fn held_get(rig: &mut Rig, who: &Caller) -> ConnId {
+    let sid = rig.session_as(who);
+    let HttpReply::Pending(get) = rig.request("GET", &[("Mcp-Session-Id", &sid)], "", who.clone()) else {
+        panic!("expected a stream")
+    };
+    rig.drain();
+    get
+}
+
+fn revoked(outs: &[Output<u32>], stream: ConnId) -> bool {
+    outs.iter().any(|o| matches!(o, Output::Close { conn, reason: CloseReason::Revoked } if *conn == stream))
+}
+
+/// A re-check that counts its calls and answers with `answer` of the stored caller.
+fn counting_recheck(
+    answer: impl Fn(&Caller) -> Option<Caller> + Send + Sync + 'static,
+) -> (crate::caller::Recheck, Arc<std::sync::atomic::AtomicUsize>) {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let recheck = crate::caller::Recheck::new(move |c| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        answer(c)
+    });
+    (recheck, calls)
+}
+
+fn gated_tool(name: &str, role: &str) -> Tool {
+    Tool::new(name, "Gated", json!({"type": "object"})).gate(Gate::role(role))
+}
+
+#[test]
+fn a_recheck_that_binds_the_stream_to_someone_else_closes_it() {
+    let mut rig = Rig::new(|_| {});
+    // Alice's caller comes back with a role; Bob's comes back as another principal.
+    let (recheck, calls) = counting_recheck(|c| match c.identity.as_deref() {
+        Some("alice") => Some(c.clone().with_role("reader")),
+        _ => Some(Caller::identified("mallory")),
+    });
+    rig.engine.registry_mut(rig.now).set_recheck(Some(recheck));
+    let (alice, bob) = (Caller::identified("alice"), Caller::identified("bob"));
+    let (a, b) = (held_get(&mut rig, &alice), held_get(&mut rig, &bob));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0, "opening a stream delivers nothing");
+    // Three gated edits in one input: each stream is re-checked once, not once per edit.
+    {
+        let mut reg = rig.engine.registry_mut(rig.now);
+        for (i, name) in ["r1", "r2", "r3"].into_iter().enumerate() {
+            reg.add_tool(gated_tool(name, "reader"), 10 + i as u32).unwrap();
+        }
+    }
+    let outs = rig.drain();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // The role only the re-check granted let the gated change through to Alice.
+    assert!(frames_text(&outs, a).contains("notifications/tools/list_changed"));
+    assert!(!revoked(&outs, a));
+    assert!(revoked(&outs, b));
+    assert!(frames_text(&outs, b).is_empty());
+    assert_eq!(rig.engine.status().streams, 1);
+    assert_eq!(rig.engine.status().refusals.revoked, 1);
+    // Bob's session outlives its stream; only the stream was his creator's to lose.
+    assert_eq!(rig.engine.status().sessions, 2);
+}
+
+#[test]
+fn a_withdrawn_role_hides_a_gated_change_and_a_gone_caller_closes_at_keepalive() {
+    let mut rig = Rig::new(|_| {});
+    let granted = Arc::new(std::sync::atomic::AtomicU8::new(2));
+    let standing = granted.clone();
+    // 2: holds "admin"; 1: signed in without it; 0: signed out.
+    let (recheck, calls) =
+        counting_recheck(move |c| match standing.load(std::sync::atomic::Ordering::SeqCst) {
+            2 => Some(Caller::identified("alice").with_role("admin")).filter(|_| c.binding() == "alice"),
+            1 => Some(Caller::identified("alice")),
+            _ => None,
+        });
+    rig.engine.registry_mut(rig.now).set_recheck(Some(recheck));
+    let a = held_get(&mut rig, &Caller::identified("alice"));
+    rig.engine.registry_mut(rig.now).add_tool(gated_tool("one", "admin"), 2).unwrap();
+    assert!(frames_text(&rig.drain(), a).contains("notifications/tools/list_changed"));
+    granted.store(1, std::sync::atomic::Ordering::SeqCst);
+    rig.engine.registry_mut(rig.now).add_tool(gated_tool("two", "admin"), 3).unwrap();
+    let outs = rig.drain();
+    assert!(frames_text(&outs, a).is_empty(), "{}", frames_text(&outs, a));
+    assert!(!revoked(&outs, a));
+    // A change nothing gates is still delivered, after the re-check.
+    let before = calls.load(std::sync::atomic::Ordering::SeqCst);
+    rig.engine.notify_list_changed(rig.now, crate::engine::ChangedList::Tools);
+    assert!(frames_text(&rig.drain(), a).contains("notifications/tools/list_changed"));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), before + 1);
+    // A quiet stream whose caller is gone closes at its keep-alive, without the comment.
+    granted.store(0, std::sync::atomic::Ordering::SeqCst);
+    rig.advance(Duration::from_secs(15));
+    let outs = rig.drain();
+    assert!(revoked(&outs, a));
+    assert!(!frames_text(&outs, a).contains("keep-alive"));
+    assert_eq!(rig.engine.status().streams, 0);
+}
+
+#[test]
+fn a_recheck_runs_only_where_something_is_delivered() {
+    let mut rig = Rig::new(|_| {});
+    let (recheck, calls) = counting_recheck(|_| None);
+    rig.engine.registry_mut(rig.now).set_recheck(Some(recheck));
+    // A session with no stream open: a change owed to it waits for a stream to carry it.
+    rig.session_as(&Caller::identified("quiet"));
+    rig.engine.registry_mut(rig.now).add_tool(gated_tool("g", "admin"), 2).unwrap();
+    rig.drain();
+    rig.engine.notify_resource_updated(rig.now, "test://nobody-subscribed");
+    rig.drain();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // A listen stream is held: a change it listens for re-checks it, and closes it.
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+        "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}});
+    let HttpReply::Pending(ex) = modern_post(&mut rig, &[], &listen) else { panic!("expected a stream") };
+    rig.drain();
+    rig.engine.registry_mut(rig.now).add_tool(Tool::new("u", "U", json!({"type": "object"})), 3).unwrap();
+    let outs = rig.drain();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(revoked(&outs, ex));
+    assert!(!frames_text(&outs, ex).contains("list_changed"));
+}
+
+#[test]
+fn without_a_recheck_a_stream_keeps_the_caller_it_opened_as() {
+    let mut rig = Rig::new(|_| {});
+    let (recheck, calls) = counting_recheck(|_| None);
+    rig.engine.registry_mut(rig.now).set_recheck(Some(recheck));
+    rig.engine.registry_mut(rig.now).set_recheck(None);
+    let a = held_get(&mut rig, &Caller::identified("alice").with_role("admin"));
+    rig.engine.registry_mut(rig.now).add_tool(gated_tool("g", "admin"), 2).unwrap();
+    let outs = rig.drain();
+    assert!(frames_text(&outs, a).contains("notifications/tools/list_changed"));
+    rig.advance(Duration::from_secs(15));
+    let outs = rig.drain();
+    assert!(frames_text(&outs, a).contains(": keep-alive"));
+    assert!(!revoked(&outs, a));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
