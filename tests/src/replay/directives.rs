@@ -363,6 +363,24 @@ impl Runner {
                 self.engine_mut()?.registry_mut(now).set_gate(gate);
                 Ok(())
             }
+            "recheck" => {
+                let usage =
+                    "`! recheck <binding> gone` / `! recheck <binding> as <identity|anonymous> [role...]`";
+                let (binding, current) = rest.split_once(' ').ok_or(usage)?;
+                let current = match current.split_once(' ') {
+                    _ if current == "gone" => None,
+                    Some(("as", who)) => Some(parse_caller(who)?),
+                    _ => return Err(usage.into()),
+                };
+                self.rechecks.lock().unwrap_or_else(|p| p.into_inner()).insert(binding.to_owned(), current);
+                let table = self.rechecks.clone();
+                let recheck = mcp_proto::Recheck::new(move |caller| {
+                    let table = table.lock().unwrap_or_else(|p| p.into_inner());
+                    table.get(caller.binding()).cloned().unwrap_or_else(|| Some(caller.clone()))
+                });
+                self.engine_mut()?.registry_mut(now).set_recheck(Some(recheck));
+                Ok(())
+            }
             "register" | "unregister" => {
                 let (kind, names) = rest.split_once(' ').ok_or("`! register <kind> NAME...`")?;
                 let engine = self.engine.as_mut().ok_or("no engine")?;

@@ -164,6 +164,9 @@
 //! - `! drop N`: the client goes away from HTTP request N's pending response (`Engine::close` on
 //!   its connection, as a shim does when the client disconnects).
 //! - `! server-gate role <role>` / `identified` / `none`: `RegistryMut::set_gate`.
+//! - `! recheck <binding> gone` / `! recheck <binding> as <identity|anonymous> [role...]`:
+//!   `RegistryMut::set_recheck` with a re-check that finds the caller bound to `<binding>` gone,
+//!   or now that caller (every binding not named stays as it is).
 //! - `! register <tool|resource|template|prompt|skill> NAME...` and `! unregister ...`:
 //!   (un)registers each named item, in order, then drains once, so a burst is one line. A
 //!   fixture name registers that fixture; any other name a plain extra item (see

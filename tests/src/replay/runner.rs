@@ -221,6 +221,9 @@ pub(super) struct Runner {
     pub(super) http_conns: HashMap<ConnId, (usize, ExState)>,
     /// Every `Mcp-Session-Id` a response carried, in order (`{{session}}`, `{{session N}}`).
     pub(super) sessions: Vec<String>,
+    /// What `! recheck` says each binding's caller is now (`None`: gone); a binding it never
+    /// named is re-checked unchanged.
+    pub(super) rechecks: std::sync::Arc<std::sync::Mutex<HashMap<String, Option<Caller>>>>,
     pub(super) failures: Vec<String>,
 }
 
@@ -258,6 +261,7 @@ impl Runner {
             exchanges: 0,
             http_conns: HashMap::new(),
             sessions: Vec::new(),
+            rechecks: Default::default(),
             failures: Vec::new(),
         }
     }
