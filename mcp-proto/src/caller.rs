@@ -155,7 +155,10 @@ impl std::fmt::Debug for Gate {
 /// caller up in memory the application keeps current, do not call out. A re-check that panics
 /// counts as `None`: re-checks fail closed, and only the stream it was about is closed.
 #[derive(Clone)]
-pub struct Recheck(std::sync::Arc<dyn Fn(&Caller) -> Option<Caller> + Send + Sync>);
+pub struct Recheck(std::sync::Arc<RecheckFn>);
+
+/// What a [`Recheck`] wraps.
+type RecheckFn = dyn Fn(&Caller) -> Option<Caller> + Send + Sync;
 
 impl Recheck {
     /// A re-check from any function of the stored caller.
