@@ -232,15 +232,12 @@ impl<H: Clone> Engine<H> {
             if !(legacy || listening) {
                 continue;
             }
-            let caller = c.caller.clone();
-            let stream = if self.rechecks() { self.held_stream(ConnId(key)) } else { None };
-            let caller = match stream {
-                Some(stream) => match self.rechecked(stream) {
-                    Some(current) => current,
-                    None => continue,
-                },
-                None => caller,
-            };
+            let mut caller = c.caller.clone();
+            if let Some(stream) = self.rechecks().then(|| self.held_stream(ConnId(key))).flatten() {
+                // The resource's gate decides against the subscriber's current caller.
+                let Some(current) = self.rechecked(stream) else { continue };
+                caller = current;
+            }
             if self.resolve(&caller, uri).is_none() {
                 continue;
             }

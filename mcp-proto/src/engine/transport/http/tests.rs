@@ -1556,3 +1556,46 @@ fn without_a_recheck_a_stream_keeps_the_caller_it_opened_as() {
     assert!(!revoked(&outs, a));
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_resource_update_rechecks_its_subscribers_stream() {
+    let mut rig = Rig::new(|_| {});
+    rig.engine.config.resource_subscriptions = true;
+    let uri = "test://doc";
+    let doc = crate::items::Resource::new(uri, "doc").gate(Gate::role("reader"));
+    rig.engine.registry_mut(rig.now).add_resource(doc, 2).unwrap();
+    let standing = Arc::new(std::sync::atomic::AtomicU8::new(2));
+    let now_standing = standing.clone();
+    // 2: still a reader; 1: signed in without the role; 0: signed out.
+    let (recheck, _) =
+        counting_recheck(move |c| match now_standing.load(std::sync::atomic::Ordering::SeqCst) {
+            2 => Some(c.clone()),
+            1 => Some(Caller::identified("alice")),
+            _ => None,
+        });
+    rig.engine.registry_mut(rig.now).set_recheck(Some(recheck));
+    let alice = Caller::identified("alice").with_role("reader");
+    let sid = rig.session_as(&alice);
+    let subscribe =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": {"uri": uri}});
+    let r =
+        Rig::full(rig.request("POST", &[("Mcp-Session-Id", &sid)], &subscribe.to_string(), alice.clone()));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let HttpReply::Pending(get) = rig.request("GET", &[("Mcp-Session-Id", &sid)], "", alice.clone()) else {
+        panic!("expected a stream")
+    };
+    rig.drain();
+    rig.engine.notify_resource_updated(rig.now, uri);
+    assert!(frames_text(&rig.drain(), get).contains("notifications/resources/updated"));
+    // The role withdrawn: the resource's gate now refuses the stream's caller.
+    standing.store(1, std::sync::atomic::Ordering::SeqCst);
+    rig.engine.notify_resource_updated(rig.now, uri);
+    let outs = rig.drain();
+    assert!(frames_text(&outs, get).is_empty());
+    assert!(!revoked(&outs, get));
+    standing.store(0, std::sync::atomic::Ordering::SeqCst);
+    rig.engine.notify_resource_updated(rig.now, uri);
+    let outs = rig.drain();
+    assert!(revoked(&outs, get));
+    assert!(frames_text(&outs, get).is_empty());
+}
