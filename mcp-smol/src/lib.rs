@@ -47,9 +47,9 @@ pub use mcp_proto::http::HttpConfig;
 pub use mcp_proto::interaction::InputRequest;
 pub use mcp_proto::{
     App, AppCsp, AppPermissions, AskError, Caller, Completion, Content, Extension, Gate, HandlerError,
-    HttpRequestHead, Limits, LogLevel, Mode, Prompt, PromptArgument, PromptMessage, PromptOutput, Resource,
-    ResourceContents, ResourceTemplate, RpcError, Skill, TaskSupport, TemplateVar, Tool, ToolFailure,
-    ToolOutput,
+    HttpRequestHead, Limits, LogLevel, Mode, Prompt, PromptArgument, PromptMessage, PromptOutput, Recheck,
+    Resource, ResourceContents, ResourceTemplate, RpcError, Skill, TaskSupport, TemplateVar, Tool,
+    ToolFailure, ToolOutput,
 };
 pub use mcp_server;
 #[cfg(feature = "tls")]
