@@ -95,6 +95,13 @@ impl Tool {
         &self.input_schema
     }
 
+    /// Replaces the input schema: for a declaration whose schema comes from elsewhere, as a
+    /// typed tool's is derived from its argument type once the handler is known.
+    pub fn with_input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+
     /// The output schema as declared with [`output_schema`](Self::output_schema), if any.
     pub fn declared_output_schema(&self) -> Option<&Value> {
         self.output_schema.as_ref()

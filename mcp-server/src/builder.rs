@@ -168,6 +168,43 @@ impl ServerBuilder {
         self
     }
 
+    /// [`typed_tool`](Self::typed_tool) on a declaration of your own, for a typed tool that is
+    /// also annotated, gated by scopes, task-capable or linked to an app: `tool` keeps all of
+    /// that, and its input schema becomes `A`'s, unless `tool` declares one of its own (see
+    /// below).
+    ///
+    /// Declare the tool with the placeholder schema `{"type": "object"}` (or start from
+    /// [`typed_tool::<A>`](crate::typed_tool), which already carries `A`'s). Any other schema
+    /// is kept as written, as a declared `outputSchema` is kept over [`Json<T>`](crate::Json)'s:
+    /// for constraints schemars cannot express, or a schema whose exact bytes matter. It is
+    /// the schema the engine checks arguments against; arguments it admits that `A` refuses
+    /// fail the call with the tool failure `invalid arguments`, never reaching `f`.
+    ///
+    /// ```
+    /// # use mcp_server::{Server, ToolCall};
+    /// # use mcp_proto::{TaskSupport, Tool};
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Wipe { path: String }
+    ///
+    /// let wipe = Tool::new("wipe", "Deletes a file", serde_json::json!({"type": "object"}))
+    ///     .annotations(serde_json::json!({"destructiveHint": true}).as_object().cloned().unwrap_or_default())
+    ///     .task_support(TaskSupport::Optional);
+    /// let server = Server::builder("demo", "1.0.0")
+    ///     .typed_tool_with(wipe, |w: Wipe, _: ToolCall| async move { format!("wiped {}", w.path) })
+    ///     .build();
+    /// assert!(server.is_ok());
+    /// ```
+    pub fn typed_tool_with<A, F, Fut, R>(mut self, tool: Tool, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(tool_item::<R>(handler::with_input::<A>(tool), typed_tool_fn(f)));
+        self
+    }
+
     /// Adds a tool served by a blocking closure, for handlers that compute for long or block
     /// (file or database I/O through a synchronous API): each call runs on the runtime's
     /// blocking pool ([`Runtime::spawn_blocking`](crate::Runtime::spawn_blocking): tokio's `spawn_blocking`, smol's `unblock`),
@@ -196,6 +233,19 @@ impl ServerBuilder {
         R: IntoToolResult + 'static,
     {
         self.items.push(tool_item::<R>(typed_tool::<A>(name, description), blocking_typed_tool_fn(f)));
+        self
+    }
+
+    /// [`blocking_typed_tool`](Self::blocking_typed_tool) on a declaration of your own, whose
+    /// input schema becomes `A`'s unless it declares one, as with
+    /// [`typed_tool_with`](Self::typed_tool_with).
+    pub fn blocking_typed_tool_with<A, F, R>(mut self, tool: Tool, f: F) -> Self
+    where
+        A: DeserializeOwned + schemars::JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        self.items.push(tool_item::<R>(handler::with_input::<A>(tool), blocking_typed_tool_fn(f)));
         self
     }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::server::Server;
-use mcp_proto::interaction::InputRequest;
+use mcp_proto::interaction::{InputRequest, InteractionError};
 use mcp_proto::{AskError, TaskError};
 use mcp_proto::{
     CallId, Caller, Completion, CompletionRef, Content, HandlerError, HttpRequestHead, LogLevel,
@@ -42,6 +42,11 @@ pub struct RequestContext {
     /// Whether this invocation logged its progress diagnostic: shared by the context's clones,
     /// so that it is one per invocation however the handler hands its context around.
     pub(crate) progress_told: Arc<AtomicBool>,
+    /// How many [`elicit`](RequestContext::elicit)s this run of the handler made, shared by
+    /// the context's clones: the n-th one asks under the n-th key, so a 2026-07-28 retry,
+    /// which runs the handler again from the start, finds each answer under the key it was
+    /// asked with.
+    pub(crate) elicits: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -185,6 +190,53 @@ impl RequestContext {
         answers.remove(key).ok_or(AskError::Unreachable)
     }
 
+    /// Asks the user to fill in a form derived from `T` and returns the answer as a `T`, or
+    /// that the user declined or cancelled: [`ask_one`](Self::ask_one) with the request
+    /// [`typed_form`] builds, so it behaves the same on both protocol eras (a real
+    /// `elicitation/create` on a legacy session; on 2026-07-28 [`AskError::Suspended`], then,
+    /// on the retry, the answer at once).
+    ///
+    /// Each call of `elicit` in one run of the handler is its own request: the handler may ask
+    /// several forms in turn, as long as it asks them in the same order each time it runs.
+    ///
+    /// Errors beyond those of [`ask`](Self::ask): [`AskError::InvalidRequest`] when `T` is no
+    /// flat form (the text names the property), before anything is sent; and
+    /// [`AskError::Undecodable`] when the accepted answer fits the form but not `T`. Both are
+    /// `AskError`s rather than handler errors so one `?` (or one `match`) covers every way an
+    /// ask can end; `?` makes the first a private failure and the second `-32602`, as for any
+    /// answer that does not fit.
+    ///
+    /// ```
+    /// # use mcp_server::{Elicited, Server, ToolCall};
+    /// # use mcp_proto::{HandlerError, Tool};
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Contact {
+    ///     /// Shown as the field's description.
+    ///     name: String,
+    ///     newsletter: Option<bool>,
+    /// }
+    ///
+    /// let signup = Tool::new("signup", "Signs the user up", serde_json::json!({"type": "object"}));
+    /// let server = Server::builder("demo", "1.0.0")
+    ///     .tool(signup, |call: ToolCall| async move {
+    ///         Ok::<_, HandlerError>(match call.ctx.elicit::<Contact>("Who are you?").await? {
+    ///             Elicited::Accepted(c) => format!("welcome, {}", c.name),
+    ///             Elicited::Declined | Elicited::Cancelled => "maybe later".to_owned(),
+    ///         })
+    ///     })
+    ///     .build();
+    /// assert!(server.is_ok());
+    /// ```
+    pub async fn elicit<T>(&self, message: impl Into<String>) -> Result<Elicited<T>, AskError>
+    where
+        T: DeserializeOwned + schemars::JsonSchema,
+    {
+        let request = typed_form::<T>(message).map_err(AskError::InvalidRequest)?;
+        let n = self.elicits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let answer = self.ask_one(&format!("elicit-{n}"), request).await?;
+        elicited(answer)
+    }
+
     /// Makes this call a task of the `io.modelcontextprotocol/tasks` extension now (see
     /// [`Engine::start_task`](mcp_proto::Engine::start_task)): the client is answered
     /// `resultType: "task"` with the returned task id at once, and what this handler returns
@@ -218,6 +270,121 @@ fn undelivered(outcome: ProgressOutcome) -> Option<&'static str> {
         // A reason the engine gained later; the diagnostic still says one was not sent.
         _ => "not_sent",
     })
+}
+
+/// What became of a typed elicitation ([`RequestContext::elicit`]): the user's action, with
+/// the form's content as a `T` when they accepted it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Elicited<T> {
+    /// The user submitted the form (`action: "accept"`).
+    Accepted(T),
+    /// The user refused to answer (`action: "decline"`).
+    Declined,
+    /// The user dismissed the form without choosing (`action: "cancel"`).
+    Cancelled,
+}
+
+/// Reads an elicitation answer the engine already checked against its form.
+fn elicited<T: DeserializeOwned>(answer: Value) -> Result<Elicited<T>, AskError> {
+    let Value::Object(mut answer) = answer else {
+        return Err(AskError::Undecodable("an elicitation answer must be a JSON object".into()));
+    };
+    match answer.get("action").and_then(Value::as_str) {
+        Some("accept") => {
+            // An accepted form with no content is one whose fields are all optional.
+            let content = answer.remove("content").unwrap_or_else(|| Value::Object(Map::new()));
+            serde_json::from_value(content)
+                .map(Elicited::Accepted)
+                .map_err(|e| AskError::Undecodable(clipped(&e)))
+        }
+        Some("decline") => Ok(Elicited::Declined),
+        Some("cancel") => Ok(Elicited::Cancelled),
+        _ => Err(AskError::Undecodable(
+            "an elicitation answer needs `action`: \"accept\", \"decline\" or \"cancel\"".into(),
+        )),
+    }
+}
+
+/// `e`'s text, at most [`CLIP`] characters: serde quotes the value it refused, which the
+/// peer chose.
+fn clipped(e: &serde_json::Error) -> String {
+    const CLIP: usize = 200;
+    let text = e.to_string();
+    match text.char_indices().nth(CLIP) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text,
+    }
+}
+
+/// The form-mode elicitation of a `T`: `T`'s JSON Schema (schemars) in the shape elicitation
+/// allows, checked by [`InputRequest::elicit`].
+///
+/// Derived as a tool's input schema is, with three changes a form needs and that lose
+/// nothing: subschemas are inlined (a unit enum becomes a string `enum`), an `Option`al
+/// field is its inner field (not listed in `required`, so left blank means `None`), and the
+/// integer widths schemars writes as `format` (`uint8`, `int64`, `double`) are left to
+/// `minimum`/`maximum`. Whatever a form still cannot show (a nested struct, a `Vec`, a map, a
+/// tuple, an enum with data) is refused with [`InteractionError::InvalidSchema`] naming the
+/// property.
+pub fn typed_form<T: schemars::JsonSchema>(
+    message: impl Into<String>,
+) -> Result<InputRequest, InteractionError> {
+    InputRequest::elicit(message, form_schema::<T>())
+}
+
+/// `T`'s schema as [`typed_form`] sends it.
+fn form_schema<T: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut schema = serde_json::to_value(generator.into_root_schema_for::<T>())
+        .unwrap_or_else(|_| Value::Object(Map::new()));
+    if let Value::Object(top) = &mut schema {
+        // The type's Rust name means nothing to the user; the message says what is asked.
+        top.remove("title");
+        if let Some(Value::Object(props)) = top.get_mut("properties") {
+            props.values_mut().for_each(as_form_field);
+        }
+    }
+    schema
+}
+
+/// One property of a derived schema in the shape elicitation allows, when only schemars'
+/// spelling stands in the way; anything else is left for [`InputRequest::elicit`] to refuse.
+fn as_form_field(prop: &mut Value) {
+    let Value::Object(p) = prop else { return };
+    // `Option<T>` inlined: `anyOf: [T, {"type": "null"}]`, its own keys beside it.
+    if let Some(Value::Array(any)) = p.get("anyOf") {
+        let null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+        let inner = match any.as_slice() {
+            [a, b] if null(b) && !null(a) => a.as_object().cloned(),
+            [a, b] if null(a) && !null(b) => b.as_object().cloned(),
+            _ => None,
+        };
+        if let Some(inner) = inner {
+            p.remove("anyOf");
+            for (k, v) in inner {
+                p.entry(k).or_insert(v);
+            }
+        }
+    }
+    // `Option<T>` of a primitive: `"type": [T, "null"]`, and `null` among an enum's values.
+    if let Some(Value::Array(types)) = p.get("type") {
+        let kept: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
+        if let [only] = kept.as_slice() {
+            let only = (*only).clone();
+            p.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = p.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    if p.get("default").is_some_and(Value::is_null) {
+        p.remove("default");
+    }
+    if matches!(p.get("type").and_then(Value::as_str), Some("integer" | "number")) {
+        p.remove("format");
+    }
 }
 
 /// A `tools/call` as its handler sees it.
@@ -657,6 +824,21 @@ pub fn typed_tool<A: schemars::JsonSchema>(name: impl Into<String>, description:
     Tool::new(name, description, schema_of::<A>())
 }
 
+/// `tool` with `A`'s schema as its input schema, unless it declares one of its own: a schema
+/// other than the placeholder `{"type": "object"}` (or `{}`) is kept, as a declared
+/// `outputSchema` is kept over `Json<T>`'s, for the constraints schemars cannot write or a
+/// schema whose exact bytes matter. Arguments it admits that `A` refuses are then the tool
+/// failure `invalid arguments`.
+pub(crate) fn with_input<A: schemars::JsonSchema>(tool: Tool) -> Tool {
+    let placeholder =
+        tool.input_schema().as_object().is_some_and(|m| m.iter().all(|(k, v)| k == "type" && v == "object"));
+    if placeholder {
+        tool.with_input_schema(schema_of::<A>())
+    } else {
+        tool
+    }
+}
+
 /// What the engine stores per registered item.
 #[derive(Clone)]
 pub struct Handler(pub(crate) HandlerKind);
@@ -813,6 +995,128 @@ mod tests {
         }
         let built = Server::builder("s", "1").tool(plain(), |_: ToolCall| async { Json(7u32) }).build();
         assert!(matches!(built, Err(crate::BuildError::Registry(RegistryError::InvalidSchema(_)))));
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema, Debug, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Size {
+        Small,
+        Large,
+    }
+
+    /// Every kind of field a form can show, as the derive writes it.
+    #[derive(serde::Deserialize, schemars::JsonSchema, Debug, PartialEq)]
+    struct Order {
+        /// Who orders.
+        name: String,
+        #[schemars(email)]
+        email: Option<String>,
+        count: u8,
+        weight: f64,
+        gift: Option<bool>,
+        size: Size,
+        spare: Option<Size>,
+    }
+
+    fn form_of(request: InputRequest) -> Map<String, Value> {
+        match request {
+            InputRequest::Elicit { requested_schema, .. } => requested_schema,
+            other => panic!("not a form: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_flat_struct_is_a_form_with_its_options_optional() {
+        let form = form_of(typed_form::<Order>("Your order?").unwrap());
+        assert_eq!(form["type"], "object");
+        assert!(form.get("title").is_none(), "{form:?}");
+        let props = &form["properties"];
+        assert_eq!(props["name"], json!({"type": "string", "description": "Who orders."}));
+        assert_eq!(props["email"], json!({"type": "string", "format": "email"}));
+        assert_eq!(props["count"], json!({"type": "integer", "minimum": 0, "maximum": 255}));
+        assert_eq!(props["weight"], json!({"type": "number"}));
+        assert_eq!(props["gift"], json!({"type": "boolean"}));
+        assert_eq!(props["size"], json!({"type": "string", "enum": ["small", "large"]}));
+        assert_eq!(props["spare"], json!({"type": "string", "enum": ["small", "large"]}));
+        let mut required: Vec<&str> =
+            form["required"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        required.sort_unstable();
+        assert_eq!(required, ["count", "name", "size", "weight"]);
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Address {
+        street: String,
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Nested {
+        name: String,
+        home: Address,
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Listed {
+        name: String,
+        tags: Vec<String>,
+    }
+
+    #[test]
+    fn a_type_that_is_no_flat_form_is_refused_naming_the_property() {
+        for (refused, property) in
+            [(typed_form::<Nested>("m"), "`home`"), (typed_form::<Listed>("m"), "`tags`")]
+        {
+            match refused {
+                Err(InteractionError::InvalidSchema(msg)) => assert!(msg.contains(property), "{msg}"),
+                other => panic!("expected InvalidSchema naming {property}, got {other:?}"),
+            }
+        }
+        assert!(matches!(typed_form::<u32>("m"), Err(InteractionError::InvalidSchema(_))));
+    }
+
+    #[test]
+    fn an_answer_is_read_by_its_action() {
+        let content = json!({"name": "Ada", "count": 2, "weight": 1.5, "size": "small", "spare": "large"});
+        let accepted = elicited::<Order>(json!({"action": "accept", "content": content})).unwrap();
+        let expected = Order {
+            name: "Ada".into(),
+            email: None,
+            count: 2,
+            weight: 1.5,
+            gift: None,
+            size: Size::Small,
+            spare: Some(Size::Large),
+        };
+        assert_eq!(accepted, Elicited::Accepted(expected));
+        assert_eq!(elicited::<Order>(json!({"action": "decline"})).unwrap(), Elicited::Declined);
+        assert_eq!(elicited::<Order>(json!({"action": "cancel"})).unwrap(), Elicited::Cancelled);
+        let long = "x".repeat(1000);
+        match elicited::<Order>(json!({"action": "accept", "content": {"name": 1, "size": long}})) {
+            Err(AskError::Undecodable(m)) => assert!(m.len() < 300, "{m}"),
+            other => panic!("expected Undecodable, got {other:?}"),
+        }
+    }
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Args {
+        text: String,
+    }
+
+    #[test]
+    fn a_typed_declaration_takes_the_schema_unless_it_declares_one() {
+        let derived = schema_of::<Args>();
+        for placeholder in [json!({"type": "object"}), json!({})] {
+            let tool = Tool::new("t", "d", placeholder).task_support(mcp_proto::TaskSupport::Optional);
+            let tool = with_input::<Args>(tool);
+            assert_eq!(tool.input_schema(), &derived);
+            assert_eq!(tool.declared_task_support(), mcp_proto::TaskSupport::Optional);
+        }
+        let own = json!({"type": "object", "properties": {"text": {"type": "string", "pattern": "^a"}}});
+        assert_eq!(with_input::<Args>(Tool::new("t", "d", own.clone())).input_schema(), &own);
     }
 
     #[test]

@@ -133,6 +133,7 @@ impl Server {
             server: self.clone(),
             client_extensions: Arc::new(client_extensions),
             progress_told: Arc::default(),
+            elicits: Default::default(),
         };
         let fut: BoxFuture<Reply> = match (handler.0, request) {
             (HandlerKind::Tool(f), Request::CallTool { name, arguments }) => {

@@ -106,8 +106,8 @@ pub use cluster::{
     Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, Located, SharedKeys,
 };
 pub use handler::{
-    typed_tool, AsJson, BoxFuture, Complete, GetPrompt, Handler, IntoToolResult, Json, ReadResource,
-    RequestContext, ToolCall, ToolResult,
+    typed_form, typed_tool, AsJson, BoxFuture, Complete, Elicited, GetPrompt, Handler, IntoToolResult, Json,
+    ReadResource, RequestContext, ToolCall, ToolResult,
 };
 #[cfg(feature = "http")]
 pub use http::{ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr};

@@ -21,8 +21,9 @@ use crate::builder::ServerBuilder;
 use crate::catalogue::Catalogue;
 use crate::driver::{Command, State, StoreFailures, INBOX_LEN};
 use crate::handler::{
-    self, blocking_tool_fn, prompt_fn, resource_fn, tool_fn, typed_tool, typed_tool_fn, GetPrompt, Handler,
-    HandlerKind, IntoToolResult, ReadResource, RequestContext, ToolCall, ToolResult,
+    self, blocking_tool_fn, blocking_typed_tool_fn, prompt_fn, resource_fn, tool_fn, typed_tool,
+    typed_tool_fn, GetPrompt, Handler, HandlerKind, IntoToolResult, ReadResource, RequestContext, ToolCall,
+    ToolResult,
 };
 use crate::invoke::guarded;
 use crate::panics::Gated;
@@ -218,6 +219,31 @@ impl Server {
         self.add_tool_item(tool.observed(), typed_tool_fn(f))
     }
 
+    /// Registers a typed tool on a declaration of your own, at any time: its input schema
+    /// becomes `A`'s unless it declares one (see [`ServerBuilder::typed_tool_with`]).
+    pub fn add_typed_tool_with<A, F, Fut, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
+    where
+        A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+        F: Fn(A, ToolCall) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoToolResult + 'static,
+    {
+        let tool = handler::with_output::<R>(handler::with_input::<A>(tool))?;
+        self.add_tool_item(tool.observed(), typed_tool_fn(f))
+    }
+
+    /// Registers a blocking typed tool on a declaration of your own, at any time (see
+    /// [`ServerBuilder::blocking_typed_tool_with`]).
+    pub fn add_blocking_typed_tool_with<A, F, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
+    where
+        A: DeserializeOwned + schemars::JsonSchema + 'static,
+        F: Fn(A, ToolCall) -> R + Send + Sync + 'static,
+        R: IntoToolResult + 'static,
+    {
+        let tool = handler::with_output::<R>(handler::with_input::<A>(tool))?;
+        self.add_tool_item(tool.observed(), blocking_typed_tool_fn(f))
+    }
+
     /// Registers a tool served by a blocking closure, at any time (see
     /// [`ServerBuilder::blocking_tool`]).
     pub fn add_blocking_tool<F, R>(&self, tool: Tool, f: F) -> Result<(), RegistryError>
@@ -314,6 +340,7 @@ impl Server {
             server: self.clone(),
             client_extensions: Arc::default(),
             progress_told: Arc::default(),
+            elicits: Default::default(),
         };
         let call = ToolCall { name: name.to_owned(), arguments, ctx };
         let reply = guarded(format!("tool {name}"), move || f(call), Reply::Tool).await;

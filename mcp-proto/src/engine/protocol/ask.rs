@@ -623,6 +623,12 @@ impl From<AskError> for HandlerError {
             e @ AskError::TooLarge { .. } => {
                 HandlerError::Public(RpcError::blamed(Blame::Misuse, ErrorCode::InternalError, e.to_string()))
             }
+            // The handler's own mistake: logged, never shown to the client.
+            AskError::InvalidRequest(e) => HandlerError::private(e.to_string()),
+            // Like an answer outside the form: the client's to correct, told as `-32602`.
+            AskError::Undecodable(m) => HandlerError::Public(RpcError::invalid_params(format!(
+                "invalid input response: {m}"
+            ))),
         }
     }
 }

@@ -695,6 +695,14 @@ pub enum AskError {
         /// The ceiling it crossed, in bytes.
         limit: usize,
     },
+    /// The handler's request cannot be sent at all (a typed elicitation whose type is no flat
+    /// form, the offending property named): the handler's bug, found before anything was sent
+    /// on either protocol era, so no round is spent on it.
+    InvalidRequest(crate::interaction::InteractionError),
+    /// The client's answer fits the form but not the handler's type (a custom `Deserialize`,
+    /// a number outside the type's range): the form says less than the type, and the client
+    /// could not know. The text says what `serde` refused, peer values clipped.
+    Undecodable(String),
 }
 
 impl fmt::Display for AskError {
@@ -712,6 +720,8 @@ impl fmt::Display for AskError {
             AskError::TooLarge { size, limit } => {
                 write!(f, "the request for input of {size} bytes exceeds the {limit}-byte response limit")
             }
+            AskError::InvalidRequest(e) => write!(f, "the request for input cannot be sent: {e}"),
+            AskError::Undecodable(m) => write!(f, "the client's answer does not fit the expected type: {m}"),
         }
     }
 }
