@@ -10,7 +10,7 @@ use mcp_proto::{
     Caller, Completion, Content, Gate, HandlerError, LogLevel, Prompt, PromptArgument, PromptMessage,
     PromptOutput, Resource, ResourceContents, ResourceTemplate, Tool, ToolOutput,
 };
-use mcp_server::{typed_tool, Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
+use mcp_server::{Complete, GetPrompt, ReadResource, Server, ServerBuilder, ToolCall};
 use serde_json::{json, Number, Value};
 use std::str::FromStr;
 
@@ -455,21 +455,18 @@ fn demo_tools(builder: ServerBuilder) -> ServerBuilder {
             ToolOutput::text(a.text)
         })
         // Arithmetic on big decimals is CPU work: it runs on the blocking pool, off the threads
-        // that serve the connections.
-        // Typed arguments as `blocking_typed_tool` derives them, on a `Tool` that also links
-        // the "Exact sum" app, which shows the results.
-        .blocking_tool(
-            typed_tool::<AddArgs>(
+        // that serve the connections. A declaration of its own links the "Exact sum" app,
+        // which shows the results; the input schema is still derived from `AddArgs`.
+        .blocking_typed_tool_with(
+            Tool::new(
                 "add",
                 "Adds two numbers exactly and returns the sum as text; each number may have at most \
                  1,000 significant digits, none beyond 10^±10,000 (1e10000 and 1e-10000 are the \
                  extremes)",
+                json!({"type": "object"}),
             )
             .ui(apps::SUM_URI, Visibility::ModelAndApp),
-            |call: ToolCall| match serde_json::from_value::<AddArgs>(Value::Object(call.arguments)) {
-                Ok(a) => sum(&a),
-                Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
-            },
+            |a: AddArgs, _: ToolCall| sum(&a),
         )
 }
 
@@ -480,19 +477,12 @@ fn bench_tools(builder: ServerBuilder) -> ServerBuilder {
     let echo = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
     let add = json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]});
     builder
-        .tool(Tool::new("echo", "Echo the given text", echo), |call: ToolCall| async move {
-            match serde_json::from_value::<EchoArgs>(Value::Object(call.arguments)) {
-                Ok(a) => ToolOutput::text(a.text),
-                Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
-            }
-        })
-        .blocking_tool(
-            Tool::new("add", "Add two numbers", add),
-            |call: ToolCall| match serde_json::from_value::<AddArgs>(Value::Object(call.arguments)) {
-                Ok(a) => sum(&a),
-                Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
-            },
+        // Their schemas are declared, so they are kept as written; the arguments still arrive typed.
+        .typed_tool_with(
+            Tool::new("echo", "Echo the given text", echo),
+            |a: EchoArgs, _: ToolCall| async move { ToolOutput::text(a.text) },
         )
+        .blocking_typed_tool_with(Tool::new("add", "Add two numbers", add), |a: AddArgs, _: ToolCall| sum(&a))
 }
 
 fn sum(a: &AddArgs) -> ToolOutput {

@@ -173,8 +173,9 @@ impl ServerBuilder {
     /// that, and its input schema becomes `A`'s, unless `tool` declares one of its own (see
     /// below).
     ///
-    /// Declare the tool with the placeholder schema `{"type": "object"}` (or start from
-    /// [`typed_tool::<A>`](crate::typed_tool), which already carries `A`'s). Any other schema
+    /// Declare the tool with the placeholder schema `{"type": "object"}` (`{}` and an empty
+    /// `properties` are placeholders too), or start from
+    /// [`typed_tool::<A>`](crate::typed_tool), which already carries `A`'s. Any other schema
     /// is kept as written, as a declared `outputSchema` is kept over [`Json<T>`](crate::Json)'s:
     /// for constraints schemars cannot express, or a schema whose exact bytes matter. It is
     /// the schema the engine checks arguments against; arguments it admits that `A` refuses

@@ -825,13 +825,19 @@ pub fn typed_tool<A: schemars::JsonSchema>(name: impl Into<String>, description:
 }
 
 /// `tool` with `A`'s schema as its input schema, unless it declares one of its own: a schema
-/// other than the placeholder `{"type": "object"}` (or `{}`) is kept, as a declared
+/// other than a placeholder (`{"type": "object"}`, `{}`, or either with an empty `properties`,
+/// none of which names anything `A`'s could contradict) is kept, as a declared
 /// `outputSchema` is kept over `Json<T>`'s, for the constraints schemars cannot write or a
 /// schema whose exact bytes matter. Arguments it admits that `A` refuses are then the tool
 /// failure `invalid arguments`.
 pub(crate) fn with_input<A: schemars::JsonSchema>(tool: Tool) -> Tool {
-    let placeholder =
-        tool.input_schema().as_object().is_some_and(|m| m.iter().all(|(k, v)| k == "type" && v == "object"));
+    let placeholder = tool.input_schema().as_object().is_some_and(|m| {
+        m.iter().all(|(k, v)| match k.as_str() {
+            "type" => v == "object",
+            "properties" => v.as_object().is_some_and(Map::is_empty),
+            _ => false,
+        })
+    });
     if placeholder {
         tool.with_input_schema(schema_of::<A>())
     } else {
@@ -1109,7 +1115,8 @@ mod tests {
     #[test]
     fn a_typed_declaration_takes_the_schema_unless_it_declares_one() {
         let derived = schema_of::<Args>();
-        for placeholder in [json!({"type": "object"}), json!({})] {
+        for placeholder in [json!({"type": "object"}), json!({}), json!({"type": "object", "properties": {}})]
+        {
             let tool = Tool::new("t", "d", placeholder).task_support(mcp_proto::TaskSupport::Optional);
             let tool = with_input::<Args>(tool);
             assert_eq!(tool.input_schema(), &derived);
@@ -1117,6 +1124,8 @@ mod tests {
         }
         let own = json!({"type": "object", "properties": {"text": {"type": "string", "pattern": "^a"}}});
         assert_eq!(with_input::<Args>(Tool::new("t", "d", own.clone())).input_schema(), &own);
+        let closed = json!({"type": "object", "additionalProperties": false});
+        assert_eq!(with_input::<Args>(Tool::new("t", "d", closed.clone())).input_schema(), &closed);
     }
 
     #[test]

@@ -58,8 +58,9 @@ pub use mcp_server;
 pub use mcp_server::tls::TlsConfig;
 pub use mcp_server::widget;
 pub use mcp_server::{
-    typed_tool, BoxFuture, BuildError, Complete, GetPrompt, HttpRefusals, IntoToolResult, Json, ReadResource,
-    RequestContext, Runtime, Server, ServerBuilder, ShutdownReport, Status, StdioEnd, ToolCall, ToolResult,
+    typed_form, typed_tool, BoxFuture, BuildError, Complete, Elicited, GetPrompt, HttpRefusals,
+    IntoToolResult, Json, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport,
+    Status, StdioEnd, ToolCall, ToolResult,
 };
 #[cfg(feature = "http")]
 pub use mcp_server::{HttpService, McpBody, PeerAddr};

@@ -626,9 +626,9 @@ impl From<AskError> for HandlerError {
             // The handler's own mistake: logged, never shown to the client.
             AskError::InvalidRequest(e) => HandlerError::private(e.to_string()),
             // Like an answer outside the form: the client's to correct, told as `-32602`.
-            AskError::Undecodable(m) => HandlerError::Public(RpcError::invalid_params(format!(
-                "invalid input response: {m}"
-            ))),
+            AskError::Undecodable(m) => {
+                HandlerError::Public(RpcError::invalid_params(format!("invalid input response: {m}")))
+            }
         }
     }
 }
