@@ -14,7 +14,7 @@ use std::time::Duration;
 use mcp_proto::http::HttpConfig;
 use mcp_proto::interaction::InputRequest;
 use mcp_proto::{AskError, HandlerError, Tool, ToolOutput};
-use mcp_server::{Server, ToolCall};
+use mcp_server::{Elicited, Server, ToolCall};
 use mcp_tests::http::{each, ensure, event_data, poll_until, serve, Client, Req, Response, TIMEOUT};
 use mcp_tests::lines::Lines;
 use serde_json::{json, Value};
@@ -528,5 +528,228 @@ fn stdio_modern_ask_round_trip() {
         let reply = s.next("the retry")?;
         expect_completed_retry(&reply)?;
         s.finish()
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed asks (`RequestContext::elicit`)
+// ---------------------------------------------------------------------------------------------
+
+/// A name the form writes as any string, which this type refuses when empty: an answer the
+/// form admits and the type does not.
+#[derive(serde::Deserialize)]
+#[serde(try_from = "String")]
+struct Name(String);
+
+impl TryFrom<String> for Name {
+    type Error = &'static str;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        if s.is_empty() {
+            return Err("a name cannot be empty");
+        }
+        Ok(Name(s))
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Person {
+    #[schemars(with = "String")]
+    name: Name,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Confirm {
+    ok: bool,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Street {
+    #[allow(dead_code)]
+    street: String,
+}
+
+/// No form: a nested struct.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Address {
+    #[allow(dead_code)]
+    home: Street,
+}
+
+/// `welcome` asks two typed forms in turn (a name, then a confirmation); `nested` asks for a
+/// type that is no form.
+fn typed_server() -> Server {
+    let no_args = || json!({"type": "object"});
+    Server::builder("typed-asks", "1.0.0")
+        .tool(Tool::new("welcome", "Asks a name, then a confirmation", no_args()), welcome)
+        .tool(Tool::new("nested", "Asks for an address", no_args()), |call: ToolCall| async move {
+            call.ctx.elicit::<Address>("Where do you live?").await?;
+            Ok::<_, HandlerError>("unreachable: the form was refused")
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the test server is valid: {e}"))
+}
+
+async fn welcome(call: ToolCall) -> Result<String, HandlerError> {
+    let person = match call.ctx.elicit::<Person>("What is your name?").await? {
+        Elicited::Accepted(p) => p,
+        Elicited::Declined => return Ok("declined".into()),
+        Elicited::Cancelled => return Ok("cancelled".into()),
+    };
+    Ok(match call.ctx.elicit::<Confirm>("Send the welcome?").await? {
+        Elicited::Accepted(Confirm { ok: true }) => format!("welcome {}", person.name.0),
+        _ => "not sent".into(),
+    })
+}
+
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+/// The `elicitation/create` of the name's form, as derived from `Person`.
+fn expect_name_form(asked: &Value) -> Outcome {
+    ensure(
+        asked["method"] == "elicitation/create"
+            && asked["params"]["message"] == "What is your name?"
+            && asked["params"]["requestedSchema"]["properties"] == json!({"name": {"type": "string"}})
+            && asked["params"]["requestedSchema"]["required"] == json!(["name"]),
+        || format!("the name's form: {asked}"),
+    )
+}
+
+fn expect_text(reply: &Value, id: u64, text: &str) -> Outcome {
+    ensure(reply["id"] == id && reply["result"]["content"] == json!([{"type": "text", "text": text}]), || {
+        format!("expected {text:?}: {reply}")
+    })
+}
+
+/// An answer the form admits and `Person` refuses is `-32602`, as an answer outside the form is.
+fn expect_undecodable(reply: &Value, id: u64) -> Outcome {
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    ensure(
+        reply["id"] == id
+            && reply["error"]["code"] == -32602
+            && message.contains("invalid input response")
+            && message.contains("a name cannot be empty"),
+        || format!("an undecodable answer: {reply}"),
+    )
+}
+
+/// A type that is no form is the handler's bug: the generic internal error, nothing asked.
+fn expect_refused_form(reply: &Value, id: u64) -> Outcome {
+    ensure(reply["id"] == id && reply["error"]["code"] == -32603 && reply.get("result").is_none(), || {
+        format!("a form that cannot be: {reply}")
+    })
+}
+
+/// A legacy session: each typed form is a real `elicitation/create` with the derived schema,
+/// the two forms go out in turn, and each answer comes back typed: accepted, declined,
+/// cancelled, or fitting the form but not the type.
+#[test]
+fn legacy_typed_elicit_reads_each_action() {
+    each(|shim| {
+        let mut s = Lines::serve(shim, typed_server())?;
+        s.send(&initialize(&json!({"elicitation": {}})))?;
+        s.next("initialize")?;
+        s.send(INITIALIZED)?;
+        let call = |id: u64, tool: &str| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+                .to_string()
+        };
+        let answer = |s: &mut Lines, asked: &Value, result: Value| {
+            let id = asked.get("id").cloned().ok_or_else(|| format!("the request has no id: {asked}"))?;
+            s.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
+        };
+
+        s.send(&call(10, "welcome"))?;
+        let asked = s.next("the name's form")?;
+        expect_name_form(&asked)?;
+        answer(&mut s, &asked, accept(json!({"name": "Ada"})))?;
+        let asked = s.next("the confirmation")?;
+        ensure(
+            asked["params"]["message"] == "Send the welcome?"
+                && asked["params"]["requestedSchema"]["properties"] == json!({"ok": {"type": "boolean"}}),
+            || format!("the confirmation: {asked}"),
+        )?;
+        answer(&mut s, &asked, accept(json!({"ok": true})))?;
+        expect_text(&s.next("the welcome")?, 10, "welcome Ada")?;
+
+        for (id, action, text) in [(11, "decline", "declined"), (12, "cancel", "cancelled")] {
+            s.send(&call(id, "welcome"))?;
+            let asked = s.next("the name's form")?;
+            answer(&mut s, &asked, json!({"action": action}))?;
+            expect_text(&s.next(action)?, id, text)?;
+        }
+
+        s.send(&call(13, "welcome"))?;
+        let asked = s.next("the name's form")?;
+        answer(&mut s, &asked, accept(json!({"name": ""})))?;
+        expect_undecodable(&s.next("an empty name")?, 13)?;
+
+        s.send(&call(14, "nested"))?;
+        expect_refused_form(&s.next("nested")?, 14)?;
+        s.finish()
+    });
+}
+
+/// A stateless 2026-07-28 `tools/call` of `tool` whose client declared elicitation; `extra`
+/// goes into `params`.
+fn modern_tool_call(id: u64, tool: &str, extra: Value) -> Req {
+    let mut params = json!({"name": tool, "arguments": {}, "_meta": modern_meta()});
+    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    Req::post(body.to_string())
+        .header("MCP-Protocol-Version", MODERN)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+}
+
+/// The `input_required` of a round asking only under `key`: its request and the state.
+fn expect_asked(reply: &Value, key: &str) -> Result<(Value, String), String> {
+    let result = &reply["result"];
+    let asked = result["inputRequests"].as_object().filter(|r| r.len() == 1).and_then(|r| r.get(key));
+    let asked = asked.cloned().ok_or_else(|| format!("not input_required for {key} alone: {reply}"))?;
+    let state = result["requestState"].as_str().ok_or_else(|| format!("no requestState: {reply}"))?;
+    Ok((asked, state.to_owned()))
+}
+
+/// 2026-07-28: each typed form is a round of `input_required`; the handler runs again on each
+/// retry, and the same `elicit` returns the answer the retry brought, so the second form is
+/// asked only once the first is answered, under a key of its own. Declined, cancelled and
+/// undecodable answers, and a type that is no form, as on a legacy session.
+#[test]
+fn modern_typed_elicit_suspends_and_returns_the_answer_on_retry() {
+    each(|shim| {
+        let addr = serve(shim, typed_server(), HttpConfig::default());
+        let mut client = connect(addr)?;
+        let mut round = |id: u64, tool: &str, extra: Value| -> Result<Value, String> {
+            client.request(&modern_tool_call(id, tool, extra))?.json()
+        };
+
+        let (asked, state) = expect_asked(&round(1, "welcome", json!({}))?, "elicit-1")?;
+        expect_name_form(&asked)?;
+        let retry =
+            json!({"inputResponses": {"elicit-1": accept(json!({"name": "Ada"}))}, "requestState": state});
+        let (asked, state) = expect_asked(&round(2, "welcome", retry)?, "elicit-2")?;
+        ensure(asked["params"]["message"] == "Send the welcome?", || format!("the second round: {asked}"))?;
+        let retry =
+            json!({"inputResponses": {"elicit-2": accept(json!({"ok": true}))}, "requestState": state});
+        let reply = round(3, "welcome", retry)?;
+        ensure(reply["result"]["resultType"] == "complete", || format!("the last round: {reply}"))?;
+        expect_text(&reply, 3, "welcome Ada")?;
+
+        for (id, action, text) in [(4, "decline", "declined"), (6, "cancel", "cancelled")] {
+            let (_, state) = expect_asked(&round(id, "welcome", json!({}))?, "elicit-1")?;
+            let retry = json!({"inputResponses": {"elicit-1": {"action": action}}, "requestState": state});
+            expect_text(&round(id + 1, "welcome", retry)?, id + 1, text)?;
+        }
+
+        let (_, state) = expect_asked(&round(8, "welcome", json!({}))?, "elicit-1")?;
+        let retry =
+            json!({"inputResponses": {"elicit-1": accept(json!({"name": ""}))}, "requestState": state});
+        expect_undecodable(&round(9, "welcome", retry)?, 9)?;
+
+        expect_refused_form(&round(10, "nested", json!({}))?, 10)
     });
 }
