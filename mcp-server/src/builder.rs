@@ -179,7 +179,8 @@ impl ServerBuilder {
     /// is kept as written, as a declared `outputSchema` is kept over [`Json<T>`](crate::Json)'s:
     /// for constraints schemars cannot express, or a schema whose exact bytes matter. It is
     /// the schema the engine checks arguments against; arguments it admits that `A` refuses
-    /// fail the call with the tool failure `invalid arguments`, never reaching `f`.
+    /// fail the call with the tool failure `invalid arguments`, never reaching `f`. What
+    /// `#[tool]` (feature `macros`) expands to.
     ///
     /// ```
     /// # use mcp_server::{Server, ToolCall};
@@ -204,6 +205,35 @@ impl ServerBuilder {
     {
         self.items.push(tool_item::<R>(handler::with_input::<A>(tool), typed_tool_fn(f)));
         self
+    }
+
+    /// Applies `register` to the builder: for the registration functions `#[tool]` generates
+    /// (`add_tool` beside `async fn add`) and `#[tools]` returns (`value.tools()`), so that
+    /// tools made by the macros and by hand read as one chain (feature `macros`).
+    ///
+    /// ```
+    /// # #[cfg(feature = "macros")] {
+    /// # use mcp_server::{Json, Server};
+    /// #[derive(serde::Serialize, schemars::JsonSchema)]
+    /// struct Sum { sum: i64 }
+    ///
+    /// /// Adds two integers.
+    /// #[mcp_server::tool(read_only)]
+    /// async fn add(
+    ///     /// The first term.
+    ///     a: i64,
+    ///     /// The second term.
+    ///     b: i64,
+    /// ) -> Json<Sum> {
+    ///     Json(Sum { sum: a + b })
+    /// }
+    ///
+    /// let server = Server::builder("calc", "1.0.0").register(add_tool).build();
+    /// assert!(server.is_ok());
+    /// # }
+    /// ```
+    pub fn register(self, register: impl FnOnce(Self) -> Self) -> Self {
+        register(self)
     }
 
     /// Adds a tool served by a blocking closure, for handlers that compute for long or block

@@ -118,3 +118,40 @@ pub use server::{Server, ShutdownReport};
 pub use status::{HttpRefusals, Status};
 pub use stdio::{serve_lines, StdioEnd};
 pub use tasks::{InMemoryTaskStore, StoreError, TaskStore};
+
+/// Makes a tool of an async fn (feature `macros`); see [`ServerBuilder::register`].
+#[cfg(feature = "macros")]
+pub use mcp_macros::tool;
+/// Makes tools of the methods of an impl block (feature `macros`); see
+/// [`ServerBuilder::register`].
+#[cfg(feature = "macros")]
+pub use mcp_macros::tools;
+
+/// What the code `#[tool]` and `#[tools]` generate names, at one path in each crate that offers
+/// the macros (`mcp_server::__macros`, `mcp_tokio::__macros`, `mcp_smol::__macros`), so that the
+/// code compiles whichever of them the user depends on. Not an API: it changes with the macros.
+#[cfg(feature = "macros")]
+#[doc(hidden)]
+pub mod __macros {
+    pub use crate::{typed_tool, ServerBuilder, ToolCall};
+    pub use mcp_macros::{tool_smol, tool_tokio, tools_smol, tools_tokio};
+    pub use mcp_proto::{TaskSupport, Visibility};
+    pub use {schemars, serde, serde_json};
+
+    /// What a tool parameter's type must be: a value deserialized from the call's arguments,
+    /// with a schema for the tool's `inputSchema`.
+    #[diagnostic::on_unimplemented(
+        message = "the tool parameter type `{Self}` has no JSON Schema or cannot be deserialized",
+        label = "this parameter's type",
+        note = "derive both for it: `#[derive(serde::Deserialize, schemars::JsonSchema)]` (through the \
+                re-exported `serde` and `schemars` of the crate you use, with `#[serde(crate = ...)]` \
+                and `#[schemars(crate = ...)]`)"
+    )]
+    pub trait ToolParam: serde::de::DeserializeOwned + schemars::JsonSchema {}
+
+    impl<T: serde::de::DeserializeOwned + schemars::JsonSchema> ToolParam for T {}
+
+    /// Checks, where a parameter is declared, that its type is a [`ToolParam`]: the derive of
+    /// the arguments struct would report it too, without saying what to do.
+    pub fn assert_param<T: ToolParam>() {}
+}

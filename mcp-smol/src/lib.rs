@@ -29,6 +29,11 @@
 //!   `HttpService`, over hyper. A stdio-only server turns it off with `default-features = false`
 //!   and compiles none of hyper, http, http-body or tower-service.
 //!
+//! - `macros` (off by default): `#[mcp_smol::tool]` makes a tool of an async fn and
+//!   `#[mcp_smol::tools]` tools of an impl block's methods, expanding to the builder's calls (see
+//!   [`ServerBuilder::register`]). The generated code names everything through this crate, so
+//!   a project needs no dependency on `mcp-server`, `serde` or `schemars` for it.
+//!
 //! # Re-exports
 //!
 //! [`serde`], [`serde_json`] and [`schemars`] are the versions this crate is built with, so a
@@ -68,6 +73,19 @@ pub use mcp_server::{HttpService, McpBody, PeerAddr};
 // errors far from the cause. Derive through these with `#[serde(crate = "...::serde")]` and
 // `#[schemars(crate = "...::schemars")]`.
 pub use schemars;
+
+/// Makes a tool of an async fn (feature `macros`): `#[mcp_smol::tool]`, naming everything it
+/// generates through this crate. See [`ServerBuilder::register`] and the `mcp-macros` crate.
+#[cfg(feature = "macros")]
+pub use mcp_server::__macros::tool_smol as tool;
+/// Makes tools of the methods of an impl block marked `#[tool]` (feature `macros`):
+/// `#[mcp_smol::tools]`. See [`ServerBuilder::register`] and the `mcp-macros` crate.
+#[cfg(feature = "macros")]
+pub use mcp_server::__macros::tools_smol as tools;
+// The path the code `#[tool]` generates names its items by (`::mcp_smol::__macros::...`).
+#[cfg(feature = "macros")]
+#[doc(hidden)]
+pub use mcp_server::__macros;
 pub use serde;
 pub use serde_json;
 

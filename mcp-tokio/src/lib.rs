@@ -31,6 +31,11 @@
 //! - `axum` (on by default, implies `http`): `McpService` reads the client address from
 //!   axum's `ConnectInfo<SocketAddr>`.
 //!
+//! - `macros` (off by default): `#[mcp_tokio::tool]` makes a tool of an async fn and
+//!   `#[mcp_tokio::tools]` tools of an impl block's methods, expanding to the builder's calls (see
+//!   [`ServerBuilder::register`]). The generated code names everything through this crate, so
+//!   a project needs no dependency on `mcp-server`, `serde` or `schemars` for it.
+//!
 //! # Re-exports
 //!
 //! [`serde`], [`serde_json`] and [`schemars`] are the versions this crate is built with, so a
@@ -70,6 +75,19 @@ pub use mcp_server::{HttpService, McpBody, PeerAddr};
 // errors far from the cause. Derive through these with `#[serde(crate = "...::serde")]` and
 // `#[schemars(crate = "...::schemars")]`.
 pub use schemars;
+
+/// Makes a tool of an async fn (feature `macros`): `#[mcp_tokio::tool]`, naming everything it
+/// generates through this crate. See [`ServerBuilder::register`] and the `mcp-macros` crate.
+#[cfg(feature = "macros")]
+pub use mcp_server::__macros::tool_tokio as tool;
+/// Makes tools of the methods of an impl block marked `#[tool]` (feature `macros`):
+/// `#[mcp_tokio::tools]`. See [`ServerBuilder::register`] and the `mcp-macros` crate.
+#[cfg(feature = "macros")]
+pub use mcp_server::__macros::tools_tokio as tools;
+// The path the code `#[tool]` generates names its items by (`::mcp_tokio::__macros::...`).
+#[cfg(feature = "macros")]
+#[doc(hidden)]
+pub use mcp_server::__macros;
 pub use serde;
 pub use serde_json;
 
