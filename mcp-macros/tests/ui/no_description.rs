@@ -1,0 +1,6 @@
+#[mcp_server::tool]
+async fn add(a: i64, b: i64) -> String {
+    (a + b).to_string()
+}
+
+fn main() {}
