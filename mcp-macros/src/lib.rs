@@ -174,7 +174,9 @@ impl Parse for Options {
             } else {
                 match path.get_ident() {
                     Some(i) => i.to_string(),
-                    None => return Err(Error::new_spanned(path, unknown(&path.to_token_stream().to_string()))),
+                    None => {
+                        return Err(Error::new_spanned(path, unknown(&path.to_token_stream().to_string())))
+                    }
                 }
             };
             if seen.contains(&key) {
@@ -198,7 +200,8 @@ impl Parse for Options {
                 "task_started_by_handler" => o.task_started_by_handler = bare(&meta)?,
                 "app" => o.app = Some(string(&meta)?),
                 "visibility" => {
-                    o.visibility = Some(variant(&meta, &["ModelAndApp", "Model", "App"], "visibility = Model")?)
+                    o.visibility =
+                        Some(variant(&meta, &["ModelAndApp", "Model", "App"], "visibility = Model")?)
                 }
                 "blocking" => {
                     bare(&meta)?;
@@ -244,7 +247,10 @@ fn string(meta: &Meta) -> syn::Result<LitStr> {
     let example = format!("{} = \"...\"", name_of(meta));
     match value(meta, &example)? {
         Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Ok(s),
-        other => Err(Error::new_spanned(other, format!("`{}` takes a string literal: write `{example}`", name_of(meta)))),
+        other => Err(Error::new_spanned(
+            other,
+            format!("`{}` takes a string literal: write `{example}`", name_of(meta)),
+        )),
     }
 }
 
@@ -264,7 +270,9 @@ fn flag(meta: &Meta) -> syn::Result<LitBool> {
                 format!("`{}` is `true` alone, or `= true` or `= false`", name_of(meta)),
             )),
         },
-        Meta::List(_) => Err(Error::new_spanned(meta, format!("write `{0}` or `{0} = false`", name_of(meta)))),
+        Meta::List(_) => {
+            Err(Error::new_spanned(meta, format!("write `{0}` or `{0} = false`", name_of(meta))))
+        }
     }
 }
 
@@ -509,7 +517,7 @@ fn registration(
     match (sig.asyncness.is_some(), blocking) {
         (false, false) => {
             return Err(Error::new_spanned(
-                &sig.fn_token,
+                sig.fn_token,
                 format!(
                     "`{fn_name}` is not async: make it an `async fn`, or serve it on the blocking \
                      pool with `#[tool(blocking)]`"
@@ -518,7 +526,7 @@ fn registration(
         }
         (true, true) => {
             return Err(Error::new_spanned(
-                &sig.asyncness,
+                sig.asyncness,
                 format!(
                     "`{fn_name}` is async and `blocking`: a blocking tool is a plain `fn` run on the \
                      blocking pool; remove `async` or `blocking`"

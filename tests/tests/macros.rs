@@ -146,13 +146,15 @@ fn macro_tools_are_listed_as_their_functions_declare_them() {
         })?;
         ensure(add["title"] == "Addition", || format!("title: {add}"))?;
         ensure(
-            add["annotations"] == json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}),
+            add["annotations"]
+                == json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false}),
             || format!("annotations: {add}"),
         )?;
         let input = &add["inputSchema"];
         ensure(
             input["type"] == "object"
-                && input["properties"]["a"] == json!({"type": "integer", "format": "int64", "description": "The first term."})
+                && input["properties"]["a"]
+                    == json!({"type": "integer", "format": "int64", "description": "The first term."})
                 && input["properties"]["b"]["description"] == "The second term."
                 && input["required"] == json!(["a", "b"]),
             || format!("add's inputSchema, from its parameters: {input}"),
@@ -170,11 +172,14 @@ fn macro_tools_are_listed_as_their_functions_declare_them() {
         ensure(
             upper["description"] == "Upper-cases a text"
                 && input["required"] == json!(["text"])
-                && input["properties"]["times"]["description"] == "How many times to repeat it (once when left out)."
+                && input["properties"]["times"]["description"]
+                    == "How many times to repeat it (once when left out)."
                 && input["properties"].get("call").is_none()
                 && upper.get("outputSchema").is_none()
                 && upper.get("annotations").is_none(),
-            || format!("upper: the name and description given, the context no property, no output schema: {upper}"),
+            || {
+                format!("upper: the name and description given, the context no property, no output schema: {upper}")
+            },
         )?;
 
         let divide = tool("divide")?;
@@ -209,7 +214,9 @@ fn macro_tools_answer_calls_through_the_functions() {
         ensure(text(&reply)? == "HI (upper)", || format!("upper, `times` left out: {reply}"))?;
 
         let reply = call(&mut client, 4, "divide", json!({"a": 7, "b": 2}))?;
-        ensure(text(&reply)? == "3" && reply["result"].get("isError").is_none(), || format!("divide: {reply}"))?;
+        ensure(text(&reply)? == "3" && reply["result"].get("isError").is_none(), || {
+            format!("divide: {reply}")
+        })?;
         let reply = call(&mut client, 5, "divide", json!({"a": 7, "b": 0}))?;
         ensure(reply["result"]["isError"] == true && text(&reply)? == "b is 0", || {
             format!("divide by zero, a tool failure: {reply}")
@@ -232,7 +239,9 @@ fn macro_tools_answer_calls_through_the_functions() {
         let reply = call(&mut client, 11, "long_job", json!({}))?;
         ensure(
             reply["error"]["code"] == -32021
-                && reply["error"]["data"]["requiredCapabilities"].to_string().contains("io.modelcontextprotocol/tasks"),
+                && reply["error"]["data"]["requiredCapabilities"]
+                    .to_string()
+                    .contains("io.modelcontextprotocol/tasks"),
             || format!("a task-only tool refuses a request without the tasks extension: {reply}"),
         )?;
 
