@@ -18,7 +18,7 @@
 //! - the return type is anything that implements `IntoToolResult`; `Json<T>` declares `T`'s
 //!   schema as the `outputSchema`, as the builder does;
 //! - the registration is [`ServerBuilder::typed_tool_with`] (or
-//!   [`blocking_typed_tool_with`](ServerBuilder::blocking_typed_tool_with) for a `blocking`
+//!   [`blocking_typed_tool_with`][blocking_with] for a `blocking`
 //!   tool), given `typed_tool::<Args>(name, description)` and the `Tool` setters the attribute
 //!   arguments ask for.
 //!
@@ -38,7 +38,7 @@
 //! [`ServerBuilder`]: https://docs.rs/mcp-server/latest/mcp_server/struct.ServerBuilder.html
 //! [`ServerBuilder::register`]: https://docs.rs/mcp-server/latest/mcp_server/struct.ServerBuilder.html#method.register
 //! [`ServerBuilder::typed_tool_with`]: https://docs.rs/mcp-server/latest/mcp_server/struct.ServerBuilder.html#method.typed_tool_with
-//! [ServerBuilder::blocking_typed_tool_with]: https://docs.rs/mcp-server/latest/mcp_server/struct.ServerBuilder.html#method.blocking_typed_tool_with
+//! [blocking_with]: https://docs.rs/mcp-server/latest/mcp_server/struct.ServerBuilder.html#method.blocking_typed_tool_with
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -86,6 +86,9 @@ use syn::{
 /// - `blocking`: the function is not async and each call runs on the blocking pool
 ///   (`ServerBuilder::blocking_typed_tool_with`);
 /// - `crate = <path>`: where the `mcp-server` API is (see the crate docs).
+///
+/// On a method, or any function of an `impl` block, put [`tools`] on the block instead: the
+/// generated code must reach the function through `Self`, which only the block's macro sees.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand_fn(attr, item, quote!(::mcp_server))

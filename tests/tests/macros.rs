@@ -13,7 +13,7 @@ use mcp_proto::http::HttpConfig;
 use mcp_proto::ToolFailure;
 use mcp_server::{Json, RequestContext, Server, ToolCall};
 use mcp_tests::http::{each, ensure, modern, serve, Client};
-use mcp_tokio::Gate;
+use mcp_tokio::{App, Gate};
 use serde_json::{json, Value};
 
 #[derive(serde::Serialize, schemars::JsonSchema)]
@@ -68,6 +68,12 @@ async fn long_job() -> &'static str {
     "done"
 }
 
+/// Shows the board.
+#[mcp_tokio::tool(app = "ui://macros/board", visibility = Model)]
+async fn board() -> String {
+    "the board".to_owned()
+}
+
 struct Counter {
     count: AtomicU64,
 }
@@ -106,6 +112,8 @@ fn server() -> Result<Server, String> {
     let counter = Counter { count: AtomicU64::new(0) };
     counter.reset();
     Server::builder("macros", "1")
+        .app(App::new("ui://macros/board", "board", "<!doctype html><p>board</p>"))
+        .register(board_tool)
         .register(add_tool)
         .register(shout_tool)
         .register(divide_tool)
@@ -136,7 +144,7 @@ fn macro_tools_are_listed_as_their_functions_declare_them() {
 
         let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
         names.sort_unstable();
-        ensure(names == ["add", "bump", "divide", "kind", "long_job", "peek", "upper"], || {
+        ensure(names == ["add", "board", "bump", "divide", "kind", "long_job", "peek", "upper"], || {
             format!("the gated `secret` is hidden from an anonymous caller, the rest listed: {names:?}")
         })?;
 
@@ -180,6 +188,12 @@ fn macro_tools_are_listed_as_their_functions_declare_them() {
             || {
                 format!("upper: the name and description given, the context no property, no output schema: {upper}")
             },
+        )?;
+
+        let board = tool("board")?;
+        ensure(
+            board["_meta"]["ui"] == json!({"resourceUri": "ui://macros/board", "visibility": ["model"]}),
+            || format!("board's app link: {board}"),
         )?;
 
         let divide = tool("divide")?;
@@ -231,6 +245,9 @@ fn macro_tools_answer_calls_through_the_functions() {
             (text(&first)?, text(&second)?, text(&peek)?, text(&kind)?) == ("2", "5", "5", "counter"),
             || format!("bump, bump, peek, kind: {first} {second} {peek} {kind}"),
         )?;
+
+        let reply = call(&mut client, 13, "board", json!({}))?;
+        ensure(text(&reply)? == "the board", || format!("the app-linked tool: {reply}"))?;
 
         let reply = call(&mut client, 10, "secret", json!({}))?;
         ensure(reply.get("result").is_none() && reply["error"]["code"].is_i64(), || {
