@@ -68,6 +68,9 @@ pub struct ServerBuilder {
     /// [`ServerBuilder::server_card`].
     #[cfg(feature = "http")]
     pub(crate) card: Option<mcp_proto::card::ServerCard>,
+    /// [`ServerBuilder::identify`].
+    #[cfg(feature = "http")]
+    pub(crate) identify: Option<crate::http::Identify>,
     pub(crate) keys_set: bool,
     pub(crate) items: Vec<Item>,
     pub(crate) task_store: Option<Arc<dyn TaskStore>>,
@@ -100,6 +103,11 @@ pub enum BuildError {
     /// The builder shares a catalogue ([`ServerBuilder::shared_catalogue`]) that a run-time
     /// edit has changed since: the builder's items are no longer its contents.
     CatalogueChanged,
+    /// The builder has both an authorization ([`ServerBuilder::authorization`]) and an
+    /// identify hook ([`ServerBuilder::identify`]): two answers to who a request is from, with
+    /// no rule a reader could guess for when they disagree. Use one.
+    #[cfg(feature = "auth")]
+    IdentifyWithAuthorization,
 }
 
 impl std::fmt::Display for BuildError {
@@ -115,6 +123,12 @@ impl std::fmt::Display for BuildError {
                 "the shared catalogue was changed at run time: a server built now would serve the \
                  builder's items, not the catalogue's; build every server that shares it before \
                  changing it",
+            ),
+            #[cfg(feature = "auth")]
+            BuildError::IdentifyWithAuthorization => f.write_str(
+                "the server has both an authorization and an identify hook: a request's caller \
+                 must come from one of them; identify API keys or cookies with the hook, or \
+                 tokens with the authorization, not both",
             ),
         }
     }
@@ -415,6 +429,70 @@ impl ServerBuilder {
         self
     }
 
+    /// Identifies the callers of the server's HTTP services with `hook` (feature `http`): API
+    /// keys, session cookies, a header a trusted proxy sets, whatever the application's scheme.
+    /// Default none: callers are who the application's middleware says (a
+    /// [`Caller`](mcp_proto::Caller) in the request's extensions), else anonymous.
+    ///
+    /// The hook is given the request head (every header, cookies, `Host`, target, the
+    /// connection's peer: the [`HttpRequestHead`](mcp_proto::HttpRequestHead) handlers read
+    /// later) after the transport rules passed it and before the body is read, on the request's
+    /// own task, for every request to the endpoint of every HTTP service of the server
+    /// (`serve_http`, `serve_https`, a mounted [`McpService`](crate::McpService)). It answers
+    /// with:
+    ///
+    /// - `Ok(Some(caller))`: the request is `caller`'s (identity, roles, attributes), whatever a
+    ///   middleware put in its extensions; its `peer` is filled in as for any caller, and its
+    ///   binding ([`Caller::binding`](mcp_proto::Caller::binding)) keeps sessions, cursors and
+    ///   subscriptions to it, so a legacy session opened by one identity is refused to another;
+    /// - `Ok(None)`: nobody the hook knows; the request goes on as without a hook (a
+    ///   middleware's `Caller`, else anonymous), for gates to judge;
+    /// - `Err(refusal)`: answered at once with the refusal's 401 or 403, its message and its
+    ///   `WWW-Authenticate` challenge ([`IdentityRefusal`](crate::IdentityRefusal)); the body is
+    ///   never handed to anything (dropped unread, a bounded amount) and no handler runs.
+    ///
+    /// A slow hook delays only its own request, and is bounded: past
+    /// [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) (10 s by
+    /// default) the request is refused 503 with `Retry-After`. A hook that panics refuses only
+    /// its request, with 500, and the panic is logged. Both are counted in
+    /// [`HttpRefusals::identify_failed`](crate::HttpRefusals::identify_failed), refusals in
+    /// [`HttpRefusals::unidentified`](crate::HttpRefusals::unidentified).
+    ///
+    /// With the `auth` feature's [`authorization`](Self::authorization) the token is the
+    /// caller's identity, and [`build`](Self::build) refuses a builder with both
+    /// ([`BuildError::IdentifyWithAuthorization`]). A request another replica of a cluster
+    /// forwards is identified again where it is answered, from the same headers. stdio is
+    /// unaffected (its caller is given to `serve_stdio_as`).
+    ///
+    /// ```
+    /// use mcp_server::{IdentityRefusal, Server};
+    /// use mcp_proto::Caller;
+    ///
+    /// let server = Server::builder("demo", "1.0.0")
+    ///     .identify(|head| async move {
+    ///         match head.header("x-api-key") {
+    ///             None => Ok(None),
+    ///             Some("k-alice") => Ok(Some(Caller::identified("alice").with_role("admin"))),
+    ///             Some(_) => Err(IdentityRefusal::unauthorized("unknown API key")
+    ///                 .with_challenge("ApiKey realm=\"mcp\"")),
+    ///         }
+    ///     })
+    ///     .build();
+    /// assert!(server.is_ok());
+    /// ```
+    ///
+    /// Client certificates (mutual TLS over `serve_https`) are not requested yet; when they
+    /// are, the head will carry the peer's chain, so a hook written now keeps working.
+    #[cfg(feature = "http")]
+    pub fn identify<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(Arc<mcp_proto::HttpRequestHead>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = crate::Identified> + Send + 'static,
+    {
+        self.identify = Some(crate::http::Identify::new(hook));
+        self
+    }
+
     /// Serves `card` (SEP-2127) at `<endpoint>/server-card` on every HTTP service of the server
     /// (`/mcp/server-card` for an endpoint at `/mcp`), as `application/mcp-server-card+json`,
     /// with a strong `ETag`, `If-None-Match`, open CORS, `Cache-Control: public, max-age=3600`,
@@ -516,6 +594,10 @@ impl ServerBuilder {
             // The engine names the resource in its step-up refusals.
             self.config.protected = Some(auth.resource().clone());
         }
+        #[cfg(feature = "auth")]
+        if self.authorization.is_some() && self.identify.is_some() {
+            return Err(BuildError::IdentifyWithAuthorization);
+        }
         #[cfg(feature = "http")]
         let card = self.built_card()?;
         #[cfg(feature = "auth")]
@@ -524,6 +606,10 @@ impl ServerBuilder {
         #[cfg(feature = "http")]
         if let Some(card) = card {
             let _ = server.shared.card.set(card);
+        }
+        #[cfg(feature = "http")]
+        if let Some(hook) = self.identify {
+            let _ = server.shared.identify.set(hook);
         }
         #[cfg(feature = "auth")]
         if let Some(auth) = self.authorization {

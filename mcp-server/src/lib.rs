@@ -88,6 +88,7 @@ mod tasks;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod trace;
+mod warnings;
 pub mod widget;
 
 #[cfg(feature = "http")]
@@ -110,7 +111,10 @@ pub use handler::{
     ReadResource, RequestContext, ToolCall, ToolResult,
 };
 #[cfg(feature = "http")]
-pub use http::{ConnectionPermit, HttpRuntime, HttpService, Listener, McpBody, McpService, PeerAddr};
+pub use http::{
+    ConnectionPermit, HttpRuntime, HttpService, Identified, IdentityRefusal, Listener, McpBody, McpService,
+    PeerAddr,
+};
 pub use runtime::Runtime;
 #[cfg(feature = "http")]
 pub use runtime::{BoxIo, ForwardIo};
@@ -118,6 +122,7 @@ pub use server::{Server, ShutdownReport};
 pub use status::{HttpRefusals, Status};
 pub use stdio::{serve_lines, StdioEnd};
 pub use tasks::{InMemoryTaskStore, StoreError, TaskStore};
+pub use warnings::{Warning, Warnings};
 
 /// Makes a tool of an async fn (feature `macros`); see [`ServerBuilder::register`].
 #[cfg(feature = "macros")]

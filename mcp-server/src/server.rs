@@ -78,6 +78,11 @@ pub(crate) struct Shared {
     /// The catalogue this server shares ([`ServerBuilder::shared_catalogue`]), set when it
     /// joins at build time: registry edits then go through it to every member.
     pub(crate) catalogue: OnceLock<Catalogue>,
+    /// The safety warnings raised ([`Status::warnings`](crate::Status::warnings)).
+    pub(crate) warnings: crate::warnings::Raised,
+    /// The application's identify hook ([`ServerBuilder::identify`]), set at build.
+    #[cfg(feature = "http")]
+    pub(crate) identify: OnceLock<crate::http::Identify>,
 }
 
 impl Server {
@@ -93,6 +98,8 @@ impl Server {
             authorization: None,
             #[cfg(feature = "http")]
             card: None,
+            #[cfg(feature = "http")]
+            identify: None,
             items: Vec::new(),
             task_store: Some(tasks::default_store()),
             cluster: None,
@@ -150,6 +157,9 @@ impl Server {
                 #[cfg(feature = "http")]
                 card: OnceLock::new(),
                 catalogue: OnceLock::new(),
+                warnings: crate::warnings::Raised::default(),
+                #[cfg(feature = "http")]
+                identify: OnceLock::new(),
                 rt: OnceLock::new(),
                 stop_accepting: async_channel::bounded(1),
             }),

@@ -7,6 +7,7 @@ use mcp_proto::Refusals;
 
 use crate::cluster::ClusterHealth;
 use crate::server::Server;
+use crate::warnings::Warnings;
 
 impl Server {
     /// A snapshot of what the server is doing and what it turned away: connections open,
@@ -35,6 +36,7 @@ impl Server {
             dropped_records: engine.dropped_records,
             cluster: st.cluster.as_ref().map_or(ClusterHealth::Standalone, |m| m.cluster.health()),
             task_store_failures: self.shared.task_store_failures.count.load(AtomicOrdering::Relaxed),
+            warnings: self.shared.warnings.snapshot(),
         }
     }
 
@@ -96,6 +98,10 @@ pub struct Status {
     /// reachable on this replica until its TTL (its directory entry is kept); the last error
     /// is [`Server::last_task_store_error`].
     pub task_store_failures: u64,
+    /// The safety [`Warning`](crate::Warning)s the server raised since it started: each a
+    /// protection its configuration leaves off (also logged, and printed on stderr when no
+    /// `tracing` subscriber records it). Empty for a server configured safely.
+    pub warnings: Warnings,
 }
 
 /// What the HTTP layer ([`HttpService`](crate::HttpService), and the accept loop of [`HttpService::serve`](crate::HttpService::serve)) turned
@@ -145,6 +151,12 @@ pub struct HttpRefusals {
     /// Requests refused `503` because their token could not be checked: the authorization
     /// server's keys or introspection endpoint out of reach (feature `auth`).
     pub auth_unavailable: u64,
+    /// Requests the application's identify hook refused
+    /// ([`ServerBuilder::identify`](crate::ServerBuilder::identify)): 401 or 403, as it chose.
+    pub unidentified: u64,
+    /// Requests refused because the identify hook failed: it panicked (500) or did not answer
+    /// within [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) (503).
+    pub identify_failed: u64,
 }
 
 impl HttpRefusals {
@@ -162,6 +174,8 @@ impl HttpRefusals {
             ("body_broken", self.body_broken),
             ("unauthorized", self.unauthorized),
             ("auth_unavailable", self.auth_unavailable),
+            ("unidentified", self.unidentified),
+            ("identify_failed", self.identify_failed),
         ]
         .into_iter()
     }
@@ -184,6 +198,8 @@ pub(crate) enum HttpRefused {
     Unauthorized,
     #[cfg(feature = "auth")]
     AuthUnavailable,
+    Unidentified,
+    IdentifyFailed,
 }
 
 /// The live [`HttpRefusals`]: one relaxed atomic increment per refusal, from any task.
@@ -200,6 +216,8 @@ pub(crate) struct HttpCounters {
     pub(crate) body_broken: AtomicU64,
     pub(crate) unauthorized: AtomicU64,
     pub(crate) auth_unavailable: AtomicU64,
+    pub(crate) unidentified: AtomicU64,
+    pub(crate) identify_failed: AtomicU64,
 }
 
 impl HttpCounters {
@@ -219,6 +237,8 @@ impl HttpCounters {
             HttpRefused::Unauthorized => &self.unauthorized,
             #[cfg(feature = "auth")]
             HttpRefused::AuthUnavailable => &self.auth_unavailable,
+            HttpRefused::Unidentified => &self.unidentified,
+            HttpRefused::IdentifyFailed => &self.identify_failed,
         }
     }
 
@@ -236,6 +256,8 @@ impl HttpCounters {
             body_broken: read(&self.body_broken),
             unauthorized: read(&self.unauthorized),
             auth_unavailable: read(&self.auth_unavailable),
+            unidentified: read(&self.unidentified),
+            identify_failed: read(&self.identify_failed),
         }
     }
 }
@@ -256,7 +278,9 @@ impl Status {
     /// `shutting_down` as 0 or 1, `cluster_degraded` as 0 or 1, `cluster_queued`), then counters (`dropped_notifications_total` and one
     /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`, one
     /// `http_refused_<reason>_total` per [`HttpRefusals`] field, such as
-    /// `http_refused_per_peer_total`, `dropped_records_total` and `task_store_failures_total`).
+    /// `http_refused_per_peer_total`, `dropped_records_total` and `task_store_failures_total`),
+    /// then one `warning_<name>` gauge (0 or 1) per [`Warning`](crate::Warning), such as
+    /// `warning_no_peer_address`.
     pub fn metrics(&self) -> impl Iterator<Item = (String, u64)> + '_ {
         let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         let gauges = [
@@ -292,5 +316,10 @@ impl Status {
             )
             .chain(std::iter::once(("dropped_records_total".to_owned(), self.dropped_records)))
             .chain(std::iter::once(("task_store_failures_total".to_owned(), self.task_store_failures)))
+            .chain(
+                crate::Warning::ALL
+                    .into_iter()
+                    .map(|w| (format!("warning_{}", w.name()), u64::from(self.warnings.contains(w)))),
+            )
     }
 }

@@ -30,6 +30,7 @@ use mcp_proto::{Caller, ConnId, HttpRequest, HttpRequestHead};
 
 mod body;
 mod card;
+mod identify;
 mod peers;
 pub(crate) mod refusal;
 mod secure;
@@ -37,6 +38,8 @@ mod service;
 
 pub use body::McpBody;
 use body::{Busy, CloseGuard, Kind};
+pub(crate) use identify::Identify;
+pub use identify::{Identified, IdentityRefusal};
 use peers::{Peers, Turned};
 use refusal::{closing, counted_as, error_response, refused, response, share_taken, unavailable, Refusal};
 pub use service::{HttpRuntime, McpService};
@@ -101,8 +104,11 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 ///    connection is closed unread), so that a client that writes its whole body before reading
 ///    sees the 413 rather than a reset. A client that sent `Expect: 100-continue` is refused before it sends the
 ///    body;
-/// 3. resolve the [`Caller`] (a `Caller` the application's middleware put in the request's
-///    extensions, else anonymous; its `peer` is the client's IP address unless already set);
+/// 3. resolve the [`Caller`], before the body is read: the verified token's (feature `auth`), or
+///    the one the server's identify hook names
+///    ([`ServerBuilder::identify`](crate::ServerBuilder::identify)), else a `Caller` the
+///    application's middleware put in the request's extensions, else anonymous; its `peer` is
+///    the client's IP address unless already set;
 /// 4. hand the request to the engine and answer what it says: at once, or through the exchange's
 ///    bounded queue (one JSON response, or an SSE head followed by ready-to-write bytes);
 /// 5. when the client goes away before the exchange ends, tell the engine
@@ -283,6 +289,9 @@ impl HttpService {
         L: Listener,
         T: hyper::rt::Timer + Clone + Send + Sync + 'static,
     {
+        if !self.inner.http.is_loopback_only() && !self.inner.server.identifies() {
+            self.inner.server.shared.warnings.raise(crate::Warning::Unauthenticated);
+        }
         let mut closing = pin!(self.inner.server.closing());
         loop {
             let accepted = match select(pin!(listener.accept()), closing.as_mut()).await {
@@ -446,9 +455,11 @@ impl HttpService {
     /// Answers one request: the whole transport pipeline in the [type docs](Self).
     ///
     /// `peer` is the client's address when known; with it the loopback-only rule applies and
-    /// the [`Caller`]'s `peer` is filled in. A `Caller` in the request's extensions (put there
-    /// by the application's authentication middleware) is who the engine sees; otherwise the
-    /// caller is anonymous.
+    /// the [`Caller`]'s `peer` is filled in. The caller the engine sees is, in this order: the
+    /// verified token's (feature `auth`), the one the server's identify hook names
+    /// ([`ServerBuilder::identify`](crate::ServerBuilder::identify); a refusal is answered at
+    /// once, the body unread), a `Caller` in the request's extensions (put there by the
+    /// application's authentication middleware), else anonymous.
     pub async fn handle<B>(&self, req: Request<B>, peer: Option<SocketAddr>) -> Response<McpBody>
     where
         B: Body,
@@ -523,6 +534,28 @@ impl HttpService {
             }
             None => None,
         };
+        // The hook's head is the one handlers read: one copy serves both.
+        let mut exposed = None;
+        let identified = match self.inner.server.shared.identify.get() {
+            Some(hook) => {
+                let head = Arc::new(exposed_head(&parts, peer, false));
+                let identified = self.identify(hook, &head).await;
+                exposed = Some(head);
+                match identified {
+                    Ok(caller) => caller,
+                    Err(refusal) => {
+                        // As for a refused token: the body is dropped unread (bounded), so the
+                        // client reads the refusal rather than a reset, and one that waits for
+                        // `100 Continue` is told at once instead.
+                        if !parts.headers.contains_key(http::header::EXPECT) {
+                            self.discard(pin!(body)).await;
+                        }
+                        return refusal;
+                    }
+                }
+            }
+            None => None,
+        };
         let (body, decoded) = if post {
             match self.read_body(body).await {
                 // Decoded here, on this request's task: a large body costs its sender only.
@@ -536,7 +569,7 @@ impl HttpService {
             // A body on GET or DELETE means nothing; hyper drains or discards it.
             (Vec::new(), None)
         };
-        let mut caller = parts.extensions.get::<Caller>().cloned().unwrap_or_default();
+        let mut caller = identified.or_else(|| parts.extensions.get::<Caller>().cloned()).unwrap_or_default();
         #[cfg(feature = "auth")]
         let token_verified = verified.is_some();
         #[cfg(not(feature = "auth"))]
@@ -564,7 +597,7 @@ impl HttpService {
         if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone(), named).await {
             return resp;
         }
-        caller.http = Some(Arc::new(exposed_head(&parts, peer, token_verified)));
+        caller.http = Some(exposed.unwrap_or_else(|| Arc::new(exposed_head(&parts, peer, token_verified))));
         let cut = parts.extensions.get::<Cut>().cloned();
         let inner = self.inner.clone();
         let answer = self

@@ -5,8 +5,6 @@ use std::convert::Infallible;
 use std::fmt;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
@@ -47,23 +45,22 @@ pub trait HttpRuntime: Runtime + Clone {
 /// from the runtime's convention ([`HttpRuntime::peer_addr`]: on tokio, axum's
 /// `ConnectInfo<SocketAddr>`, which `into_make_service_with_connect_info::<SocketAddr>()`
 /// provides); without either, the loopback-only rule cannot be applied and is skipped (the
-/// `Host` and `Origin` rules still are), and the first such request logs a warning that says
-/// so. The host
+/// `Host` and `Origin` rules still are), and the first such request raises
+/// [`Warning::NoPeerAddress`](crate::Warning::NoPeerAddress) (logged, in
+/// [`Status::warnings`](crate::Status::warnings), and on stderr when no `tracing` subscriber
+/// records it). The host
 /// server's own limits (head timeout, connection count, keep-alive) apply instead of the
 /// server's [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) and
 /// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections); the head, body
 /// and discard bounds, the body timeout and every request rule still apply.
 pub struct McpService<R> {
     pub(crate) http: HttpService,
-    /// Whether the missing client address was reported already (shared by clones: one
-    /// warning per mounted service, not one per request).
-    pub(crate) warned: Arc<AtomicBool>,
     pub(crate) runtime: PhantomData<fn() -> R>,
 }
 
 impl<R> Clone for McpService<R> {
     fn clone(&self) -> Self {
-        Self { http: self.http.clone(), warned: self.warned.clone(), runtime: PhantomData }
+        Self { http: self.http.clone(), runtime: PhantomData }
     }
 }
 
@@ -77,11 +74,7 @@ impl<R: HttpRuntime> McpService<R> {
     /// The endpoint for `server` with the policy `http`, on the current runtime
     /// ([`HttpRuntime::current`], which may panic outside one).
     pub fn new(server: Server, http: HttpConfig) -> Self {
-        Self {
-            http: HttpService::new(server, R::current(), http),
-            warned: Arc::new(AtomicBool::new(false)),
-            runtime: PhantomData,
-        }
+        Self { http: HttpService::new(server, R::current(), http), runtime: PhantomData }
     }
 
     /// The runtime-independent endpoint underneath.
@@ -112,13 +105,8 @@ where
             None => R::peer_addr(req.extensions()),
         };
         let cfg = self.http.config();
-        if peer.is_none() && cfg.is_loopback_only() && !self.warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "McpService: the request carries no client address (no ConnectInfo<SocketAddr> and no \
-                 PeerAddr extension), so the loopback-only rule is not applied; serve the router with \
-                 `into_make_service_with_connect_info::<SocketAddr>()`, insert a PeerAddr, or turn the \
-                 rule off with HttpConfig::loopback_only(false)"
-            );
+        if peer.is_none() && cfg.is_loopback_only() {
+            self.http.server().shared.warnings.raise(crate::Warning::NoPeerAddress);
         }
         let req = at_endpoint(req, cfg.endpoint_path());
         let http = self.http.clone();
