@@ -63,10 +63,10 @@ pub use mcp_server::widget;
 pub use mcp_server::{
     typed_form, typed_tool, BoxFuture, BuildError, Complete, Elicited, GetPrompt, HttpRefusals,
     IntoToolResult, Json, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport,
-    Status, StdioEnd, ToolCall, ToolResult,
+    Status, StdioEnd, ToolCall, ToolResult, Warning, Warnings,
 };
 #[cfg(feature = "http")]
-pub use mcp_server::{HttpService, McpBody, PeerAddr};
+pub use mcp_server::{HttpService, Identified, IdentityRefusal, McpBody, PeerAddr};
 // What a user's own code needs beside this crate, at the versions this crate was built with:
 // `typed_tool` bounds its arguments by `serde::Deserialize` and `schemars::JsonSchema`, so a
 // project that picked another major version (schemars 0.8 against our 1.x) would get trait

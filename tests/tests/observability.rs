@@ -550,8 +550,10 @@ fn http_request_refusals_are_counted_by_reason() {
             ("head_rejected", 1),
             ("head_timeout", 1),
             ("head_too_large", 1),
+            ("identify_failed", 0),
             ("per_peer", 0),
             ("unauthorized", 0),
+            ("unidentified", 0),
         ]
         .into_iter()
         .map(|(k, v)| (format!("http_refused_{k}_total"), v))
