@@ -4,7 +4,11 @@
 //! - The application keeps its own routes (`/` here); MCP lives at `/mcp` ([`McpService`]).
 //! - A middleware turns `Authorization: Bearer <token>` into a [`Caller`] (identity and role) in
 //!   the request's extensions, which is who the server's gates see. An unknown token is refused
-//!   with 401 before MCP sees the request; no token leaves the caller anonymous.
+//!   with 401 before MCP sees the request; no token leaves the caller anonymous. This is the
+//!   tower `Layer` way: `middleware::from_fn` is a layer, and any other (`tower_http`'s, your
+//!   own) that inserts a `Caller` works the same. Without axum, or when only MCP needs the
+//!   check, `ServerBuilder::identify` does it on the server instead (and wins over this
+//!   middleware's `Caller` when both name one).
 //! - The server-wide gate admits identified callers only, so an anonymous request reaches the
 //!   engine and is refused there; the `admin_echo` tool is visible to the `admin` role only.
 //!

@@ -297,3 +297,82 @@ fn an_authorization_and_a_hook_are_refused_together() {
     assert!(matches!(e, mcp_server::BuildError::IdentifyWithAuthorization), "{e:?}");
     assert!(e.to_string().contains("both an authorization and an identify hook"), "{e}");
 }
+
+/// A `tools/call` of `whoami` as a mounted service receives it: with `key` as `X-Api-Key`, and
+/// `middleware`'s caller in the extensions, as an authentication layer in front puts it there.
+fn mounted_whoami(key: Option<&str>, middleware: Option<Caller>) -> axum::http::Request<axum::body::Body> {
+    let req = call(1, "whoami");
+    let bytes = req.to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head and a body");
+    let mut builder = axum::http::Request::post("/mcp");
+    for line in head.lines().skip(1) {
+        let (name, value) = line.split_once(": ").expect("a header line");
+        builder = builder.header(name, value);
+    }
+    if let Some(key) = key {
+        builder = builder.header("X-Api-Key", key);
+    }
+    let mut req = builder.body(axum::body::Body::from(body.to_owned())).expect("a request");
+    req.extensions_mut().insert(mcp_server::PeerAddr(([127, 0, 0, 1], 40000).into()));
+    if let Some(caller) = middleware {
+        req.extensions_mut().insert(caller);
+    }
+    req
+}
+
+/// The text `whoami` answers a mounted service's request with.
+async fn mounted_answer<S>(svc: &mut S, req: axum::http::Request<axum::body::Body>) -> Result<String, String>
+where
+    S: tower_service::Service<
+        axum::http::Request<axum::body::Body>,
+        Response = axum::http::Response<mcp_server::McpBody>,
+    >,
+    S::Error: std::fmt::Debug,
+{
+    let resp = svc.call(req).await.map_err(|e| format!("{e:?}"))?;
+    let status = resp.status();
+    let body = axum::body::Body::new(resp.into_body());
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|e| e.to_string())?;
+    let body: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{status}: {e}"))?;
+    body["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{status}: {body}"))
+}
+
+/// A mounted service (axum's, through `McpService`) runs the hook too: its caller wins over a
+/// middleware's `Caller`; when it passes, the middleware's is who the handler sees; a refusal
+/// is the hook's 401.
+#[test]
+fn a_mounted_service_runs_the_hook_before_the_middlewares_caller() {
+    each(|shim| {
+        let rig = rig();
+        let dave = || Some(Caller::identified("dave").with_role("reader"));
+        let reqs = [mounted_whoami(Some("k-alice"), dave()), mounted_whoami(None, dave())];
+        let refused = mounted_whoami(Some("k-mallory"), dave());
+        let server = rig.server.clone();
+        let (answers, status) = match shim {
+            Shim::Tokio => mcp_tests::http::tokio_runtime().block_on(async move {
+                let mut svc = mcp_tokio::McpService::new(server, HttpConfig::default());
+                let mut answers = Vec::new();
+                for req in reqs {
+                    answers.push(mounted_answer(&mut svc, req).await?);
+                }
+                let status = tower_service::Service::call(&mut svc, refused).await.map(|r| r.status());
+                Ok::<_, String>((answers, status.map_or(0, |s| s.as_u16())))
+            })?,
+            Shim::Smol => smol::block_on(async move {
+                let mut svc = mcp_smol::McpService::new(server, HttpConfig::default());
+                let mut answers = Vec::new();
+                for req in reqs {
+                    answers.push(mounted_answer(&mut svc, req).await?);
+                }
+                let status = tower_service::Service::call(&mut svc, refused).await.map(|r| r.status());
+                Ok::<_, String>((answers, status.map_or(0, |s| s.as_u16())))
+            })?,
+        };
+        ensure(answers == ["alice (admin)", "dave (reader)"], || format!("answers: {answers:?}"))?;
+        ensure(status == 401, || format!("a refusal through the mount: {status}"))
+    });
+}
