@@ -458,9 +458,9 @@ impl ServerBuilder {
     /// [`HttpRefusals::identify_failed`](crate::HttpRefusals::identify_failed), refusals in
     /// [`HttpRefusals::unidentified`](crate::HttpRefusals::unidentified).
     ///
-    /// With the `auth` feature's [`authorization`](Self::authorization) the token is the
+    /// With an authorization (feature `auth`: `ServerBuilder::authorization`) the token is the
     /// caller's identity, and [`build`](Self::build) refuses a builder with both
-    /// ([`BuildError::IdentifyWithAuthorization`]). A request another replica of a cluster
+    /// (`BuildError::IdentifyWithAuthorization`). A request another replica of a cluster
     /// forwards is identified again where it is answered, from the same headers. stdio is
     /// unaffected (its caller is given to `serve_stdio_as`).
     ///

@@ -55,7 +55,10 @@
 //! - `mcp_server` (`ERROR` events): a handler's panic or private failure, a missing random seed.
 //! - `mcp_server::http`, `mcp_server::handler`: HTTP connection limits (`DEBUG`), accept
 //!   failures (`WARN`), response headers HTTP cannot carry and blocking-thread failures
-//!   (`ERROR`).
+//!   (`ERROR`), an identify hook that panicked (`ERROR`) or timed out (`WARN`).
+//! - `mcp_server::warnings` (`WARN`): the safety [`Warning`]s, a protection the configuration
+//!   leaves off. Each is also kept in [`Status::warnings`], and printed on stderr once per
+//!   process when no subscriber would record it.
 //!
 //! When no subscriber wants these spans, a request costs the callsites' interest checks: no
 //! field is formatted, nothing is allocated or kept. [`Server::status`] is the metrics view: a

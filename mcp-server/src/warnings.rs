@@ -91,6 +91,7 @@ impl Warnings {
 }
 
 /// The warnings printed on stderr by this process: once each, however many servers raise them.
+#[cfg(feature = "http")]
 static PRINTED: AtomicU8 = AtomicU8::new(0);
 
 /// A server's raised warnings, shared by its endpoints.
@@ -100,6 +101,7 @@ pub(crate) struct Raised(AtomicU8);
 impl Raised {
     /// Raises `warning`: the first time for this server it is logged and recorded, and printed
     /// on stderr when no subscriber would record the log and this process has not printed it.
+    #[cfg(feature = "http")]
     pub(crate) fn raise(&self, warning: Warning) {
         if self.0.fetch_or(warning.bit(), Ordering::AcqRel) & warning.bit() != 0 {
             return;
@@ -121,6 +123,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "http")]
     fn raised_once_and_listed_in_order() {
         let raised = Raised::default();
         assert!(raised.snapshot().is_empty());

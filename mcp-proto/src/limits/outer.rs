@@ -28,6 +28,11 @@ impl Limits {
     /// waiting for the next request is waiting for its head. Zero closes every connection before
     /// its first request; a duration too large to add to the current instant means no bound.
     /// Enforced by the server layer's own listener; a mounted endpoint relies on its host's.
+    ///
+    /// The same time bounds the server layer's identify hook (`ServerBuilder::identify` in
+    /// `mcp-server`), which turns a head into a caller, on every endpoint, mounted or not: a
+    /// hook that has not answered in time is dropped and its request refused with 503 and
+    /// `Retry-After`.
     pub fn header_read_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.header_read_timeout = timeout;
         self

@@ -41,7 +41,9 @@ pub trait HttpRuntime: Runtime + Clone {
 /// listener ([`HttpService::serve`]), which answers any other path with 404.
 ///
 /// A [`Caller`](mcp_proto::Caller) that the application's middleware puts in the request's extensions is
-/// who the server's gates see. The client's address comes from a [`PeerAddr`] extension, else
+/// who the server's gates see, unless the server's identify hook
+/// ([`ServerBuilder::identify`](crate::ServerBuilder::identify)), which runs here too, names
+/// another. The client's address comes from a [`PeerAddr`] extension, else
 /// from the runtime's convention ([`HttpRuntime::peer_addr`]: on tokio, axum's
 /// `ConnectInfo<SocketAddr>`, which `into_make_service_with_connect_info::<SocketAddr>()`
 /// provides); without either, the loopback-only rule cannot be applied and is skipped (the
