@@ -481,8 +481,10 @@ impl ServerBuilder {
     /// assert!(server.is_ok());
     /// ```
     ///
-    /// Client certificates (mutual TLS over `serve_https`) are not requested yet; when they
-    /// are, the head will carry the peer's chain, so a hook written now keeps working.
+    /// Over `serve_https` with client certificates asked for (feature `tls`:
+    /// `TlsConfig::client_certificates`), the head carries the chain the client proved it
+    /// holds ([`HttpRequestHead::peer_certificates`](mcp_proto::HttpRequestHead::peer_certificates)),
+    /// for the hook to map to a caller.
     #[cfg(feature = "http")]
     pub fn identify<F, Fut>(mut self, hook: F) -> Self
     where

@@ -60,7 +60,7 @@ pub use mcp_proto::{
 };
 pub use mcp_server;
 #[cfg(feature = "tls")]
-pub use mcp_server::tls::TlsConfig;
+pub use mcp_server::tls::{ClientCertificates, TlsConfig};
 pub use mcp_server::widget;
 pub use mcp_server::{
     typed_form, typed_tool, BoxFuture, BuildError, Complete, Elicited, GetPrompt, HttpRefusals,

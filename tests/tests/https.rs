@@ -9,6 +9,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use mcp_proto::http::HttpConfig;
+use mcp_proto::{Caller, Tool, ToolOutput};
+use mcp_server::tls::ClientCertificates;
+use mcp_server::{Server, ToolCall};
 use mcp_tests::http::{each, ensure, serve_tls, test_server, Outcome};
 use mcp_tokio::TlsConfig;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
@@ -48,6 +51,13 @@ impl Pki {
         write(ca, ca_cert.pem());
         write(cert, leaf_cert.pem());
         write(key, leaf_key.serialize_pem());
+        // A client certificate from the same CA, for mutual TLS.
+        let client_key = KeyPair::generate().unwrap_or_else(|e| fail(e));
+        let mut client = CertificateParams::new(Vec::<String>::new()).unwrap_or_else(|e| fail(e));
+        client.distinguished_name.push(DnType::CommonName, "alice");
+        let client_cert = client.signed_by(&client_key, &issuer).unwrap_or_else(|e| fail(e));
+        write(&ca.with_file_name("client.pem"), client_cert.pem());
+        write(&ca.with_file_name("client-key.pem"), client_key.serialize_pem());
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -209,5 +219,88 @@ fn a_handshake_never_finished_is_closed_and_plain_http_is_refused() {
             "curl trusted a certificate of another CA".to_owned()
         })?;
         initialized(&curl_initialize(addr, &pki.path("ca.pem"), "--http1.1")?, "1.1")
+    });
+}
+
+/// A server whose identify hook names the client by its certificate: alice for the one the
+/// test CA issued her (`client.pem`), nobody without one; `whoami` says who called.
+fn certified_server(pki: &Pki) -> Server {
+    use rustls_pki_types::pem::PemObject as _;
+    let pem = std::fs::read(pki.path("client.pem")).unwrap_or_else(|e| panic!("client.pem: {e}"));
+    let alice = rustls_pki_types::CertificateDer::from_pem_slice(&pem).expect("alice's certificate").to_vec();
+    Server::builder("mtls", "1.0.0")
+        .tool(
+            Tool::new("whoami", "Says who the caller is", serde_json::json!({"type": "object"})),
+            |call: ToolCall| async move {
+                ToolOutput::text(call.ctx.caller.identity.clone().unwrap_or_else(|| "anonymous".to_owned()))
+            },
+        )
+        .identify(move |head| {
+            let alice = alice.clone();
+            async move {
+                let known = head.peer_certificates().first().is_some_and(|leaf| *leaf == alice);
+                Ok(known.then(|| Caller::identified("alice")))
+            }
+        })
+        .build()
+        .unwrap_or_else(|e| panic!("the mtls server: {e}"))
+}
+
+/// `whoami` as curl calls it (2026-07-28, stateless) over `version`, with `cert` (and its key)
+/// as the client certificate when given: the text answered, or why curl failed.
+fn curl_whoami(addr: SocketAddr, pki: &Pki, version: &str, cert: bool) -> Result<String, String> {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let url = format!("https://localhost:{}/mcp", addr.port());
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "--max-time", "20", version, "--cacert"]).arg(pki.path("ca.pem"));
+    if cert {
+        curl.arg("--cert").arg(pki.path("client.pem")).arg("--key").arg(pki.path("client-key.pem"));
+    }
+    let out = curl
+        .args(["--resolve", &format!("localhost:{}:127.0.0.1", addr.port())])
+        .args(["-H", "content-type: application/json", "-H", "accept: application/json, text/event-stream"])
+        .args([
+            "-H",
+            "mcp-protocol-version: 2026-07-28",
+            "-H",
+            "mcp-method: tools/call",
+            "-H",
+            "mcp-name: whoami",
+        ])
+        .args(["-d", body, &url])
+        .output()
+        .map_err(|e| format!("curl: {e} (is curl installed?)"))?;
+    if !out.status.success() {
+        return Err(format!("curl failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stdout)))?;
+    answer["result"]["content"][0]["text"].as_str().map(str::to_owned).ok_or_else(|| format!("{answer}"))
+}
+
+/// Mutual TLS: a client certificate the roots vouch for reaches the identify hook (over
+/// HTTP/2 and HTTP/1.1), which names its holder; without one the client is anonymous when
+/// certificates are optional, and cannot connect when they are required.
+#[test]
+fn a_client_certificate_reaches_the_identify_hook() {
+    let pki = Pki::new("mtls");
+    let roots = std::fs::read(pki.path("ca.pem")).unwrap_or_else(|e| panic!("ca.pem: {e}"));
+    each(|shim| {
+        let tls = pki.config().client_certificates(&roots, ClientCertificates::Optional);
+        let tls = tls.map_err(|e| e.to_string())?;
+        let addr = serve_tls(shim, certified_server(&pki), HttpConfig::default(), tls);
+        for version in ["--http2", "--http1.1"] {
+            let who = curl_whoami(addr, &pki, version, true)?;
+            ensure(who == "alice", || format!("{version} with alice's certificate: {who}"))?;
+            let who = curl_whoami(addr, &pki, version, false)?;
+            ensure(who == "anonymous", || format!("{version} without a certificate: {who}"))?;
+        }
+        let tls = pki.config().client_certificates(&roots, ClientCertificates::Required);
+        let addr =
+            serve_tls(shim, certified_server(&pki), HttpConfig::default(), tls.map_err(|e| e.to_string())?);
+        let who = curl_whoami(addr, &pki, "--http2", true)?;
+        ensure(who == "alice", || format!("required, with alice's certificate: {who}"))?;
+        let refused = curl_whoami(addr, &pki, "--http2", false);
+        ensure(refused.is_err(), || format!("required, without a certificate: {refused:?}"))
     });
 }

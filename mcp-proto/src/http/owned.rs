@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::RequestHead;
 
@@ -25,13 +26,15 @@ pub struct HttpRequestHead {
     target: String,
     headers: Vec<(String, Vec<u8>)>,
     peer: Option<SocketAddr>,
+    /// [`peer_certificates`](Self::peer_certificates), shared by the connection's requests.
+    certificates: Option<Arc<[Vec<u8>]>>,
 }
 
 impl HttpRequestHead {
     /// A head with no header lines: `target` is the request target as received (a path with
     /// its query, or the absolute form), `peer` the address the connection came from.
     pub fn new(method: impl Into<String>, target: impl Into<String>, peer: Option<SocketAddr>) -> Self {
-        Self { method: method.into(), target: target.into(), headers: Vec::new(), peer }
+        Self { method: method.into(), target: target.into(), headers: Vec::new(), peer, certificates: None }
     }
 
     /// A copy of the engine's borrowed view of a head; header names are lowercased (HTTP
@@ -48,6 +51,13 @@ impl HttpRequestHead {
     /// Appends a header line (after any of the same name, as a repeated header arrives).
     pub fn with_header(mut self, name: &str, value: &[u8]) -> Self {
         self.headers.push((name.to_ascii_lowercase(), value.to_vec()));
+        self
+    }
+
+    /// Sets the certificate chain the client proved it holds the key of (DER, its own
+    /// certificate first), as the TLS handshake of the connection verified it.
+    pub fn with_peer_certificates(mut self, chain: impl Into<Arc<[Vec<u8>]>>) -> Self {
+        self.certificates = Some(chain.into());
         self
     }
 
@@ -118,6 +128,16 @@ impl HttpRequestHead {
     pub fn peer(&self) -> Option<SocketAddr> {
         self.peer
     }
+
+    /// The client's certificate chain (DER, its own certificate first) when the connection is
+    /// TLS and the server asked for client certificates (`TlsConfig::client_certificates` in
+    /// `mcp-server`): verified against the configured roots during the handshake, so the client
+    /// holds the key of the first one. Empty otherwise (plain HTTP, no certificate asked for or
+    /// presented, a mounted service). To identify the client, compare the first certificate
+    /// with those you issued, or parse it with an X.509 crate.
+    pub fn peer_certificates(&self) -> &[Vec<u8>] {
+        self.certificates.as_deref().unwrap_or_default()
+    }
 }
 
 impl fmt::Debug for HttpRequestHead {
@@ -128,6 +148,7 @@ impl fmt::Debug for HttpRequestHead {
             .field("target", &self.target)
             .field("headers", &self.headers.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
             .field("peer", &self.peer)
+            .field("peer_certificates", &self.peer_certificates().len())
             .finish()
     }
 }

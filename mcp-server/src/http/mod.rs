@@ -333,7 +333,7 @@ impl HttpService {
             #[cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
             let secure = secure.clone();
             self.inner.rt.spawn(Box::pin(async move {
-                let switch = Switch { busy, cut, cut_off, seat };
+                let switch = Switch { busy, cut, cut_off, seat, chain: None };
                 match secure {
                     #[cfg(feature = "tls")]
                     Some(secure) => svc.serve_secure(io, timer, peer, switch, &secure).await,
@@ -358,7 +358,7 @@ impl HttpService {
         T: hyper::rt::Timer + Send + Sync + 'static,
     {
         let (cut, cut_off) = async_channel::bounded::<()>(1);
-        let switch = Switch { busy: Arc::new(AtomicUsize::new(0)), cut, cut_off, seat: None };
+        let switch = Switch { busy: Arc::new(AtomicUsize::new(0)), cut, cut_off, seat: None, chain: None };
         self.serve_admitted(io, timer, peer, switch).await;
     }
 
@@ -414,13 +414,16 @@ impl HttpService {
            + Send
            + 'static {
         let svc = self.clone();
-        let Switch { busy, cut, seat, .. } = switch;
+        let Switch { busy, cut, seat, chain, .. } = switch;
         let cut = Cut(cut);
         hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
             let svc = svc.clone();
             req.extensions_mut().insert(cut.clone());
             if let Some(seat) = seat {
                 req.extensions_mut().insert(seat);
+            }
+            if let Some(chain) = &chain {
+                req.extensions_mut().insert(chain.clone());
             }
             // Counted from the complete head until hyper drops the response body (written, or
             // the connection gone): until then the connection is not reading a head.
@@ -898,7 +901,15 @@ struct Switch {
     cut_off: async_channel::Receiver<()>,
     /// Its number in [`Peers`], when the accept loop admitted it by address.
     seat: Option<Seat>,
+    /// The certificate chain a TLS client proved it holds (`TlsConfig::client_certificates`).
+    chain: Option<ClientChain>,
 }
+
+/// A request extension: the verified certificate chain of the TLS client the request came from
+/// ([`HttpRequestHead::peer_certificates`]). Private, so only this layer's own listener can set
+/// it: a mounted service's request never carries one.
+#[derive(Debug, Clone)]
+pub(in crate::http) struct ClientChain(pub(in crate::http) Arc<[Vec<u8>]>);
 
 /// A request extension: the number of the admitted connection the request came on, so that a
 /// forwarded request counts against the address it was forwarded for ([`Peers::seat`]).
@@ -964,7 +975,10 @@ fn exposed_head(parts: &::http::request::Parts, peer: Option<SocketAddr>, verifi
     }
     head.remove_header(crate::cluster::forward::FORWARDED_BY);
     head.remove_header(crate::cluster::forward::FORWARDED_PEER);
-    head
+    match parts.extensions.get::<ClientChain>() {
+        Some(ClientChain(chain)) => head.with_peer_certificates(chain.clone()),
+        None => head,
+    }
 }
 
 /// The engine's view of a request head.

@@ -19,7 +19,7 @@ mod on {
 
     use futures_util::future::{select, Either};
 
-    use super::super::{HttpService, Listener, Switch};
+    use super::super::{ClientChain, HttpService, Listener, Switch};
     use crate::runtime::Runtime;
     use crate::tls::{HyperStream, TlsConfig, H2_MAX_STREAMS};
 
@@ -87,7 +87,13 @@ mod on {
                 Either::Left((None, _)) => return tracing::debug!(%peer, "TLS handshake timed out"),
                 Either::Right(_) => return tracing::debug!(%peer, "cut a connection in its TLS handshake"),
             };
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let tls = stream.get_ref().1;
+            let h2 = tls.alpn_protocol() == Some(b"h2");
+            let chain = tls.peer_certificates().filter(|chain| !chain.is_empty());
+            let switch = Switch {
+                chain: chain.map(|chain| ClientChain(chain.iter().map(|c| c.as_ref().to_vec()).collect())),
+                ..switch
+            };
             let io = smol_hyper::rt::FuturesIo::new(stream);
             if h2 {
                 self.serve_h2(io, timer, peer, switch).await;

@@ -44,6 +44,10 @@ pub enum TlsError {
     NoKey(String),
     /// The key is not one rustls signs with, or does not match the certificate.
     Key(rustls::Error),
+    /// The roots given to verify client certificates with
+    /// ([`TlsConfig::client_certificates`]) hold no certificate, or one rustls cannot use as a
+    /// trust anchor.
+    ClientRoots(String),
 }
 
 impl std::fmt::Display for TlsError {
@@ -53,6 +57,7 @@ impl std::fmt::Display for TlsError {
             Self::NoCertificate => f.write_str("the PEM holds no certificate"),
             Self::NoKey(why) => write!(f, "the PEM holds no usable private key: {why}"),
             Self::Key(e) => write!(f, "the private key cannot be used with the certificate: {e}"),
+            Self::ClientRoots(why) => write!(f, "cannot verify client certificates with these roots: {why}"),
         }
     }
 }
@@ -68,6 +73,19 @@ pub struct TlsConfig {
     files: Option<(PathBuf, PathBuf)>,
     handshake_timeout: Duration,
     http2: bool,
+    /// [`TlsConfig::client_certificates`]: how clients' certificates are verified, if asked for.
+    clients: Option<(Arc<dyn rustls::server::danger::ClientCertVerifier>, ClientCertificates)>,
+}
+
+/// Whether a client must present a certificate ([`TlsConfig::client_certificates`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientCertificates {
+    /// A client without a certificate the roots vouch for fails its handshake.
+    Required,
+    /// A client may present none (and the identify hook decides what that means); one it
+    /// presents must still be vouched for by the roots, or the handshake fails.
+    Optional,
 }
 
 impl std::fmt::Debug for TlsConfig {
@@ -76,6 +94,7 @@ impl std::fmt::Debug for TlsConfig {
             .field("files", &self.files)
             .field("handshake_timeout", &self.handshake_timeout)
             .field("http2", &self.http2)
+            .field("client_certificates", &self.clients.as_ref().map(|(_, mode)| mode))
             .finish_non_exhaustive()
     }
 }
@@ -101,7 +120,32 @@ impl TlsConfig {
             files: None,
             handshake_timeout: HANDSHAKE_TIMEOUT,
             http2: true,
+            clients: None,
         }
+    }
+
+    /// Asks every client for a certificate and verifies it against the CA certificates in
+    /// `roots` (PEM): the chain a client proved it holds the key of is then in the request head
+    /// the server's identify hook reads
+    /// ([`HttpRequestHead::peer_certificates`](mcp_proto::HttpRequestHead::peer_certificates)),
+    /// for it to map to a caller. `mode` says whether a client may present none. Default: no
+    /// client certificate is asked for. Roots holding no certificate, or one that cannot be a
+    /// trust anchor, are refused here with [`TlsError::ClientRoots`].
+    pub fn client_certificates(mut self, roots: &[u8], mode: ClientCertificates) -> Result<Self, TlsError> {
+        let mut store = rustls::RootCertStore::empty();
+        for root in CertificateDer::pem_slice_iter(roots) {
+            let root = root.map_err(|e| TlsError::ClientRoots(e.to_string()))?;
+            store.add(root).map_err(|e| TlsError::ClientRoots(e.to_string()))?;
+        }
+        let builder =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider());
+        let builder = match mode {
+            ClientCertificates::Required => builder,
+            ClientCertificates::Optional => builder.allow_unauthenticated(),
+        };
+        let verifier = builder.build().map_err(|e| TlsError::ClientRoots(e.to_string()))?;
+        self.clients = Some((verifier, mode));
+        Ok(self)
     }
 
     /// Reads the PEM files again and uses what they hold for every handshake from now on (a
@@ -139,10 +183,13 @@ impl TlsConfig {
 
     /// The acceptor for these settings.
     pub(crate) fn acceptor(&self) -> Result<futures_rustls::TlsAcceptor, rustls::Error> {
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_cert_resolver(self.identity.clone());
+        let versions =
+            rustls::ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+        let clients = match &self.clients {
+            Some((verifier, _)) => versions.with_client_cert_verifier(verifier.clone()),
+            None => versions.with_no_client_auth(),
+        };
+        let mut config = clients.with_cert_resolver(self.identity.clone());
         config.alpn_protocols =
             if self.http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
         Ok(futures_rustls::TlsAcceptor::from(Arc::new(config)))
@@ -212,6 +259,32 @@ pub fn roots_from_pem(pem: &[u8]) -> Option<Vec<CertificateDer<'static>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_roots_without_a_certificate_are_refused() {
+        // Any identity will do: the roots are judged before it is used.
+        let tls = TlsConfig::with(CertifiedKey::new(Vec::new(), any_key()));
+        let refused = tls.clone().client_certificates(b"no PEM here", ClientCertificates::Required);
+        assert!(matches!(refused, Err(TlsError::ClientRoots(_))), "{refused:?}");
+        let bad = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let refused = tls.client_certificates(bad, ClientCertificates::Optional);
+        assert!(matches!(refused, Err(TlsError::ClientRoots(_))), "{refused:?}");
+    }
+
+    /// A signing key that signs nothing: the identity a config needs to exist.
+    fn any_key() -> Arc<dyn rustls::sign::SigningKey> {
+        #[derive(Debug)]
+        struct Never;
+        impl rustls::sign::SigningKey for Never {
+            fn choose_scheme(&self, _: &[rustls::SignatureScheme]) -> Option<Box<dyn rustls::sign::Signer>> {
+                None
+            }
+            fn algorithm(&self) -> rustls::SignatureAlgorithm {
+                rustls::SignatureAlgorithm::ECDSA
+            }
+        }
+        Arc::new(Never)
+    }
 
     #[test]
     fn bad_pem_is_refused_with_why_and_the_identity_in_use_stays() {
