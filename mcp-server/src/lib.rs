@@ -88,6 +88,7 @@ mod skills;
 mod status;
 mod stdio;
 mod tasks;
+pub mod testing;
 #[cfg(feature = "tls")]
 pub mod tls;
 mod trace;

@@ -248,6 +248,28 @@ where
     mcp_server::serve_lines(server, SmolRuntime, caller, input, output).await
 }
 
+/// An in-process client for a test of a server: [`connect`](testing::connect) it to a [`Server`]
+/// in memory and call tools, read resources, answer asks and see notifications, on this runtime
+/// (see [`mcp_server::testing`]). No socket and no clock: drive the test with `smol::block_on`.
+pub mod testing {
+    pub use mcp_server::testing::{
+        Client, ClientBuilder, ClientError, ErrorResponse, Notification, PromptReply, ResourceReply, ToolReply,
+    };
+
+    use super::*;
+
+    /// A new anonymous line session of `server` at the newest session-based version, initialized.
+    pub async fn connect(server: &Server) -> Result<Client, ClientError> {
+        connect_with(server, Client::builder()).await
+    }
+
+    /// A new line session of `server` as `options` say (version, caller, capabilities,
+    /// answerers), initialized.
+    pub async fn connect_with(server: &Server, options: ClientBuilder) -> Result<Client, ClientError> {
+        options.connect(server, SmolRuntime).await
+    }
+}
+
 #[cfg(feature = "http")]
 /// Serves the MCP endpoint (Streamable HTTP over HTTP/1.1) on `listener` until the server
 /// shuts down ([`Server::shutdown`]): each connection on a task of its own, with the policy `http`
