@@ -274,8 +274,10 @@ impl ClientBuilder {
         self
     }
 
-    /// Serves a new line session of `server` on `rt` (spawned there) and initializes it. The
-    /// shims' `testing::connect_with` pass their own runtime.
+    /// Serves a new line session of `server` on `rt` (spawned there) and initializes it:
+    /// `initialize`, `notifications/initialized`, then a `ping` answered, so that the session is
+    /// ready for what the test does next. The shims' `testing::connect_with` pass their own
+    /// runtime.
     pub async fn connect<R: Runtime + Clone>(self, server: &Server, rt: R) -> Result<Client, ClientError> {
         if self.version.is_modern() {
             return Err(ClientError::Unsupported(format!(
@@ -300,7 +302,6 @@ impl ClientBuilder {
             from_server,
             buf: Vec::new(),
             next_id: 0,
-            issued: 0,
             notifications: VecDeque::new(),
             answerers: self.answerers,
             initialized: Value::Null,
@@ -320,6 +321,10 @@ impl ClientBuilder {
             )));
         }
         client.notify("notifications/initialized", Value::Null)?;
+        // A connection's frames are handled in order, so once this ping is answered the session
+        // is initialized: a change the test makes next (a run-time `add_tool`) is told to it,
+        // where before `initialized` the server would tell it nothing.
+        client.request("ping", Value::Null).await?;
         client.initialized = result;
         Ok(client)
     }
@@ -339,9 +344,8 @@ pub struct Client {
     from_server: async_channel::Receiver<Vec<u8>>,
     /// Bytes read from the server not yet split into lines.
     buf: Vec<u8>,
+    /// The id of the next request; a response to one at or past it is the server's mistake.
     next_id: u64,
-    /// How many ids were issued: a response to any other is the server's mistake.
-    issued: u64,
     notifications: VecDeque<Notification>,
     answerers: Vec<(&'static str, Answerer)>,
     initialized: Value,
@@ -383,7 +387,6 @@ impl Client {
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        self.issued = self.next_id;
         let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": method});
         if !params.is_null() {
             frame["params"] = params;
@@ -602,7 +605,7 @@ impl Client {
         }
         let of = match &id {
             Some(Value::Null) => None,
-            Some(id) => match id.as_u64().filter(|n| *n < self.issued) {
+            Some(id) => match id.as_u64().filter(|n| *n < self.next_id) {
                 Some(n) => Some(n),
                 None => return Err(ClientError::Protocol(format!("a response to an id never sent: {}", text()))),
             },
