@@ -112,26 +112,33 @@ impl Args {
     }
 }
 
+/// No options, as a bare `everything` runs: every demo tool, on stdio, for a caller with no roles.
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            extra_tools: 0,
+            roles: Vec::new(),
+            bench: false,
+            http: None,
+            capacity: None,
+            origins: Vec::new(),
+            threads: None,
+            mode: mcp_proto::Mode::Direct,
+            cluster: None,
+            replica: None,
+            advertise: None,
+            auth_issuer: None,
+            auth_resource: None,
+            auth_dpop: false,
+            auth_introspect: None,
+            tls: None,
+        }
+    }
+}
+
 /// Parses `std::env::args`, or returns the message to print.
 pub(crate) fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        extra_tools: 0,
-        roles: Vec::new(),
-        bench: false,
-        http: None,
-        capacity: None,
-        origins: Vec::new(),
-        threads: None,
-        mode: mcp_proto::Mode::Direct,
-        cluster: None,
-        replica: None,
-        advertise: None,
-        auth_issuer: None,
-        auth_resource: None,
-        auth_dpop: false,
-        auth_introspect: None,
-        tls: None,
-    };
+    let mut args = Args::default();
     let (mut cert, mut key) = (None, None);
     let (mut introspect, mut client) = (None, None);
     let mut it = std::env::args().skip(1);

@@ -1,6 +1,10 @@
 //! `mcp-tokio`'s `hello` example, the README's install example, run as a user would: launched
 //! as a command, one session over its stdin and stdout.
 //!
+//! Only what needs the process is here: the session over real standard streams and the exit at
+//! end of input. What the tool does (its derived schema, its answers) is tested in memory in the
+//! example itself (`examples/hello.rs`, through `mcp_tokio::testing`).
+//!
 //! The example binary is built by `cargo test --workspace` next to this test's own binary
 //! (`target/<profile>/examples/`); a run of this crate alone skips this test.
 
@@ -41,11 +45,7 @@ fn hello_greets_over_stdio_and_exits_at_end_of_input() {
         out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     assert_eq!(replies.len(), 3, "one reply per request: {out}");
     assert_eq!(replies[0]["result"]["serverInfo"]["name"], "hello", "{out}");
-    let tools = &replies[1]["result"]["tools"];
-    assert_eq!(tools[0]["name"], "greet", "{out}");
-    // The schema is derived from the argument type through the re-exported schemars.
-    assert_eq!(tools[0]["inputSchema"]["properties"]["name"]["type"], "string", "{out}");
-    assert_eq!(tools[0]["inputSchema"]["required"][0], "name", "{out}");
+    assert_eq!(replies[1]["result"]["tools"][0]["name"], "greet", "{out}");
     assert_eq!(replies[2]["id"], 3, "{out}");
     assert_eq!(replies[2]["result"]["content"][0]["text"], "Hello, Ada!", "{out}");
 }
