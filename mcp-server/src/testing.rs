@@ -256,7 +256,10 @@ impl ClientBuilder {
     }
 
     /// Answers `sampling/createMessage` with `answer`, and declares sampling.
-    pub fn on_sampling(self, answer: impl FnMut(&Value) -> Result<Value, ErrorResponse> + Send + 'static) -> Self {
+    pub fn on_sampling(
+        self,
+        answer: impl FnMut(&Value) -> Result<Value, ErrorResponse> + Send + 'static,
+    ) -> Self {
         self.answer("sampling/createMessage", "sampling", Box::new(answer))
     }
 
@@ -430,7 +433,12 @@ impl Client {
         self.call(name, arguments, Some(token.into())).await
     }
 
-    async fn call(&mut self, name: &str, arguments: Value, token: Option<Value>) -> Result<ToolReply, ClientError> {
+    async fn call(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        token: Option<Value>,
+    ) -> Result<ToolReply, ClientError> {
         let mut params = json!({"name": name});
         if !arguments.is_null() {
             params["arguments"] = arguments;
@@ -480,7 +488,9 @@ impl Client {
                 None | Some(Value::Null) => return Ok(items),
                 Some(Value::String(next)) if seen.insert(next.clone()) => Some(next.clone()),
                 // A server that hands a cursor back twice would be followed for ever.
-                Some(other) => return Err(ClientError::Protocol(format!("{method}: nextCursor {other} repeated"))),
+                Some(other) => {
+                    return Err(ClientError::Protocol(format!("{method}: nextCursor {other} repeated")))
+                }
             };
         }
     }
@@ -607,9 +617,16 @@ impl Client {
             Some(Value::Null) => None,
             Some(id) => match id.as_u64().filter(|n| *n < self.next_id) {
                 Some(n) => Some(n),
-                None => return Err(ClientError::Protocol(format!("a response to an id never sent: {}", text()))),
+                None => {
+                    return Err(ClientError::Protocol(format!("a response to an id never sent: {}", text())))
+                }
             },
-            None => return Err(ClientError::Protocol(format!("a message with neither method nor id: {}", text()))),
+            None => {
+                return Err(ClientError::Protocol(format!(
+                    "a message with neither method nor id: {}",
+                    text()
+                )))
+            }
         };
         let outcome = match (fields.remove("result"), fields.remove("error")) {
             (Some(result), None) => Ok(result),
@@ -617,7 +634,10 @@ impl Client {
                 ClientError::Protocol(format!("an error without an integer code and a message: {}", text()))
             })?),
             _ => {
-                return Err(ClientError::Protocol(format!("a response with not exactly one of result and error: {}", text())))
+                return Err(ClientError::Protocol(format!(
+                    "a response with not exactly one of result and error: {}",
+                    text()
+                )))
             }
         };
         Ok(Incoming::Reply(of, outcome))

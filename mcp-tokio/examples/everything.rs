@@ -142,7 +142,10 @@ mod tests {
         client.call_tool("test_trigger_tool_change", json!({})).await?;
         client.notification("notifications/tools/list_changed").await?;
         assert!(names(&client.list_tools().await?).contains(&"test_dynamic_tool"));
-        assert_eq!(client.call_tool("test_dynamic_tool", json!({})).await?.text(), Some("dynamic tool called"));
+        assert_eq!(
+            client.call_tool("test_dynamic_tool", json!({})).await?.text(),
+            Some("dynamic tool called")
+        );
         client.call_tool("test_trigger_tool_change", json!({})).await?;
         client.notification("notifications/tools/list_changed").await?;
         assert!(!names(&client.list_tools().await?).contains(&"test_dynamic_tool"));

@@ -527,7 +527,8 @@ where
 /// (see [`mcp_server::testing`]). No socket and no clock: drive the test with `#[tokio::test]`.
 pub mod testing {
     pub use mcp_server::testing::{
-        Client, ClientBuilder, ClientError, ErrorResponse, Notification, PromptReply, ResourceReply, ToolReply,
+        Client, ClientBuilder, ClientError, ErrorResponse, Notification, PromptReply, ResourceReply,
+        ToolReply,
     };
 
     use super::*;

@@ -46,29 +46,39 @@ fn object() -> Value {
 /// `echo`, an `admin_echo` only admins see, a `fail` tool whose result is an error, a resource,
 /// a prompt, and `ask`, which asks for a name.
 fn builder() -> ServerBuilder {
-    let text_arg = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    let text_arg =
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
     Server::builder("testing-client", "1.0.0")
         .logging()
         .tool(Tool::new("echo", "Echoes its text", text_arg.clone()), |call: ToolCall| async move {
             ToolOutput::text(call.arguments["text"].as_str().unwrap_or_default())
         })
-        .tool(Tool::new("admin_echo", "Echoes, for admins", text_arg).gate(Gate::role("admin")), |call: ToolCall| {
-            async move { ToolOutput::text(format!("admin: {}", call.arguments["text"].as_str().unwrap_or_default())) }
-        })
+        .tool(
+            Tool::new("admin_echo", "Echoes, for admins", text_arg).gate(Gate::role("admin")),
+            |call: ToolCall| async move {
+                ToolOutput::text(format!("admin: {}", call.arguments["text"].as_str().unwrap_or_default()))
+            },
+        )
         .tool(Tool::new("fail", "Always fails", object()), |_| async { ToolOutput::error("it failed") })
-        .tool(Tool::new("slow", "Reports progress and logs, then answers", object()), |call: ToolCall| async move {
-            call.ctx.progress(1.0, Some(2.0), Some("half way"));
-            call.ctx.log(LogLevel::Info, Some("slow"), json!("working"));
-            ToolOutput::text("done")
-        })
+        .tool(
+            Tool::new("slow", "Reports progress and logs, then answers", object()),
+            |call: ToolCall| async move {
+                call.ctx.progress(1.0, Some(2.0), Some("half way"));
+                call.ctx.log(LogLevel::Info, Some("slow"), json!("working"));
+                ToolOutput::text("done")
+            },
+        )
         .tool(Tool::new("ask", "Asks the user's name", object()), ask)
         .resource(Resource::new("test://greeting", "greeting"), |r: ReadResource| async move {
             Ok(vec![ResourceContents::text(&r.uri, "text/plain", "Hello, world")])
         })
-        .prompt(Prompt::new("greet").argument(PromptArgument::required("name", "Who to greet")), |p| async move {
-            let name = p.arguments.get("name").cloned().unwrap_or_default();
-            Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text(format!("Greet {name}")))]))
-        })
+        .prompt(
+            Prompt::new("greet").argument(PromptArgument::required("name", "Who to greet")),
+            |p| async move {
+                let name = p.arguments.get("name").cloned().unwrap_or_default();
+                Ok(PromptOutput::messages(vec![PromptMessage::user(Content::text(format!("Greet {name}")))]))
+            },
+        )
 }
 
 fn server() -> Server {
@@ -77,8 +87,8 @@ fn server() -> Server {
 
 async fn ask(call: ToolCall) -> Result<ToolOutput, HandlerError> {
     let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
-    let request =
-        InputRequest::elicit("What is your name?", schema).map_err(|e| HandlerError::private(e.to_string()))?;
+    let request = InputRequest::elicit("What is your name?", schema)
+        .map_err(|e| HandlerError::private(e.to_string()))?;
     if !call.ctx.can_ask(&request) {
         return Ok(ToolOutput::text("cannot ask"));
     }
@@ -240,7 +250,8 @@ fn sees_list_changed_after_a_run_time_add_tool() {
         let server = server();
         let mut client = connect(shim, &server, Client::builder()).await?;
         assert!(client.notifications()?.is_empty());
-        server.add_tool(Tool::new("late", "Added later", object()), |_| async { ToolOutput::text("late") })?;
+        server
+            .add_tool(Tool::new("late", "Added later", object()), |_| async { ToolOutput::text("late") })?;
         let changed = client.notification("notifications/tools/list_changed").await?;
         assert_eq!(changed.params, Value::Null);
         assert!(names(&client.list_tools().await?).contains(&"late"));
