@@ -727,3 +727,119 @@ impl AsyncWrite for PipeWriter {
         Poll::Ready(Ok(()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client with no session behind it, and the server's ends of its pipe: what it sends,
+    /// and where the test writes the server's lines.
+    fn detached() -> (Client, async_channel::Receiver<Vec<u8>>, async_channel::Sender<Vec<u8>>) {
+        let (to_server, sent) = async_channel::unbounded();
+        let (server_out, from_server) = async_channel::unbounded();
+        let (_, ended) = async_channel::bounded(1);
+        let client = Client {
+            to_server,
+            from_server,
+            buf: Vec::new(),
+            next_id: 1,
+            notifications: VecDeque::new(),
+            answerers: Vec::new(),
+            initialized: Value::Null,
+            ended,
+        };
+        (client, sent, server_out)
+    }
+
+    fn sent_json(sent: &async_channel::Receiver<Vec<u8>>) -> Value {
+        let bytes = sent.try_recv().unwrap_or_default();
+        assert_eq!(bytes.last(), Some(&b'\n'), "one frame a line");
+        serde_json::from_slice(&bytes).unwrap_or_default()
+    }
+
+    fn protocol_error(client: &mut Client, line: &str) -> String {
+        match client.handle(line.as_bytes().to_vec()) {
+            Err(ClientError::Protocol(why)) => why,
+            Err(other) => panic!("{line}: {other:?}"),
+            Ok(_) => panic!("{line} was taken"),
+        }
+    }
+
+    /// What no server may write is a protocol error that names what was wrong, never a
+    /// result.
+    #[test]
+    fn malformed_lines_are_refused_by_name() {
+        let (mut client, _sent, _out) = detached();
+        assert!(protocol_error(&mut client, "{oops").contains("not JSON"));
+        assert!(protocol_error(&mut client, "[1]").contains("not a JSON-RPC message"));
+        assert!(protocol_error(&mut client, r#"{"jsonrpc":"2.0"}"#).contains("neither method nor id"));
+        assert!(protocol_error(&mut client, r#"{"jsonrpc":"2.0","id":7,"result":{}}"#).contains("never sent"));
+        assert!(protocol_error(&mut client, r#"{"jsonrpc":"2.0","id":0,"result":{},"error":{}}"#)
+            .contains("exactly one of result and error"));
+        assert!(protocol_error(&mut client, r#"{"jsonrpc":"2.0","id":0,"error":{"code":"x"}}"#)
+            .contains("integer code"));
+        let Ok(Incoming::Reply(Some(0), Err(e))) = client
+            .handle(br#"{"jsonrpc":"2.0","id":0,"error":{"code":-32602,"message":"m","data":1}}"#.to_vec())
+        else {
+            panic!("an error response to a request sent");
+        };
+        assert_eq!(e, ErrorResponse { code: -32602, message: "m".into(), data: Some(json!(1)) });
+    }
+
+    /// A ping is answered, an ask with no answerer is refused with -32601, notifications are kept
+    /// in order.
+    #[test]
+    fn server_requests_are_answered_and_notifications_kept() {
+        let (mut client, sent, _out) = detached();
+        assert!(client.handle(br#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#.to_vec()).is_ok());
+        assert_eq!(sent_json(&sent), json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+        let ask = br#"{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{}}"#;
+        assert!(client.handle(ask.to_vec()).is_ok());
+        let refused = sent_json(&sent);
+        assert_eq!(refused["id"], 3);
+        assert_eq!(refused["error"]["code"], -32601);
+        for method in ["notifications/a", "notifications/b"] {
+            let note = json!({"jsonrpc": "2.0", "method": method}).to_string();
+            assert!(client.handle(note.into_bytes()).is_ok());
+        }
+        let kept: Vec<String> =
+            client.notifications().unwrap_or_default().into_iter().map(|n| n.method).collect();
+        assert_eq!(kept, ["notifications/a", "notifications/b"]);
+    }
+
+    /// Lines are split wherever the server's writes broke them, and a notification written but
+    /// not yet read is found without waiting.
+    #[test]
+    fn lines_split_across_writes() {
+        let (mut client, _sent, out) = detached();
+        for part in
+            [&br#"{"jsonrpc":"2.0","meth"#[..], br#"od":"notifications/x"}"#, b"\n{\"jsonrpc\":\"2.0\","]
+        {
+            assert!(out.try_send(part.to_vec()).is_ok());
+        }
+        let kept = client.notifications().unwrap_or_default();
+        assert_eq!(kept, [Notification { method: "notifications/x".into(), params: Value::Null }]);
+        assert_eq!(client.buf, b"{\"jsonrpc\":\"2.0\",", "the partial line waits for its end");
+    }
+
+    /// The session's input hands out each chunk however small the reads, then ends when the
+    /// client closes it.
+    #[test]
+    fn the_pipe_reads_every_byte_then_ends() {
+        let (tx, rx) = async_channel::unbounded();
+        let mut reader = PipeReader { chunks: Box::pin(rx), pending: Vec::new(), offset: 0 };
+        assert!(tx.try_send(b"abc".to_vec()).is_ok() && tx.try_send(b"de".to_vec()).is_ok());
+        tx.close();
+        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2];
+        loop {
+            match Pin::new(&mut reader).poll_read(&mut cx, &mut buf) {
+                Poll::Ready(Ok(0)) => break,
+                Poll::Ready(Ok(n)) => got.extend_from_slice(buf.get(..n).unwrap_or_default()),
+                other => panic!("a closed pipe with data is never {other:?}"),
+            }
+        }
+        assert_eq!(got, b"abcde");
+    }
+}
