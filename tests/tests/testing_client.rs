@@ -69,6 +69,8 @@ fn builder() -> ServerBuilder {
             },
         )
         .tool(Tool::new("ask", "Asks the user's name", object()), ask)
+        .tool(Tool::new("consult", "Asks for the roots, then for a sample", object()), consult)
+        .resource_subscriptions()
         .resource(Resource::new("test://greeting", "greeting"), |r: ReadResource| async move {
             Ok(vec![ResourceContents::text(&r.uri, "text/plain", "Hello, world")])
         })
@@ -100,6 +102,16 @@ async fn ask(call: ToolCall) -> Result<ToolOutput, HandlerError> {
     Ok(ToolOutput::text(format!("hello {}", answer["content"]["name"].as_str().unwrap_or("nobody"))))
 }
 
+/// Asks for the client's roots and then for a sample, and reports both answers.
+async fn consult(call: ToolCall) -> Result<ToolOutput, HandlerError> {
+    let roots = call.ctx.ask_one("roots", InputRequest::list_roots()).await?;
+    let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "6 x 7?"}}], "maxTokens": 5});
+    let sample = InputRequest::sample(params).map_err(|e| HandlerError::private(e.to_string()))?;
+    let answer = call.ctx.ask_one("sample", sample).await?;
+    let root = roots["roots"][0]["uri"].as_str().unwrap_or("none");
+    Ok(ToolOutput::text(format!("{root}: {}", answer["content"]["text"].as_str().unwrap_or("none"))))
+}
+
 fn names(tools: &[Value]) -> Vec<&str> {
     tools.iter().filter_map(|t| t["name"].as_str()).collect()
 }
@@ -117,7 +129,7 @@ fn calls_a_tool_and_lists_tools() {
         assert_eq!(reply.text(), Some("hi"));
         assert_eq!(reply.content().len(), 1);
         assert!(!reply.is_error());
-        assert_eq!(names(&client.list_tools().await?), ["ask", "echo", "fail", "slow"]);
+        assert_eq!(names(&client.list_tools().await?), ["ask", "consult", "echo", "fail", "slow"]);
         assert_eq!(client.close().await?, StdioEnd::EndOfInput);
         Ok(())
     });
@@ -224,6 +236,38 @@ fn answers_an_elicitation() {
 
         let mut mute = connect(shim, &server, Client::builder()).await?;
         assert_eq!(mute.call_tool("ask", json!({})).await?.text(), Some("cannot ask"));
+        Ok(())
+    });
+}
+
+/// `roots` and `on_sampling` answer `roots/list` and `sampling/createMessage` during one call,
+/// in the order the tool asks, and the sample request carries the tool's params.
+#[test]
+fn answers_roots_and_sampling() {
+    both(|shim| async move {
+        let server = server();
+        let options = Client::builder()
+            .roots(vec![json!({"uri": "file:///work", "name": "work"})])
+            .on_sampling(|params| {
+                assert_eq!(params["messages"][0]["content"]["text"], "6 x 7?");
+                Ok(json!({"role": "assistant", "content": {"type": "text", "text": "42"}, "model": "test"}))
+            });
+        let mut client = connect(shim, &server, options).await?;
+        assert_eq!(client.call_tool("consult", json!({})).await?.text(), Some("file:///work: 42"));
+        Ok(())
+    });
+}
+
+/// A subscribed resource's update arrives as `notifications/resources/updated` with its URI.
+#[test]
+fn sees_a_resource_update() {
+    both(|shim| async move {
+        let server = server();
+        let mut client = connect(shim, &server, Client::builder()).await?;
+        client.subscribe("test://greeting").await?;
+        server.notify_resource_updated("test://greeting");
+        let updated = client.notification("notifications/resources/updated").await?;
+        assert_eq!(updated.params["uri"], "test://greeting");
         Ok(())
     });
 }
