@@ -5,9 +5,10 @@
 //! channels, no socket, no OS pipe), so what it sees is what a stdio client sees, byte path and
 //! all. It performs the `initialize` handshake itself, at the version and as the [`Caller`] the
 //! test chooses ([`ClientBuilder`]), so gates and version differences can be tested. It speaks
-//! the session-based versions only (2025-11-25 and older); a 2026-07-28 request carries its own
-//! `_meta` and answers asks by retrying, which a test sends with [`Client::request`] if it wants
-//! that wire.
+//! the session-based versions only (2025-11-25 and older): 2026-07-28 has no session, each
+//! request carrying its own `_meta` and an ask answered by a retry of the call. A test of that
+//! wire builds such requests itself and sends them with [`Client::request`] (a line session
+//! serves both eras).
 //!
 //! It needs no clock: nothing in it sleeps or times out, awaiting a response just awaits it. The
 //! test drives it with the runtime its server runs on (`#[tokio::test]`, or `smol::block_on`),

@@ -7,6 +7,8 @@
 //! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
 //! endpoint in a tower/hyper application with [`McpService`]. Stop gracefully on SIGINT or
 //! SIGTERM with [`shutdown_on_signal`] (unix).
+//! Test a server in memory, with no socket and no clock, through [`testing`]'s client under
+//! `smol::block_on`.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -257,7 +259,7 @@ pub mod testing {
         ToolReply,
     };
 
-    use super::*;
+    use super::{Server, SmolRuntime};
 
     /// A new anonymous line session of `server` at the newest session-based version, initialized.
     pub async fn connect(server: &Server) -> Result<Client, ClientError> {

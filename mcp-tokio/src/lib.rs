@@ -7,6 +7,8 @@
 //! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
 //! endpoint in an axum (or any tower/hyper) application with [`McpService`]. Stop gracefully on
 //! SIGINT or SIGTERM with [`shutdown_on_signal`].
+//! Test a server in memory, with no socket and no clock, through [`testing`]'s client under
+//! `#[tokio::test]`.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -531,7 +533,7 @@ pub mod testing {
         ToolReply,
     };
 
-    use super::*;
+    use super::{Server, TokioRuntime};
 
     /// A new anonymous line session of `server` at the newest session-based version, initialized.
     ///
