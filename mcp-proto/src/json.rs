@@ -2,11 +2,18 @@
 //!
 //! serde_json's `Value` quietly keeps the last of two repeated keys and, without
 //! `arbitrary_precision`, rounds big numbers through `f64`. Both are silent data changes, so the
-//! engine decodes through its own visitor instead: numbers keep their exact text, a repeated key
-//! or two keys that case-fold onto each other are recorded as a [`Fault`], and so is nesting past
+//! engine decodes through its own visitor instead: a repeated key or two keys that case-fold onto
+//! each other are recorded as a [`Fault`], and so is nesting past
 //! [`Limits::max_depth`](crate::limits::Limits::max_depth). A fault does not stop the parse: the rest of
 //! the frame is still read, so that a request with a bad `params` can be answered with its own id
 //! and a syntax error later in the frame still wins as `-32700`.
+//!
+//! Numbers: with the `exact-json` feature (serde_json's `arbitrary_precision`) every number keeps
+//! its exact text. Without it (the default, which leaves serde_json's parsing of the rest of the
+//! program alone) a number reads as serde_json reads it, an `i64`, a `u64` or an `f64`, and one
+//! that would not be written back as the same number ([`first_inexact_number`]) is a
+//! [`Fault::InexactNumber`] rather than a silent rounding. Ids are kept byte for byte in both
+//! builds (a [`RawValue`]).
 
 use std::borrow::Cow;
 use std::collections::hash_map::Entry;
@@ -31,6 +38,9 @@ pub(crate) enum Fault {
     CaseFoldedKey(String, String),
     /// Arrays and objects nested deeper than the configured limit.
     TooDeep(usize),
+    /// A number this build cannot carry exactly: its text as sent.
+    #[cfg(not(feature = "exact-json"))]
+    InexactNumber(String),
 }
 
 impl fmt::Display for Fault {
@@ -41,6 +51,27 @@ impl fmt::Display for Fault {
                 write!(f, "keys \"{}\" and \"{}\" differ only by case", clip(a), clip(b))
             }
             Fault::TooDeep(max) => write!(f, "JSON nested deeper than {max} levels"),
+            #[cfg(not(feature = "exact-json"))]
+            Fault::InexactNumber(n) => write!(
+                f,
+                "the number {} cannot be carried exactly by this server (it reads as a 64-bit \
+                 integer or float); built with the `exact-json` feature it would be",
+                clip(n)
+            ),
+        }
+    }
+}
+
+impl Fault {
+    /// Whether this is a number the build could not carry exactly (never, with `exact-json`).
+    pub(crate) fn is_inexact_number(&self) -> bool {
+        #[cfg(not(feature = "exact-json"))]
+        {
+            matches!(self, Fault::InexactNumber(_))
+        }
+        #[cfg(feature = "exact-json")]
+        {
+            false
         }
     }
 }
@@ -116,8 +147,8 @@ impl<'de> Visitor<'de> for Strict<'_> {
         Ok(Value::Number(v.into()))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        // Not reached with `arbitrary_precision` (numbers arrive as NUMBER_TOKEN maps); kept so
-        // that a change of features degrades to an error instead of a silent rounding.
+        // Not reached with `arbitrary_precision` (numbers arrive as NUMBER_TOKEN maps). Without
+        // it, the member was scanned first ([`strict_member`]), so this float is the number sent.
         Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("non-finite number"))
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
@@ -189,6 +220,9 @@ impl<'de> Visitor<'de> for Strict<'_> {
 /// levels, nothing after it); `None` when they are anything else. For documents other parties
 /// write (tokens, key sets, introspection answers), whose every fault is one refusal.
 pub(crate) fn strict_object(bytes: &[u8], max_depth: usize) -> Option<Map<String, Value>> {
+    if cfg!(not(feature = "exact-json")) && first_inexact_number(std::str::from_utf8(bytes).ok()?).is_some() {
+        return None;
+    }
     let mut ctx = Ctx::new(max_depth);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = Strict(&mut ctx).deserialize(&mut de).ok()?;
@@ -381,7 +415,8 @@ pub(crate) fn decode(bytes: &[u8], max_depth: usize) -> Result<RawFrame, DecodeE
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let frame = FrameSeed { max_depth }.deserialize(&mut de).and_then(|f| de.end().map(|()| f));
     frame.map_err(|e| {
-        if e.is_syntax() && e.to_string().starts_with("recursion limit exceeded") {
+        // A member decoded on its own (`strict_member`) reports the limit as a custom error.
+        if e.to_string().starts_with("recursion limit exceeded") {
             DecodeError::TooDeep
         } else {
             DecodeError::Syntax(e.to_string())
@@ -526,7 +561,7 @@ impl EnvelopeVisitor {
             match &*key {
                 "id" if !repeated => env.id = Some(map.next_value::<Box<RawValue>>()?),
                 "jsonrpc" | "method" | "result" | "error" if !repeated => {
-                    let v = map.next_value_seed(Strict(&mut ctx))?;
+                    let v = strict_member(&mut map, &mut ctx)?;
                     match &*key {
                         "jsonrpc" => env.jsonrpc = Some(v),
                         "method" => env.method = Some(v),
@@ -536,7 +571,7 @@ impl EnvelopeVisitor {
                 }
                 "params" if !repeated => {
                     ctx.in_params = true;
-                    env.params = Some(map.next_value_seed(Strict(&mut ctx))?);
+                    env.params = Some(strict_member(&mut map, &mut ctx)?);
                     ctx.in_params = false;
                 }
                 _ => {
@@ -546,6 +581,122 @@ impl EnvelopeVisitor {
         }
         env.fault = ctx.fault;
         Ok(env)
+    }
+}
+
+/// The next member's value, decoded with [`Strict`].
+#[cfg(feature = "exact-json")]
+fn strict_member<'de, A: MapAccess<'de>>(map: &mut A, ctx: &mut Ctx) -> Result<Value, A::Error> {
+    map.next_value_seed(Strict(ctx))
+}
+
+/// The next member's value, decoded with [`Strict`] once its text is known to hold no number
+/// this build would round: serde_json hands a visitor an `f64`, not the text it came from, so
+/// the text is borrowed first (the frame is in memory) and scanned. A member with such a number
+/// is a [`Fault::InexactNumber`] and is not decoded further (`null`), as a too-deep one.
+#[cfg(not(feature = "exact-json"))]
+fn strict_member<'de, A: MapAccess<'de>>(map: &mut A, ctx: &mut Ctx) -> Result<Value, A::Error> {
+    let raw: &'de RawValue = map.next_value()?;
+    if let Some(number) = first_inexact_number(raw.get()) {
+        ctx.record(Fault::InexactNumber(number.to_owned()));
+        return Ok(Value::Null);
+    }
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    // The text is well-formed JSON already; what can still fail is serde_json's nesting limit,
+    // whose message `decode` recognises.
+    Strict(ctx).deserialize(&mut de).map_err(de::Error::custom)
+}
+
+/// The first number in the JSON `text` (outside strings) that serde_json without
+/// `arbitrary_precision` would not carry exactly: an integer outside `i64` and `u64`, or a
+/// number whose `f64` is written back as another number (`0.1000000000000000000001`, `1e400`,
+/// `9007199254740993.0`). `2.5`, `1e2` and `-0.0` are carried exactly.
+pub(crate) fn first_inexact_number(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(&b) = bytes.get(at) {
+        match b {
+            b'"' => {
+                at += 1;
+                while let Some(&c) = bytes.get(at) {
+                    at += if c == b'\\' { 2 } else { 1 };
+                    if c == b'"' {
+                        break;
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                let len = bytes
+                    .get(at..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|c| matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                    .count();
+                let token = text.get(at..at + len).unwrap_or_default();
+                if !is_carried_exactly(token) {
+                    return Some(token);
+                }
+                at += len;
+            }
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// Whether serde_json without `arbitrary_precision` reads `token` as a value it writes back as
+/// the same number.
+fn is_carried_exactly(token: &str) -> bool {
+    if !token.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        // Integers are read as such when they fit; past `u64` they become floats.
+        return token.parse::<u64>().is_ok() || token.parse::<i64>().is_ok();
+    }
+    // The very float the frame's parse produces (serde_json's reader, not the standard
+    // library's), written as its shortest round-trip digits, as serde_json writes it.
+    match (serde_json::from_str::<f64>(token), decimal(token)) {
+        (Ok(f), Some(sent)) => decimal(&format!("{f:e}")) == Some(sent),
+        _ => false,
+    }
+}
+
+/// A number's decimal value as (negative, significant digits, exponent): `0.DIGITS * 10^exponent`
+/// with no leading or trailing zero digit, so that `2.50`, `25e-1` and `2.5e0` compare equal;
+/// zero, of either sign, is `(false, [], 0)`. `None` when the exponent overflows.
+fn decimal(text: &str) -> Option<(bool, Vec<u8>, i64)> {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(e) => (rest.get(..e)?, rest.get(e + 1..)?.parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut exponent = exponent.checked_add(i64::try_from(int.len()).ok()?)?;
+    let mut digits: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
+    let leading = digits.iter().take_while(|&&d| d == b'0').count();
+    digits.drain(..leading);
+    exponent = exponent.checked_sub(i64::try_from(leading).ok()?)?;
+    while digits.last() == Some(&b'0') {
+        digits.pop();
+    }
+    if digits.is_empty() {
+        return Some((false, digits, 0));
+    }
+    Some((negative, digits, exponent))
+}
+
+/// A number's text: as sent, with `exact-json`; without it, as serde_json writes the `i64`,
+/// `u64` or `f64` it was read as, which the decoder made sure is the number sent (`1` and `1.0`
+/// stay apart: an integer is written without a fraction, a float with one).
+pub(crate) fn number_text(n: &Number) -> Cow<'_, str> {
+    #[cfg(feature = "exact-json")]
+    {
+        Cow::Borrowed(n.as_str())
+    }
+    #[cfg(not(feature = "exact-json"))]
+    {
+        Cow::Owned(n.to_string())
     }
 }
 
@@ -586,6 +737,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "exact-json")]
     #[test]
     fn big_numbers_keep_every_digit() {
         let e =
@@ -593,6 +745,59 @@ mod tests {
         let p = serde_json::to_string(&e.params).unwrap();
         // Every digit survives; serde_json only spells the exponent sign out.
         assert_eq!(p, r#"{"n":9007199254740993,"x":1.50e+400}"#);
+    }
+
+    #[cfg(not(feature = "exact-json"))]
+    #[test]
+    fn numbers_an_f64_cannot_carry_are_faults_not_roundings() {
+        let e = single(
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":2.5,"b":{"n":0.1000000000000000000001}}}"#,
+        );
+        let fault = Some((Fault::InexactNumber("0.1000000000000000000001".into()), true));
+        assert_eq!(e.fault, fault);
+        let message = e.fault.map(|(f, _)| f.to_string()).unwrap_or_default();
+        assert!(message.contains("0.1000000000000000000001") && message.contains("`exact-json`"), "{message}");
+        // Outside `params` (a client's `result`), the fault says so.
+        let e = single(r#"{"jsonrpc":"2.0","id":1,"result":{"n":18446744073709551616}}"#);
+        assert_eq!(e.fault, Some((Fault::InexactNumber("18446744073709551616".into()), false)));
+        // Documents others write are refused whole.
+        assert!(strict_object(br#"{"exp":1e400}"#, 8).is_none());
+        assert!(strict_object(br#"{"exp":1700000000}"#, 8).is_some());
+    }
+
+    #[cfg(not(feature = "exact-json"))]
+    #[test]
+    fn numbers_an_f64_carries_pass_as_sent() {
+        let e = single(
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":2.5,"b":1e2,"c":-0.0,"d":18446744073709551615,"e":-9223372036854775808,"f":2.50,"s":"0.1000000000000000000001 \" 1e400"}}"#,
+        );
+        assert_eq!(e.fault, None);
+        let p = serde_json::to_string(&e.params).unwrap();
+        assert_eq!(
+            p,
+            r#"{"a":2.5,"b":100.0,"c":-0.0,"d":18446744073709551615,"e":-9223372036854775808,"f":2.5,"s":"0.1000000000000000000001 \" 1e400"}"#
+        );
+    }
+
+    #[cfg(not(feature = "exact-json"))]
+    #[test]
+    fn which_numbers_are_carried_exactly() {
+        for exact in ["0", "-0", "2.5", "25e-1", "1E+2", "-1.5e-7", "0.1", "9007199254740993", "5e-324"] {
+            assert_eq!(first_inexact_number(exact), None, "{exact}");
+        }
+        // Past u64, more digits than an f64 keeps, out of range, underflowing, and an integer
+        // past 2^53 written as a float: each would come back as another number.
+        for inexact in [
+            "18446744073709551616",
+            "-9223372036854775809",
+            "0.1000000000000000000001",
+            "1e400",
+            "1e-400",
+            "9007199254740993.0",
+            "1e99999999999999999999",
+        ] {
+            assert_eq!(first_inexact_number(&format!("[1,{inexact}]")), Some(inexact), "{inexact}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub struct InvalidAnswer {
 }
 
 impl InvalidAnswer {
-    pub(super) fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         Self { message: message.into() }
     }
 

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use serde_json::{json, Map, Number, Value};
 
-use crate::json::clip;
+use crate::json::{clip, number_text};
 
 // ---------------------------------------------------------------------------------------------
 // Elicitation schemas and answers
@@ -164,7 +164,7 @@ pub(super) fn field(prop: &Value) -> Result<Field<'_>, String> {
             };
             let (minimum, maximum) = (number("minimum")?, number("maximum")?);
             if let (Some(lo), Some(hi)) = (minimum, maximum) {
-                if decimal_cmp(lo.as_str(), hi.as_str()).is_none_or(|o| o == Ordering::Greater) {
+                if decimal_cmp(&number_text(lo), &number_text(hi)).is_none_or(|o| o == Ordering::Greater) {
                     return Err("has `minimum` above `maximum`".into());
                 }
             }
@@ -283,7 +283,7 @@ pub(super) fn check_value(field: &Field<'_>, value: &Value) -> Result<(), String
                 return Err("must be an integer (no fraction or exponent)".into());
             }
             // A bound that cannot be compared (not number syntax) counts as crossed.
-            let cmp = |m: &Number| decimal_cmp(n.as_str(), m.as_str());
+            let cmp = |m: &Number| decimal_cmp(&number_text(n), &number_text(m));
             let below = minimum.is_some_and(|m| cmp(m).is_none_or(|o| o == Ordering::Less));
             let above = maximum.is_some_and(|m| cmp(m).is_none_or(|o| o == Ordering::Greater));
             if below || above {
@@ -314,7 +314,7 @@ pub(super) fn check_value(field: &Field<'_>, value: &Value) -> Result<(), String
 
 /// An integer literal: the exact text has no fraction and no exponent.
 pub(super) fn is_integer_text(n: &Number) -> bool {
-    !n.as_str().contains(['.', 'e', 'E'])
+    !number_text(n).contains(['.', 'e', 'E'])
 }
 
 /// A JSON number's text as sign, significant digits (no leading or trailing zeros) and the power

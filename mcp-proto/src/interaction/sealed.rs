@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{InteractionError, MAX_STATE_BYTES};
 use crate::cursor::{self, caller_digest, KeyRing};
+use crate::json::number_text;
 use crate::jsonrpc::RpcError;
 
 /// The purpose tag inside a sealed request state. Cursors are sealed with the same keys, so the
@@ -55,7 +56,7 @@ pub struct StateBinding<'a> {
 /// them.
 ///
 /// Object keys are sorted (by UTF-8 bytes) at every level, strings are re-escaped one way and
-/// numbers keep their exact text, so key order, whitespace and escape choices do not matter but
+/// numbers keep their text (`json::number_text`), so key order, whitespace and escape choices do not matter but
 /// any change of value does (`1` and `1.0` differ). `None` (no arguments) differs from every
 /// value, including `{}`. Nothing is excluded: the caller strips `inputResponses` and
 /// `requestState` first. Recursion follows the nesting of `args`, which the engine's parser
@@ -78,7 +79,7 @@ fn canonical(h: &mut Sha256, v: &Value) {
         Value::Null => h.update(b"null"),
         Value::Bool(true) => h.update(b"true"),
         Value::Bool(false) => h.update(b"false"),
-        Value::Number(n) => h.update(n.as_str().as_bytes()),
+        Value::Number(n) => h.update(number_text(n).as_bytes()),
         Value::String(s) => canonical_string(h, s),
         Value::Array(items) => {
             h.update(b"[");

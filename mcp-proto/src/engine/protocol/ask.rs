@@ -21,6 +21,7 @@ use crate::engine::state::timers::Timer;
 use crate::engine::AskError;
 use crate::engine::{CallId, CancelReason, ConnId, Engine, Output, Stale, META_SERVER_INFO};
 use crate::interaction::{
+    InvalidAnswer,
     arguments_digest, open_state_with_expiry, seal_state, InputRequest, RequestState, StateBinding,
 };
 use crate::json::RawEnvelope;
@@ -497,7 +498,12 @@ impl<H: Clone> Engine<H> {
             return;
         };
         let Some((_, key, req)) = asking.slots.get(slot) else { return };
+        let inexact = env.fault.as_ref().filter(|(f, _)| f.is_inexact_number()).map(|(f, _)| f.to_string());
         let outcome = match (env.result, env.error) {
+            // Decoded as `null` (see `json`): refused naming the number, not as a missing answer.
+            (Some(_), None) if inexact.is_some() => {
+                Err(AskError::Invalid(InvalidAnswer::new(format!("result: {}", inexact.unwrap_or_default()))))
+            }
             (Some(result), None) => match req.validate_answer(&result) {
                 Ok(()) => {
                     asking.answers.insert(key.clone(), result);

@@ -194,14 +194,22 @@ fn claims(outs: &[Output<u32>]) -> Vec<crate::engine::Claim> {
     picked(outs, |o| if let Output::Claim(c) = o { Some(c) } else { None })
 }
 
-/// A record another replica kept, as the backend would hand it back.
+/// A record another replica kept, as the backend would hand it back: what follows its
+/// `{"jsonrpc":"2.0","id":..` head, whatever order the build's maps keep.
 fn kept(recorded: &Value) -> SharedOutcome {
-    let bytes = serde_json::to_vec(recorded).unwrap();
-    let id = serde_json::to_vec(&recorded["id"]).unwrap();
-    let head = format!("{{\"jsonrpc\":\"2.0\",\"id\":{}", String::from_utf8(id).unwrap());
-    assert!(bytes.starts_with(head.as_bytes()), "compact, fields in order");
-    SharedOutcome::Kept { tail: bytes[head.len()..].to_vec(), fault: None }
+    let rest: serde_json::Map<String, Value> = recorded
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "jsonrpc" | "id"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let rest = serde_json::to_vec(&rest).unwrap();
+    let mut tail = b",".to_vec();
+    tail.extend_from_slice(&rest[1..]);
+    SharedOutcome::Kept { tail, fault: None }
 }
+
 
 #[test]
 fn through_the_shared_ledger_a_refused_copy_is_never_claimed_and_a_record_is_rechecked() {

@@ -69,6 +69,10 @@ fn name_form() -> InputRequest {
     InputRequest::elicit("Name?", json!({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}, "required": ["name"]})).unwrap()
 }
 
+// Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
+
+#[cfg(feature = "exact-json")]
+
 #[test]
 fn legacy_ask_round_trip_keeps_exact_numbers() {
     let mut rig = Rig::legacy(json!({"elicitation": {}}));
@@ -92,6 +96,26 @@ fn legacy_ask_round_trip_keeps_exact_numbers() {
     // A late duplicate is ignored.
     rig.engine.handle_frame(rig.now, rig.conn, answer.as_bytes());
     assert!(rig.drain().is_empty());
+}
+
+#[cfg(not(feature = "exact-json"))]
+#[test]
+fn legacy_ask_answer_with_a_number_this_build_would_round_is_refused() {
+    let mut rig = Rig::legacy(json!({"elicitation": {}}));
+    let (_, inv) = rig.invoke(json!({"name": "ask"}));
+    let call = inv.unwrap().ticket.call();
+    assert_eq!(rig.engine.ask(rig.now, call, vec![("who".into(), name_form())]), Ok(Asked::Pending));
+    let req = frame(&rig.drain());
+    let answer = r#"{"jsonrpc":"2.0","id":ID,"result":{"action":"accept","content":{"name":"Ada","n":123456789012345678901234567890}}}"#
+        .replace("ID", &req["id"].to_string());
+    rig.engine.handle_frame(rig.now, rig.conn, answer.as_bytes());
+    let outs = rig.drain();
+    let Some(Output::Answer { call: c, answers: Err(AskError::Invalid(e)) }) = outs.into_iter().next() else {
+        panic!("not refused")
+    };
+    assert_eq!(c, call);
+    assert!(e.message().starts_with("result: the number 123456789012345678901234567890 "), "{e}");
+    assert!(e.message().contains("`exact-json`"), "{e}");
 }
 
 #[test]
