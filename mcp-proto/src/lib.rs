@@ -82,12 +82,29 @@
 //! # Guarantees
 //!
 //! - Every request frame gets exactly one reply; notifications get none.
-//! - JSON is strict and lossless: repeated or case-folded keys are refused, ids and numbers keep
-//!   their exact text, nothing passes through `f64`.
+//! - JSON is strict and lossless: repeated or case-folded keys are refused, ids keep their exact
+//!   text, and no number is silently rounded: with `exact-json` every number keeps its exact
+//!   text; without it, one that an `i64`, `u64` or `f64` would not carry exactly is refused.
 //! - Every bound is in [`Limits`]; crossing one is a specific error, never a panic.
 //! - Every error names who is to blame ([`Blame`]: malformed input, a misbehaving or
 //!   incompatible peer, a bound, the application, API misuse, shutdown), and its HTTP status
 //!   comes from that blame in one table ([`Blame::http_status`]), never from re-reading bytes.
+//!
+//! # Features
+//!
+//! Both off by default, so that depending on this crate changes nothing else in a binary.
+//!
+//! - `validation`: tool arguments and outputs checked against their JSON Schemas with
+//!   `jsonschema` (and its regex engines: more than half of a small server's build). Without it,
+//!   see [`schema`] for what is still checked.
+//! - `exact-json`: every number kept exactly as sent and object keys in the order sent, through
+//!   serde_json's `arbitrary_precision` and `preserve_order` (and jsonschema's
+//!   `arbitrary-precision`). Cargo turns those on for every crate of the binary, where they
+//!   change how serde_json parses (an `#[serde(untagged)]` enum no longer reads a number) and
+//!   orders maps, hence the opt-in. Without it, a number an `i64`, `u64` or `f64` would not carry
+//!   exactly (`12345678901234567890123`, `0.1000000000000000000001`, `1e400`) is refused, as
+//!   invalid params when inside `params` (the message names it and this feature), and the
+//!   engine's own objects are written with their keys sorted (serde_json's default `Map`).
 #![forbid(unsafe_code)]
 #![deny(unused_must_use)]
 

@@ -1,13 +1,13 @@
 //! JSON Schema checks: the one place the engine validates a value against a schema.
 //!
-//! With the `validation` feature (on by default) a [`Validator`] is a compiled
+//! With the `validation` feature (off by default) a [`Validator`] is a compiled
 //! [`jsonschema`](https://docs.rs/jsonschema) validator, built without its HTTP and file
 //! resolvers, so a remote `$ref` fails to compile instead of being fetched. The engine checks
 //! with it a tool's arguments against its input schema (a mismatch is answered as invalid
 //! params, or as a tool error where the protocol version says so), a tool's structured output
 //! against its output schema (a mismatch is the generic internal error).
 //!
-//! Without the feature, nothing is checked against a schema: a schema must still be a JSON
+//! Without the feature (the default), nothing is checked against a schema: a schema must still be a JSON
 //! object or boolean to be accepted, but every value passes. That build leaves out
 //! `jsonschema` and the regex engines it needs (about half of a small server's code and of its
 //! first build). Typed tools still refuse arguments their type cannot be read from (serde

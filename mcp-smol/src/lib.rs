@@ -30,6 +30,16 @@
 //! - `http` (on by default): Streamable HTTP, that is `serve_http`, `McpService` and
 //!   `HttpService`, over hyper. A stdio-only server turns it off with `default-features = false`
 //!   and compiles none of hyper, http, http-body or tower-service.
+//! - `validation` (off by default): arguments and outputs checked against their JSON Schemas
+//!   with `jsonschema` and its regex engines, which more than double a small server's first
+//!   build and its binary. Without it typed tools are still checked by serde; see
+//!   `mcp_proto::schema` for exactly what is and is not checked.
+//! - `exact-json` (off by default): every number reaches handlers (and comes back) exactly as
+//!   sent, and objects keep their keys in the order sent. It turns on serde_json's
+//!   `arbitrary_precision` and `preserve_order`, which Cargo turns on for every crate of the
+//!   binary: the project's own `#[serde(untagged)]` enums then no longer read numbers, and its
+//!   maps stop sorting their keys. Without it a number an `i64`, `u64` or `f64` would not carry
+//!   exactly is refused (invalid params, naming it), never rounded.
 //!
 //! - `macros` (off by default): `#[mcp_smol::tool]` makes a tool of an async fn and
 //!   `#[mcp_smol::tools]` tools of an impl block's methods, expanding to the builder's calls (see

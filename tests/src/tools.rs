@@ -487,7 +487,8 @@ pub fn auto_complete(fixture: Fixture, value: &str) -> Option<Result<Completion,
     Some(Ok(Completion::values(values)))
 }
 
-/// The exact text of a JSON number (the workspace builds serde_json with `arbitrary_precision`).
+/// The exact text of a JSON number (mcp-tests builds mcp-proto with `exact-json`, hence
+/// serde_json with `arbitrary_precision`).
 fn number_text(v: &Value) -> String {
     match v {
         Value::Number(n) => n.to_string(),

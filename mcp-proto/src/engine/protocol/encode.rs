@@ -160,8 +160,9 @@ impl<H: Clone> Engine<H> {
 }
 
 /// The `CallToolResult` an outcome becomes in `encoding`. Envelopes are built as values and
-/// printed once for their text copy: numbers keep their exact digits (serde_json's
-/// `arbitrary_precision`), and the copy is byte for byte the `structuredContent` sent.
+/// printed once for their text copy: numbers keep their digits (exactly as sent with
+/// `exact-json`, else as the `f64` the decoder made sure carries them), and the copy is byte for
+/// byte the `structuredContent` sent.
 pub(crate) fn encoded_output(outcome: ToolOutcome, encoding: ToolEncoding) -> ToolOutput {
     match (outcome, encoding) {
         (ToolOutcome::Output(mut out), ToolEncoding::Plain) => {
