@@ -585,9 +585,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn link_block_fields_override_the_reference() {
         let mut link = ResourceLink::new("test://l", "l");

@@ -756,7 +756,10 @@ mod tests {
         let fault = Some((Fault::InexactNumber("0.1000000000000000000001".into()), true));
         assert_eq!(e.fault, fault);
         let message = e.fault.map(|(f, _)| f.to_string()).unwrap_or_default();
-        assert!(message.contains("0.1000000000000000000001") && message.contains("`exact-json`"), "{message}");
+        assert!(
+            message.contains("0.1000000000000000000001") && message.contains("`exact-json`"),
+            "{message}"
+        );
         // Outside `params` (a client's `result`), the fault says so.
         let e = single(r#"{"jsonrpc":"2.0","id":1,"result":{"n":18446744073709551616}}"#);
         assert_eq!(e.fault, Some((Fault::InexactNumber("18446744073709551616".into()), false)));

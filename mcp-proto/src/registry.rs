@@ -656,9 +656,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn listings_follow_versions() {
         let mut r = Registry::<()>::default();

@@ -801,9 +801,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn the_entry_has_every_file_with_its_digest_and_size() {
         let e = check(
@@ -835,9 +833,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn directories_list_direct_children() {
         let e = check(
@@ -867,9 +863,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn frontmatter_yaml_quotes_whatever_could_be_read_otherwise() {
         let s = Skill::new("skill://s", "Line one\nsays \"hi\": #1 \\ \u{0085}\u{2028}\u{7f}", "")

@@ -618,9 +618,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn permissions_are_empty_objects_under_their_spec_names() {
         let p = AppPermissions::new().camera().microphone().geolocation().clipboard_write();
@@ -636,9 +634,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn meta_names_only_what_is_set() {
         let app = App::new("ui://a", "a", "<p>");

@@ -546,9 +546,7 @@ fn call_with(params: &[(&'static str, &'static [u8])]) -> Headers {
 }
 
 // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
 #[cfg(feature = "exact-json")]
-
 #[test]
 fn custom_param_headers() {
     let schema = json!({"type": "object", "properties": {
@@ -606,9 +604,7 @@ fn custom_param_headers() {
 }
 
 // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
 #[cfg(feature = "exact-json")]
-
 #[test]
 fn integers_compare_numerically() {
     let want = |v: Value| HeaderExpect::from_value(Some(&v));

@@ -264,9 +264,7 @@ fn required_capability_and_rpc_error_shape() {
 // --- wire params ----------------------------------------------------------------------
 
 // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
 #[cfg(feature = "exact-json")]
-
 #[test]
 fn june_lowers_titled_single_selects() {
     let req = InputRequest::elicit("m", sep1330()).unwrap();
@@ -503,9 +501,7 @@ fn elicitation_answers() {
 }
 
 // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
 #[cfg(feature = "exact-json")]
-
 #[test]
 fn big_integers_are_checked_by_their_text_and_survive() {
     let req = form(json!({"n": {"type": "integer", "maximum": 1e30}}));
@@ -645,9 +641,7 @@ fn state() -> RequestState {
 }
 
 // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
 #[cfg(feature = "exact-json")]
-
 #[test]
 fn state_round_trip() {
     let args = json!({"name": "t", "arguments": {}});

@@ -70,7 +70,9 @@ async fn a_server_in_the_same_binary_serves_numbers() {
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pay","arguments":{"amount":0.1000000000000000000001}}}"#,
     );
     let replies = session(&server, &lines).await;
-    let by_id = |id: u64| replies.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no reply to {id}: {replies:?}"));
+    let by_id = |id: u64| {
+        replies.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no reply to {id}: {replies:?}"))
+    };
     assert_eq!(by_id(2)["result"]["content"][0]["text"], "paid 2.5", "{replies:?}");
     // A number a default build cannot carry exactly is refused, naming it and the feature that
     // would carry it, rather than rounded to 0.1 on its way to the handler.

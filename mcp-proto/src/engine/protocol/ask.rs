@@ -21,8 +21,8 @@ use crate::engine::state::timers::Timer;
 use crate::engine::AskError;
 use crate::engine::{CallId, CancelReason, ConnId, Engine, Output, Stale, META_SERVER_INFO};
 use crate::interaction::{
-    InvalidAnswer,
-    arguments_digest, open_state_with_expiry, seal_state, InputRequest, RequestState, StateBinding,
+    arguments_digest, open_state_with_expiry, seal_state, InputRequest, InvalidAnswer, RequestState,
+    StateBinding,
 };
 use crate::json::RawEnvelope;
 use crate::jsonrpc::{encode_result, Encoded, ErrorCode, RpcError};

@@ -318,9 +318,7 @@ mod tests {
     }
 
     // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
     #[cfg(feature = "exact-json")]
-
     #[test]
     fn envelopes_wrap_values_and_keep_what_is_absent_absent() {
         let exact = serde_json::from_str::<Value>(r#"{"n":1.000000000000000000001}"#).unwrap();

@@ -210,7 +210,6 @@ fn kept(recorded: &Value) -> SharedOutcome {
     SharedOutcome::Kept { tail, fault: None }
 }
 
-
 #[test]
 fn through_the_shared_ledger_a_refused_copy_is_never_claimed_and_a_record_is_rechecked() {
     // Replica A ran the retry; B sees copies of it for the first time.

@@ -70,9 +70,7 @@ fn name_form() -> InputRequest {
 }
 
 // Pins key order or exact numbers: `exact-json` (the workspace tests turn it on).
-
 #[cfg(feature = "exact-json")]
-
 #[test]
 fn legacy_ask_round_trip_keeps_exact_numbers() {
     let mut rig = Rig::legacy(json!({"elicitation": {}}));
