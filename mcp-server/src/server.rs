@@ -381,7 +381,7 @@ impl Server {
     /// running, which [`Status::blocking_handlers`](crate::Status::blocking_handlers) goes on
     /// counting until they return: the application's work to resolve. Sessions being served by
     /// `serve_stdio` then end with [`StdioEnd::Closed`](crate::StdioEnd::Closed); HTTP listeners stop accepting at once
-    /// ([`HttpService::serve`](crate::HttpService::serve) returns), and HTTP exchanges still open are closed with the rest.
+    /// (`HttpService::serve` returns), and HTTP exchanges still open are closed with the rest.
     /// The continuation epoch of this server moves on ([`Engine::shutdown`](mcp_proto::Engine::shutdown)):
     /// in a cluster only this replica's, so a rolling restart ends no other replica's
     /// dialogues; [`move_epoch`](Self::move_epoch) first to end them everywhere.
@@ -420,7 +420,7 @@ impl Server {
     }
 
     /// [`shutdown`](Self::shutdown), then waits for the HTTP connections
-    /// [`HttpService::serve`](crate::HttpService::serve) accepted to close, so the last answers reach their clients before
+    /// `HttpService::serve` accepted to close, so the last answers reach their clients before
     /// the process exits: at most what is left of `budget`, and no longer than `cut_short`
     /// (a second signal, say) takes. A keep-alive client that stays connected holds this until
     /// then.

@@ -75,7 +75,7 @@ pub struct Status {
     /// Frames of line connections held back while their connection is at its in-flight limit
     /// ([`Limits::max_parked_frames`](mcp_proto::Limits::max_parked_frames) each).
     pub parked_frames: usize,
-    /// HTTP (TCP) connections [`HttpService::serve`](crate::HttpService::serve) accepted that are still open.
+    /// HTTP (TCP) connections `HttpService::serve` accepted that are still open.
     pub http_connections: usize,
     /// Closures of blocking handlers ([`ServerBuilder::blocking_tool`](crate::ServerBuilder::blocking_tool))
     /// still running, their calls' among them when those were cancelled: a blocking closure
@@ -104,7 +104,7 @@ pub struct Status {
     pub warnings: Warnings,
 }
 
-/// What the HTTP layer ([`HttpService`](crate::HttpService), and the accept loop of [`HttpService::serve`](crate::HttpService::serve)) turned
+/// What the HTTP layer (`HttpService`, and the accept loop of `HttpService::serve`) turned
 /// away before the engine saw it, by reason, since the server started. Each counter only grows
 /// (a Prometheus counter); the refusals the engine makes of HTTP requests (a full session
 /// table, a stream seat, a frame over its bound once read) are in [`Refusals`] instead.
@@ -113,7 +113,7 @@ pub struct Status {
 pub struct HttpRefusals {
     /// Connections closed unread because
     /// [`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections) were open and
-    /// their address held at least its fair share (or [`HttpService::admit`](crate::HttpService::admit) said no).
+    /// their address held at least its fair share (or `HttpService::admit` said no).
     pub connections: u64,
     /// Connections closed unread because their address already held
     /// [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer),
@@ -152,7 +152,7 @@ pub struct HttpRefusals {
     /// server's keys or introspection endpoint out of reach (feature `auth`).
     pub auth_unavailable: u64,
     /// Requests the application's identify hook refused
-    /// ([`ServerBuilder::identify`](crate::ServerBuilder::identify)): 401 or 403, as it chose.
+    /// (`ServerBuilder::identify`): 401 or 403, as it chose.
     pub unidentified: u64,
     /// Requests refused because the identify hook failed: it panicked (500) or did not answer
     /// within [`Limits::header_read_timeout`](mcp_proto::Limits::header_read_timeout) (503).

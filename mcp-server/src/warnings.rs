@@ -12,18 +12,18 @@ use std::sync::atomic::{AtomicU8, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Warning {
-    /// A mounted endpoint ([`McpService`](crate::McpService)) got a request without the
-    /// client's address (no [`PeerAddr`](crate::PeerAddr) extension, no runtime convention
+    /// A mounted endpoint (`McpService`) got a request without the
+    /// client's address (no `PeerAddr` extension, no runtime convention
     /// such as axum's `ConnectInfo<SocketAddr>`) while
     /// [`HttpConfig::loopback_only`](mcp_proto::http::HttpConfig::loopback_only) is on: the
     /// loopback-only rule cannot be applied, so clients from the network are served. The `Host`
     /// and `Origin` rules still apply.
     NoPeerAddress,
-    /// A standalone endpoint ([`HttpService::serve`](crate::HttpService::serve), a shim's
+    /// A standalone endpoint (`HttpService::serve`, a shim's
     /// `serve_http` or `serve_https`) accepts peers from any address
     /// ([`HttpConfig::loopback_only`](mcp_proto::http::HttpConfig::loopback_only) off), and
     /// the server neither verifies tokens (feature `auth`) nor identifies callers
-    /// ([`ServerBuilder::identify`](crate::ServerBuilder::identify)): whoever reaches it is
+    /// (`ServerBuilder::identify`): whoever reaches it is
     /// served, as an anonymous caller.
     Unauthenticated,
 }

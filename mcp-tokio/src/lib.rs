@@ -4,8 +4,8 @@
 //! [`mcp_server`] layer. This crate only supplies tokio: the task spawner, the timer, the
 //! clock, the standard streams and TCP sockets. `mcp-smol` is its mirror image.
 //!
-//! Serve stdio with [`serve_stdio`], Streamable HTTP with [`serve_http`], or mount the HTTP
-//! endpoint in an axum (or any tower/hyper) application with [`McpService`]. Stop gracefully on
+//! Serve stdio with [`serve_stdio`], Streamable HTTP with `serve_http`, or mount the HTTP
+//! endpoint in an axum (or any tower/hyper) application with `McpService`. Stop gracefully on
 //! SIGINT or SIGTERM with [`shutdown_on_signal`].
 //! Test a server in memory, with no socket and no clock, through [`testing`]'s client under
 //! `#[tokio::test]`.
@@ -657,7 +657,7 @@ pub async fn shutdown_signal() -> io::Result<()> {
 
 /// Shuts `server` down gracefully when the process is asked to stop ([`shutdown_signal`]): new
 /// requests are refused, calls in flight get up to `budget` to finish and their answers are
-/// sent ([`Server::shutdown`]), then this waits for the connections [`serve_http`] accepted to
+/// sent ([`Server::shutdown`]), then this waits for the connections `serve_http` accepted to
 /// close, until `budget` (counted from the signal) runs out or a second signal comes. Returns
 /// what did not finish; the caller then returns from `main`, and the process exits 0.
 ///

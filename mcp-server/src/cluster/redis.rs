@@ -1,65 +1,5 @@
-//! [`RedisCluster`]: a [`Cluster`] on a Redis server (feature `redis`).
-//!
-//! Layout, for a cluster named `N`:
-//!
-//! - events go over pub/sub on the channel `mcp:N:events`, one JSON message each
-//!   (`{"origin", "event": "tools"|"resources"|"prompts"|"updated"|"keys"|"epoch", "uri"?,
-//!   "epoch"?}`);
-//! - the continuation epoch is the integer key `mcp:N:epoch` (absent: 0), read by a joining
-//!   replica and moved by `INCR` ([`Cluster::move_epoch`]), so two moves at once give two
-//!   epochs;
-//! - the key ring is the string key `mcp:N:keys`: the keys in hex, comma-separated, the signing
-//!   key first. The first replica to start creates it (`SET NX`, so two replicas starting at
-//!   once still agree); [`Cluster::rotate_keys`] rewrites it (two rotations at the same moment:
-//!   the last write wins, and both replicas then read that one);
-//! - an ended task is the key `mcp:N:task:["owner","id"]` holding its record as JSON, with
-//!   the record's TTL (`PX`): Redis forgets it when the engine would. What ended tasks may take
-//!   is bounded ([`RedisCluster::with_task_budget`], 64 MiB by default, shared fairly among
-//!   callers as the [`TaskStore`](crate::TaskStore#bounds) docs say), in bookkeeping written with each
-//!   record by one script (`EVAL`), so replicas writing at once still keep to it: the sorted
-//!   set `mcp:N:task:index` (each record's `["owner","id"]` by expiry), one per owner
-//!   `mcp:N:task:of:<owner>` (the same, for its oldest), the sorted set `mcp:N:task:owners`
-//!   (bytes held by owner), the hash `mcp:N:task:sizes` and the counter `mcp:N:task:total`.
-//!   The script forgets what expired (by the writing replica's clock: replicas' clocks are
-//!   taken to agree within a few seconds) and makes room by the fair-share rule, or refuses
-//!   the record (`put` then fails with [`StoreError::Full`](crate::StoreError::Full)); the
-//!   bookkeeping keys expire with the longest-lived record they count. The script names keys
-//!   of other owners it was not passed, which a standalone Redis allows (Redis Cluster is not
-//!   supported). A record Redis itself evicts (`maxmemory`) stays counted until its expiry;
-//! - the replay ledger is one key per claimed request state, `mcp:N:ledger:<digest>` (the
-//!   state's SHA-256 digest in hex), holding an encoded `SharedOutcome` (a few bytes for the
-//!   running marker, the answer's bytes for a kept outcome). A claim is
-//!   `SET key <running> NX PXAT <lease>`, then `GET key` when it was taken; a renewal is
-//!   `PEXPIREAT` if the key still holds the running marker (one `EVAL`); a record is
-//!   `SET key <outcome> PXAT <expiry of the state>`; a claim given back deletes the key if it
-//!   still holds the running marker (one `EVAL`). Redis forgets each key when its state
-//!   expires, so the ledger needs no pruning. A claim that fails or takes longer than
-//!   [`RedisCluster::TIMEOUT`] runs the retry on the replica it reached;
-//! - the directory (routing to the holder): a replica's advertisement is the key
-//!   `mcp:N:replica:<replica>` holding its URL with the heartbeat TTL (`PX`), and who holds a
-//!   legacy session or a running task is the key `mcp:N:held:session:<id>` or
-//!   `mcp:N:held:task:<id>` holding the replica id with the entry TTL (`PX`). A lookup is one
-//!   `GET` of the entry and one of the replica it names.
-//!
-//! The runtime Redis runs on is the one the shim's `redis` feature turns on (mcp-tokio: tokio,
-//! mcp-smol: smol); with both compiled in, the `redis` crate uses tokio inside a tokio runtime
-//! and smol elsewhere.
-//!
-//! # Failure
-//!
-//! Every command waits at most [`RedisCluster::TIMEOUT`] (500 ms). When Redis cannot be
-//! reached, or does not answer in time, the replica keeps serving: its own listeners hear of
-//! its own changes at once, `Status::cluster` reports [`ClusterHealth::Degraded`], and a
-//! background task reconnects with backoff (100 ms doubling to 5 s). Changes raised meanwhile
-//! wait in a queue of [`RedisCluster::QUEUE_CAPACITY`] (1024) events, equal ones coalesced,
-//! and are published once Redis is back; past the bound the oldest waiting event is dropped
-//! and counted ([`RedisCluster::dropped`]), and the other replicas' listeners miss it. Events
-//! published by others while this replica's subscription was down are lost to it (pub/sub
-//! keeps nothing): once it is back, it tells its own listeners that every list changed, so
-//! they re-list; a `resources/updated` it missed is not repeated. A task that ends while Redis
-//! is down is not stored (`put` fails with [`StoreError::Unavailable`](crate::StoreError::Unavailable)):
-//! its directory entry stays, so the other replicas forward a `tasks/get` for it to the engine
-//! that ran it, which answers for it until its TTL.
+//! [`RedisCluster`]: a [`Cluster`] on a Redis server (feature `redis`); its layout and failure
+//! behaviour are described on the type.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -76,8 +16,70 @@ use crate::handler::BoxFuture;
 use crate::runtime::Runtime;
 use crate::tasks::{StoreError, TaskStore};
 
-/// A [`Cluster`] on Redis; see the [module docs](self) for its layout and its failure
-/// behaviour. Cheap to clone: clones share the connection and the queue.
+/// A [`Cluster`] on Redis. Cheap to clone: clones share the connection and the queue.
+///
+/// # Layout and failures
+///
+/// Layout, for a cluster named `N`:
+///
+/// - events go over pub/sub on the channel `mcp:N:events`, one JSON message each
+///   (`{"origin", "event": "tools"|"resources"|"prompts"|"updated"|"keys"|"epoch", "uri"?,
+///   "epoch"?}`);
+/// - the continuation epoch is the integer key `mcp:N:epoch` (absent: 0), read by a joining
+///   replica and moved by `INCR` ([`Cluster::move_epoch`]), so two moves at once give two
+///   epochs;
+/// - the key ring is the string key `mcp:N:keys`: the keys in hex, comma-separated, the signing
+///   key first. The first replica to start creates it (`SET NX`, so two replicas starting at
+///   once still agree); [`Cluster::rotate_keys`] rewrites it (two rotations at the same moment:
+///   the last write wins, and both replicas then read that one);
+/// - an ended task is the key `mcp:N:task:["owner","id"]` holding its record as JSON, with
+///   the record's TTL (`PX`): Redis forgets it when the engine would. What ended tasks may take
+///   is bounded ([`RedisCluster::with_task_budget`], 64 MiB by default, shared fairly among
+///   callers as the [`TaskStore`](crate::TaskStore#bounds) docs say), in bookkeeping written with each
+///   record by one script (`EVAL`), so replicas writing at once still keep to it: the sorted
+///   set `mcp:N:task:index` (each record's `["owner","id"]` by expiry), one per owner
+///   `mcp:N:task:of:<owner>` (the same, for its oldest), the sorted set `mcp:N:task:owners`
+///   (bytes held by owner), the hash `mcp:N:task:sizes` and the counter `mcp:N:task:total`.
+///   The script forgets what expired (by the writing replica's clock: replicas' clocks are
+///   taken to agree within a few seconds) and makes room by the fair-share rule, or refuses
+///   the record (`put` then fails with [`StoreError::Full`](crate::StoreError::Full)); the
+///   bookkeeping keys expire with the longest-lived record they count. The script names keys
+///   of other owners it was not passed, which a standalone Redis allows (Redis Cluster is not
+///   supported). A record Redis itself evicts (`maxmemory`) stays counted until its expiry;
+/// - the replay ledger is one key per claimed request state, `mcp:N:ledger:<digest>` (the
+///   state's SHA-256 digest in hex), holding an encoded `SharedOutcome` (a few bytes for the
+///   running marker, the answer's bytes for a kept outcome). A claim is
+///   `SET key <running> NX PXAT <lease>`, then `GET key` when it was taken; a renewal is
+///   `PEXPIREAT` if the key still holds the running marker (one `EVAL`); a record is
+///   `SET key <outcome> PXAT <expiry of the state>`; a claim given back deletes the key if it
+///   still holds the running marker (one `EVAL`). Redis forgets each key when its state
+///   expires, so the ledger needs no pruning. A claim that fails or takes longer than
+///   [`RedisCluster::TIMEOUT`] runs the retry on the replica it reached;
+/// - the directory (routing to the holder): a replica's advertisement is the key
+///   `mcp:N:replica:<replica>` holding its URL with the heartbeat TTL (`PX`), and who holds a
+///   legacy session or a running task is the key `mcp:N:held:session:<id>` or
+///   `mcp:N:held:task:<id>` holding the replica id with the entry TTL (`PX`). A lookup is one
+///   `GET` of the entry and one of the replica it names.
+///
+/// The runtime Redis runs on is the one the shim's `redis` feature turns on (mcp-tokio: tokio,
+/// mcp-smol: smol); with both compiled in, the `redis` crate uses tokio inside a tokio runtime
+/// and smol elsewhere.
+///
+/// # Failure
+///
+/// Every command waits at most [`RedisCluster::TIMEOUT`] (500 ms). When Redis cannot be
+/// reached, or does not answer in time, the replica keeps serving: its own listeners hear of
+/// its own changes at once, `Status::cluster` reports [`ClusterHealth::Degraded`], and a
+/// background task reconnects with backoff (100 ms doubling to 5 s). Changes raised meanwhile
+/// wait in a queue of [`RedisCluster::QUEUE_CAPACITY`] (1024) events, equal ones coalesced,
+/// and are published once Redis is back; past the bound the oldest waiting event is dropped
+/// and counted ([`RedisCluster::dropped`]), and the other replicas' listeners miss it. Events
+/// published by others while this replica's subscription was down are lost to it (pub/sub
+/// keeps nothing): once it is back, it tells its own listeners that every list changed, so
+/// they re-list; a `resources/updated` it missed is not repeated. A task that ends while Redis
+/// is down is not stored (`put` fails with [`StoreError::Unavailable`](crate::StoreError::Unavailable)):
+/// its directory entry stays, so the other replicas forward a `tasks/get` for it to the engine
+/// that ran it, which answers for it until its TTL.
 #[derive(Clone)]
 pub struct RedisCluster {
     inner: Arc<Inner>,
