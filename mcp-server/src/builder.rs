@@ -525,7 +525,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Sets the server-wide gate over the data methods.
+    /// Sets the server-wide gate over the data methods (lists, calls, reads, gets): a caller it
+    /// refuses is answered only that it is refused. Not the gate of the item added last: that
+    /// is [`Tool::gate`](mcp_proto::Tool::gate) (and the other items' `gate`).
     ///
     /// Every gate the server is given, this one and those of its items (tools, resources,
     /// templates, prompts, extensions, skills), is watched: a gate that panics refuses the
@@ -533,9 +535,15 @@ impl ServerBuilder {
     /// `"tool <name>"`, `"prompt <name>"`, ...), the caller's binding, the panic's message
     /// with control characters escaped and, as for a panicking handler, its stack where
     /// available (see [`build`](Self::build)).
-    pub fn gate(mut self, gate: Gate) -> Self {
+    pub fn server_gate(mut self, gate: Gate) -> Self {
         self.items.push(Item::Gate(gate));
         self
+    }
+
+    /// [`server_gate`](Self::server_gate), by its older name, which read as if it gated the
+    /// item added last.
+    pub fn gate(self, gate: Gate) -> Self {
+        self.server_gate(gate)
     }
 
     /// Re-checks the caller of each held stream (a legacy session's `GET` stream, a

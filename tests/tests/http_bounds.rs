@@ -54,7 +54,7 @@ fn builder(limits: impl FnOnce(&mut Limits), gate: Option<Gate>) -> mcp_server::
         ToolOutput::text(format!("slept {ms}ms"))
     });
     match gate {
-        Some(gate) => b.gate(gate),
+        Some(gate) => b.server_gate(gate),
         None => b,
     }
 }
