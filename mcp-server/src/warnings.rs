@@ -118,12 +118,11 @@ impl Raised {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 
     #[test]
-    #[cfg(feature = "http")]
     fn raised_once_and_listed_in_order() {
         let raised = Raised::default();
         assert!(raised.snapshot().is_empty());
