@@ -128,6 +128,38 @@ pub use stdio::{serve_lines, StdioEnd};
 pub use tasks::{InMemoryTaskStore, StoreError, TaskStore};
 pub use warnings::{Warning, Warnings};
 
+/// The names mcp-tokio and mcp-smol both re-export at their roots, listed once so that the two
+/// shims offer the same ones (each glob-imports this). Not an API of its own: name these
+/// through a shim, or through this crate's root.
+#[doc(hidden)]
+pub mod __shim {
+    #[cfg(feature = "tls")]
+    pub use crate::tls::{ClientCertificates, TlsConfig};
+    pub use crate::widget;
+    pub use crate::{
+        typed_form, typed_tool, BoxFuture, BuildError, Complete, Elicited, GetPrompt, HttpRefusals,
+        IntoToolResult, Json, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport,
+        Status, StdioEnd, ToolCall, ToolResult, Warning, Warnings,
+    };
+    #[cfg(feature = "http")]
+    pub use crate::{HttpService, Identified, IdentityRefusal, McpBody, PeerAddr};
+    pub use mcp_proto;
+    pub use mcp_proto::http::HttpConfig;
+    pub use mcp_proto::interaction::InputRequest;
+    pub use mcp_proto::{
+        App, AppCsp, AppPermissions, AskError, Caller, Completion, Content, Extension, Gate, HandlerError,
+        HttpRequestHead, Limits, LogLevel, Mode, Prompt, PromptArgument, PromptMessage, PromptOutput,
+        Recheck, Resource, ResourceContents, ResourceTemplate, RpcError, Skill, TaskSupport, TemplateVar,
+        Tool, ToolFailure, ToolOutput,
+    };
+    // What a user's own code needs beside a shim, at the versions it was built with:
+    // `typed_tool` bounds its arguments by `serde::Deserialize` and `schemars::JsonSchema`, so a
+    // project that picked another major version (schemars 0.8 against our 1.x) would get trait
+    // errors far from the cause. Derive through these with `#[serde(crate = "...::serde")]` and
+    // `#[schemars(crate = "...::schemars")]`.
+    pub use {schemars, serde, serde_json};
+}
+
 /// Makes a tool of an async fn (feature `macros`); see [`ServerBuilder::register`].
 #[cfg(feature = "macros")]
 pub use mcp_macros::tool;

@@ -59,32 +59,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-pub use mcp_proto;
-pub use mcp_proto::http::HttpConfig;
-pub use mcp_proto::interaction::InputRequest;
-pub use mcp_proto::{
-    App, AppCsp, AppPermissions, AskError, Caller, Completion, Content, Extension, Gate, HandlerError,
-    HttpRequestHead, Limits, LogLevel, Mode, Prompt, PromptArgument, PromptMessage, PromptOutput, Recheck,
-    Resource, ResourceContents, ResourceTemplate, RpcError, Skill, TaskSupport, TemplateVar, Tool,
-    ToolFailure, ToolOutput,
-};
+// The names both shims re-export, from one list (`mcp_server::__shim`), so that they stay the same.
 pub use mcp_server;
-#[cfg(feature = "tls")]
-pub use mcp_server::tls::{ClientCertificates, TlsConfig};
-pub use mcp_server::widget;
-pub use mcp_server::{
-    typed_form, typed_tool, BoxFuture, BuildError, Complete, Elicited, GetPrompt, HttpRefusals,
-    IntoToolResult, Json, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport,
-    Status, StdioEnd, ToolCall, ToolResult, Warning, Warnings,
-};
-#[cfg(feature = "http")]
-pub use mcp_server::{HttpService, Identified, IdentityRefusal, McpBody, PeerAddr};
-// What a user's own code needs beside this crate, at the versions this crate was built with:
-// `typed_tool` bounds its arguments by `serde::Deserialize` and `schemars::JsonSchema`, so a
-// project that picked another major version (schemars 0.8 against our 1.x) would get trait
-// errors far from the cause. Derive through these with `#[serde(crate = "...::serde")]` and
-// `#[schemars(crate = "...::schemars")]`.
-pub use schemars;
+pub use mcp_server::__shim::*;
 
 /// Makes a tool of an async fn (feature `macros`): `#[mcp_smol::tool]`, naming everything it
 /// generates through this crate. See [`ServerBuilder::register`] and the `mcp-macros` crate.
@@ -98,8 +75,6 @@ pub use mcp_server::__macros::tools_smol as tools;
 #[cfg(feature = "macros")]
 #[doc(hidden)]
 pub use mcp_server::__macros;
-pub use serde;
-pub use serde_json;
 
 #[cfg(feature = "http")]
 use mcp_server::{HttpRuntime, Listener};
