@@ -1,11 +1,14 @@
 //! One session over a pair of byte streams of newline-delimited frames (stdio, or any pipe).
 
+use std::future::Future;
 use std::io;
+use std::task::Poll;
 use std::time::Instant;
 
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::driver::{command, Room, State};
+use crate::handler::BoxFuture;
 use crate::runtime::{sleep_until, Runtime};
 use crate::server::Server;
 use mcp_proto::stdio::LineFramer;
@@ -54,23 +57,41 @@ async fn write_within<R: Runtime, O: AsyncWrite + Unpin>(
     mut buf: &[u8],
     stall: std::time::Duration,
 ) -> Result<(), WriteEnd> {
-    use futures_util::future::{select, Either};
     while !buf.is_empty() {
-        let deadline = rt.now().checked_add(stall);
-        match select(output.write(buf), sleep_until(rt, deadline)).await {
-            Either::Left((Ok(0), _)) => return Err(WriteEnd::Failed),
-            Either::Left((Ok(n), _)) => buf = buf.get(n..).unwrap_or_default(),
-            Either::Left((Err(e), _)) if e.kind() == io::ErrorKind::Interrupted => {}
-            Either::Left((Err(_), _)) => return Err(WriteEnd::Failed),
-            Either::Right(_) => return Err(WriteEnd::Stalled),
+        match unless_stalled(rt, stall, output.write(buf)).await {
+            Some(Ok(0)) => return Err(WriteEnd::Failed),
+            Some(Ok(n)) => buf = buf.get(n..).unwrap_or_default(),
+            Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Some(Err(_)) => return Err(WriteEnd::Failed),
+            None => return Err(WriteEnd::Stalled),
         }
     }
-    let deadline = rt.now().checked_add(stall);
-    match select(output.flush(), sleep_until(rt, deadline)).await {
-        Either::Left((Ok(()), _)) => Ok(()),
-        Either::Left((Err(_), _)) => Err(WriteEnd::Failed),
-        Either::Right(_) => Err(WriteEnd::Stalled),
+    match unless_stalled(rt, stall, output.flush()).await {
+        Some(Ok(())) => Ok(()),
+        Some(Err(_)) => Err(WriteEnd::Failed),
+        None => Err(WriteEnd::Stalled),
     }
+}
+
+/// What `fut` gives, unless it stays pending for `stall` (`None`). The clock is armed only
+/// when `fut` first returns pending: a pipe that takes a reply at once (nearly every write)
+/// costs no timer, which a reply at a time would otherwise pay twice (write and flush), each
+/// a registration, a cancellation and a read of the clock.
+async fn unless_stalled<R: Runtime, F: Future>(
+    rt: &R,
+    stall: std::time::Duration,
+    fut: F,
+) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut clock: Option<BoxFuture<()>> = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let clock = clock.get_or_insert_with(|| sleep_until(rt, rt.now().checked_add(stall)));
+        clock.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// Largest single read; lines longer than this arrive over several reads. Not a
