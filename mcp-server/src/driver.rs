@@ -37,6 +37,10 @@ pub(crate) fn command(f: impl FnOnce(&mut Engine<Handler>, Instant) + Send + 'st
 /// scheduling fairness, and no client can make the server hold more because of it.
 pub(crate) const DRIVER_BATCH: usize = 64;
 
+/// Rounds the driver may take back to back without yielding when each one drained its queue
+/// (commands sent from other threads meanwhile): a bound on how long it can hold its thread.
+const DRIVER_ROUNDS_UNYIELDED: u32 = 8;
+
 /// Frames waiting for the driver, over every connection, before readers wait. Not a
 /// [`Limits`](mcp_proto::Limits) field: what it holds is already bounded per connection (a stdio
 /// reader waits on its own frame, an HTTP connection carries one request at a time), so it only
@@ -391,8 +395,10 @@ impl Server {
         let Some(rt) = self.shared.rt.get().cloned() else { return };
         let control = self.shared.control.1.clone();
         let inbox = self.shared.inbox.1.clone();
+        let mut unyielded = 0;
         loop {
             let armed = self.lock().armed;
+            let mut drained = false;
             let first = {
                 let (from_control, from_inbox) = (pin!(control.recv()), pin!(inbox.recv()));
                 let next = futures_util::future::select(from_control, from_inbox);
@@ -430,7 +436,10 @@ impl Server {
                     }
                 }
                 for _ in 1..DRIVER_BATCH {
-                    let Ok(cmd) = control.try_recv().or_else(|_| inbox.try_recv()) else { break };
+                    let Ok(cmd) = control.try_recv().or_else(|_| inbox.try_recv()) else {
+                        drained = true;
+                        break;
+                    };
                     let now = rt.now();
                     st.input_at = now;
                     cmd(&self, &mut st, now);
@@ -444,8 +453,17 @@ impl Server {
                 }
                 st.armed = st.engine.poll_timeout();
             }
-            // Let connection tasks and handlers run between batches.
-            yield_now().await;
+            // After a full batch, let connection tasks and handlers run before the next one. A
+            // drained queue needs no yield: the next `recv` is pending and gives way by itself,
+            // and a yield there costs every quiet request a scheduler round (on tokio, a
+            // zero-timeout `epoll_wait` between reading a request and writing its answer). Other
+            // threads can refill a drained queue as fast as it drains, so every few rounds
+            // yields regardless.
+            unyielded += 1;
+            if !drained || unyielded >= DRIVER_ROUNDS_UNYIELDED {
+                unyielded = 0;
+                yield_now().await;
+            }
         }
     }
 
