@@ -10,13 +10,18 @@ fn main() {
         std::process::exit(2)
     });
     everything::init_logging();
-    let server = smol::block_on(everything::build_replica(&args));
+    // Everything on this thread (see `mcp_smol::block_on` for why, and what it measured).
+    mcp_smol::block_on(run(args))
+}
+
+async fn run(args: everything::Args) {
+    let server = everything::build_replica(&args).await;
     // SIGINT or SIGTERM (unix): refuse new work, let calls in flight finish (for up to the
     // budget) and answer them, then exit 0.
     let stop =
         smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), everything::shutdown_budget(&server)));
     if let Some(addr) = &args.http {
-        let served = smol::block_on(async {
+        let served = async {
             let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
             everything::announce(listener.local_addr()?, &args);
             // Returns once the shutdown began; `stop` ends when it is over.
@@ -30,7 +35,8 @@ fn main() {
             #[cfg(not(feature = "tls"))]
             mcp_smol::serve_http(listener, server.clone(), http).await?;
             stop.await
-        });
+        }
+        .await;
         match served {
             Ok(report) => everything::stopped(report.cancelled),
             Err(e) => {
@@ -42,7 +48,7 @@ fn main() {
         return;
     }
     // The session ends by itself at end of input, or once a signal's shutdown answered its calls.
-    match smol::block_on(mcp_smol::serve_stdio_as(&server, args.caller())) {
+    match mcp_smol::serve_stdio_as(&server, args.caller()).await {
         Ok(end) => tracing::info!(?end, "stdio session ended"),
         Err(e) => {
             tracing::error!(%e, "stdio session failed");
