@@ -35,6 +35,8 @@ pub(crate) struct Args {
     pub(crate) http: Option<String>,
     /// Raise the session, stream, seat and connection bounds to this (load and memory tests).
     pub(crate) capacity: Option<usize>,
+    /// Expire legacy sessions idle this long (`--session-idle SECS`; the default is 15 min).
+    pub(crate) session_idle: Option<std::time::Duration>,
     /// Browser origins allowed besides the server's own (`--allow-origin http://localhost:6274`).
     pub(crate) origins: Vec<String>,
     /// Runtime worker threads (`--threads N`; 1, the default, is a single-threaded runtime).
@@ -68,7 +70,7 @@ pub(crate) struct Args {
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL] [--auth-dpop] [--auth-introspect URL [--auth-client ID:SECRET]]] [--tls-cert FILE --tls-key FILE]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--session-idle SECS] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL] [--auth-dpop] [--auth-introspect URL [--auth-client ID:SECRET]]] [--tls-cert FILE --tls-key FILE]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -81,6 +83,8 @@ const USAGE: &str =
     \x20                 http://localhost:6274 when it connects directly, not via its proxy)\n\
     --capacity N      allow N sessions, N held streams (all from one caller if need be) and\n\
     \x20                 N connections instead of the defaults (for load and memory tests)\n\
+    --session-idle S  expire a legacy session after S seconds without a request or a stream\n\
+    \x20                 (default 900; the soak test abandons sessions and shortens it)\n\
     --threads N       run the tokio runtime on N worker threads (default 1: single-threaded,\n\
     \x20                 the fastest on small machines; ignored by the smol build)\n\
     --mode M          publish tools directly (direct, the default: each is a native tool) or\n\
@@ -121,6 +125,7 @@ impl Default for Args {
             bench: false,
             http: None,
             capacity: None,
+            session_idle: None,
             origins: Vec::new(),
             threads: None,
             mode: mcp_proto::Mode::Direct,
@@ -157,6 +162,14 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             "--allow-origin" => args
                 .origins
                 .push(it.next().ok_or_else(|| format!("--allow-origin needs an origin\n{USAGE}"))?),
+            "--session-idle" => {
+                let n =
+                    it.next().ok_or_else(|| format!("--session-idle needs a number of seconds\n{USAGE}"))?;
+                let secs: u64 = n.parse().map_err(|_| {
+                    format!("--session-idle: {n:?} is not a whole number of seconds\n{USAGE}")
+                })?;
+                args.session_idle = Some(std::time::Duration::from_secs(secs));
+            }
             "--capacity" => {
                 let n = it.next().ok_or_else(|| format!("--capacity needs a number\n{USAGE}"))?;
                 args.capacity =
@@ -546,14 +559,19 @@ fn builder(args: &Args) -> ServerBuilder {
     } else {
         skills::skills(apps::apps(tasks::task_tools(interactions(fixtures(demo_tools(builder))))))
     };
+    if let Some(idle) = args.session_idle {
+        builder.config_mut().limits.session_idle(idle);
+    }
     if let Some(n) = args.capacity {
         let limits = &mut builder.config_mut().limits;
         limits
             .max_sessions(n)
+            .max_sessions_per_caller(Some(n))
             .max_connections(n.saturating_mul(2))
             .max_streams(Some(n))
             .max_streams_per_caller(Some(n))
-            .max_http_connections(n);
+            .max_http_connections(n)
+            .max_http_connections_per_peer(Some(n));
     }
     match authorization(args) {
         Ok(Some(auth)) => {
