@@ -1,24 +1,34 @@
-//! Measures what an idle legacy HTTP session and an idle SSE stream cost the server, as the
-//! growth of its resident set over N of each:
+//! Measures what an idle HTTP connection, an idle legacy session and an idle SSE stream cost a
+//! server, as the growth of its resident set over N of each:
 //!
 //! ```sh
 //! ulimit -n 20000
 //! cargo build --profile dist -p mcp-tokio --example everything
 //! cargo run --release -p mcp-tests --bin idle-cost -- target/dist/examples/everything 10000
+//! cargo run --release -p mcp-tests --bin idle-cost -- --rmcp path/to/rmcp-peer 10000
 //! ```
 //!
 //! (The `dist` profile, fat LTO and one codegen unit, is what a deployed server is built with;
 //! its resident set is smaller than a `release` build's, since at rest it is mostly code.)
 //!
-//! The server is started as `SERVER --http 127.0.0.1:0 --bench --capacity N+128`. N sessions are
-//! opened (`initialize` + `notifications/initialized` over one keep-alive connection), then one
-//! `GET` stream per session, each on its own connection and left unread. Prints bytes per session
-//! and per stream. Linux only (it reads `/proc/PID/status`).
+//! This library's servers are started as `SERVER --http 127.0.0.1:0 --bench --capacity N+128`
+//! (the capacity flag lifts the session table and the per-caller caps to N, all from one
+//! address here); with `--rmcp`, the server is ../shared/bench's rmcp peer, started as
+//! `SERVER http PORT` on a free port, with rmcp's defaults. Two processes per server, so that
+//! memory one measure freed is not reused by the next:
+//!
+//! - connections: N TCP connections, opened and left without a byte sent;
+//! - sessions, then streams: N sessions opened (`initialize` + `notifications/initialized` over
+//!   one keep-alive connection), then one `GET` stream per session, each on its own connection
+//!   and left unread.
+//!
+//! Prints bytes per connection, per session and per stream. Linux only (it reads
+//! `/proc/PID/status`).
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use mcp_tests::http::{Client, Req};
 
@@ -38,36 +48,171 @@ fn settle() {
     std::thread::sleep(Duration::from_millis(500));
 }
 
-fn main() -> Result<(), String> {
-    let mut args = std::env::args().skip(1);
-    let server = args.next().ok_or("usage: idle-cost SERVER_BINARY [N]")?;
-    let n: usize = args.next().map_or(Ok(10_000), |s| s.parse()).map_err(|e| format!("N: {e}"))?;
-    let mut child = Command::new(&server)
-        .args(["--http", "127.0.0.1:0", "--bench", "--capacity", &(n + 128).to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{server}: {e}"))?;
-    let stderr = child.stderr.take().ok_or("no stderr")?;
-    let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).map_err(|e| e.to_string())?;
-    let url = line.trim().strip_prefix("listening on http://").ok_or(format!("unexpected: {line}"))?;
-    let addr: SocketAddr = url.trim_end_matches("/mcp").parse().map_err(|e| format!("{url}: {e}"))?;
-    let pid = child.id();
+/// Which server is measured, and how it is started.
+enum Kind {
+    Ours,
+    Rmcp,
+}
 
-    let mut control = Client::connect(addr).map_err(|e| e.to_string())?;
-    let open_session = |c: &mut Client| -> Result<String, String> {
-        let r = c.request(&Req::post(INIT))?;
-        let sid = r
-            .header("mcp-session-id")
-            .ok_or_else(|| format!("no session id: {} {}", r.status(), String::from_utf8_lossy(&r.body)))?
-            .to_owned();
-        let r = c.request(&Req::post(INITIALIZED).header("Mcp-Session-Id", &sid))?;
-        if r.status() != 202 {
-            return Err(format!("initialized: {}", r.status()));
+/// A server process that is killed when dropped: left running, it would hold the caller's
+/// pipes open.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(kind: &Kind, binary: &str, n: usize) -> Result<Server, String> {
+    match kind {
+        Kind::Ours => {
+            let mut child = Command::new(binary)
+                .args(["--http", "127.0.0.1:0", "--bench", "--capacity", &(n + 128).to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("{binary}: {e}"))?;
+            let stderr = child.stderr.take().ok_or("no stderr")?;
+            let mut line = String::new();
+            BufReader::new(stderr).read_line(&mut line).map_err(|e| e.to_string())?;
+            let parsed = line
+                .trim()
+                .strip_prefix("listening on http://")
+                .ok_or(format!("unexpected: {line}"))
+                .and_then(|url| url.trim_end_matches("/mcp").parse().map_err(|e| format!("{url}: {e}")));
+            match parsed {
+                Ok(addr) => Ok(Server { child, addr }),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    Err(e)
+                }
+            }
         }
-        Ok(sid)
+        Kind::Rmcp => {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("a free port: {e}"))?
+                .port();
+            let child = Command::new(binary)
+                .args(["http", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("{binary}: {e}"))?;
+            let server = Server { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while TcpStream::connect(server.addr).is_err() {
+                if Instant::now() > deadline {
+                    return Err(format!("{binary} did not listen on {}", server.addr));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(server)
+        }
+    }
+}
+
+fn main() -> Result<(), String> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let kind = if args.first().is_some_and(|a| a == "--rmcp") {
+        args.remove(0);
+        Kind::Rmcp
+    } else {
+        Kind::Ours
     };
-    // Warm up allocator arenas and lazily made tables before the baseline.
+    let mut args = args.into_iter();
+    let binary = args.next().ok_or("usage: idle-cost [--rmcp] SERVER_BINARY [N]")?;
+    let n: usize = args.next().map_or(Ok(10_000), |s| s.parse()).map_err(|e| format!("N: {e}"))?;
+
+    let server = start(&kind, &binary, n)?;
+    let (conn_base, with_conns) = connections(&server, n)?;
+    drop(server);
+    let server = start(&kind, &binary, n)?;
+    let (base, with_sessions, with_streams) = sessions_then_streams(&server, n)?;
+    drop(server);
+
+    let per = |more: u64, less: u64| more.saturating_sub(less) as f64 * 1024.0 / n as f64;
+    println!(
+        "server={binary} n={n} rss_base_kib={base} rss_sessions_kib={with_sessions} rss_streams_kib={with_streams} rss_conn_base_kib={conn_base} rss_conns_kib={with_conns}"
+    );
+    println!(
+        "bytes_per_idle_connection={:.0} bytes_per_idle_session={:.0} bytes_per_idle_stream={:.0}",
+        per(with_conns, conn_base),
+        per(with_sessions, base),
+        per(with_streams, with_sessions)
+    );
+    Ok(())
+}
+
+fn open_session(c: &mut Client) -> Result<String, String> {
+    let r = c.request(&Req::post(INIT))?;
+    let sid = r
+        .header("mcp-session-id")
+        .ok_or_else(|| format!("no session id: {} {}", r.status(), String::from_utf8_lossy(&r.body)))?
+        .to_owned();
+    let r = c.request(&Req::post(INITIALIZED).header("Mcp-Session-Id", &sid))?;
+    if r.status() != 202 {
+        return Err(format!("initialized: {}", r.status()));
+    }
+    Ok(sid)
+}
+
+/// The server's resident set (KiB) at rest and with `n` idle connections.
+fn connections(server: &Server, n: usize) -> Result<(u64, u64), String> {
+    let pid = server.child.id();
+    // Warm up allocator arenas and lazily made tables before the baseline: a few connections
+    // that carried a session.
+    let mut control = Client::connect(server.addr).map_err(|e| e.to_string())?;
+    for _ in 0..64 {
+        open_session(&mut control)?;
+    }
+    let warm: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(server.addr))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    drop(warm);
+    settle();
+    let base = rss_kib(pid);
+    let conns: Vec<TcpStream> = (0..n)
+        .map(|_| TcpStream::connect(server.addr))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("connect: {e}"))?;
+    settle();
+    let with_conns = rss_kib(pid);
+    // Still open: had the server dropped them, the figure would not be what it claims.
+    let alive = conns.iter().filter(|c| is_open(c)).count();
+    if alive != n {
+        return Err(format!("the server closed {} of {n} idle connections within the measure", n - alive));
+    }
+    Ok((base, with_conns))
+}
+
+/// Whether the peer has not closed `conn` (a non-blocking peek that finds no end of stream).
+fn is_open(conn: &TcpStream) -> bool {
+    if conn.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    let open = match conn.peek(&mut byte) {
+        Ok(0) => false,
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+    };
+    let _ = conn.set_nonblocking(false);
+    open
+}
+
+/// The server's resident set (KiB) at rest, with `n` idle sessions, and with a `GET` stream on
+/// each of them too.
+fn sessions_then_streams(server: &Server, n: usize) -> Result<(u64, u64, u64), String> {
+    let (addr, pid) = (server.addr, server.child.id());
+    let mut control = Client::connect(addr).map_err(|e| e.to_string())?;
     for _ in 0..64 {
         open_session(&mut control)?;
     }
@@ -92,16 +237,6 @@ fn main() -> Result<(), String> {
     }
     settle();
     let with_streams = rss_kib(pid);
-    let _ = child.kill();
-    let _ = child.wait();
-    let per = |kib: u64| kib as f64 * 1024.0 / n as f64;
-    println!(
-        "server={server} n={n} rss_base_kib={base} rss_sessions_kib={with_sessions} rss_streams_kib={with_streams}"
-    );
-    println!(
-        "bytes_per_idle_session={:.0} bytes_per_idle_stream={:.0}",
-        per(with_sessions.saturating_sub(base)),
-        per(with_streams.saturating_sub(with_sessions))
-    );
-    Ok(())
+    drop(streams);
+    Ok((base, with_sessions, with_streams))
 }

@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# This library's benchmarks, side by side with the peers of ../shared/bench, in one run: the
+# data behind docs/benchmarks.md and its charts (bench/charts.py draws them).
+#
+#   bash bench/run.sh matrix     # every row: stdio and http x echo/list/ping x concurrency 1, 16
+#   bash bench/run.sh startup    # exec to the first answered initialize, per peer
+#   bash bench/run.sh idle       # memory per idle legacy session and per idle GET stream (N of each)
+#   bash bench/run.sh soak       # 10 minutes of HTTP load with abandoned sessions, streams, tasks
+#   bash bench/run.sh all        # all of the above
+#
+# Knobs (env, defaults in brackets): PEERS [tokio smol rmcp null], ROUNDS [3], DURATION [5],
+# WARMUP [1], WORKLOADS [echo list ping], TRANSPORTS [stdio http], CONCURRENCY [1 16],
+# IDLE_N [10000], SOAK_SECS [600], SOAK_EVERY [10], STARTUP_RUNS [20],
+# HARNESS [../shared/bench], OUT [target/bench] (raw results, one file per subcommand, in the
+# formats bench/charts.py reads; copy them to docs/bench/data to publish).
+#
+# Peers: `tokio` and `smol` are the everything example (`--bench`: the peers' catalogue) of each
+# shim, built with the `dist` profile; `rmcp`, `null`, `ts` and `py` are ../shared/bench's.
+# Every run gets a fresh server process; within a cell the peers take turns, rotating who goes
+# first, so drift in the machine's noise is shared.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+HARNESS_SRC=${HARNESS:-$ROOT/../shared/bench}
+OUT=${OUT:-$ROOT/target/bench}
+PEERS=${PEERS-"tokio smol rmcp null"}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+WARMUP=${WARMUP:-1}
+WORKLOADS=${WORKLOADS:-"echo list ping"}
+TRANSPORTS=${TRANSPORTS:-"stdio http"}
+CONCURRENCY=${CONCURRENCY:-"1 16"}
+IDLE_N=${IDLE_N:-10000}
+SOAK_SECS=${SOAK_SECS:-600}
+SOAK_EVERY=${SOAK_EVERY:-10}
+STARTUP_RUNS=${STARTUP_RUNS:-20}
+PAYLOAD_BYTES=${PAYLOAD_BYTES:-64}
+port=${PORT_BASE:-18400}
+
+log() { echo "bench: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ------------------------------------------------------------------------------------ build
+
+# The harness is copied out of ../shared (read-only on CI machines) and built in the copy.
+HARNESS=$ROOT/target/bench-harness
+MCPLOAD=$HARNESS/mcpload/target/release/mcpload
+build_harness() {
+    [[ -d $HARNESS_SRC/mcpload ]] || die "no load generator in $HARNESS_SRC (set HARNESS)"
+    if [[ ! -d $HARNESS/mcpload ]]; then
+        mkdir -p "$HARNESS"
+        (cd "$HARNESS_SRC" && tar --exclude=target --exclude=node_modules --exclude=.venv -cf - .) |
+            (cd "$HARNESS" && tar -xf -)
+    fi
+    log "building mcpload..."
+    cargo build --release --quiet --manifest-path "$HARNESS/mcpload/Cargo.toml"
+    local p
+    for p in $PEERS; do
+        case $p in
+            null | rmcp) log "building peer $p..."
+                cargo build --release --quiet --manifest-path "$HARNESS/peers/$p/Cargo.toml" ;;
+            ts) [[ -d $HARNESS/peers/ts/node_modules/@modelcontextprotocol/sdk ]] ||
+                    (cd "$HARNESS/peers/ts" && npm ci --silent --no-audit --no-fund) ;;
+            py) "$HARNESS/peers/py/.venv/bin/python" -c 'import mcp' 2>/dev/null ||
+                    { python3 -m venv "$HARNESS/peers/py/.venv" &&
+                      "$HARNESS/peers/py/.venv/bin/pip" install -q -r "$HARNESS/peers/py/requirements.txt"; } ;;
+        esac
+    done
+    log "building the everything examples (dist profile)..."
+    cargo build --profile dist --quiet --locked -p mcp-tokio --example everything
+    cargo build --profile dist --quiet --locked -p mcp-smol --example everything-smol
+    log "building the startup and idle-cost probes..."
+    cargo build --release --quiet --locked -p mcp-tests --bin startup-time --bin idle-cost --bin soak
+}
+
+TOKIO=$ROOT/target/dist/examples/everything
+SMOL=$ROOT/target/dist/examples/everything-smol
+STARTUP=$ROOT/target/release/startup-time
+IDLE=$ROOT/target/release/idle-cost
+SOAK=$ROOT/target/release/soak
+
+# stdio_cmd PEER / http_cmd PEER PORT: the command that starts PEER.
+stdio_cmd() {
+    case $1 in
+        tokio) echo "$TOKIO --bench" ;;
+        smol) echo "$SMOL --bench" ;;
+        null) echo "$HARNESS/peers/null/target/release/null-peer stdio" ;;
+        rmcp) echo "$HARNESS/peers/rmcp/target/release/rmcp-peer stdio" ;;
+        ts) echo "node $HARNESS/peers/ts/server.mjs stdio" ;;
+        py) echo "$HARNESS/peers/py/.venv/bin/python $HARNESS/peers/py/server.py stdio" ;;
+        *) die "unknown peer $1" ;;
+    esac
+}
+http_cmd() {
+    case $1 in
+        tokio) echo "$TOKIO --bench --http 127.0.0.1:$2" ;;
+        smol) echo "$SMOL --bench --http 127.0.0.1:$2" ;;
+        null) echo "$HARNESS/peers/null/target/release/null-peer http $2" ;;
+        rmcp) echo "$HARNESS/peers/rmcp/target/release/rmcp-peer http $2" ;;
+        ts) echo "node $HARNESS/peers/ts/server.mjs http $2" ;;
+        py) echo "$HARNESS/peers/py/.venv/bin/python $HARNESS/peers/py/server.py http $2" ;;
+        *) die "unknown peer $1" ;;
+    esac
+}
+
+# ------------------------------------------------------------------------------------ runs
+
+server_pid=""
+stop_server() {
+    [[ -n $server_pid ]] || return 0
+    kill -TERM "$server_pid" 2>/dev/null || true
+    for _ in $(seq 30); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM
+
+# start_http PEER: starts PEER on the next port; sets server_pid and url.
+start_http() {
+    local cmd; cmd=$(http_cmd "$1" "$port")
+    sh -c "exec $cmd" >"$OUT/logs/server-$1-$port.log" 2>&1 </dev/null &
+    server_pid=$!
+    url="http://127.0.0.1:$port/mcp"
+    port=$((port + 1))
+}
+
+limit=$(awk "BEGIN { print int($DURATION + $WARMUP + 60) }")
+
+# load PEER TRANSPORT WORKLOAD CONC: one mcpload run; prints its summary line (or ERROR).
+load() {
+    local peer=$1 transport=$2 workload=$3 conc=$4
+    local name="$peer-$transport-$workload-c$conc"
+    local args=(--workload "$workload" --concurrency "$conc" --duration "$DURATION" --warmup "$WARMUP"
+                --payload-bytes "$PAYLOAD_BYTES")
+    local gen=("$MCPLOAD")
+    if [[ $transport == stdio ]]; then
+        timeout -k 5 "$limit" "${gen[@]}" --stdio "$(stdio_cmd "$peer")" "${args[@]}" \
+            2>"$OUT/logs/$name.log" || echo ERROR
+    else
+        start_http "$peer"
+        local line
+        line=$(timeout -k 5 "$limit" "${gen[@]}" --http "$url" --server-pid "$server_pid" "${args[@]}" \
+                2>"$OUT/logs/$name.log") || line=ERROR
+        stop_server
+        echo "$line"
+    fi
+}
+
+# The median of the numbers on stdin.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# field NAME: the value of NAME=... on each line of stdin.
+field() { grep -o "\b$1=[^ ]*" | cut -d= -f2; }
+
+matrix() {
+    local file=$OUT/matrix.txt cell=0 round transport workload conc i
+    read -ra peers <<<"$PEERS"
+    local n=${#peers[@]}
+    header >"$file"
+    log "matrix: peers $PEERS, $ROUNDS round(s) of ${DURATION}s after ${WARMUP}s warm-up -> $file"
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for transport in $TRANSPORTS; do
+            for workload in $WORKLOADS; do
+                for conc in $CONCURRENCY; do
+                    for ((i = 0; i < n; i++)); do
+                        local peer=${peers[(i + cell) % n]}
+                        local row; row="$peer $transport $workload $conc $(load "$peer" "$transport" "$workload" "$conc")"
+                        echo "$row" >>"$file"
+                        log "round $round: $row"
+                    done
+                    cell=$((cell + 1))
+                done
+            done
+        done
+    done
+    table "$file"
+}
+
+# table FILE: one row per cell and peer: median rps, p50 and p99 over rounds, the largest peak
+# RSS, the ratio to rmcp's and to null's median rps in the same cell.
+table() {
+    awk '
+        /^#/ || NF < 5 { next }
+        {
+            key = $2 " " $3 " " $4; peer = $1
+            if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
+            if (!((key, peer) in had)) { had[key, peer] = 1; if (!(peer in pseen)) { pseen[peer] = 1; peers[++np] = peer } }
+            if ($5 == "ERROR") { err[key, peer]++; next }
+            for (i = 5; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+            n = ++cnt[key, peer]
+            rps[key, peer, n] = v["rps"] + 0; p50[key, peer, n] = v["p50_us"] + 0; p99[key, peer, n] = v["p99_us"] + 0
+            if (v["server_peak_rss_kb"] != "na" && v["server_peak_rss_kb"] + 0 > rss[key, peer]) rss[key, peer] = v["server_peak_rss_kb"] + 0
+        }
+        function med(arr, key, peer, n,   a, i, j, t) {
+            for (i = 1; i <= n; i++) a[i] = arr[key, peer, i]
+            for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+            return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        END {
+            fmt = "%-6s %-5s %-5s %4s %10s %8s %8s %8s %9s %9s %5s\n"
+            printf fmt, "peer", "trans", "load", "conc", "rps", "p50_us", "p99_us", "rss_MiB", "x_rmcp", "of_null", "errs"
+            for (k = 1; k <= nk; k++) {
+                key = keys[k]; split(key, kp, " ")
+                r_rmcp = cnt[key, "rmcp"] ? med(rps, key, "rmcp", cnt[key, "rmcp"]) : 0
+                r_null = cnt[key, "null"] ? med(rps, key, "null", cnt[key, "null"]) : 0
+                for (q = 1; q <= np; q++) {
+                    peer = peers[q]; n = cnt[key, peer]
+                    if (!n) { if ((key, peer) in had) printf fmt, peer, kp[1], kp[2], kp[3], "ERROR", "-", "-", "-", "-", "-", err[key, peer] + 0; continue }
+                    m = med(rps, key, peer, n)
+                    printf fmt, peer, kp[1], kp[2], kp[3], sprintf("%.0f", m), med(p50, key, peer, n), med(p99, key, peer, n),
+                        rss[key, peer] ? sprintf("%.1f", rss[key, peer] / 1024) : "na",
+                        r_rmcp ? sprintf("%.2fx", m / r_rmcp) : "-", r_null ? sprintf("%.0f%%", 100 * m / r_null) : "-", err[key, peer] + 0
+                }
+            }
+        }' "$1"
+}
+
+header() {
+    echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(git -C "$ROOT" rev-parse --short HEAD) on $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "# rounds=$ROUNDS duration_s=$DURATION warmup_s=$WARMUP payload_bytes=$PAYLOAD_BYTES"
+}
+
+# idle: what N idle legacy sessions, then one idle GET stream on each, add to this library's
+# resident set (tests/src/bin/idle-cost.rs; it starts the server with its own flags, so the
+# peers of ../shared/bench, which take none, are not measured here).
+idle() {
+    local file=$OUT/idle.txt peer bin
+    header >"$file"
+    local want=$((IDLE_N * 2 + 1024)) hard; hard=$(ulimit -Hn)
+    [[ $hard == unlimited ]] || ((want <= hard)) || want=$hard
+    ulimit -n "$want" || log "idle: could not raise the open-file limit to $want"
+    for peer in tokio smol; do
+        case $peer in tokio) bin=$TOKIO ;; smol) bin=$SMOL ;; esac
+        local line; line=$("$IDLE" "$bin" "$IDLE_N" | tr '\n' ' ') || line=ERROR
+        echo "$peer $line" >>"$file"
+        log "idle $peer: $line"
+    done
+}
+
+# soak: SOAK_SECS of HTTP load on the tokio everything example with abandoned sessions, dropped
+# GET streams and expiring tasks, the resident set sampled every SOAK_EVERY seconds
+# (tests/src/bin/soak.rs).
+soak() {
+    local file=$OUT/soak.txt
+    header >"$file"
+    log "soak: ${SOAK_SECS}s, a sample every ${SOAK_EVERY}s -> $file"
+    "$SOAK" "$TOKIO" "$SOAK_SECS" "$SOAK_EVERY" | tee -a "$file" >&2
+}
+
+# startup: exec to the first answered initialize (mcpload's handshake over stdio, timed here).
+startup() {
+    local file=$OUT/startup.txt peer i
+    header >"$file"
+    echo "# milliseconds from exec to the answer to initialize over stdio" >>"$file"
+    for ((i = 1; i <= STARTUP_RUNS; i++)); do
+        for peer in $PEERS; do
+            local ms; ms=$("$STARTUP" $(stdio_cmd "$peer")) || ms=ERROR
+            echo "$peer ms=$ms" >>"$file"
+        done
+    done
+    for peer in $PEERS; do log "startup $peer: median $(grep "^$peer " "$file" | field ms | median) ms"; done
+}
+
+main() {
+    mkdir -p "$OUT/logs"
+    build_harness
+    case ${1:-matrix} in
+        matrix) matrix ;;
+        startup) startup ;;
+        idle) idle ;;
+        soak) soak ;;
+        all) matrix; startup; idle; soak ;;
+        *) die "unknown subcommand ${1}; see the top of $0" ;;
+    esac
+}
+main "$@"
