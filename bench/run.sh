@@ -222,18 +222,19 @@ header() {
     echo "# rounds=$ROUNDS duration_s=$DURATION warmup_s=$WARMUP payload_bytes=$PAYLOAD_BYTES"
 }
 
-# idle: what N idle legacy sessions, then one idle GET stream on each, add to this library's
-# resident set (tests/src/bin/idle-cost.rs; it starts the server with its own flags, so the
-# peers of ../shared/bench, which take none, are not measured here).
+# idle: what N idle connections, N idle legacy sessions and then one idle GET stream on each
+# add to a server's resident set (tests/src/bin/idle-cost.rs), for both shims and for
+# ../shared/bench's rmcp peer (with rmcp's defaults).
 idle() {
     local file=$OUT/idle.txt peer bin
     header >"$file"
     local want=$((IDLE_N * 2 + 1024)) hard; hard=$(ulimit -Hn)
     [[ $hard == unlimited ]] || ((want <= hard)) || want=$hard
     ulimit -n "$want" || log "idle: could not raise the open-file limit to $want"
-    for peer in tokio smol; do
-        case $peer in tokio) bin=$TOKIO ;; smol) bin=$SMOL ;; esac
-        local line; line=$("$IDLE" "$bin" "$IDLE_N" | tr '\n' ' ') || line=ERROR
+    for peer in tokio smol rmcp; do
+        local how=()
+        case $peer in tokio) bin=$TOKIO ;; smol) bin=$SMOL ;; rmcp) bin=$HARNESS/peers/rmcp/target/release/rmcp-peer how=(--rmcp) ;; esac
+        local line; line=$("$IDLE" "${how[@]}" "$bin" "$IDLE_N" | tr '\n' ' ') || line=ERROR
         echo "$peer $line" >>"$file"
         log "idle $peer: $line"
     done
