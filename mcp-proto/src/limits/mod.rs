@@ -648,6 +648,60 @@ impl Limits {
         (capacity / holders.max(1)).max(1)
     }
 
+    /// These limits for one of `parts` engines that serve one endpoint together (the shards of
+    /// a sharded server): every table the engine bounds as a whole, and every per-caller share
+    /// of one, is divided among them, rounded up, so that the process as a whole stays within
+    /// the bound documented here and a hostile caller spread over every shard still holds no
+    /// more than its one share. Divided: [`max_connections`](Self::max_connections),
+    /// [`max_sessions`](Self::max_sessions), [`max_sessions_per_caller`](Self::max_sessions_per_caller),
+    /// [`max_streams`](Self::max_streams), [`max_streams_per_caller`](Self::max_streams_per_caller),
+    /// [`max_subscribed_uris`](Self::max_subscribed_uris), [`max_subscriptions`](Self::max_subscriptions),
+    /// [`max_calls`](Self::max_calls), [`max_tasks`](Self::max_tasks),
+    /// [`max_resume_bytes`](Self::max_resume_bytes), [`max_ledger_entries`](Self::max_ledger_entries),
+    /// [`max_ledger_bytes`](Self::max_ledger_bytes). A divided bound that was at least 1 stays at
+    /// least 1 (0 still refuses everything). Everything per frame, per request, per connection
+    /// or per stream, every timeout, and the HTTP transport's bounds (which the shards' shared
+    /// endpoint enforces once for all) are unchanged. `parts` of 0 counts as 1.
+    ///
+    /// Rounding up lets the whole exceed a bound by less than `parts` places. A caller whose
+    /// sessions all land on one shard gets that shard's part of its share, not the whole.
+    ///
+    /// ```
+    /// let mut limits = mcp_proto::Limits::default();
+    /// limits.max_sessions(1024).max_sessions_per_caller(Some(5));
+    /// let part = limits.split(2);
+    /// assert_eq!(part.sessions(), 512);
+    /// assert_eq!(part.sessions_per_caller(), Some(3));
+    /// ```
+    pub fn split(&self, parts: usize) -> Limits {
+        let parts = parts.max(1);
+        let div = |bound: usize| if bound == usize::MAX { bound } else { bound.div_ceil(parts) };
+        let mut l = self.clone();
+        l.max_connections = div(l.max_connections);
+        l.max_sessions = div(l.max_sessions);
+        l.max_sessions_per_caller = l.max_sessions_per_caller.map(div);
+        l.max_streams = l.max_streams.map(div);
+        l.max_streams_per_caller = l.max_streams_per_caller.map(div);
+        l.max_subscribed_uris = div(l.max_subscribed_uris);
+        l.max_subscriptions = div(l.max_subscriptions);
+        l.max_calls = div(l.max_calls);
+        l.max_tasks = div(l.max_tasks);
+        l.max_resume_bytes = div(l.max_resume_bytes);
+        l.max_ledger_entries = div(l.max_ledger_entries);
+        l.max_ledger_bytes = div(l.max_ledger_bytes);
+        l
+    }
+
+    /// The current [`max_sessions`](Self::max_sessions).
+    pub fn sessions(&self) -> usize {
+        self.max_sessions
+    }
+
+    /// The current [`max_sessions_per_caller`](Self::max_sessions_per_caller).
+    pub fn sessions_per_caller(&self) -> Option<usize> {
+        self.max_sessions_per_caller
+    }
+
     /// The current [`max_http_connections_per_peer`](Self::max_http_connections_per_peer).
     pub fn http_connections_per_peer(&self) -> Option<usize> {
         self.max_http_connections_per_peer
