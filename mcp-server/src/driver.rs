@@ -283,6 +283,7 @@ impl Server {
             self.unpark(&mut st, now);
         }
         self.release(st);
+        self.busy_since(now);
         Ok(())
     }
 
@@ -422,6 +423,7 @@ impl Server {
                 let mut st = self.lock();
                 st.engine.set_recording(trace::wants_requests());
                 let now = rt.now();
+                let began = now;
                 st.input_at = now;
                 match first {
                     Some(cmd) => {
@@ -452,6 +454,8 @@ impl Server {
                     self.unpark(&mut st, now);
                 }
                 st.armed = st.engine.poll_timeout();
+                drop(st);
+                self.busy_since(began);
             }
             // After a full batch, let connection tasks and handlers run before the next one. A
             // drained queue needs no yield: the next `recv` is pending and gives way by itself,
@@ -465,6 +469,12 @@ impl Server {
                 yield_now().await;
             }
         }
+    }
+
+    /// Adds the time since `began` to [`Status::engine_busy`](crate::Status::engine_busy).
+    fn busy_since(&self, began: Instant) {
+        let spent = u64::try_from(self.now().saturating_duration_since(began).as_nanos()).unwrap_or(u64::MAX);
+        self.shared.engine_busy.fetch_add(spent, AtomicOrdering::Relaxed);
     }
 
     /// Drains the engine's output: frames to their queues, invocations spawned as tasks,

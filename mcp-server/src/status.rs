@@ -28,6 +28,9 @@ impl Server {
             shutting_down: engine.shutting_down,
             dropped_notifications: engine.dropped_notifications,
             queued_commands,
+            engine_busy: std::time::Duration::from_nanos(
+                self.shared.engine_busy.load(AtomicOrdering::Relaxed),
+            ),
             parked_frames: st.parked.values().map(|p| p.frames.len()).sum(),
             http_connections: self.shared.http_connections.load(AtomicOrdering::Acquire),
             blocking_handlers: self.shared.blocking.load(AtomicOrdering::Acquire),
@@ -72,6 +75,12 @@ pub struct Status {
     /// Frames and completions waiting for the driver (see the crate docs): a backlog that
     /// stays high means the driver cannot keep up.
     pub queued_commands: usize,
+    /// Time the engine was worked (commands, timeouts and the routing of its output, under its
+    /// lock, by the driver or inline) since the server started. Its growth over an interval
+    /// divided by the interval is the share of one core the engine takes: the one part of a
+    /// server that does not spread over threads, so the load at which it nears 1 is what one
+    /// server (one [`Shards`](crate::Shards) shard) can carry.
+    pub engine_busy: std::time::Duration,
     /// Frames of line connections held back while their connection is at its in-flight limit
     /// ([`Limits::max_parked_frames`](mcp_proto::Limits::max_parked_frames) each).
     pub parked_frames: usize,
@@ -275,7 +284,7 @@ impl Status {
     /// Every value as a `(name, value)` pair with a stable snake_case name, for a metrics
     /// exporter: gauges first (`connections`, `running_handlers`, `in_flight`, `listens`,
     /// `sessions`, `streams`, `queued_commands`, `parked_frames`, `http_connections`, `blocking_handlers`,
-    /// `shutting_down` as 0 or 1, `cluster_degraded` as 0 or 1, `cluster_queued`), then counters (`dropped_notifications_total` and one
+    /// `shutting_down` as 0 or 1, `cluster_degraded` as 0 or 1, `cluster_queued`), then counters (`dropped_notifications_total`, `engine_busy_ns_total` and one
     /// `refused_<reason>_total` per [`Refusals`] field, such as `refused_capacity_total`, one
     /// `http_refused_<reason>_total` per [`HttpRefusals`] field, such as
     /// `http_refused_per_peer_total`, `dropped_records_total` and `task_store_failures_total`),
@@ -304,6 +313,7 @@ impl Status {
                 },
             ),
             ("dropped_notifications_total", self.dropped_notifications),
+            ("engine_busy_ns_total", u64::try_from(self.engine_busy.as_nanos()).unwrap_or(u64::MAX)),
         ];
         gauges
             .into_iter()
