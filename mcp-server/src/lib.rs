@@ -84,6 +84,7 @@ mod invoke;
 mod panics;
 mod runtime;
 mod server;
+mod shards;
 mod skills;
 mod status;
 mod stdio;
@@ -123,6 +124,7 @@ pub use runtime::Runtime;
 #[cfg(feature = "http")]
 pub use runtime::{BoxIo, ForwardIo};
 pub use server::{Server, ShutdownReport};
+pub use shards::{default_shards, Shards};
 pub use status::{HttpRefusals, Status};
 pub use stdio::{serve_lines, StdioEnd};
 pub use tasks::{InMemoryTaskStore, StoreError, TaskStore};
@@ -138,8 +140,8 @@ pub mod __shim {
     pub use crate::widget;
     pub use crate::{
         typed_form, typed_tool, BoxFuture, BuildError, Complete, Elicited, GetPrompt, HttpRefusals,
-        IntoToolResult, Json, ReadResource, RequestContext, Runtime, Server, ServerBuilder, ShutdownReport,
-        Status, StdioEnd, ToolCall, ToolResult, Warning, Warnings,
+        IntoToolResult, Json, ReadResource, RequestContext, Runtime, Server, ServerBuilder, Shards,
+        ShutdownReport, Status, StdioEnd, ToolCall, ToolResult, Warning, Warnings,
     };
     #[cfg(feature = "http")]
     pub use crate::{HttpService, Identified, IdentityRefusal, McpBody, PeerAddr};

@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     /// Commands queued for the driver or in its hands, not yet run: while there are any, new
     /// commands queue behind them rather than run inline (see [`Server::run_inline`]).
     pub(crate) queued: AtomicUsize,
+    /// Nanoseconds the engine's lock was held to work it, by the driver and inline
+    /// ([`Status::engine_busy`]).
+    pub(crate) engine_busy: std::sync::atomic::AtomicU64,
     /// Connections [`HttpService::serve`] accepted for this server that are still open: what
     /// [`Server::shutdown_and_close`] waits for.
     pub(crate) http_connections: AtomicUsize,
@@ -138,6 +141,7 @@ impl Server {
                 http_refusals: HttpCounters::default(),
                 task_store_failures: Arc::default(),
                 queued: AtomicUsize::new(0),
+                engine_busy: std::sync::atomic::AtomicU64::new(0),
                 state: Mutex::new(State {
                     engine: Engine::new(config, clock()),
                     sinks: HashMap::new(),
@@ -454,7 +458,7 @@ impl Server {
 }
 
 /// What [`Server::shutdown`] could not finish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
     /// Calls still running when the budget ran out, cancelled.

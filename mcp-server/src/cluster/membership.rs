@@ -43,6 +43,10 @@ pub(crate) struct Membership {
     /// a claim leaves when its record goes out ([`Server::share_record`]), which ends its
     /// renewals ([`Limits::claim_lease`](mcp_proto::Limits::claim_lease)).
     pub(crate) leases: Arc<Mutex<std::collections::HashSet<String>>>,
+    /// The other shards of this replica's [`Shards`](crate::Shards): they share its catalogue,
+    /// so their list changes are already this replica's, and are not applied again when the
+    /// bus brings them.
+    pub(crate) siblings: Arc<[Arc<str>]>,
     /// The nonces of the `Mcp-Forwarded-Peer` tokens this replica accepted: each is accepted
     /// once (see the `forward` module).
     #[cfg(feature = "http")]
@@ -273,6 +277,10 @@ impl Server {
                 if event.origin == m.replica {
                     continue;
                 }
+                let listed = matches!(event.kind, EventKind::Change(mcp_proto::Change::ListChanged(_)));
+                if listed && m.siblings.contains(&event.origin) {
+                    continue;
+                }
                 match event.kind {
                     EventKind::Change(change) => {
                         let mut st = server.lock();
@@ -330,6 +338,7 @@ impl crate::ServerBuilder {
             held: Arc::default(),
             registering: Arc::default(),
             leases: Arc::default(),
+            siblings: Arc::from([]),
             #[cfg(feature = "http")]
             peer_nonces: Arc::default(),
             #[cfg(feature = "http")]

@@ -133,18 +133,30 @@ fn accept_backoff(error: &io::Error) -> Option<Duration> {
 #[derive(Clone)]
 pub struct HttpService {
     inner: Arc<Inner>,
+    /// Every shard's endpoint, this one's among them, when this endpoint serves
+    /// [`Shards`](crate::Shards) ([`HttpService::sharded`]).
+    shards: Option<Arc<[Arc<Inner>]>>,
 }
 
 struct Inner {
     server: Server,
     rt: Arc<dyn Runtime>,
     http: HttpConfig,
-    /// Connections [`HttpService::serve`] is serving now.
-    open: AtomicUsize,
+    /// Connections [`HttpService::serve`] is serving now (one count for all shards).
+    open: Arc<AtomicUsize>,
     /// The connections [`HttpService::serve`] admitted, by client address: what the
-    /// per-address shares are judged by.
-    peers: Mutex<Peers>,
+    /// per-address shares are judged by (one table for all shards).
+    peers: Arc<Mutex<Peers>>,
+    /// What this shard holds, as its cluster membership records it (synchronously, as the
+    /// engine reports it): read to route a request to its shard without taking any engine's
+    /// lock. `None` unless sharded.
+    held: Option<Held>,
+    /// The shard the next accepted connection goes to (read on the first shard only).
+    turn: AtomicUsize,
 }
+
+/// A shard's holdings ([`Inner::held`]).
+type Held = Arc<Mutex<std::collections::HashSet<(mcp_proto::HeldKind, String)>>>;
 
 impl fmt::Debug for HttpService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -204,8 +216,76 @@ impl HttpService {
     pub fn new<R: Runtime + Clone>(server: Server, rt: R, http: HttpConfig) -> Self {
         server.attach(&rt);
         let rt: Arc<dyn Runtime> = Arc::new(rt);
-        let peers = Mutex::new(Peers::default());
-        Self { inner: Arc::new(Inner { server, rt, http, open: AtomicUsize::new(0), peers }) }
+        let (open, peers) = (Arc::default(), Arc::default());
+        let inner = Inner { server, rt, http, open, peers, held: None, turn: AtomicUsize::new(0) };
+        Self { inner: Arc::new(inner), shards: None }
+    }
+
+    /// One endpoint for every shard of `shards` (see [`Shards`](crate::Shards)): each
+    /// connection [`serve`](Self::serve) accepts goes to the next shard in turn, and a request
+    /// naming a legacy session or a task another shard holds is answered by that shard's
+    /// engine, directly. The connection bounds and per-address shares
+    /// ([`Limits::max_http_connections`](mcp_proto::Limits::max_http_connections) and the
+    /// others of the HTTP transport group) are counted once, for all shards, under the first
+    /// shard's limits. [`server`](Self::server) is the first shard.
+    ///
+    /// [`handle`](Self::handle) called directly (a mounted [`McpService`]) answers on the first
+    /// shard, except for what another shard holds: spreading connections is
+    /// [`serve`](Self::serve)'s.
+    pub fn sharded<R: Runtime + Clone>(shards: &crate::Shards, rt: R, http: HttpConfig) -> Self {
+        let (open, peers): (Arc<AtomicUsize>, Arc<Mutex<Peers>>) = (Arc::default(), Arc::default());
+        let inners: Vec<Arc<Inner>> = shards
+            .servers()
+            .iter()
+            .map(|server| {
+                server.attach(&rt);
+                let held = (shards.len() > 1).then(|| server.membership().map(|m| m.held)).flatten();
+                Arc::new(Inner {
+                    server: server.clone(),
+                    rt: Arc::new(rt.clone()),
+                    http: http.clone(),
+                    open: open.clone(),
+                    peers: peers.clone(),
+                    held,
+                    turn: AtomicUsize::new(0),
+                })
+            })
+            .collect();
+        let inner = match inners.first() {
+            Some(first) => first.clone(),
+            // `Shards` always has a first server; this builds its endpoint all the same.
+            None => return Self::new(shards.first().clone(), rt, http),
+        };
+        let shards: Arc<[Arc<Inner>]> = Arc::from(inners);
+        Self { inner, shards: (shards.len() > 1).then_some(shards) }
+    }
+
+    /// The endpoint of the shard the next connection goes to: this one when not sharded.
+    fn next_shard(&self) -> HttpService {
+        let Some(shards) = &self.shards else { return self.clone() };
+        let turn = self.inner.turn.fetch_add(1, Ordering::Relaxed);
+        match shards.get(turn % shards.len()) {
+            Some(inner) => HttpService { inner: inner.clone(), shards: self.shards.clone() },
+            None => self.clone(),
+        }
+    }
+
+    /// The endpoint of the other shard holding what `named` names, when this one does not hold
+    /// it and another does.
+    fn shard_holding(&self, named: Option<Named<'_>>) -> Option<HttpService> {
+        let (shards, named) = (self.shards.as_ref()?, named?);
+        let key = (named.kind(), named.id().to_owned());
+        let holds = |inner: &Inner| {
+            inner
+                .held
+                .as_ref()
+                .is_some_and(|h| h.lock().unwrap_or_else(PoisonError::into_inner).contains(&key))
+        };
+        if holds(&self.inner) {
+            return None;
+        }
+        let other = shards.iter().find(|s| !Arc::ptr_eq(s, &self.inner) && holds(s))?;
+        Some(HttpService { inner: other.clone(), shards: self.shards.clone() })
     }
 
     /// The policy: endpoint path, allowed hosts and origins, keep-alive.
@@ -314,7 +394,8 @@ impl HttpService {
             };
             let busy = Arc::new(AtomicUsize::new(0));
             let (cut, cut_off) = async_channel::bounded::<()>(1);
-            let permit = match self.admit_from(peer.ip(), busy.clone(), cut.clone()) {
+            let svc = self.next_shard();
+            let permit = match svc.admit_from(peer.ip(), busy.clone(), cut.clone()) {
                 Ok(permit) => permit,
                 Err(why) => {
                     self.inner.server.http_refused(match why {
@@ -326,7 +407,6 @@ impl HttpService {
                     continue;
                 }
             };
-            let svc = self.clone();
             let timer = timer.clone();
             let seat = permit.held.map(Seat);
             // Without `tls` it is an `Option<Infallible>`, always `None`.
@@ -597,10 +677,32 @@ impl HttpService {
         if caller.peer.is_none() {
             caller.peer = peer.map(|p| p.ip().to_string());
         }
-        if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone(), named).await {
-            return resp;
-        }
         caller.http = Some(exposed.unwrap_or_else(|| Arc::new(exposed_head(&parts, peer, token_verified))));
+        // A shard holding what the request names answers it; what this one holds needs no
+        // lookup in the cluster's directory.
+        let shard = self.shard_holding(named);
+        if shard.is_none() && (self.shards.is_none() || !self.holds_here(named)) {
+            if let Some(resp) = self.try_forward(&parts, &body, caller.peer.clone(), named).await {
+                return resp;
+            }
+        }
+        let answering = Answering { parts, body, decoded, caller, reseated };
+        match shard {
+            Some(shard) => shard.answer(answering).await,
+            None => self.answer(answering).await,
+        }
+    }
+
+    /// Whether this shard's membership records holding what `named` names.
+    fn holds_here(&self, named: Option<Named<'_>>) -> bool {
+        let (Some(held), Some(named)) = (&self.inner.held, named) else { return false };
+        held.lock().unwrap_or_else(PoisonError::into_inner).contains(&(named.kind(), named.id().to_owned()))
+    }
+
+    /// The end of [`handle`](Self::handle): the request to this endpoint's engine, and its
+    /// answer.
+    async fn answer(&self, answering: Answering) -> Response<McpBody> {
+        let Answering { parts, body, decoded, caller, reseated } = answering;
         let cut = parts.extensions.get::<Cut>().cloned();
         let inner = self.inner.clone();
         let answer = self
@@ -631,7 +733,18 @@ impl HttpService {
         resp.body_mut().reseated = reseated;
         resp
     }
+}
 
+/// A request admitted, read and identified: what [`HttpService::answer`] takes to the engine.
+struct Answering {
+    parts: http::request::Parts,
+    body: Vec<u8>,
+    decoded: Option<mcp_proto::Decoded>,
+    caller: Caller,
+    reseated: Option<Reseated>,
+}
+
+impl HttpService {
     /// Counts the connection `parts` came on against `vouched` (the client address a verified
     /// `Mcp-Forwarded-Peer` names) until the guard returned is dropped; an address that holds
     /// its [`Limits::max_http_connections_per_peer`](mcp_proto::Limits::max_http_connections_per_peer)
