@@ -335,6 +335,13 @@ pub mod testing {
 /// and within the server's [`Limits`] (its "HTTP transport" group; past
 /// [`Limits::max_http_connections`] a new connection is closed at once).
 ///
+/// `server` is a [`Server`] or [`Shards`] (several engines from
+/// [`ServerBuilder::build_shards`](mcp_server::ServerBuilder::build_shards)): connections are
+/// spread over the shards in turn, and a request naming a session or task goes to the shard
+/// that holds it. The shards use as many cores as the threads that run this future's tasks:
+/// under [`block_on`] that is one thread, so run it on several (`smol` executor threads, or one
+/// `block_on` per thread) for the shards to pay off.
+///
 /// Bind to a loopback address unless the endpoint is meant to be reachable from the network;
 /// the default [`HttpConfig`] refuses non-loopback peers and `Host` names anyway.
 ///
@@ -346,10 +353,10 @@ pub mod testing {
 /// ```
 pub async fn serve_http(
     listener: smol::net::TcpListener,
-    server: Server,
+    server: impl Into<Shards>,
     http: HttpConfig,
 ) -> io::Result<()> {
-    let http = HttpService::new(server, SmolRuntime, http);
+    let http = HttpService::sharded(&server.into(), SmolRuntime, http);
     http.serve(TcpListener(listener), SmolTimer::new()).await
 }
 
@@ -368,11 +375,11 @@ pub async fn serve_http(
 #[cfg(feature = "tls")]
 pub async fn serve_https(
     listener: smol::net::TcpListener,
-    server: Server,
+    server: impl Into<Shards>,
     http: HttpConfig,
     tls: TlsConfig,
 ) -> io::Result<()> {
-    let http = HttpService::new(server, SmolRuntime, http);
+    let http = HttpService::sharded(&server.into(), SmolRuntime, http);
     http.serve_tls(TcpListener(listener), SmolTimer::new(), tls).await
 }
 
@@ -454,14 +461,14 @@ pub async fn shutdown_signal() -> io::Result<()> {
 /// eprintln!("stopped; {} call(s) cancelled", report.cancelled);
 /// # Ok(()) }
 /// ```
-pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<ShutdownReport> {
+pub async fn shutdown_on_signal(server: impl Into<Shards>, budget: Duration) -> io::Result<ShutdownReport> {
     let mut signals = StopSignals::new()?;
     signals.next().await?;
     // A second signal cuts the wait for connections to close short.
     let again = async {
         let _ = signals.next().await;
     };
-    let report = server.shutdown_and_close(budget, again).await;
+    let report = server.into().shutdown_and_close(budget, again).await;
     Ok(report)
 }
 

@@ -578,6 +578,11 @@ pub mod testing {
 /// and within the server's [`Limits`] (its "HTTP transport" group; past
 /// [`Limits::max_http_connections`] a new connection is closed at once).
 ///
+/// `server` is a [`Server`] or [`Shards`] (several engines, one per core by default, from
+/// [`ServerBuilder::build_shards`](mcp_server::ServerBuilder::build_shards)): connections are
+/// spread over the shards in turn, and a request naming a session or task goes to the shard
+/// that holds it.
+///
 /// Bind to a loopback address unless the endpoint is meant to be reachable from the network;
 /// the default [`HttpConfig`] refuses non-loopback peers and `Host` names anyway.
 ///
@@ -592,10 +597,10 @@ pub mod testing {
 /// Outside a tokio runtime.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
-    server: Server,
+    server: impl Into<Shards>,
     http: HttpConfig,
 ) -> io::Result<()> {
-    let http = HttpService::new(server, TokioRuntime::current(), http);
+    let http = HttpService::sharded(&server.into(), TokioRuntime::current(), http);
     http.serve(TcpListener(listener), TokioTimer::new()).await
 }
 
@@ -617,11 +622,11 @@ pub async fn serve_http(
 #[cfg(feature = "tls")]
 pub async fn serve_https(
     listener: tokio::net::TcpListener,
-    server: Server,
+    server: impl Into<Shards>,
     http: HttpConfig,
     tls: TlsConfig,
 ) -> io::Result<()> {
-    let http = HttpService::new(server, TokioRuntime::current(), http);
+    let http = HttpService::sharded(&server.into(), TokioRuntime::current(), http);
     http.serve_tls(TcpListener(listener), TokioTimer::new(), tls).await
 }
 
@@ -687,13 +692,13 @@ pub async fn shutdown_signal() -> io::Result<()> {
 ///
 /// # Panics
 /// Outside a tokio runtime.
-pub async fn shutdown_on_signal(server: Server, budget: Duration) -> io::Result<ShutdownReport> {
+pub async fn shutdown_on_signal(server: impl Into<Shards>, budget: Duration) -> io::Result<ShutdownReport> {
     shutdown_signal().await?;
     // A second signal cuts the wait for connections to close short.
     let again = async {
         let _ = shutdown_signal().await;
     };
-    let report = server.shutdown_and_close(budget, again).await;
+    let report = server.into().shutdown_and_close(budget, again).await;
     Ok(report)
 }
 
