@@ -39,10 +39,12 @@ pub(crate) struct Args {
     pub(crate) session_idle: Option<std::time::Duration>,
     /// Browser origins allowed besides the server's own (`--allow-origin http://localhost:6274`).
     pub(crate) origins: Vec<String>,
-    /// Runtime worker threads (`--threads N`; 1, the default, is a single-threaded runtime).
+    /// Runtime threads (`--threads N`; 1, the default, runs everything on one thread).
     /// Read by the tokio example; smol runs on one thread.
     #[allow(dead_code)] // the smol build ignores it
     pub(crate) threads: Option<usize>,
+    /// Engines to serve HTTP with (`--shards N`; 1 by default): see `mcp_server::Shards`.
+    pub(crate) shards: Option<usize>,
     /// How tools are published (`--mode compact|direct`; direct, the MCP norm, by default).
     pub(crate) mode: mcp_proto::Mode,
     /// The Redis server of the cluster this process is a replica of (`--cluster redis://HOST:PORT`).
@@ -70,7 +72,7 @@ pub(crate) struct Args {
 }
 
 const USAGE: &str =
-    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--session-idle SECS] [--threads N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL] [--auth-dpop] [--auth-introspect URL [--auth-client ID:SECRET]]] [--tls-cert FILE --tls-key FILE]\n\
+    "usage: everything [--extra-tools N] [--role ROLE]... [--bench] [--http ADDR] [--allow-origin ORIGIN]... [--capacity N] [--session-idle SECS] [--threads N] [--shards N] [--mode compact|direct] [--cluster redis://HOST:PORT [--replica NAME] [--advertise URL]] [--auth-issuer URL [--auth-resource URL] [--auth-dpop] [--auth-introspect URL [--auth-client ID:SECRET]]] [--tls-cert FILE --tls-key FILE]\n\
     Serves the demo MCP server on stdin/stdout, or over HTTP with --http.\n\
     --extra-tools N   also register N generated tools (extra_0000 ...), to exercise pagination\n\
     --role ROLE       give the stdio caller this role; `--role admin` reveals the gated\n\
@@ -85,8 +87,10 @@ const USAGE: &str =
     \x20                 N connections instead of the defaults (for load and memory tests)\n\
     --session-idle S  expire a legacy session after S seconds without a request or a stream\n\
     \x20                 (default 900; the soak test abandons sessions and shortens it)\n\
-    --threads N       run the tokio runtime on N worker threads (default 1: single-threaded,\n\
-    \x20                 the fastest on small machines; ignored by the smol build)\n\
+    --threads N       run on N threads (default 1: single-threaded, the fastest on small\n\
+    \x20                 machines; tokio: N workers, smol: N global executor threads)\n\
+    --shards N        serve HTTP with N engines, each with its own driver, connections spread\n\
+    \x20                 over them (default 1; --threads then defaults to N)\n\
     --mode M          publish tools directly (direct, the default: each is a native tool) or\n\
     \x20                 compactly (compact: search_tools, get_tool_details and call_tool)\n\
     --cluster URL     run as a replica of the cluster on the Redis server at URL: list changes,\n\
@@ -125,6 +129,7 @@ impl Default for Args {
             bench: false,
             http: None,
             capacity: None,
+            shards: None,
             session_idle: None,
             origins: Vec::new(),
             threads: None,
@@ -182,6 +187,13 @@ pub(crate) fn parse_args() -> Result<Args, String> {
                     _ => return Err(format!("--threads: {n:?} is not a number above 0\n{USAGE}")),
                 }
             }
+            "--shards" => {
+                let n = it.next().ok_or_else(|| format!("--shards needs a number\n{USAGE}"))?;
+                match n.parse() {
+                    Ok(n) if n > 0 => args.shards = Some(n),
+                    _ => return Err(format!("--shards: {n:?} is not a number above 0\n{USAGE}")),
+                }
+            }
             "--mode" => {
                 args.mode = match it.next().as_deref() {
                     Some("direct") => mcp_proto::Mode::Direct,
@@ -223,6 +235,9 @@ pub(crate) fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => return Err(USAGE.to_owned()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
+    }
+    if args.shards.is_some_and(|n| n > 1) && (args.http.is_none() || args.cluster.is_some()) {
+        return Err(format!("--shards serves HTTP, and does not combine with --cluster\n{USAGE}"));
     }
     // The default advertisement is the --http address; one the other replicas cannot dial
     // would make every forwarded request fail, so it is refused here rather than discovered
@@ -340,10 +355,22 @@ pub(crate) fn shutdown_budget(server: &mcp_server::Server) -> std::time::Duratio
     server.limits().drain_time()
 }
 
-/// Reports a shutdown on a signal, on stderr.
-pub(crate) fn stopped(cancelled: usize) {
+/// Reports a shutdown on a signal, on stderr; with `--bench`, also how long each shard's
+/// engine was busy (`mcp_server::Status::engine_busy`) against how long it had been up, one
+/// `everything: shard I engine_busy_ms=B up_ms=U` line each: bench/run.sh reads the driver's
+/// share of a core from it.
+pub(crate) fn stopped(shards: &mcp_server::Shards, args: &Args, cancelled: usize) {
     tracing::info!(cancelled, "stopped on a signal");
+    if args.bench {
+        let up = STARTED.get().map_or(0, |t| t.elapsed().as_millis());
+        for (i, s) in shards.servers().iter().enumerate() {
+            eprintln!("everything: shard {i} engine_busy_ms={} up_ms={up}", s.status().engine_busy.as_millis());
+        }
+    }
 }
+
+/// When the servers were built: the start of `up_ms` in [`stopped`].
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
 /// Logs go to stderr: stdout carries only protocol bytes.
 pub(crate) fn init_logging() {
@@ -535,6 +562,21 @@ pub(crate) async fn build_replica(args: &Args) -> Server {
             cluster::join(builder, url, &replica).await
         }
         None => build(args),
+    }
+}
+
+/// The server `build_replica` builds, or the shards `--shards N` asks for.
+pub(crate) async fn build_shards(args: &Args) -> mcp_server::Shards {
+    let _ = STARTED.set(std::time::Instant::now());
+    match args.shards {
+        Some(n) if n > 1 => match builder(args).build_shards(Some(n)).await {
+            Ok(shards) => shards,
+            Err(e) => {
+                eprintln!("everything: {e}");
+                std::process::exit(2)
+            }
+        },
+        _ => mcp_server::Shards::from(build_replica(args).await),
     }
 }
 

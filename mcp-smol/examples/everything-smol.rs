@@ -10,16 +10,28 @@ fn main() {
         std::process::exit(2)
     });
     everything::init_logging();
-    // Everything on this thread (see `mcp_smol::block_on` for why, and what it measured).
-    mcp_smol::block_on(run(args))
+    match args.threads.or(args.shards).unwrap_or(1) {
+        // Everything on this thread (see `mcp_smol::block_on` for why, and what it measured).
+        1 => mcp_smol::block_on(run(args)),
+        // Several threads, so that several shards have cores to run on: connections and
+        // handlers go to smol's global executor, given that many threads unless the
+        // environment already chose (`SMOL_THREADS`, read when it first spawns).
+        n => {
+            if std::env::var_os("SMOL_THREADS").is_none() {
+                std::env::set_var("SMOL_THREADS", n.to_string());
+            }
+            smol::block_on(run(args))
+        }
+    }
 }
 
 async fn run(args: everything::Args) {
-    let server = everything::build_replica(&args).await;
+    let shards = everything::build_shards(&args).await;
+    let server = shards.first().clone();
     // SIGINT or SIGTERM (unix): refuse new work, let calls in flight finish (for up to the
     // budget) and answer them, then exit 0.
     let stop =
-        smol::spawn(mcp_smol::shutdown_on_signal(server.clone(), everything::shutdown_budget(&server)));
+        smol::spawn(mcp_smol::shutdown_on_signal(shards.clone(), everything::shutdown_budget(&server)));
     if let Some(addr) = &args.http {
         let served = async {
             let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
@@ -28,17 +40,17 @@ async fn run(args: everything::Args) {
             let http = everything::http_config(&args);
             #[cfg(feature = "tls")]
             if let Some(tls) = everything::tls_config(&args) {
-                mcp_smol::serve_https(listener, server.clone(), http.clone(), tls).await?;
+                mcp_smol::serve_https(listener, shards.clone(), http.clone(), tls).await?;
             } else {
-                mcp_smol::serve_http(listener, server.clone(), http).await?;
+                mcp_smol::serve_http(listener, shards.clone(), http).await?;
             }
             #[cfg(not(feature = "tls"))]
-            mcp_smol::serve_http(listener, server.clone(), http).await?;
+            mcp_smol::serve_http(listener, shards.clone(), http).await?;
             stop.await
         }
         .await;
         match served {
-            Ok(report) => everything::stopped(report.cancelled),
+            Ok(report) => everything::stopped(&shards, &args, report.cancelled),
             Err(e) => {
                 tracing::error!(%e, "HTTP server failed");
                 eprintln!("everything-smol: {addr}: {e}");

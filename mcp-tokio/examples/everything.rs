@@ -15,7 +15,7 @@ fn main() {
     // 1.9x the HTTP echo requests of two workers (63k against 34k per second) and as many
     // `tools/list`; over stdio about 1.3x. CPU-bound handlers belong on the blocking pool
     // (`blocking_tool`) either way; `--threads N` gives the runtime N workers.
-    let threads = args.threads.unwrap_or(1);
+    let threads = args.threads.or(args.shards).unwrap_or(1);
     let mut runtime = match threads {
         1 => tokio::runtime::Builder::new_current_thread(),
         n => {
@@ -33,11 +33,12 @@ fn main() {
 
 async fn run(args: everything::Args) {
     everything::init_logging();
-    let server = everything::build_replica(&args).await;
+    let shards = everything::build_shards(&args).await;
+    let server = shards.first().clone();
     // SIGINT or SIGTERM: refuse new work, let calls in flight finish (for up to the budget) and
     // answer them, then exit 0.
     let stop =
-        tokio::spawn(mcp_tokio::shutdown_on_signal(server.clone(), everything::shutdown_budget(&server)));
+        tokio::spawn(mcp_tokio::shutdown_on_signal(shards.clone(), everything::shutdown_budget(&server)));
     if let Some(addr) = &args.http {
         let served = async {
             let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -46,16 +47,16 @@ async fn run(args: everything::Args) {
             let http = everything::http_config(&args);
             #[cfg(feature = "tls")]
             if let Some(tls) = everything::tls_config(&args) {
-                mcp_tokio::serve_https(listener, server.clone(), http.clone(), tls).await?;
+                mcp_tokio::serve_https(listener, shards.clone(), http.clone(), tls).await?;
             } else {
-                mcp_tokio::serve_http(listener, server.clone(), http).await?;
+                mcp_tokio::serve_http(listener, shards.clone(), http).await?;
             }
             #[cfg(not(feature = "tls"))]
-            mcp_tokio::serve_http(listener, server.clone(), http).await?;
+            mcp_tokio::serve_http(listener, shards.clone(), http).await?;
             stop.await.map_err(std::io::Error::other)?
         };
         match served.await {
-            Ok(report) => everything::stopped(report.cancelled),
+            Ok(report) => everything::stopped(&shards, &args, report.cancelled),
             Err(e) => {
                 tracing::error!(%e, "HTTP server failed");
                 eprintln!("everything: {addr}: {e}");
