@@ -61,8 +61,9 @@ pub fn tokio_runtime() -> tokio::runtime::Runtime {
 
 /// Serves `server` over HTTP on `shim` with the policy `opts`, on a loopback port of its own, from a thread that lives
 /// as long as the test process. Returns the address once the listener is bound.
-pub fn serve(shim: Shim, server: Server, opts: HttpConfig) -> SocketAddr {
-    serve_maybe_tls(shim, server, opts, None)
+/// `server` is a [`Server`] or [`Shards`](mcp_server::Shards).
+pub fn serve(shim: Shim, server: impl Into<mcp_server::Shards>, opts: HttpConfig) -> SocketAddr {
+    serve_maybe_tls(shim, server.into(), opts, None)
 }
 
 /// [`serve`] over TLS with `tls` (`serve_https`).
@@ -72,10 +73,11 @@ pub fn serve_tls(shim: Shim, server: Server, opts: HttpConfig, tls: mcp_tokio::T
 
 fn serve_maybe_tls(
     shim: Shim,
-    server: Server,
+    server: impl Into<mcp_server::Shards>,
     opts: HttpConfig,
     tls: Option<mcp_tokio::TlsConfig>,
 ) -> SocketAddr {
+    let server: mcp_server::Shards = server.into();
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new().name(format!("http-{shim:?}"));
     let spawned = match shim {

@@ -715,3 +715,39 @@ async fn a_claim_is_renewed_while_its_call_runs_and_lapses_when_its_replica_dies
     assert_eq!(answer["result"]["content"][0]["text"], "charged", "{answer}");
     assert_eq!(runs_b.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn shards_tell_their_listeners_of_a_catalogue_edit_once_each() {
+    let shards = replica_builder().build_shards(Some(3)).await.unwrap();
+    let mut clients = Vec::new();
+    for s in shards.servers() {
+        let mut c = Client::initialized(s).await;
+        // `notifications/initialized` has no answer: a ping after it is answered once the
+        // session listens.
+        c.request(1, "ping", json!({})).await;
+        clients.push(c);
+    }
+    let removed = shards.servers().first().map(|s| s.remove_tool("t3"));
+    assert_eq!(removed, Some(true));
+    let mut all = Vec::new();
+    for c in clients.iter_mut() {
+        all.push(c.notes(Duration::from_millis(500)).await);
+    }
+    for (i, seen) in all.iter().enumerate() {
+        assert_eq!(seen, &["notifications/tools/list_changed"], "shard {i} hears the edit once: {all:?}");
+    }
+    for s in shards.servers() {
+        assert!(s.introspect().tools.iter().all(|t| t.name() != "t3"), "every shard lost t3");
+    }
+}
+
+/// The replicas' items, for shards (which join a cluster of their own).
+fn replica_builder() -> ServerBuilder {
+    let mut b = Server::builder("cluster-test", "1");
+    for i in 0..5 {
+        b = b.tool(Tool::new(format!("t{i}"), "d", json!({"type": "object"})), |_: ToolCall| async {
+            Ok::<_, mcp_proto::HandlerError>(ToolOutput::text("ok"))
+        });
+    }
+    b
+}
