@@ -364,7 +364,10 @@ pub(crate) fn stopped(shards: &mcp_server::Shards, args: &Args, cancelled: usize
     if args.bench {
         let up = STARTED.get().map_or(0, |t| t.elapsed().as_millis());
         for (i, s) in shards.servers().iter().enumerate() {
-            eprintln!("everything: shard {i} engine_busy_ms={} up_ms={up}", s.status().engine_busy.as_millis());
+            eprintln!(
+                "everything: shard {i} engine_busy_ms={} up_ms={up}",
+                s.status().engine_busy.as_millis()
+            );
         }
     }
 }
