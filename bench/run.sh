@@ -6,11 +6,14 @@
 #   bash bench/run.sh startup    # exec to the first answered initialize, per peer
 #   bash bench/run.sh idle       # memory per idle legacy session and per idle GET stream (N of each)
 #   bash bench/run.sh soak       # 10 minutes of HTTP load with abandoned sessions, streams, tasks
+#   bash bench/run.sh shards     # HTTP c=64 with 1, 2, ... engines (SHARDS), server and load pinned
 #   bash bench/run.sh all        # all of the above
 #
 # Knobs (env, defaults in brackets): PEERS [tokio smol rmcp null], ROUNDS [3], DURATION [5],
 # WARMUP [1], WORKLOADS [echo list ping], TRANSPORTS [stdio http], CONCURRENCY [1 16],
 # IDLE_N [10000], SOAK_SECS [600], SOAK_EVERY [10], STARTUP_RUNS [20],
+# SHARDS [1 2], SHARD_PEERS [tokio smol], SHARD_CONC [64], SHARD_WORKLOAD [echo],
+# SERVER_CPUS [every CPU], LOAD_CPUS [the last CPU], SHARD_THREADS [the count of SERVER_CPUS],
 # HARNESS [../shared/bench], OUT [target/bench] (raw results, one file per subcommand, in the
 # formats bench/charts.py reads; copy them to docs/bench/data to publish).
 #
@@ -118,10 +121,12 @@ stop_server() {
 trap stop_server EXIT
 trap 'exit 130' INT TERM
 
-# start_http PEER: starts PEER on the next port; sets server_pid and url.
+# start_http PEER [PREFIX [ARGS]]: starts PEER on the next port, its command after PREFIX
+# (taskset, say) and with ARGS appended; sets server_pid, server_log and url.
 start_http() {
     local cmd; cmd=$(http_cmd "$1" "$port")
-    sh -c "exec $cmd" >"$OUT/logs/server-$1-$port.log" 2>&1 </dev/null &
+    server_log=$OUT/logs/server-$1-$port.log
+    sh -c "exec ${2:-} $cmd ${3:-}" >"$server_log" 2>&1 </dev/null &
     server_pid=$!
     url="http://127.0.0.1:$port/mcp"
     port=$((port + 1))
@@ -264,6 +269,45 @@ startup() {
     for peer in $PEERS; do log "startup $peer: median $(grep "^$peer " "$file" | field ms | median) ms"; done
 }
 
+# shards: HTTP SHARD_WORKLOAD at SHARD_CONC clients against the everything example of each
+# SHARD_PEERS with each count of SHARDS engines (`--shards N`), every run with the same
+# SHARD_THREADS runtime threads so that the shard count is the only change; the server runs on
+# SERVER_CPUS and mcpload on LOAD_CPUS (taskset). Each run also records how long each shard's
+# engine was busy against how long it was up (printed by `--bench` at shutdown): the driver's
+# share of a core. On a larger machine, e.g. SERVER_CPUS=0-15 LOAD_CPUS=16-31 SHARDS="1 2 4 8 16".
+shards() {
+    local file=$OUT/shards.txt round n peer last; last=$(($(nproc) - 1))
+    local server_cpus=${SERVER_CPUS:-0-$last} load_cpus=${LOAD_CPUS:-$last}
+    local threads=${SHARD_THREADS:-$(taskset -c "$server_cpus" nproc)}
+    local conc=${SHARD_CONC:-64} workload=${SHARD_WORKLOAD:-echo}
+    header >"$file"
+    echo "# server_cpus=$server_cpus load_cpus=$load_cpus threads=$threads workload=$workload conc=$conc" >>"$file"
+    log "shards: ${SHARDS:-1 2} engine(s), server on CPUs $server_cpus, mcpload on $load_cpus -> $file"
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for n in ${SHARDS:-1 2}; do
+            for peer in ${SHARD_PEERS:-tokio smol}; do
+                start_http "$peer" "taskset -c $server_cpus" "--shards $n --threads $threads --capacity 4096"
+                local line
+                line=$(timeout -k 5 "$limit" taskset -c "$load_cpus" "$MCPLOAD" --http "$url" \
+                        --server-pid "$server_pid" --workload "$workload" --concurrency "$conc" \
+                        --duration "$DURATION" --warmup "$WARMUP" --payload-bytes "$PAYLOAD_BYTES" \
+                        2>"$OUT/logs/shards-$peer-$n.log") || line=ERROR
+                stop_server
+                # The busiest shard's share of a core over the server's life, in percent.
+                local busy; busy=$(awk '/engine_busy_ms=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                        if (v["up_ms"] > 0 && 100 * v["engine_busy_ms"] / v["up_ms"] > m) m = 100 * v["engine_busy_ms"] / v["up_ms"] }
+                        END { printf "%.1f", m }' "$server_log")
+                echo "$peer $n $line driver_pct=$busy" >>"$file"
+                log "round $round: $peer shards=$n $line driver_pct=$busy"
+            done
+        done
+    done
+    awk '/^#/ || NF < 3 { next }
+        { for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+          k = $1 " " $2; if (!(k in c)) ks[++nk] = k; c[k]++; r[k] = r[k] " " v["rps"]; d[k] = d[k] " " v["driver_pct"] }
+        END { for (i = 1; i <= nk; i++) printf "%-6s shards=%-3s rps:%s  driver%%:%s\n", substr(ks[i], 1, index(ks[i], " ") - 1), substr(ks[i], index(ks[i], " ") + 1), r[ks[i]], d[ks[i]] }' "$file" >&2
+}
+
 main() {
     mkdir -p "$OUT/logs"
     build_harness
@@ -272,7 +316,8 @@ main() {
         startup) startup ;;
         idle) idle ;;
         soak) soak ;;
-        all) matrix; startup; idle; soak ;;
+        shards) shards ;;
+        all) matrix; startup; idle; soak; shards ;;
         *) die "unknown subcommand ${1}; see the top of $0" ;;
     esac
 }

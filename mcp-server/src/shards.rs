@@ -1,27 +1,4 @@
-//! Several engines behind one endpoint, so that one process uses every core.
-//!
-//! A [`Server`] is one engine worked by one driver task: every request's engine work (bounded,
-//! never a handler or a decode) is done in order, under its lock. That is what makes the
-//! engine's output order its own, and it caps what one server does at what one core can do for
-//! its engine. [`Shards`] are several servers built from one builder, each with its own engine,
-//! lock and driver (never one engine behind a shared lock), served by one HTTP endpoint
-//! ([`HttpService::sharded`](crate::HttpService::sharded)) that spreads connections over them.
-//!
-//! The shards are the replicas of one cluster ([`cluster`](crate::cluster)), in-process unless
-//! the builder named one: they share the key ring and the continuation epoch (a cursor or a
-//! `requestState` signed by one verifies on all), ended tasks (one task store), the replay
-//! ledger (a 2026-07-28 retry runs its handler once, whichever shard it reaches) and changes
-//! (`resources/updated` reaches every shard's listeners). They share one catalogue
-//! ([`ServerBuilder::shared_catalogue`]): a tool added through any shard is added to all, and
-//! each shard tells its own listeners once (a list change from a sibling shard on the
-//! cluster's bus is not applied again; other replicas of a user's cluster still hear it). A legacy session or a running task lives on the shard where it began; the endpoint
-//! sends a request naming it to that shard directly, in-process (no forward, no lookup in the
-//! cluster's directory).
-//!
-//! Bounds: each shard's engine takes [`Limits::split`](mcp_proto::Limits::split) of the
-//! builder's limits, so the process as a whole stays within every documented table bound and
-//! per-caller share. The HTTP transport's bounds (connections, per-address shares) are the
-//! endpoint's, enforced once for all shards.
+//! Several engines behind one endpoint, so that one process uses every core: [`Shards`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +7,33 @@ use crate::builder::{BuildError, ServerBuilder};
 use crate::cluster::{Cluster, InMemoryCluster};
 use crate::server::{Server, ShutdownReport};
 
-/// The servers of a sharded deployment in one process; see the [module docs](self). Cheap to
-/// clone; every clone names the same servers.
+/// Several engines behind one endpoint, so that one process uses every core.
+///
+/// A [`Server`] is one engine worked by one driver task: every request's engine work (bounded,
+/// never a handler or a decode) is done in order, under its lock. That is what makes the
+/// engine's output order its own, and it caps what one server does at what one core can do for
+/// its engine. [`Shards`] are several servers built from one builder, each with its own engine,
+/// lock and driver (never one engine behind a shared lock), served by one HTTP endpoint
+/// ([`HttpService::sharded`](crate::HttpService::sharded)) that spreads connections over them.
+///
+/// The shards are the replicas of one cluster ([`cluster`](crate::cluster)), in-process unless
+/// the builder named one: they share the key ring and the continuation epoch (a cursor or a
+/// `requestState` signed by one verifies on all), ended tasks (one task store), the replay
+/// ledger (a 2026-07-28 retry runs its handler once, whichever shard it reaches) and changes
+/// (`resources/updated` reaches every shard's listeners). They share one catalogue
+/// ([`ServerBuilder::shared_catalogue`]): a tool added through any shard is added to all, and
+/// each shard tells its own listeners once (a list change from a sibling shard on the
+/// cluster's bus is not applied again; other replicas of a user's cluster still hear it). A
+/// legacy session or a running task lives on the shard where it began; the endpoint sends a
+/// request naming it to that shard directly, in-process (no forward, no lookup in the
+/// cluster's directory).
+///
+/// Bounds: each shard's engine takes [`Limits::split`](mcp_proto::Limits::split) of the
+/// builder's limits, so the process as a whole stays within every documented table bound and
+/// per-caller share. The HTTP transport's bounds (connections, per-address shares) are the
+/// endpoint's, enforced once for all shards.
+///
+/// Cheap to clone; every clone names the same servers.
 #[derive(Clone)]
 pub struct Shards {
     /// The first of `servers`, kept apart so that there always is one.
