@@ -14,7 +14,14 @@ use crate::server::{Server, ShutdownReport};
 /// engine's output order its own, and it caps what one server does at what one core can do for
 /// its engine. [`Shards`] are several servers built from one builder, each with its own engine,
 /// lock and driver (never one engine behind a shared lock), served by one HTTP endpoint
-/// ([`HttpService::sharded`](crate::HttpService::sharded)) that spreads connections over them.
+#[cfg_attr(
+    feature = "http",
+    doc = "([`HttpService::sharded`](crate::HttpService::sharded)) that spreads connections over them."
+)]
+#[cfg_attr(
+    not(feature = "http"),
+    doc = "(`HttpService::sharded`, feature `http`) that spreads connections over them."
+)]
 ///
 /// The shards are the replicas of one cluster ([`cluster`](crate::cluster)), in-process unless
 /// the builder named one: they share the key ring and the continuation epoch (a cursor or a
@@ -108,7 +115,14 @@ impl Shards {
         &self.servers
     }
 
-    /// The first shard: the one [`HttpService::handle`](crate::HttpService::handle) answers on
+    #[cfg_attr(
+        feature = "http",
+        doc = "The first shard: the one [`HttpService::handle`](crate::HttpService::handle) answers on"
+    )]
+    #[cfg_attr(
+        not(feature = "http"),
+        doc = "The first shard: the one `HttpService::handle` (feature `http`) answers on"
+    )]
     /// when called directly, and the only one of a server that is not sharded.
     pub fn first(&self) -> &Server {
         &self.first
