@@ -3,7 +3,7 @@
 
     python3 bench/charts.py [DATA_DIR [OUT_DIR]]    # defaults: docs/bench/data, docs/bench
 
-Reads whichever of matrix.txt, soak.txt and startup.txt exist in DATA_DIR and
+Reads whichever of matrix.txt, soak.txt, startup.txt, idle.txt and shards.txt exist in DATA_DIR and
 writes their charts into OUT_DIR, one line on stdout per file written; from matrix.txt also
 summary.md, the same-run table of ratios that docs/benchmarks.md quotes. Standard library only,
 so it runs wherever python3 does, and deterministic (same input, byte-identical SVG), so a
@@ -116,6 +116,45 @@ def read_startup(path):
         ms = None if kv.get("ms") == "ERROR" else number(path, n, kv, "ms")
         runs.setdefault(f[0], []).append(ms)
     return runs
+
+
+def read_idle(path):
+    """{peer: {"connection"|"session"|"stream": bytes per idle one, or None (ERROR)}}."""
+    out = {}
+    for n, f in data_lines(path):
+        if len(f) < 2:
+            fail(path, n, "expected PEER key=value...")
+        if f[1] == "ERROR":
+            out[f[0]] = {k: None for k in IDLE_KINDS}
+            continue
+        kv = key_values(path, n, f[1:])
+        out[f[0]] = {k: number(path, n, kv, f"bytes_per_idle_{k}") for k in IDLE_KINDS}
+    return out
+
+
+def read_shards(path):
+    """{(peer, shards): [run or None (ERROR)]}, each run {"rps", "p99", "driver_pct", "cpu_ms", "busy_ms"}."""
+    runs = {}
+    for n, f in data_lines(path):
+        if len(f) < 3:
+            fail(path, n, "expected PEER SHARDS key=value...")
+        try:
+            shards = int(f[1])
+        except ValueError:
+            fail(path, n, f"shard count {f[1]!r} is not a number")
+        if f[2] == "ERROR":
+            runs.setdefault((f[0], shards), []).append(None)
+            continue
+        kv = key_values(path, n, f[2:])
+        runs.setdefault((f[0], shards), []).append({
+            "rps": number(path, n, kv, "rps"), "p99": number(path, n, kv, "p99_us"),
+            "driver_pct": number(path, n, kv, "driver_pct"),
+            "cpu_ms": number(path, n, kv, "server_cpu_ms", required=False, na_ok=True),
+            "busy_ms": number(path, n, kv, "engine_busy_ms", required=False, na_ok=True)})
+    return runs
+
+
+IDLE_KINDS = ("connection", "session", "stream")
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -488,6 +527,44 @@ def soak_charts(samples):
                           f"of load · one run, {len(samples)} samples (no medians)", height, body)
 
 
+def idle_charts(idle):
+    peers = order_peers(list(idle))
+    labels = {"connection": "idle connection", "session": "idle legacy session", "stream": "idle GET stream"}
+
+    def bar(v):
+        return Bar(None, "failed") if v is None else Bar(v / 1024, f"{sig3(v / 1024)} KiB")
+    groups = [(labels[k], {p: bar(idle[p][k]) for p in peers}) for k in IDLE_KINDS]
+    yield "idle.svg", grouped_bars(
+        "Memory per idle connection, session and stream", "Growth of the server's resident set with N "
+        "idle ones (N in idle.txt), divided by N · one run · lower is better", groups,
+        "KiB each", lambda v: trim(sig3(v)), series=peers)
+
+
+def shard_charts(runs):
+    peers = order_peers(list(dict.fromkeys(p for p, _ in runs)))
+    counts = sorted({n for _, n in runs})
+    groups = []
+    for n in counts:
+        bars = {}
+        for p in peers:
+            ok = [r for r in runs.get((p, n), []) if r is not None]
+            if (p, n) not in runs:
+                continue
+            if not ok:
+                bars[p] = Bar(None, "failed")
+                continue
+            rps = [r["rps"] for r in ok]
+            driver = statistics.median(r["driver_pct"] for r in ok)
+            bars[p] = Bar(statistics.median(rps), f"{si(statistics.median(rps))} · busiest driver "
+                          f"{driver:.0f}% of a core", min(rps), max(rps))
+        groups.append((f"{n} shard" + ("s" if n != 1 else ""), bars))
+    rounds = [len(v) for v in runs.values()]
+    yield "shards.svg", grouped_bars(
+        "Throughput by shard count", f"HTTP requests/s with 1, 2, … engines (--shards), server and load "
+        f"generator pinned as in shards.txt · medians over {rounds_text(rounds)} rounds · whiskers: min–max",
+        groups, "requests/s", lambda v: si(v, True), series=peers)
+
+
 def polyline(xs, ys, x_axis, y_axis, left, bottom, colour, width, extra=""):
     points = " ".join(f"{left + x_axis(x):.1f},{bottom - y_axis(y):.1f}" for x, y in zip(xs, ys))
     return (f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="{width}" '
@@ -497,7 +574,8 @@ def polyline(xs, ys, x_axis, y_axis, left, bottom, colour, width, extra=""):
 # ---------------------------------------------------------------------------------- main
 
 INPUTS = [("matrix.txt", read_matrix, matrix_charts), ("soak.txt", read_soak, soak_charts),
-          ("startup.txt", read_startup, startup_charts)]
+          ("startup.txt", read_startup, startup_charts), ("idle.txt", read_idle, idle_charts),
+          ("shards.txt", read_shards, shard_charts)]
 
 
 def main(argv):

@@ -292,13 +292,18 @@ shards() {
                         --server-pid "$server_pid" --workload "$workload" --concurrency "$conc" \
                         --duration "$DURATION" --warmup "$WARMUP" --payload-bytes "$PAYLOAD_BYTES" \
                         2>"$OUT/logs/shards-$peer-$n.log") || line=ERROR
+                # The server's CPU time (user + system, all threads) over its life, in ms.
+                local cpu; cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.0f", ($12 + $13) * 1000 / hz }' \
+                        "/proc/$server_pid/stat" 2>/dev/null) || cpu=na
                 stop_server
                 # The busiest shard's share of a core over the server's life, in percent.
                 local busy; busy=$(awk '/engine_busy_ms=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
                         if (v["up_ms"] > 0 && 100 * v["engine_busy_ms"] / v["up_ms"] > m) m = 100 * v["engine_busy_ms"] / v["up_ms"] }
                         END { printf "%.1f", m }' "$server_log")
-                echo "$peer $n $line driver_pct=$busy" >>"$file"
-                log "round $round: $peer shards=$n $line driver_pct=$busy"
+                local busy_ms; busy_ms=$(awk '/engine_busy_ms=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "engine_busy_ms") t += kv[2] } }
+                        END { print t + 0 }' "$server_log")
+                echo "$peer $n $line driver_pct=$busy engine_busy_ms=$busy_ms server_cpu_ms=$cpu" >>"$file"
+                log "round $round: $peer shards=$n $line driver_pct=$busy engine_busy_ms=$busy_ms server_cpu_ms=$cpu"
             done
         done
     done
