@@ -207,6 +207,11 @@ fn slow_head_and_idle_connections_are_closed() {
         client.send(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n").map_err(|e| e.to_string())?;
         ensure(client.closed_within(TIMEOUT), || "a half-sent head kept its connection".to_owned())?;
 
+        // A connection that never sends a byte is waiting for a head as well (the server waits
+        // for its first bytes before hyper takes it, within the same timeout).
+        let mut client = connect(addr)?;
+        ensure(client.closed_within(TIMEOUT), || "a connection that sent nothing was kept".to_owned())?;
+
         // An idle keep-alive connection is waiting for a head too.
         let mut client = connect(addr)?;
         expect_status(&client.request(&Req::new("PUT", "/mcp"))?, 405, "first request")?;

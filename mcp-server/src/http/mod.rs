@@ -30,6 +30,7 @@ use mcp_proto::{Caller, ConnId, HttpRequest, HttpRequestHead};
 
 mod body;
 mod card;
+mod first_bytes;
 mod identify;
 mod peers;
 pub(crate) mod refusal;
@@ -38,6 +39,7 @@ mod service;
 
 pub use body::McpBody;
 use body::{Busy, CloseGuard, Kind};
+use first_bytes::First;
 pub(crate) use identify::Identify;
 pub use identify::{Identified, IdentityRefusal};
 use peers::{Peers, Turned};
@@ -451,11 +453,27 @@ impl HttpService {
     {
         let limits = self.inner.server.limits();
         let cut_off = switch.cut_off.clone();
+        // hyper is handed the connection only once it has sent something (first_bytes.rs: an
+        // idle connection then costs no buffers); the wait and hyper's read of the rest of the
+        // head share one header read timeout.
+        let began = self.inner.rt.now();
+        let wait = header_timeout(began, limits.header_timeout());
+        let io = match select(pin!(first_bytes::first_bytes(io, &timer, wait)), pin!(cut_off.recv())).await {
+            Either::Left((First::Bytes(io), _)) => io,
+            Either::Left((First::Closed, _)) => return self.connection_ended(peer, Some(None)),
+            Either::Left((First::Late, _)) => {
+                self.inner.server.http_refused(HttpRefused::HeadTimeout);
+                tracing::debug!(%peer, "HTTP connection sent nothing within header_read_timeout; closed it");
+                return;
+            }
+            Either::Right(_) => return self.connection_ended(peer, None),
+        };
+        let rest = first_bytes::rest_of(wait, self.inner.rt.now().saturating_duration_since(began));
         let service = self.connection_service(peer, switch);
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
             .timer(timer)
-            .header_read_timeout(header_timeout(self.inner.rt.now(), limits.header_timeout()))
+            .header_read_timeout(rest)
             .keep_alive(self.inner.http.is_keep_alive())
             // hyper's own bound on the head is a backstop a little above ours, so that heads
             // near the limit reach `check_head` and get its 431 with a JSON-RPC body.

@@ -1,0 +1,263 @@
+//! Waiting for a connection's first bytes before hyper takes it.
+//!
+//! hyper's HTTP/1.1 connection allocates its buffers when it is made and first polled: 8 KiB
+//! for the heads it writes and 8 KiB for what it reads, reserved before the first read. A
+//! connection that has sent nothing yet (a client's pool opening ahead, a port scan, a
+//! slowloris) would hold both for as long as the header read timeout lets it. Reading the
+//! first few bytes into a small inline buffer first, and only then handing hyper the
+//! connection with those bytes put back in front, makes an idle connection cost its socket and
+//! one small task.
+
+use std::io;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::future::{poll_fn, select, Either};
+use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
+
+/// How many bytes the first read takes at most: enough for a request line's start, small
+/// enough to live in the connection's task.
+const FIRST: usize = 16;
+
+/// How the wait for a connection's first bytes ended.
+pub(super) enum First<I> {
+    /// Bytes arrived: the connection, with them to be read again first.
+    Bytes(Prefixed<I>),
+    /// The peer closed the connection (or it failed) before sending a byte.
+    Closed,
+    /// Nothing arrived within the wait.
+    Late,
+}
+
+/// Reads the first bytes of `io`, waiting at most `wait` (`None`: without a bound) measured by
+/// `timer`.
+pub(super) async fn first_bytes<I, T>(mut io: I, timer: &T, wait: Option<Duration>) -> First<I>
+where
+    I: Read + Unpin,
+    T: hyper::rt::Timer,
+{
+    let mut bytes = [0u8; FIRST];
+    let read = poll_fn(|cx| {
+        let mut buf = ReadBuf::new(&mut bytes);
+        match Pin::new(&mut io).poll_read(cx, buf.unfilled()) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    });
+    let got = match wait {
+        Some(wait) => match select(pin!(read), timer.sleep(wait)).await {
+            Either::Left((got, _)) => got,
+            Either::Right(_) => return First::Late,
+        },
+        None => read.await,
+    };
+    match got {
+        Ok(0) | Err(_) => First::Closed,
+        Ok(len) => First::Bytes(Prefixed { io, bytes, at: 0, len: len.min(FIRST) }),
+    }
+}
+
+/// A connection whose first bytes were read already: they are read again first.
+pub(super) struct Prefixed<I> {
+    io: I,
+    bytes: [u8; FIRST],
+    /// The next of `bytes` to give back, up to `len`.
+    at: usize,
+    len: usize,
+}
+
+impl<I: Read + Unpin> Read for Prefixed<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let left = this.bytes.get(this.at..this.len).unwrap_or_default();
+        if left.is_empty() {
+            return Pin::new(&mut this.io).poll_read(cx, buf);
+        }
+        let n = left.len().min(buf.remaining());
+        buf.put_slice(left.get(..n).unwrap_or_default());
+        this.at += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: Write + Unpin> Write for Prefixed<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
+
+/// What is left of `wait` once `spent` of it is gone (`None` stays without a bound).
+pub(super) fn rest_of(wait: Option<Duration>, spent: Duration) -> Option<Duration> {
+    wait.map(|wait| wait.saturating_sub(spent))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+
+    use super::*;
+
+    /// A connection that gives its bytes a few at a time, then ends.
+    struct Script {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+    }
+
+    impl Read for Script {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            mut buf: ReadBufCursor<'_>,
+        ) -> Poll<io::Result<()>> {
+            let this = &mut *self;
+            let end = (this.at + this.step).min(this.data.len());
+            let n = (end - this.at).min(buf.remaining());
+            buf.put_slice(&this.data[this.at..this.at + n]);
+            this.at += n;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    struct NoTimer;
+
+    impl hyper::rt::Timer for NoTimer {
+        fn sleep(&self, _: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+            Box::pin(Never)
+        }
+        fn sleep_until(&self, _: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+            Box::pin(Never)
+        }
+    }
+
+    /// A timer whose every sleep is over at once.
+    struct Elapsed;
+
+    impl hyper::rt::Timer for Elapsed {
+        fn sleep(&self, _: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+            Box::pin(Over)
+        }
+        fn sleep_until(&self, _: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+            Box::pin(Over)
+        }
+    }
+
+    /// A connection that never sends.
+    struct Silent;
+
+    impl Read for Silent {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: ReadBufCursor<'_>,
+        ) -> Poll<io::Result<()>> {
+            Poll::Pending
+        }
+    }
+
+    struct Never;
+
+    impl Future for Never {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            Poll::Pending
+        }
+    }
+
+    impl hyper::rt::Sleep for Never {}
+
+    struct Over;
+
+    impl Future for Over {
+        type Output = ();
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            Poll::Ready(())
+        }
+    }
+
+    impl hyper::rt::Sleep for Over {}
+
+    fn read_all(mut io: impl Read + Unpin, chunk: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            let mut bytes = vec![0u8; chunk];
+            let mut buf = ReadBuf::new(&mut bytes);
+            match Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()) {
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return out,
+                Poll::Ready(Ok(())) => out.extend_from_slice(buf.filled()),
+                other => panic!("unexpected {:?}", other.map(|r| r.is_ok())),
+            }
+        }
+    }
+
+    fn now<F: Future>(f: F) -> F::Output {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut f = pin!(f);
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("the script never waits"),
+        }
+    }
+
+    #[test]
+    fn the_first_bytes_are_read_again_in_order_whatever_the_reader_asks_for() {
+        let data = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}".to_vec();
+        for step in [1, 3, 16, 64] {
+            for chunk in [1, 5, 16, 4096] {
+                let io = Script { data: data.clone(), at: 0, step };
+                let First::Bytes(io) = now(first_bytes(io, &NoTimer, Some(Duration::from_secs(1)))) else {
+                    panic!("bytes were there");
+                };
+                assert_eq!(read_all(io, chunk), data, "step {step}, chunk {chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_connection_closed_before_its_first_byte_is_closed() {
+        let io = Script { data: Vec::new(), at: 0, step: 4 };
+        assert!(matches!(now(first_bytes(io, &NoTimer, None)), First::Closed));
+    }
+
+    #[test]
+    fn a_connection_that_sends_nothing_within_the_wait_is_late() {
+        assert!(matches!(now(first_bytes(Silent, &Elapsed, Some(Duration::from_secs(1)))), First::Late));
+    }
+
+    #[test]
+    fn what_is_left_of_the_wait_never_goes_below_zero() {
+        let wait = Some(Duration::from_secs(10));
+        assert_eq!(rest_of(wait, Duration::from_secs(4)), Some(Duration::from_secs(6)));
+        assert_eq!(rest_of(wait, Duration::from_secs(40)), Some(Duration::ZERO));
+        assert_eq!(rest_of(None, Duration::from_secs(4)), None);
+    }
+}
