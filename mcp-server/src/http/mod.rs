@@ -418,7 +418,8 @@ impl HttpService {
                 let switch = Switch { busy, cut, cut_off, seat, chain: None };
                 match secure {
                     #[cfg(feature = "tls")]
-                    Some(secure) => svc.serve_secure(io, timer, peer, switch, &secure).await,
+                    // Boxed: inline, a TLS connection's state would size every connection's task.
+                    Some(secure) => Box::pin(svc.serve_secure(io, timer, peer, switch, &secure)).await,
                     #[cfg(not(feature = "tls"))]
                     Some(never) => match never {},
                     None => svc.serve_admitted(io, timer, peer, switch).await,
@@ -478,7 +479,9 @@ impl HttpService {
             // hyper's own bound on the head is a backstop a little above ours, so that heads
             // near the limit reach `check_head` and get its 431 with a JSON-RPC body.
             .max_buf_size(hyper_buf_size(limits.head_bytes()));
-        self.until_cut(peer, builder.serve_connection(io, service), cut_off).await;
+        // Boxed, so that a connection still waiting for its first bytes holds a task the size of
+        // that wait, not of hyper's connection state.
+        Box::pin(self.until_cut(peer, builder.serve_connection(io, service), cut_off)).await;
     }
 
     /// Runs hyper's connection `conn` until it ends or the connection's switch is thrown, then

@@ -17,7 +17,7 @@
 //! `SERVER http PORT` on a free port, with rmcp's defaults. Two processes per server, so that
 //! memory one measure freed is not reused by the next:
 //!
-//! - connections: N TCP connections, opened from a few threads and left without a byte sent
+//! - connections: N TCP connections, opened and left without a byte sent
 //!   (this library's servers close them when their header read timeout, 10 s by default,
 //!   passes: all N are opened and measured within it, and checked still open);
 //! - sessions, then streams: N sessions opened (`initialize` + `notifications/initialized` over
@@ -28,7 +28,7 @@
 //! `/proc/PID/status`).
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -181,9 +181,8 @@ fn connections(server: &Server, n: usize) -> Result<(u64, u64), String> {
     drop(warm);
     settle();
     let base = rss_kib(pid);
-    // Opened from several threads: this library's servers close a connection that sends nothing
-    // within their header read timeout (10 s by default), so all N must be open, and measured,
-    // well within it.
+    // This library's servers close a connection that sends nothing within their header read
+    // timeout (10 s by default), so all N must be open, and measured, well within it.
     let opened = Instant::now();
     let conns = open_many(server.addr, n)?;
     eprintln!("idle-cost: {n} connections opened in {:?}", opened.elapsed());
@@ -197,25 +196,40 @@ fn connections(server: &Server, n: usize) -> Result<(u64, u64), String> {
     Ok((base, with_conns))
 }
 
-/// `n` TCP connections to `addr`, opened from a few threads at once.
+/// `n` TCP connections to `addr`, one after another with a pause after every few hundred: a
+/// connect completes in the kernel before the server accepts it, so a client that never
+/// pauses overflows the accept queue and waits out a SYN retry (a second) for each dropped one.
 fn open_many(addr: SocketAddr, n: usize) -> Result<Vec<TcpStream>, String> {
-    const THREADS: usize = 8;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..THREADS)
-            .map(|i| {
-                let count = n / THREADS + usize::from(i < n % THREADS);
-                scope.spawn(move || {
-                    (0..count).map(|_| TcpStream::connect(addr)).collect::<Result<Vec<_>, _>>()
-                })
-            })
-            .collect();
-        let mut all = Vec::with_capacity(n);
-        for worker in workers {
-            let conns = worker.join().map_err(|_| "a connecting thread panicked".to_owned())?;
-            all.extend(conns.map_err(|e| format!("connect: {e}"))?);
+    let mut conns = Vec::with_capacity(n);
+    for i in 0..n {
+        if i % 256 == 255 {
+            std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(all)
-    })
+        conns.push(connect_from(addr, source(i)).map_err(|e| format!("connect: {e}"))?);
+    }
+    Ok(conns)
+}
+
+/// The local address of the probe's `i`th connection: one of 127/8 per thousand. From one
+/// address, ten thousand connections (and the TIME_WAIT that earlier runs left on it) make the
+/// kernel's search for a free port the slowest part of the measure, by tens of seconds.
+fn source(i: usize) -> IpAddr {
+    IpAddr::from([127, run_byte(), (i / 1000 / 250) as u8, (i / 1000 % 250) as u8 + 2])
+}
+
+/// The second byte of this run's local addresses, so that one run meets none of the TIME_WAIT
+/// an earlier one left.
+fn run_byte() -> u8 {
+    (std::process::id() % 250) as u8 + 2
+}
+
+/// A TCP connection to `addr` from `from` (any port).
+fn connect_from(addr: SocketAddr, from: IpAddr) -> std::io::Result<TcpStream> {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect(&addr.into())?;
+    Ok(socket.into())
 }
 
 /// Whether the peer has not closed `conn` (a non-blocking peek that finds no end of stream).
@@ -237,7 +251,9 @@ fn is_open(conn: &TcpStream) -> bool {
 /// each of them too.
 fn sessions_then_streams(server: &Server, n: usize) -> Result<(u64, u64, u64), String> {
     let (addr, pid) = (server.addr, server.child.id());
-    let mut control = Client::connect(addr).map_err(|e| e.to_string())?;
+    // A session is its opener's: every GET comes from the address that opened the sessions.
+    let from = IpAddr::from([127, run_byte(), 255, 1]);
+    let mut control = Client::connect_from(addr, from).map_err(|e| e.to_string())?;
     for _ in 0..64 {
         open_session(&mut control)?;
     }
@@ -251,7 +267,7 @@ fn sessions_then_streams(server: &Server, n: usize) -> Result<(u64, u64, u64), S
     let with_sessions = rss_kib(pid);
     let mut streams = Vec::with_capacity(n);
     for sid in &sessions {
-        let mut c = Client::connect(addr).map_err(|e| format!("connect: {e}"))?;
+        let mut c = Client::connect_from(addr, from).map_err(|e| format!("connect: {e}"))?;
         let get = Req::new("GET", "/mcp").header("Accept", "text/event-stream").header("Mcp-Session-Id", sid);
         c.send(&get.to_bytes()).map_err(|e| e.to_string())?;
         let head = c.head()?;
