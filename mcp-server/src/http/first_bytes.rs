@@ -145,26 +145,15 @@ mod tests {
         }
     }
 
-    struct NoTimer;
+    /// A timer whose every sleep is over at once (`Timer(true)`) or never (`Timer(false)`).
+    struct Timer(bool);
 
-    impl hyper::rt::Timer for NoTimer {
+    impl hyper::rt::Timer for Timer {
         fn sleep(&self, _: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-            Box::pin(Never)
+            Box::pin(Sleep(self.0))
         }
         fn sleep_until(&self, _: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-            Box::pin(Never)
-        }
-    }
-
-    /// A timer whose every sleep is over at once.
-    struct Elapsed;
-
-    impl hyper::rt::Timer for Elapsed {
-        fn sleep(&self, _: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-            Box::pin(Over)
-        }
-        fn sleep_until(&self, _: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-            Box::pin(Over)
+            Box::pin(Sleep(self.0))
         }
     }
 
@@ -181,27 +170,21 @@ mod tests {
         }
     }
 
-    struct Never;
+    /// A sleep that is over (`true`) or never ends (`false`).
+    struct Sleep(bool);
 
-    impl Future for Never {
+    impl Future for Sleep {
         type Output = ();
         fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-            Poll::Pending
+            if self.0 {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
         }
     }
 
-    impl hyper::rt::Sleep for Never {}
-
-    struct Over;
-
-    impl Future for Over {
-        type Output = ();
-        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
-            Poll::Ready(())
-        }
-    }
-
-    impl hyper::rt::Sleep for Over {}
+    impl hyper::rt::Sleep for Sleep {}
 
     fn read_all(mut io: impl Read + Unpin, chunk: usize) -> Vec<u8> {
         let mut out = Vec::new();
@@ -234,7 +217,8 @@ mod tests {
         for step in [1, 3, 16, 64] {
             for chunk in [1, 5, 16, 4096] {
                 let io = Script { data: data.clone(), at: 0, step };
-                let First::Bytes(io) = now(first_bytes(io, &NoTimer, Some(Duration::from_secs(1)))) else {
+                let First::Bytes(io) = now(first_bytes(io, &Timer(false), Some(Duration::from_secs(1))))
+                else {
                     panic!("bytes were there");
                 };
                 assert_eq!(read_all(io, chunk), data, "step {step}, chunk {chunk}");
@@ -245,12 +229,12 @@ mod tests {
     #[test]
     fn a_connection_closed_before_its_first_byte_is_closed() {
         let io = Script { data: Vec::new(), at: 0, step: 4 };
-        assert!(matches!(now(first_bytes(io, &NoTimer, None)), First::Closed));
+        assert!(matches!(now(first_bytes(io, &Timer(false), None)), First::Closed));
     }
 
     #[test]
     fn a_connection_that_sends_nothing_within_the_wait_is_late() {
-        assert!(matches!(now(first_bytes(Silent, &Elapsed, Some(Duration::from_secs(1)))), First::Late));
+        assert!(matches!(now(first_bytes(Silent, &Timer(true), Some(Duration::from_secs(1)))), First::Late));
     }
 
     #[test]
