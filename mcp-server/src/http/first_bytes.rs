@@ -224,17 +224,26 @@ mod tests {
 
     impl hyper::rt::Sleep for Sleep {}
 
-    fn read_all(mut io: impl Read + Unpin, chunk: usize) -> Vec<u8> {
-        let mut out = Vec::new();
+    /// One read of at most `size` bytes; the script never waits.
+    fn read_once(io: &mut (impl Read + Unpin), size: usize) -> io::Result<Vec<u8>> {
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
+        let mut bytes = vec![0u8; size];
+        let mut buf = ReadBuf::new(&mut bytes);
+        match Pin::new(io).poll_read(&mut cx, buf.unfilled()) {
+            Poll::Ready(Ok(())) => Ok(buf.filled().to_vec()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => panic!("the script never waits"),
+        }
+    }
+
+    fn read_all(mut io: impl Read + Unpin, chunk: usize) -> Vec<u8> {
+        let mut out = Vec::new();
         loop {
-            let mut bytes = vec![0u8; chunk];
-            let mut buf = ReadBuf::new(&mut bytes);
-            match Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()) {
-                Poll::Ready(Ok(())) if buf.filled().is_empty() => return out,
-                Poll::Ready(Ok(())) => out.extend_from_slice(buf.filled()),
-                other => panic!("unexpected {:?}", other.map(|r| r.is_ok())),
+            match read_once(&mut io, chunk) {
+                Ok(bytes) if bytes.is_empty() => return out,
+                Ok(bytes) => out.extend_from_slice(&bytes),
+                Err(e) => panic!("unexpected {e}"),
             }
         }
     }
@@ -272,13 +281,8 @@ mod tests {
         let First::Bytes(mut io) = now(first_bytes(Script::new(&data, 100), &Timer(false), None)) else {
             panic!("bytes were there");
         };
-        let waker = futures_util::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
-        let mut bytes = vec![0u8; 8192];
-        let mut buf = ReadBuf::new(&mut bytes);
-        assert!(matches!(Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()), Poll::Ready(Ok(()))));
         // The 16 kept, then the 100 the script gives its next read.
-        assert_eq!(buf.filled().len(), FIRST + 100);
+        assert_eq!(read_once(&mut io, 8192).map(|b| b.len()).ok(), Some(FIRST + 100));
     }
 
     /// A connection that fails while the first read looks behind the kept bytes: they are
@@ -290,21 +294,14 @@ mod tests {
         let First::Bytes(mut io) = now(first_bytes(io, &Timer(false), None)) else {
             panic!("bytes were there");
         };
-        let waker = futures_util::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
         let mut got = Vec::new();
-        loop {
-            let mut bytes = vec![0u8; 64];
-            let mut buf = ReadBuf::new(&mut bytes);
-            match Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()) {
-                Poll::Ready(Ok(())) => got.extend_from_slice(buf.filled()),
-                Poll::Ready(Err(e)) => {
-                    assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
-                    break;
-                }
-                Poll::Pending => panic!("the script never waits"),
+        let failed = loop {
+            match read_once(&mut io, 64) {
+                Ok(bytes) => got.extend_from_slice(&bytes),
+                Err(e) => break e,
             }
-        }
+        };
+        assert_eq!(failed.kind(), io::ErrorKind::ConnectionReset);
         assert_eq!(got, b"GET / HT");
     }
 
