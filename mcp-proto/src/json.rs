@@ -617,12 +617,20 @@ pub(crate) fn first_inexact_number(text: &str) -> Option<&str> {
     while let Some(&b) = bytes.get(at) {
         match b {
             b'"' => {
+                // Strings are most of a frame's text: their end is searched for several bytes
+                // at a time (SIMD), not byte by byte.
                 at += 1;
-                while let Some(&c) = bytes.get(at) {
-                    at += if c == b'\\' { 2 } else { 1 };
-                    if c == b'"' {
+                let mut closed = false;
+                while let Some(found) = bytes.get(at..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
+                    closed = bytes.get(at + found) == Some(&b'"');
+                    at += found + if closed { 1 } else { 2 };
+                    if closed {
                         break;
                     }
+                }
+                if !closed {
+                    // An unterminated string (not JSON): no number follows it.
+                    return None;
                 }
             }
             b'-' | b'0'..=b'9' => {
@@ -801,6 +809,29 @@ mod tests {
         ] {
             assert_eq!(first_inexact_number(&format!("[1,{inexact}]")), Some(inexact), "{inexact}");
         }
+    }
+
+    #[cfg(not(feature = "exact-json"))]
+    #[test]
+    fn numbers_inside_strings_are_not_numbers() {
+        // Escaped quotes and backslashes do not end a string; the number after it is found.
+        let cases = [
+            (r#"["1e400"]"#, None),
+            (r#"["a\"1e400\"b"]"#, None),
+            (r#"["\\",1e400]"#, Some("1e400")),
+            (r#"["\\\"1e400",2]"#, None),
+            (r#"{"k\"":"v","n":1e-400}"#, Some("1e-400")),
+            (r#"["\u0022 1e400"]"#, None),
+            // Not JSON, and no number in it: an unterminated string, or one ending in a lone escape.
+            (r#"["1e400"#, None),
+            (r#"["\"#, None),
+        ];
+        for (text, first) in cases {
+            assert_eq!(first_inexact_number(text), first, "{text}");
+        }
+        // Long strings cross the scanner's word boundaries.
+        let long = format!(r#"["{}\"{}",0.1000000000000000000001]"#, "x".repeat(100), "9".repeat(70));
+        assert_eq!(first_inexact_number(&long), Some("0.1000000000000000000001"));
     }
 
     #[test]
