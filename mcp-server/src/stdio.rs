@@ -101,15 +101,6 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Replies are gathered up to this many bytes before one write, so a burst costs one syscall.
 /// Not a [`Limits`](mcp_proto::Limits) field for the same reason: throughput tuning, not a bound.
 const WRITE_BATCH: usize = 64 * 1024;
-/// Frames taken from one read before the reader lets the runtime's other ready tasks run (the
-/// handlers those frames started, and the writer with whatever answers are ready). Without it a
-/// 64 KiB read of pipelined requests is all admitted before the first answer is written, so a
-/// pipelining client waits for the whole batch and then the server waits for the client's next
-/// one: the two sides take turns instead of working at once. Handing over every other frame
-/// measured best on 2 cores with ../shared/bench at 16 requests in flight (echo ≈160k/s against
-/// ≈140k/s for every frame, ≈145k/s for every fourth and ≈75k/s never; pings alike); every
-/// frame pays one more poll of the runtime's I/O driver per hand-over.
-const FRAMES_PER_TURN: usize = 2;
 
 /// Serves one session over `input`/`output` until the input ends.
 ///
@@ -150,6 +141,9 @@ where
     let (drained_tx, drained_rx) = async_channel::bounded::<()>(1);
 
     let room = Room::new();
+    // Frames taken from one read before the reader lets the handlers they started and the
+    // writer run (see `Runtime::frames_per_turn`).
+    let per_turn = rt.frames_per_turn().max(1);
     let read = async {
         let mut input = input;
         let mut framer = LineFramer::new(max_frame);
@@ -182,7 +176,7 @@ where
                         let decoded = server.decode(frame);
                         server.send_line_frame(conn, decoded, &room).await;
                         taken += 1;
-                        if taken % FRAMES_PER_TURN == 0 {
+                        if taken % per_turn == 0 {
                             rt.yield_now().await;
                         }
                         room.wait_below(parked_max).await;
