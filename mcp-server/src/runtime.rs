@@ -33,16 +33,17 @@ pub trait Runtime: Send + Sync + 'static {
     }
 
     /// How many frames of one read the stdio reader takes between two calls of
-    /// [`yield_now`](Runtime::yield_now); 0 counts as 1. Without hand-overs a 64 KiB read of pipelined
-    /// requests is all admitted before the first answer is written, so a pipelining client
-    /// waits for the whole batch and then the server waits for the client's next one: the two
-    /// sides take turns instead of working at once. Each hand-over lets the writer make one
+    /// [`yield_now`](Runtime::yield_now); 0 counts as 1. Without hand-overs a 64 KiB read of
+    /// pipelined requests is all admitted before the first answer is written, so a pipelining
+    /// client waits for the whole batch and then the server waits for the client's next one:
+    /// the two sides take turns instead of working at once. Each hand-over lets the writer make one
     /// more write, and costs the runtime one more turn of its I/O driver if it has nothing else
     /// to do, so the best count depends on what such a turn costs.
     ///
     /// The default, 2, measured best on tokio's current-thread runtime (2 cores,
     /// ../shared/bench, stdio at 16 requests in flight: 2 frames ≈347k echo calls/s against
-    /// ≈283k for 4 and ≈150k for 8; pings alike).
+    /// ≈283k for 4 and ≈150k for 8; pings did better at 1 frame, ≈670k against ≈530k, where
+    /// echo fell to ≈280k).
     fn frames_per_turn(&self) -> usize {
         2
     }

@@ -127,8 +127,9 @@ impl Runtime for SmolRuntime {
     /// ../shared/bench, stdio at 16 requests in flight (calls/s, 3 runs each, medians): 2
     /// frames 236k echo, 335k list, 477k ping; 4 frames 289k, 377k, 415k; 3 frames 292k, 335k,
     /// 398k. The cost is on pings, which start no handler and so gain nothing from a
-    /// hand-over: in docs/benchmarks.md's runs smol's stdio ping c=16 went from 94% to 73% of
-    /// tokio's, its echo c=16 (a tool call, the request that matters) from 70% to 81%.
+    /// hand-over: between docs/benchmarks.md's runs at 0990597 and db07766 smol's stdio ping
+    /// c=16 went from 94% to 83% of tokio's, its echo c=16 (a tool call, the request that
+    /// matters) from 70% to 85%.
     fn frames_per_turn(&self) -> usize {
         4
     }
