@@ -567,16 +567,22 @@ impl HttpRuntime for SmolRuntime {
 mod tests {
     use super::*;
 
+    /// One connection through the accept step of `serve_http`: what it handed out, the peer
+    /// address it gave, and the client's end.
+    async fn accepted() -> (Accepted, SocketAddr, smol::net::TcpStream) {
+        let listener = TcpListener(smol::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+        let addr = listener.0.local_addr().expect("address");
+        let client = smol::spawn(smol::net::TcpStream::connect(addr));
+        let (io, peer) = listener.accept().await.expect("accept");
+        (io.into_inner(), peer, client.await.expect("connect"))
+    }
+
     /// The accept step of `serve_http` hands out sockets with Nagle's algorithm off.
     #[test]
     fn accepted_sockets_have_nodelay() {
         smol::block_on(async {
-            let listener = TcpListener(smol::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
-            let addr = listener.0.local_addr().expect("address");
-            let client = smol::spawn(smol::net::TcpStream::connect(addr));
-            let (io, peer) = listener.accept().await.expect("accept");
-            assert!(io.get_ref().io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
-            let client = client.await.expect("connect");
+            let (server, peer, client) = accepted().await;
+            assert!(server.io.get_ref().nodelay().expect("nodelay readable"), "TCP_NODELAY is set");
             assert_eq!(peer, client.local_addr().expect("client address"));
         });
     }
@@ -587,12 +593,7 @@ mod tests {
     fn accepted_sockets_read_on_after_a_short_read() {
         use smol::io::{AsyncReadExt, AsyncWriteExt};
         smol::block_on(async {
-            let listener = TcpListener(smol::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
-            let addr = listener.0.local_addr().expect("address");
-            let client = smol::spawn(smol::net::TcpStream::connect(addr));
-            let (io, _) = listener.accept().await.expect("accept");
-            let mut server = io.into_inner();
-            let mut client = client.await.expect("connect");
+            let (mut server, _, mut client) = accepted().await;
             let mut buf = [0u8; 16];
             client.write_all(b"abc").await.expect("write");
             assert_eq!(server.read(&mut buf).await.expect("read"), 3);
