@@ -120,19 +120,6 @@ impl Runtime for SmolRuntime {
     fn spawn_blocking(&self, f: Box<dyn FnOnce() + Send + 'static>) -> BoxFuture<()> {
         Box::pin(smol::unblock(f))
     }
-
-    /// 4, twice tokio's: each wait of async-io's reactor makes five system calls where tokio's
-    /// makes one (re-arming the source and its own notifier, clearing the notifier, setting its
-    /// timer, waiting: `perf trace`), so fewer, larger writes pay here. Measured on 2 cores with
-    /// ../shared/bench, stdio at 16 requests in flight (calls/s, 3 runs each, medians): 2
-    /// frames 236k echo, 335k list, 477k ping; 4 frames 289k, 377k, 415k; 3 frames 292k, 335k,
-    /// 398k. The cost is on pings, which start no handler and so gain nothing from a
-    /// hand-over: between docs/benchmarks.md's runs at 0990597 and db07766 smol's stdio ping
-    /// c=16 went from 94% to 83% of tokio's, its echo c=16 (a tool call, the request that
-    /// matters) from 70% to 85%.
-    fn frames_per_turn(&self) -> usize {
-        4
-    }
 }
 
 /// Runs `fut` to completion on the calling thread, and with it every task the server spawns
@@ -194,6 +181,27 @@ mod local {
         }
     }
 
+    /// Runs `fut` as a task of this thread's executor when the thread is inside `block_on`,
+    /// else in place.
+    ///
+    /// Why: the future `block_on` runs is polled by async-io's `block_on` itself, which turns
+    /// the reactor (five system calls) each time that future wakes itself, so every hand-over
+    /// of the stdio reader (`Runtime::yield_now`) cost a reactor turn. A task that yields goes
+    /// back on the executor's queue instead, as under tokio's current-thread runtime. Measured
+    /// with ../shared/bench, stdio at 16 requests in flight on 2 cores (calls/s, 2 alternating
+    /// runs): ping 348k-396k in place against 405k-709k as a task, echo 278k-285k against
+    /// 286k-321k, tokio 318k-352k; at one request in flight no change.
+    pub(crate) async fn as_task<F>(fut: F) -> F::Output
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send,
+    {
+        match current() {
+            Some(executor) => executor.spawn(fut).await,
+            None => fut.await,
+        }
+    }
+
     pub(crate) fn enter() -> (Arc<Executor<'static>>, Inside) {
         let executor =
             EXECUTOR.with(|e| e.borrow_mut().get_or_insert_with(|| Arc::new(Executor::new())).clone());
@@ -216,6 +224,11 @@ pub async fn serve_stdio(server: &Server) -> io::Result<StdioEnd> {
 /// restored after it): a line costs no hand-off to another thread. Anything else (a terminal,
 /// a file) goes through smol's blocking pool ([`smol::Unblock`]).
 pub async fn serve_stdio_as(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
+    let server = server.clone();
+    local::as_task(async move { stdio_session(&server, caller).await }).await
+}
+
+async fn stdio_session(server: &Server, caller: Caller) -> io::Result<StdioEnd> {
     #[cfg(unix)]
     {
         use std::os::fd::AsFd;
@@ -675,6 +688,41 @@ mod tests {
         }));
         let elsewhere = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("global executor ran it");
         assert_ne!(elsewhere, here, "spawned outside block_on: the global executor's thread");
+    }
+
+    /// Inside `block_on` a stdio session runs as a task: its hand-overs go back on the
+    /// executor's queue and do not wake the future `block_on` polls (each such wake costs a
+    /// reactor turn). Outside it, the session runs in place.
+    #[test]
+    fn sessions_run_as_tasks_inside_block_on() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        /// Counts how often `block_on` polls the future it runs.
+        struct Polls<F>(F, Arc<AtomicUsize>);
+        impl<F: std::future::Future + Unpin> std::future::Future for Polls<F> {
+            type Output = F::Output;
+            fn poll(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<F::Output> {
+                self.1.fetch_add(1, Ordering::Relaxed);
+                std::pin::Pin::new(&mut self.0).poll(cx)
+            }
+        }
+        let yielding = || async {
+            for _ in 0..100 {
+                SmolRuntime.yield_now().await;
+            }
+            std::thread::current().id()
+        };
+        let polls = Arc::new(AtomicUsize::new(0));
+        let ran_on = block_on(Polls(Box::pin(local::as_task(yielding())), polls.clone()));
+        assert_eq!(ran_on, std::thread::current().id(), "on the calling thread");
+        let as_task = polls.load(Ordering::Relaxed);
+        assert!(as_task < 10, "100 hand-overs woke block_on's future {as_task} times");
+        let polls = Arc::new(AtomicUsize::new(0));
+        smol::block_on(Polls(Box::pin(local::as_task(yielding())), polls.clone()));
+        assert!(polls.load(Ordering::Relaxed) > 100, "outside block_on it runs in place");
     }
 
     /// A task spawned inside one `block_on` and left waiting goes on in the next one, and the
