@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 800
 FONT = "system-ui, sans-serif"
 INK, MUTED, GRID, FAILED = "#111827", "#4b5563", "#e5e7eb", "#b91c1c"
-PEER_ORDER = ["tokio", "smol", "rmcp", "ts", "py", "null"]
+PEER_ORDER = ["tokio", "smol", "everything", "rmcp", "ts", "py", "null"]
 PEER_COLOURS = {"tokio": "#d97706", "smol": "#2563eb", "rmcp": "#6b7280", "ts": "#16a34a",
-                "py": "#9333ea", "null": "#111827"}
+                "py": "#9333ea", "null": "#111827", "everything": "#f59e0b"}
 FALLBACK = ["#dc2626", "#0891b2", "#db2777", "#65a30d", "#7c3aed", "#ca8a04", "#0f766e", "#92400e"]
 TRANSPORT_ORDER = ["stdio", "http"]
 
@@ -438,7 +438,7 @@ def summary_table(rows, stats):
         return f"{c.rss_kb / 1024:.1f}" if c is not None and c.rss_kb else "–"
 
     out = ["| row | tokio / rmcp | smol / rmcp | tokio / null | smol / null | smol / tokio "
-           "| p99 µs tokio · smol · rmcp | peak RSS MiB tokio · smol · rmcp |",
+           "| p99 µs tokio · smol · rmcp | peak RSS MiB tokio · smol · everything · rmcp |",
            "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         t, load, conc = row
@@ -446,7 +446,7 @@ def summary_table(rows, stats):
         out.append(f"| {t} {load} c={conc} | {ratio(tk, rm)} | {ratio(sm, rm)} | {ratio(tk, nu, '{:.0%}')} "
                    f"| {ratio(sm, nu, '{:.0%}')} | {ratio(sm, tk, '{:.0%}')} "
                    f"| {p99(row, 'tokio')} · {p99(row, 'smol')} · {p99(row, 'rmcp')} "
-                   f"| {rss(row, 'tokio')} · {rss(row, 'smol')} · {rss(row, 'rmcp')} |")
+                   f"| {rss(row, 'tokio')} · {rss(row, 'smol')} · {rss(row, 'everything')} · {rss(row, 'rmcp')} |")
     return "\n".join(out) + "\n"
 
 

@@ -17,8 +17,11 @@
 # HARNESS [../shared/bench], OUT [target/bench] (raw results, one file per subcommand, in the
 # formats bench/charts.py reads; copy them to docs/bench/data to publish).
 #
-# Peers: `tokio` and `smol` are the everything example (`--bench`: the peers' catalogue) of each
-# shim, built with the `dist` profile; `rmcp`, `null`, `ts` and `py` are ../shared/bench's.
+# Peers: `tokio` and `smol` are the bench example of each shim (the everything example's `--bench`
+# catalogue in a binary of its own, as each peer of ../shared/bench is one: see
+# examples/common/bench.rs), built with the `dist` profile; `everything` is the tokio everything
+# example with `--bench` (every feature of the demo linked in); `rmcp`, `null`, `ts` and `py` are
+# ../shared/bench's. idle, soak and shards run the everything examples, whose options they use.
 # Every run gets a fresh server process; within a cell the peers take turns, rotating who goes
 # first, so drift in the machine's noise is shared.
 set -euo pipefail
@@ -70,15 +73,17 @@ build_harness() {
                       "$HARNESS/peers/py/.venv/bin/pip" install -q -r "$HARNESS/peers/py/requirements.txt"; } ;;
         esac
     done
-    log "building the everything examples (dist profile)..."
-    cargo build --profile dist --quiet --locked -p mcp-tokio --example everything
-    cargo build --profile dist --quiet --locked -p mcp-smol --example everything-smol
+    log "building the bench and everything examples (dist profile)..."
+    cargo build --profile dist --quiet --locked -p mcp-tokio --example bench --example everything
+    cargo build --profile dist --quiet --locked -p mcp-smol --example bench-smol --example everything-smol
     log "building the startup and idle-cost probes..."
     cargo build --release --quiet --locked -p mcp-tests --bin startup-time --bin idle-cost --bin soak
 }
 
 TOKIO=$ROOT/target/dist/examples/everything
 SMOL=$ROOT/target/dist/examples/everything-smol
+BENCH_TOKIO=$ROOT/target/dist/examples/bench
+BENCH_SMOL=$ROOT/target/dist/examples/bench-smol
 STARTUP=$ROOT/target/release/startup-time
 IDLE=$ROOT/target/release/idle-cost
 SOAK=$ROOT/target/release/soak
@@ -86,8 +91,10 @@ SOAK=$ROOT/target/release/soak
 # stdio_cmd PEER / http_cmd PEER PORT: the command that starts PEER.
 stdio_cmd() {
     case $1 in
-        tokio) echo "$TOKIO --bench" ;;
-        smol) echo "$SMOL --bench" ;;
+        tokio) echo "$BENCH_TOKIO" ;;
+        smol) echo "$BENCH_SMOL" ;;
+        everything) echo "$TOKIO --bench" ;;
+        everything-smol) echo "$SMOL --bench" ;;
         null) echo "$HARNESS/peers/null/target/release/null-peer stdio" ;;
         rmcp) echo "$HARNESS/peers/rmcp/target/release/rmcp-peer stdio" ;;
         ts) echo "node $HARNESS/peers/ts/server.mjs stdio" ;;
@@ -97,8 +104,10 @@ stdio_cmd() {
 }
 http_cmd() {
     case $1 in
-        tokio) echo "$TOKIO --bench --http 127.0.0.1:$2" ;;
-        smol) echo "$SMOL --bench --http 127.0.0.1:$2" ;;
+        tokio) echo "$BENCH_TOKIO --http 127.0.0.1:$2" ;;
+        smol) echo "$BENCH_SMOL --http 127.0.0.1:$2" ;;
+        everything) echo "$TOKIO --bench --http 127.0.0.1:$2" ;;
+        everything-smol) echo "$SMOL --bench --http 127.0.0.1:$2" ;;
         null) echo "$HARNESS/peers/null/target/release/null-peer http $2" ;;
         rmcp) echo "$HARNESS/peers/rmcp/target/release/rmcp-peer http $2" ;;
         ts) echo "node $HARNESS/peers/ts/server.mjs http $2" ;;
@@ -286,7 +295,9 @@ shards() {
     for ((round = 1; round <= ROUNDS; round++)); do
         for n in ${SHARDS:-1 2}; do
             for peer in ${SHARD_PEERS:-tokio smol}; do
-                start_http "$peer" "taskset -c $server_cpus" "--shards $n --threads $threads --capacity 4096"
+                # The everything example of the shim: the bench example takes no options.
+                local example; case $peer in tokio) example=everything ;; smol) example=everything-smol ;; *) example=$peer ;; esac
+                start_http "$example" "taskset -c $server_cpus" "--shards $n --threads $threads --capacity 4096"
                 local line
                 line=$(timeout -k 5 "$limit" taskset -c "$load_cpus" "$MCPLOAD" --http "$url" \
                         --server-pid "$server_pid" --workload "$workload" --concurrency "$conc" \

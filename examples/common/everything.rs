@@ -594,11 +594,29 @@ pub(crate) fn build(args: &Args) -> Server {
     }
 }
 
+/// The server `--bench` serves with no other option given, from code that builds nothing else:
+/// what the bench examples link.
+// The everything examples build theirs through `build`.
+#[allow(dead_code)]
+pub(crate) fn bench_server() -> Server {
+    match bench_tools(named()).build() {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
+/// The demo's name, version and instructions.
+fn named() -> ServerBuilder {
+    Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
+        .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
+}
+
 /// Every demo tool, as `args` ask.
 fn builder(args: &Args) -> ServerBuilder {
-    let builder = Server::builder("mcp-rs-everything", env!("CARGO_PKG_VERSION"))
-        .instructions("Demo server of the mcp-rs workspace: echo, add and the conformance fixtures.")
-        .mode(args.mode);
+    let builder = named().mode(args.mode);
     let mut builder = if args.bench {
         bench_tools(builder)
     } else {
