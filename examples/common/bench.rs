@@ -20,3 +20,17 @@ pub(crate) fn http_addr(name: &str) -> Option<String> {
         }
     }
 }
+
+/// Tells bench/run.sh and the tests where the server listens, in the everything example's words:
+/// `listening on http://HOST:PORT/mcp` on stderr.
+pub(crate) fn listening(addr: std::net::SocketAddr) {
+    eprintln!("listening on http://{addr}/mcp");
+}
+
+/// Exits 1 with why when serving failed.
+pub(crate) fn exit_on_error(name: &str, served: std::io::Result<()>) {
+    if let Err(e) = served {
+        eprintln!("{name}: {e}");
+        std::process::exit(1)
+    }
+}

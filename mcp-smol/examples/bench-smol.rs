@@ -16,14 +16,11 @@ fn main() {
         match &http {
             Some(addr) => {
                 let listener = smol::net::TcpListener::bind(addr.as_str()).await?;
-                eprintln!("listening on http://{}/mcp", listener.local_addr()?);
+                bench::listening(listener.local_addr()?);
                 mcp_smol::serve_http(listener, server, mcp_smol::HttpConfig::default()).await
             }
             None => mcp_smol::serve_stdio(&server).await.map(drop),
         }
     });
-    if let Err(e) = served {
-        eprintln!("bench-smol: {e}");
-        std::process::exit(1)
-    }
+    bench::exit_on_error("bench-smol", served);
 }

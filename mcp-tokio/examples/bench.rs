@@ -20,14 +20,11 @@ fn main() {
         match &http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
-                eprintln!("listening on http://{}/mcp", listener.local_addr()?);
+                bench::listening(listener.local_addr()?);
                 mcp_tokio::serve_http(listener, server, mcp_tokio::HttpConfig::default()).await
             }
             None => mcp_tokio::serve_stdio(&server).await.map(drop),
         }
     });
-    if let Err(e) = served {
-        eprintln!("bench: {e}");
-        std::process::exit(1)
-    }
+    bench::exit_on_error("bench", served);
 }
