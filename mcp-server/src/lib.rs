@@ -77,6 +77,8 @@ mod catalogue;
 pub mod cluster;
 mod driver;
 mod epoch;
+#[cfg(feature = "http")]
+mod futures_io;
 mod handler;
 #[cfg(feature = "http")]
 mod http;
@@ -111,6 +113,8 @@ pub use cluster::redis::RedisCluster;
 pub use cluster::{
     Cluster, ClusterError, ClusterEvent, ClusterHealth, EventKind, InMemoryCluster, Located, SharedKeys,
 };
+#[cfg(feature = "http")]
+pub use futures_io::FuturesIo;
 pub use handler::{
     typed_form, typed_tool, AsJson, BoxFuture, Complete, Elicited, GetPrompt, Handler, IntoToolResult, Json,
     ReadResource, RequestContext, ToolCall, ToolResult,

@@ -77,9 +77,11 @@ pub use mcp_server::__macros::tools_smol as tools;
 pub use mcp_server::__macros;
 
 #[cfg(feature = "http")]
+use mcp_server::FuturesIo;
+#[cfg(feature = "http")]
 use mcp_server::{HttpRuntime, Listener};
 #[cfg(feature = "http")]
-use smol_hyper::rt::{FuturesIo, SmolTimer};
+use smol_hyper::rt::SmolTimer;
 
 /// The smol [`Runtime`]: spawns on smol's global executor (or, on a thread inside
 /// [`block_on`], on that thread's own executor) and sleeps on async-io timers.

@@ -126,7 +126,7 @@ async fn exchange(rt: &Arc<dyn Runtime>, out: Outgoing<'_>, max: usize) -> Resul
             .connect(name, crate::tls::HyperStream(io))
             .await
             .map_err(|e| FetchError::Tls(e.to_string()))?;
-        Box::new(smol_hyper::rt::FuturesIo::new(stream))
+        Box::new(crate::FuturesIo::new(stream))
     } else {
         io
     };

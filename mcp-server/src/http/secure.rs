@@ -94,7 +94,7 @@ mod on {
                 chain: chain.map(|chain| ClientChain(chain.iter().map(|c| c.as_ref().to_vec()).collect())),
                 ..switch
             };
-            let io = smol_hyper::rt::FuturesIo::new(stream);
+            let io = crate::FuturesIo::new(stream);
             if h2 {
                 self.serve_h2(io, timer, peer, switch).await;
             } else {

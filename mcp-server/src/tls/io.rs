@@ -1,6 +1,6 @@
 //! hyper's I/O traits seen as futures-io's, so that futures-rustls runs over whatever
 //! connection a shim hands the server layer (its listener's, or `Runtime::connect`'s).
-//! The other way round is `smol_hyper::rt::FuturesIo`.
+//! The other way round is [`crate::FuturesIo`].
 
 use std::io;
 use std::pin::Pin;
