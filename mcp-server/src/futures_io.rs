@@ -23,7 +23,10 @@ use hyper::rt::ReadBufCursor;
 const READ_CHUNK: usize = 16 * 1024;
 
 thread_local! {
-    static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
+    /// Read buffers free for the next read on this thread. A read takes one and gives it back,
+    /// so a read nested in another (TLS on smol: the TLS stream reads the socket's `FuturesIo`
+    /// from inside its own) takes a second: the pool holds as many as reads ever nest, two.
+    static SCRATCH: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A futures-io stream (`AsyncRead + AsyncWrite`) in hyper's I/O traits, which the smol shim's
@@ -62,29 +65,20 @@ impl<T: AsyncRead + Unpin> hyper::rt::Read for FuturesIo<T> {
         if want == 0 {
             return Poll::Ready(Ok(()));
         }
-        let inner = &mut self.get_mut().inner;
-        SCRATCH.with(|scratch| {
-            // A stream that reads another `FuturesIo` from inside its own read (none of ours
-            // does) finds the buffer taken and reads into one of its own.
-            let mut own;
-            let mut taken = scratch.try_borrow_mut();
-            let dst: &mut [u8] = match taken.as_deref_mut() {
-                Ok(shared) => shared,
-                Err(_) => {
-                    own = vec![0; want];
-                    &mut own
-                }
-            };
-            let dst = dst.get_mut(..want).unwrap_or_default();
-            match Pin::new(inner).poll_read(cx, dst) {
-                Poll::Ready(Ok(n)) => {
-                    buf.put_slice(dst.get(..n).unwrap_or_default());
-                    Poll::Ready(Ok(()))
-                }
-                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                Poll::Pending => Poll::Pending,
+        let taken = SCRATCH.try_with(|pool| pool.borrow_mut().pop()).ok().flatten();
+        let mut scratch = taken.unwrap_or_else(|| vec![0; READ_CHUNK].into_boxed_slice());
+        let dst = scratch.get_mut(..want).unwrap_or_default();
+        let polled = match Pin::new(&mut self.get_mut().inner).poll_read(cx, dst) {
+            Poll::Ready(Ok(n)) => {
+                buf.put_slice(dst.get(..n).unwrap_or_default());
+                Poll::Ready(Ok(()))
             }
-        })
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        };
+        // A thread whose locals are being torn down drops the buffer instead.
+        let _ = SCRATCH.try_with(|pool| pool.borrow_mut().push(scratch));
+        polled
     }
 }
 
@@ -155,13 +149,40 @@ mod tests {
         assert_eq!(io.get_ref().position(), READ_CHUNK as u64);
     }
 
+    /// A stream that reads through a `FuturesIo` from inside its own read, as futures-rustls
+    /// does over a smol socket.
+    struct Nested(FuturesIo<Cursor<Vec<u8>>>);
+
+    impl AsyncRead for Nested {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+            let mut read = hyper::rt::ReadBuf::new(buf);
+            match hyper::rt::Read::poll_read(Pin::new(&mut self.get_mut().0), cx, read.unfilled()) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(read.filled().len())),
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            }
+        }
+    }
+
     #[test]
     fn a_read_from_inside_a_read_gets_a_buffer_of_its_own() {
-        // Holding the thread's buffer, as a stream reading another FuturesIo would.
-        SCRATCH.with(|scratch| {
-            let _held = scratch.borrow_mut();
-            let mut io = FuturesIo::new(Cursor::new(b"nested".to_vec()));
-            assert_eq!(read_all(&mut io, 64), b"nested");
-        });
+        let data: Vec<u8> = (0..READ_CHUNK * 2 + 5).map(|i| (i % 13) as u8).collect();
+        let mut io = FuturesIo::new(Nested(FuturesIo::new(Cursor::new(data.clone()))));
+        let mut got = Vec::new();
+        loop {
+            let mut storage = vec![0u8; 4096];
+            let mut buf = hyper::rt::ReadBuf::new(&mut storage);
+            let polled = futures_util::FutureExt::now_or_never(poll_fn(|cx| {
+                hyper::rt::Read::poll_read(Pin::new(&mut io), cx, buf.unfilled())
+            }));
+            assert!(matches!(polled, Some(Ok(()))), "a cursor is always ready");
+            if buf.filled().is_empty() {
+                break;
+            }
+            got.extend_from_slice(buf.filled());
+        }
+        assert_eq!(got, data);
+        // Every read gave its buffer back: one per level of nesting, however many reads.
+        assert_eq!(SCRATCH.with(|pool| pool.borrow().len()), 2);
     }
 }
