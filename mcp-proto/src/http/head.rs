@@ -1,6 +1,7 @@
 //! The request-head checks of [`check_head`]: path, `Host`, `Origin`, method, media types,
 //! `Content-Length` and the MCP route headers.
 
+use std::borrow::Cow;
 use std::net::Ipv6Addr;
 
 use crate::limits::Limits;
@@ -340,8 +341,8 @@ fn check_origin(
 struct MediaType<'a> {
     ty: &'a str,
     subtype: &'a str,
-    /// Parameter names as written, values unquoted.
-    params: Vec<(&'a str, String)>,
+    /// Parameter names as written, values unquoted (borrowed unless they held an escape).
+    params: Vec<(&'a str, Cow<'a, str>)>,
 }
 
 /// Takes the longest prefix of `tchar`s.
@@ -355,15 +356,29 @@ fn skip_ows(s: &str) -> &str {
 }
 
 /// `quoted-string` at the start of `s` (which begins with `"`): the unescaped value and the rest.
-fn take_quoted(s: &str) -> Option<(String, &str)> {
-    let mut out = String::new();
-    let mut chars = s.strip_prefix('"')?.char_indices();
+fn take_quoted(s: &str) -> Option<(Cow<'_, str>, &str)> {
     let body = s.strip_prefix('"')?;
+    // Most values hold no escape: they are borrowed as they are.
+    let mut out: Option<String> = None;
+    let mut chars = body.char_indices();
     while let Some((i, c)) = chars.next() {
         match c {
-            '"' => return Some((out, body.get(i + 1..)?)),
-            '\\' => out.push(chars.next()?.1),
-            c if c == '\t' || (' '..='~').contains(&c) => out.push(c),
+            '"' => {
+                let value = match out {
+                    Some(owned) => Cow::Owned(owned),
+                    None => Cow::Borrowed(body.get(..i)?),
+                };
+                return Some((value, body.get(i + 1..)?));
+            }
+            '\\' => {
+                let escaped = chars.next()?.1;
+                out.get_or_insert_with(|| body.get(..i).unwrap_or_default().to_owned()).push(escaped);
+            }
+            c if c == '\t' || (' '..='~').contains(&c) => {
+                if let Some(owned) = &mut out {
+                    owned.push(c);
+                }
+            }
             _ => return None,
         }
     }
@@ -401,7 +416,7 @@ fn parse_media_type(s: &str) -> Option<MediaType<'_>> {
             if v.is_empty() {
                 return None;
             }
-            (v.to_owned(), after)
+            (Cow::Borrowed(v), after)
         };
         params.push((name, value));
         rest = after;
@@ -409,23 +424,35 @@ fn parse_media_type(s: &str) -> Option<MediaType<'_>> {
 }
 
 /// Splits a list header on the commas outside quoted strings.
-fn split_list(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
+fn split_list(s: &str) -> impl Iterator<Item = &str> {
     let (mut quoted, mut escaped, mut start) = (false, false, 0);
-    for (i, c) in s.char_indices() {
+    let mut commas = s.char_indices().filter_map(move |(i, c)| {
         match c {
             _ if escaped => escaped = false,
             '\\' if quoted => escaped = true,
             '"' => quoted = !quoted,
-            ',' if !quoted => {
-                out.extend(s.get(start..i));
-                start = i + 1;
-            }
+            ',' if !quoted => return Some(i),
             _ => {}
         }
-    }
-    out.extend(s.get(start..));
-    out
+        None
+    });
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        let from = start;
+        match commas.next() {
+            Some(i) => {
+                start = i + 1;
+                s.get(from..i)
+            }
+            None => {
+                done = true;
+                s.get(from..)
+            }
+        }
+    })
 }
 
 /// Whether a `q` parameter value is zero; `None` if it is not a valid `qvalue`.

@@ -238,8 +238,9 @@ fn methods_405_with_allow() {
 
 #[test]
 fn content_type_415() {
-    let ok: [&'static [u8]; 7] = [
+    let ok: [&'static [u8]; 8] = [
         b"application/json",
+        b"application/json; charset=\"ut\\f-8\"",
         b"Application/JSON",
         b"application/json; charset=utf-8",
         b"application/json;charset=\"UTF-8\"",
@@ -250,8 +251,9 @@ fn content_type_415() {
     for ct in ok {
         assert_eq!(run("POST", "/mcp", &with(post_headers(), "Content-Type", ct)), Ok(()), "{ct:?}");
     }
-    let bad: [&'static [u8]; 10] = [
+    let bad: [&'static [u8]; 11] = [
         b"text/plain",
+        b"application/json; charset=\"utf-8\\\"",
         b"application/x-www-form-urlencoded",
         b"application/jsonx",
         b"application/+json",
@@ -302,6 +304,10 @@ fn accept_406_and_what_is_accepted() {
     assert_eq!(accepts(Some(b"application/json;q=2")), Err(406));
     assert_eq!(accepts(Some(b"")), Err(406));
     assert_eq!(accepts(Some(b"application/json;x=\"a,b\", text/html")), Ok((true, false)));
+    // An escaped quote does not end the string: the comma after it is still inside.
+    assert_eq!(accepts(Some(b"text/html;x=\"a\\\",text/event-stream\"")), Err(406));
+    assert_eq!(accepts(Some(b"text/html;x=\"a\\\\\",text/event-stream")), Ok((false, true)));
+    assert_eq!(accepts(Some(b"application/json;q=\"0\", text/event-stream;q=\"0.\\5\"")), Ok((false, true)));
     // Repeated Accept headers combine.
     let mut two = without(post_headers(), "Accept");
     two.push(("accept", b"application/json"));

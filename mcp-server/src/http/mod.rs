@@ -1100,15 +1100,28 @@ fn request_target(parts: &::http::request::Parts) -> std::borrow::Cow<'_, str> {
 /// verified it was issued for this server: the MCP spec forbids passing it through, so a
 /// handler never holds it. A cluster's forwarding headers are between replicas.
 fn exposed_head(parts: &::http::request::Parts, peer: Option<SocketAddr>, verified: bool) -> HttpRequestHead {
-    let headers = head_lines(parts);
     let target = request_target(parts);
-    let mut head = HttpRequestHead::from_head(&request_head(parts, &headers, &target), peer);
-    if verified {
-        head.remove_header(::http::header::AUTHORIZATION.as_str());
-        head.remove_header("dpop");
+    let private = move |name: &::http::HeaderName| {
+        (verified && (name == ::http::header::AUTHORIZATION || name.as_str() == "dpop"))
+            || name.as_str() == crate::cluster::forward::FORWARDED_BY
+            || name.as_str() == crate::cluster::forward::FORWARDED_PEER
+    };
+    let lines = || {
+        let lines = parts.headers.iter().filter(move |(name, _)| !private(name));
+        lines.map(|(name, value)| (name.as_str(), value.as_bytes()))
+    };
+    // As `head_lines`: HTTP/2 names the host in `:authority`, and handlers read it as `host`.
+    let authority = (parts.version >= ::http::Version::HTTP_2
+        && !parts.headers.contains_key(::http::header::HOST))
+    .then(|| parts.uri.authority())
+    .flatten()
+    .map(|a| ("host", a.as_str().as_bytes()));
+    let (count, bytes) =
+        lines().chain(authority).fold((0, 0), |(n, b), (name, value)| (n + 1, b + name.len() + value.len()));
+    let mut head = HttpRequestHead::with_room(parts.method.as_str(), &target, peer, count, bytes);
+    for (name, value) in lines().chain(authority) {
+        head = head.with_header(name, value);
     }
-    head.remove_header(crate::cluster::forward::FORWARDED_BY);
-    head.remove_header(crate::cluster::forward::FORWARDED_PEER);
     match parts.extensions.get::<ClientChain>() {
         Some(ClientChain(chain)) => head.with_peer_certificates(chain.clone()),
         None => head,
