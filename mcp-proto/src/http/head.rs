@@ -468,13 +468,33 @@ fn q_is_zero(q: &str) -> Option<bool> {
     }
 }
 
+/// The `Accept` values clients send most, each with what [`accepts_of`] makes of it: a head
+/// is checked for every request, and these need no parsing.
+const COMMON_ACCEPTS: [(&[u8], Accepts); 4] = [
+    (b"application/json, text/event-stream", Accepts { json: true, sse: true, prefers_sse: false }),
+    (b"text/event-stream, application/json", Accepts { json: true, sse: true, prefers_sse: true }),
+    (b"application/json", Accepts { json: true, sse: false, prefers_sse: false }),
+    (b"text/event-stream", Accepts { json: false, sse: true, prefers_sse: true }),
+];
+
 /// The kinds every `Accept` value admits together, or `None` when there is no `Accept` header.
 /// Malformed elements and elements with `q=0` admit nothing.
 fn accept_of(head: &RequestHead<'_>) -> Option<Accepts> {
+    let mut values = head.header_values("accept");
+    if let (Some(only), None) = (values.next(), values.next()) {
+        if let Some((_, common)) = COMMON_ACCEPTS.iter().find(|(text, _)| *text == only) {
+            return Some(*common);
+        }
+    }
+    accepts_of(head.header_values("accept"))
+}
+
+/// [`accept_of`] the long way: every element of every value parsed.
+fn accepts_of<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<Accepts> {
     let mut seen = false;
     let mut acc = Accepts { json: false, sse: false, prefers_sse: false };
     let mut named_first = None;
-    for raw in head.header_values("accept") {
+    for raw in values {
         seen = true;
         let Some(text) = ascii_text(raw) else { continue };
         for element in split_list(text) {
@@ -507,6 +527,10 @@ fn check_content_type(head: &RequestHead<'_>) -> Result<(), HttpRefusal> {
     let unsupported =
         || HttpRefusal::new(RefusalKind::UnsupportedMediaType, "Content-Type must be application/json");
     let raw = single(head, "content-type", "repeated Content-Type header")?.ok_or_else(unsupported)?;
+    // What nearly every client sends, accepted without parsing.
+    if raw == b"application/json" {
+        return Ok(());
+    }
     let m = ascii_text(raw).and_then(parse_media_type).ok_or_else(unsupported)?;
     let sub = m.subtype.as_bytes();
     let plus_json =
@@ -549,5 +573,17 @@ fn check_content_length(limits: &Limits, head: &RequestHead<'_>) -> Result<(), H
             Err(HttpRefusal::new(RefusalKind::BodyTooLarge, "request body too large"))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_accept_values_read_as_parsing_them_does() {
+        for (text, common) in COMMON_ACCEPTS {
+            assert_eq!(accepts_of([text].into_iter()), Some(common), "{:?}", String::from_utf8_lossy(text));
+        }
     }
 }

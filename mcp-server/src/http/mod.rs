@@ -589,8 +589,8 @@ impl HttpService {
         let headers = head_lines(&parts);
         let target = request_target(&parts);
         let head = request_head(&parts, &headers, &target);
-        let post = match check_head(cfg, limits, &head) {
-            Ok(route) => matches!(route, Route::Post { .. }),
+        let route = match check_head(cfg, limits, &head) {
+            Ok(route) => HeldRoute::of(&route),
             // A declared length over the bound. Reading the body of a client that waits for
             // `100 Continue` would invite the upload the 413 refuses: it is told at once.
             Err(refusal)
@@ -660,7 +660,7 @@ impl HttpService {
             }
             None => None,
         };
-        let (body, decoded) = if post {
+        let (body, decoded) = if matches!(route.kind, HeldKind::Post(_)) {
             match self.read_body(body).await {
                 // Decoded here, on this request's task: a large body costs its sender only.
                 Ok(bytes) => {
@@ -707,7 +707,7 @@ impl HttpService {
                 return resp;
             }
         }
-        let answering = Answering { parts, body, decoded, caller, reseated };
+        let answering = Answering { parts, route, body, decoded, caller, reseated };
         match shard {
             Some(shard) => shard.answer(answering).await,
             None => self.answer(answering).await,
@@ -723,9 +723,8 @@ impl HttpService {
     /// The end of [`handle`](Self::handle): the request to this endpoint's engine, and its
     /// answer.
     async fn answer(&self, answering: Answering) -> Response<McpBody> {
-        let Answering { parts, body, decoded, caller, reseated } = answering;
+        let Answering { parts, route, body, decoded, caller, reseated } = answering;
         let cut = parts.extensions.get::<Cut>().cloned();
-        let inner = self.inner.clone();
         let answer = self
             .inner
             .server
@@ -733,21 +732,17 @@ impl HttpService {
                 let headers = head_lines(&parts);
                 let target = request_target(&parts);
                 let head = request_head(&parts, &headers, &target);
-                // Checked above already; the route borrows the head, so it is made again here.
-                let route =
-                    check_head(&inner.http, inner.server.limits(), &head).map_err(|_: HttpRefusal| ())?;
-                let req = HttpRequest { head: &head, route, body: &body, caller };
-                Ok::<_, ()>(st.exchange(now, req, decoded, cut))
+                // Checked in `handle` already, and not again here, under the engine's lock.
+                let req = HttpRequest { head: &head, route: route.route(), body: &body, caller };
+                st.exchange(now, req, decoded, cut)
             })
             .await;
         let resp = match answer {
-            Some(Ok(Ok((head, body)))) => {
+            Some(Ok((head, body))) => {
                 self.registered(&head.holds).await;
                 response(head.status, &head.headers, McpBody::full(body))
             }
-            Some(Ok(Err((conn, queue)))) => self.pending(conn, queue).await,
-            // The head passed check_head above and failed it now: this layer's own bug.
-            Some(Err(_)) => error_response(&Refusal::Internal.error()),
+            Some(Err((conn, queue))) => self.pending(conn, queue).await,
             None => error_response(&Refusal::EngineGone.error()),
         };
         let mut resp = resp;
@@ -759,10 +754,58 @@ impl HttpService {
 /// A request admitted, read and identified: what [`HttpService::answer`] takes to the engine.
 struct Answering {
     parts: http::request::Parts,
+    route: HeldRoute,
     body: Vec<u8>,
     decoded: Option<mcp_proto::Decoded>,
     caller: Caller,
     reseated: Option<Reseated>,
+}
+
+/// A [`Route`] that [`check_head`] gave, owned, so that it goes to the engine with the request
+/// (whose head it borrowed) rather than being checked again there, under the engine's lock.
+struct HeldRoute {
+    kind: HeldKind,
+    session_id: Option<String>,
+    protocol_version: Option<String>,
+}
+
+enum HeldKind {
+    Post(mcp_proto::http::Accepts),
+    Get { last_event_id: Option<String> },
+    Delete,
+}
+
+impl HeldRoute {
+    fn of(route: &Route<'_>) -> Self {
+        let headers = route.headers();
+        let kind = match *route {
+            Route::Post { accepts, .. } => HeldKind::Post(accepts),
+            Route::Get { last_event_id, .. } => {
+                HeldKind::Get { last_event_id: last_event_id.map(str::to_owned) }
+            }
+            Route::Delete { .. } => HeldKind::Delete,
+        };
+        Self {
+            kind,
+            session_id: headers.session_id.map(str::to_owned),
+            protocol_version: headers.protocol_version.map(str::to_owned),
+        }
+    }
+
+    /// The route again, as `of` was given it.
+    fn route(&self) -> Route<'_> {
+        let headers = mcp_proto::http::RouteHeaders {
+            session_id: self.session_id.as_deref(),
+            protocol_version: self.protocol_version.as_deref(),
+        };
+        match &self.kind {
+            HeldKind::Post(accepts) => Route::Post { headers, accepts: *accepts },
+            HeldKind::Get { last_event_id } => {
+                Route::Get { headers, last_event_id: last_event_id.as_deref() }
+            }
+            HeldKind::Delete => Route::Delete { headers },
+        }
+    }
 }
 
 impl HttpService {
@@ -1140,6 +1183,24 @@ fn request_head<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_route_is_the_route_it_was_made_of() {
+        let headers =
+            mcp_proto::http::RouteHeaders { session_id: Some("s-1"), protocol_version: Some("2025-11-25") };
+        let accepts = mcp_proto::http::Accepts { json: true, sse: false, prefers_sse: false };
+        let none = mcp_proto::http::RouteHeaders { session_id: None, protocol_version: None };
+        let routes = [
+            Route::Post { headers, accepts },
+            Route::Post { headers: none, accepts },
+            Route::Get { headers, last_event_id: Some("7") },
+            Route::Get { headers: none, last_event_id: None },
+            Route::Delete { headers },
+        ];
+        for route in routes {
+            assert_eq!(HeldRoute::of(&route).route(), route);
+        }
+    }
 
     #[test]
     fn accept_errors() {
