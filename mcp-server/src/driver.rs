@@ -296,16 +296,16 @@ impl Server {
         &self,
         f: impl FnOnce(&Server, &mut State, Instant) -> T + Send + 'static,
     ) -> Option<T> {
-        let (tx, rx) = async_channel::bounded(1);
+        let (tx, rx) = futures_channel::oneshot::channel();
         let sent = self
             .send(Box::new(move |server: &Server, st: &mut State, now: Instant| {
-                let _ = tx.try_send(f(server, st, now));
+                let _ = tx.send(f(server, st, now));
             }))
             .await;
         if !sent {
             return None;
         }
-        rx.recv().await.ok()
+        rx.await.ok()
     }
 
     /// Decodes a frame under the engine's limits, on the caller's task.

@@ -517,6 +517,8 @@ impl HttpService {
         let svc = self.clone();
         let Switch { busy, cut, seat, chain, .. } = switch;
         let cut = Cut(cut);
+        // Printed once for the connection rather than for each of its requests.
+        let peer_text: Arc<str> = peer.ip().to_string().into();
         hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
             let svc = svc.clone();
             req.extensions_mut().insert(cut.clone());
@@ -529,8 +531,9 @@ impl HttpService {
             // Counted from the complete head until hyper drops the response body (written, or
             // the connection gone): until then the connection is not reading a head.
             let busy = Busy::enter(busy.clone());
+            let peer_text = peer_text.clone();
             async move {
-                let mut resp = svc.handle(req, Some(peer)).await;
+                let mut resp = svc.handle_from(req, Some((peer, Some(&peer_text)))).await;
                 resp.body_mut().busy = Some(busy);
                 Ok::<_, Infallible>(resp)
             }
@@ -568,6 +571,20 @@ impl HttpService {
     where
         B: Body,
     {
+        self.handle_from(req, peer.map(|p| (p, None))).await
+    }
+
+    /// [`handle`](Self::handle), with the peer's address as text when the connection has
+    /// printed it once already (for the caller's `peer`, which every request of it carries).
+    async fn handle_from<B>(
+        &self,
+        req: Request<B>,
+        from: Option<(SocketAddr, Option<&str>)>,
+    ) -> Response<McpBody>
+    where
+        B: Body,
+    {
+        let peer = from.map(|(p, _)| p);
         let cfg = &self.inner.http;
         let limits = self.inner.server.limits();
         if let Some(peer) = peer {
@@ -696,7 +713,7 @@ impl HttpService {
             }
         }
         if caller.peer.is_none() {
-            caller.peer = peer.map(|p| p.ip().to_string());
+            caller.peer = from.map(|(p, text)| text.map_or_else(|| p.ip().to_string(), str::to_owned));
         }
         caller.http = Some(exposed.unwrap_or_else(|| Arc::new(exposed_head(&parts, peer, token_verified))));
         // A shard holding what the request names answers it; what this one holds needs no
