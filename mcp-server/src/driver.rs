@@ -266,8 +266,8 @@ impl Server {
     /// when no command is queued or in the driver's hands, and the engine is free this instant
     /// (never waited for). Otherwise hands it back, to be queued. This spares the hop to the
     /// driver when the server is quiet (the latency of one request alone), while a busy server
-    /// is worked by the driver in batches; either way the work done is bounded engine work,
-    /// never a handler and never a decode.
+    /// is worked by the driver in batches; either way the work done is engine work, never a
+    /// handler and never a decode.
     pub(crate) fn run_inline(&self, cmd: Command) -> Result<(), Command> {
         if self.shared.queued.load(AtomicOrdering::Acquire) != 0 {
             return Err(cmd);

@@ -9,8 +9,9 @@ use crate::server::{Server, ShutdownReport};
 
 /// Several engines behind one endpoint, so that one process uses every core.
 ///
-/// A [`Server`] is one engine worked by one driver task: every request's engine work (bounded,
-/// never a handler or a decode) is done in order, under its lock. That is what makes the
+/// A [`Server`] is one engine worked by one driver task: every request's engine work (never a
+/// handler or a decode, but the encoding of its answer, which grows with the answer) is done in
+/// order, under its lock. That is what makes the
 /// engine's output order its own, and it caps what one server does at what one core can do for
 /// its engine. [`Shards`] are several servers built from one builder, each with its own engine,
 /// lock and driver (never one engine behind a shared lock), served by one HTTP endpoint
