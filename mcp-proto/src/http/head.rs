@@ -423,35 +423,19 @@ fn parse_media_type(s: &str) -> Option<MediaType<'_>> {
     }
 }
 
-/// Splits a list header on the commas outside quoted strings.
+/// Splits a list header on the commas outside quoted strings. The predicate sees each char
+/// once, in order, as a forward `split` visits them, so it can follow the quoting.
 fn split_list(s: &str) -> impl Iterator<Item = &str> {
-    let (mut quoted, mut escaped, mut start) = (false, false, 0);
-    let mut commas = s.char_indices().filter_map(move |(i, c)| {
+    let (mut quoted, mut escaped) = (false, false);
+    s.split(move |c: char| {
         match c {
             _ if escaped => escaped = false,
             '\\' if quoted => escaped = true,
             '"' => quoted = !quoted,
-            ',' if !quoted => return Some(i),
+            ',' => return !quoted,
             _ => {}
         }
-        None
-    });
-    let mut done = false;
-    std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        let from = start;
-        match commas.next() {
-            Some(i) => {
-                start = i + 1;
-                s.get(from..i)
-            }
-            None => {
-                done = true;
-                s.get(from..)
-            }
-        }
+        false
     })
 }
 

@@ -1134,14 +1134,17 @@ impl Drop for Reseated {
 /// Every header line of a request head, for [`RequestHead`]. HTTP/2 and later carry the host as
 /// `:authority`, which `http` keeps in the URI: it is passed on as `host`.
 fn head_lines(parts: &::http::request::Parts) -> Vec<(&str, &[u8])> {
-    let mut headers: Vec<(&str, &[u8])> =
-        parts.headers.iter().map(|(name, value)| (name.as_str(), value.as_bytes())).collect();
-    if parts.version >= ::http::Version::HTTP_2 && !parts.headers.contains_key(::http::header::HOST) {
-        if let Some(authority) = parts.uri.authority() {
-            headers.push(("host", authority.as_str().as_bytes()));
-        }
-    }
-    headers
+    each_head_line(parts).map(|(name, value)| (name.as_str(), value)).collect()
+}
+
+/// The lines of [`head_lines`], one at a time.
+fn each_head_line(parts: &::http::request::Parts) -> impl Iterator<Item = (&::http::HeaderName, &[u8])> {
+    let authority = (parts.version >= ::http::Version::HTTP_2
+        && !parts.headers.contains_key(::http::header::HOST))
+    .then(|| parts.uri.authority())
+    .flatten()
+    .map(|a| (&::http::header::HOST, a.as_str().as_bytes()));
+    parts.headers.iter().map(|(name, value)| (name, value.as_bytes())).chain(authority)
 }
 
 /// The request target as the pure rules judge it: the whole URI when it names a scheme and
@@ -1167,19 +1170,13 @@ fn exposed_head(parts: &::http::request::Parts, peer: Option<SocketAddr>, verifi
             || name.as_str() == crate::cluster::forward::FORWARDED_PEER
     };
     let lines = || {
-        let lines = parts.headers.iter().filter(move |(name, _)| !private(name));
-        lines.map(|(name, value)| (name.as_str(), value.as_bytes()))
+        each_head_line(parts)
+            .filter(move |(name, _)| !private(name))
+            .map(|(name, value)| (name.as_str(), value))
     };
-    // As `head_lines`: HTTP/2 names the host in `:authority`, and handlers read it as `host`.
-    let authority = (parts.version >= ::http::Version::HTTP_2
-        && !parts.headers.contains_key(::http::header::HOST))
-    .then(|| parts.uri.authority())
-    .flatten()
-    .map(|a| ("host", a.as_str().as_bytes()));
-    let (count, bytes) =
-        lines().chain(authority).fold((0, 0), |(n, b), (name, value)| (n + 1, b + name.len() + value.len()));
+    let (count, bytes) = lines().fold((0, 0), |(n, b), (name, value)| (n + 1, b + name.len() + value.len()));
     let mut head = HttpRequestHead::with_room(parts.method.as_str(), &target, peer, count, bytes);
-    for (name, value) in lines().chain(authority) {
+    for (name, value) in lines() {
         head = head.with_header(name, value);
     }
     match parts.extensions.get::<ClientChain>() {
